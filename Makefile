@@ -1,0 +1,69 @@
+# Thin wrapper over meson. The two set-up commands of the README:
+#   make run    installs build deps, builds, fetches the default model, starts the chat
+#   make test   the same set-up, then the whole test suite and one summary line
+# Also: make build, make test SANITIZE=address|thread, make debug, make fuzz, make clean.
+
+SANITIZE ?=
+MESON_OPTS ?=
+CUDA_ARCH ?=
+
+ifeq ($(SANITIZE),address)
+  BUILD ?= build-asan
+  SETUP_OPTS = --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled
+else ifeq ($(SANITIZE),thread)
+  BUILD ?= build-tsan
+  SETUP_OPTS = --buildtype=debug -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled
+else ifeq ($(SANITIZE),)
+  BUILD ?= build
+  SETUP_OPTS = --buildtype=release
+else
+  $(error SANITIZE must be address or thread)
+endif
+ifneq ($(CUDA_ARCH),)
+  SETUP_OPTS += -Dcuda-arch=$(CUDA_ARCH)
+endif
+ifeq ($(CI),true)
+  SETUP_OPTS += --werror
+endif
+
+TERN = $(BUILD)/app/tern
+TEST_ARGS ?=
+
+.PHONY: all deps build run test debug fuzz clean models
+
+all: build
+
+deps:
+	@packaging/install-deps
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) $(SETUP_OPTS) $(MESON_OPTS)
+
+build: deps $(BUILD)/build.ninja
+	meson compile -C $(BUILD)
+
+models:
+	@packaging/fetch-model
+	@packaging/fetch-model --model gemma3-270m
+
+run: build
+	@packaging/fetch-model
+	$(TERN) chat
+
+test: build models
+	@meson test -C $(BUILD) --print-errorlogs $(TEST_ARGS) > $(BUILD)/test-output.txt 2>&1; \
+	  rc=$$?; tail -n 40 $(BUILD)/test-output.txt; \
+	  python3 tests/summary.py $(BUILD); src=$$?; \
+	  [ $$rc -eq 0 ] && [ $$src -eq 0 ]
+
+debug:
+	$(MAKE) build BUILD=build-debug SETUP_OPTS=--buildtype=debug
+
+fuzz: deps
+	CC=clang meson setup build-fuzz --buildtype=debug -Dfuzz=true -Dcuda=disabled \
+	  -Db_sanitize=address,undefined -Db_lundef=false 2>/dev/null || true
+	meson compile -C build-fuzz
+	@echo "run: build-fuzz/tests/gguf/fuzz_gguf -max_total_time=600 tests/gguf/corpus"
+
+clean:
+	rm -rf build build-asan build-tsan build-debug build-fuzz

@@ -1,0 +1,268 @@
+/* cli: shared option parsing for all subcommands (see cli.h). */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tern_config.h"
+
+static const struct option global_longopts[] = {
+    {"model", required_argument, 0, 'm'},
+    {"config", required_argument, 0, CLI_OPT_CONFIG},
+    {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, CLI_OPT_VERSION},
+};
+#define N_GLOBAL (sizeof global_longopts / sizeof global_longopts[0])
+
+static size_t count_opts(const struct option *o)
+{
+    size_t n = 0;
+    while (o && o[n].name) n++;
+    return n;
+}
+
+/* The config path must be known before the other options are parsed. */
+static const char *find_config_arg(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) return argv[i + 1];
+        if (strncmp(argv[i], "--config=", 9) == 0) return argv[i] + 9;
+    }
+    return NULL;
+}
+
+static const struct option *find_long(const struct option *o, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(o[i].name, name) == 0) return &o[i];
+    return NULL;
+}
+
+/* Config entries become "--key=value" (or "--key" for flags set to true)
+ * placed before the real arguments. */
+static int expand_argv(struct cli *cli, int argc, char **argv, const struct option *all,
+                       size_t n_all)
+{
+    size_t cap = (size_t)argc + cli->config.n + 1;
+    char **out = calloc(cap, sizeof *out);
+    if (!out) return -1;
+    size_t k = 0, made = 0;
+    out[k++] = argv[0];
+    for (size_t i = 0; i < cli->config.n; i++) {
+        const struct config_entry *e = &cli->config.entries[i];
+        const struct option *o = find_long(all, n_all, e->key);
+        if (!o || strcmp(e->key, "config") == 0) continue; /* other commands' keys */
+        char *s;
+        if (o->has_arg == no_argument) {
+            if (strcmp(e->value, "true") && strcmp(e->value, "1") && strcmp(e->value, "yes"))
+                continue;
+            s = malloc(strlen(e->key) + 3);
+            if (s) sprintf(s, "--%s", e->key);
+        } else {
+            s = malloc(strlen(e->key) + strlen(e->value) + 4);
+            if (s) sprintf(s, "--%s=%s", e->key, e->value);
+        }
+        if (!s) goto oom;
+        out[k++] = s;
+        made++;
+    }
+    for (int i = 1; i < argc; i++) out[k++] = argv[i];
+    cli->owned_argv = out;
+    cli->argc = (int)k;
+    cli->argv = out;
+    cli->owned_strs = calloc(made + 1, sizeof *cli->owned_strs);
+    if (!cli->owned_strs) goto oom;
+    memcpy(cli->owned_strs, out + 1, made * sizeof *out);
+    cli->n_owned = made;
+    return 0;
+oom:
+    for (size_t i = 1; i <= made; i++) free(out[i]);
+    free(out);
+    cli->owned_argv = NULL;
+    return -1;
+}
+
+int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
+              const struct option *longopts, cli_opt_fn on_opt, void *ud, const char *usage)
+{
+    char err[512];
+    memset(cli, 0, sizeof *cli);
+    cli->cmd = argv[0];
+
+    const char *cfg_path = find_config_arg(argc, argv);
+    char def_path[1024];
+    if (!cfg_path) config_default_path(def_path, sizeof def_path);
+    if (config_load(&cli->config, cfg_path ? cfg_path : def_path, cfg_path != NULL, err,
+                    sizeof err) != 0) {
+        fprintf(stderr, "tern %s: %s\n", cli->cmd, err);
+        return CLI_EXIT_USAGE;
+    }
+
+    size_t n_cmd = count_opts(longopts), n_all = n_cmd + N_GLOBAL;
+    struct option *all = calloc(n_all + 1, sizeof *all);
+    char *shorts = malloc(strlen(shortopts ? shortopts : "") + 8);
+    if (!all || !shorts) {
+        free(all);
+        free(shorts);
+        fprintf(stderr, "tern %s: out of memory\n", cli->cmd);
+        return CLI_EXIT_FAIL;
+    }
+    memcpy(all, global_longopts, sizeof global_longopts);
+    if (n_cmd) memcpy(all + N_GLOBAL, longopts, n_cmd * sizeof *all);
+    sprintf(shorts, ":m:h%s", shortopts ? shortopts : "");
+
+    int rc = -1;
+    if (expand_argv(cli, argc, argv, all, n_all) != 0) {
+        fprintf(stderr, "tern %s: out of memory\n", cli->cmd);
+        rc = CLI_EXIT_FAIL;
+        goto done;
+    }
+
+    optind = 0; /* full re-initialisation of getopt between commands */
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(cli->argc, cli->argv, shorts, all, NULL)) != -1) {
+        switch (c) {
+        case 'm': cli->model = optarg; break;
+        case CLI_OPT_CONFIG: cli->config_path = optarg; break;
+        case 'h': fputs(usage, stdout); rc = CLI_EXIT_OK; goto done;
+        case CLI_OPT_VERSION: printf("tern %s\n", TERN_VERSION); rc = CLI_EXIT_OK; goto done;
+        case '?':
+            if (optopt)
+                fprintf(stderr, "tern %s: unknown option '-%c' (see 'tern %s --help')\n",
+                        cli->cmd, optopt, cli->cmd);
+            else
+                fprintf(stderr, "tern %s: unknown option '%s' (see 'tern %s --help')\n",
+                        cli->cmd, cli->argv[optind - 1], cli->cmd);
+            rc = CLI_EXIT_USAGE;
+            goto done;
+        case ':':
+            fprintf(stderr, "tern %s: option '%s' needs a value (see 'tern %s --help')\n",
+                    cli->cmd, cli->argv[optind - 1], cli->cmd);
+            rc = CLI_EXIT_USAGE;
+            goto done;
+        default:
+            if (!on_opt || on_opt(c, optarg, ud) != 0) {
+                if (!on_opt)
+                    fprintf(stderr, "tern %s: unhandled option\n", cli->cmd);
+                rc = CLI_EXIT_USAGE;
+                goto done;
+            }
+        }
+    }
+    cli->argv += optind;
+    cli->argc -= optind;
+done:
+    free(all);
+    free(shorts);
+    return rc;
+}
+
+void cli_free(struct cli *cli)
+{
+    if (cli->owned_argv) {
+        for (size_t i = 0; i < cli->n_owned; i++) free(cli->owned_strs[i]);
+        free(cli->owned_strs);
+        free(cli->owned_argv);
+        cli->owned_argv = NULL;
+    }
+    config_free(&cli->config);
+}
+
+void cli_data_dir(char *buf, size_t n)
+{
+    const char *xdg = getenv("XDG_DATA_HOME");
+    const char *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(buf, n, "%s/tern", xdg);
+    else
+        snprintf(buf, n, "%s/.local/share/tern", home ? home : ".");
+}
+
+int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t errlen)
+{
+    const char *p = cli->model;
+    if (!p || !*p) p = getenv("TERN_MODEL");
+    if (p && *p) {
+        snprintf(buf, n, "%s", p);
+        return 0;
+    }
+    char dir[1024];
+    cli_data_dir(dir, sizeof dir);
+    snprintf(buf, n, "%s/models/%s", dir, TERN_DEFAULT_MODEL_FILE);
+    if (access(buf, R_OK) == 0) return 0;
+    snprintf(err, errlen,
+             "no model: %s is absent. Run 'packaging/fetch-model' (or 'make run') to fetch the "
+             "default model, or pass -m PATH / set TERN_MODEL",
+             buf);
+    return -1;
+}
+
+int cli_int(const struct cli *cli, const char *opt, const char *arg, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < lo || v > hi) {
+        fprintf(stderr, "tern %s: %s: '%s' is not an integer in [%ld, %ld]\n", cli->cmd, opt,
+                arg, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_double(const struct cli *cli, const char *opt, const char *arg, double lo, double hi,
+               double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "tern %s: %s: '%s' is not a number in [%g, %g]\n", cli->cmd, opt, arg,
+                lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    double mult = 1;
+    if (!errno && end != arg && v >= 0) {
+        char u = (char)toupper((unsigned char)*end);
+        if (u == 'K') mult = 1024.0;
+        else if (u == 'M') mult = 1024.0 * 1024;
+        else if (u == 'G') mult = 1024.0 * 1024 * 1024;
+        else if (u == 'T') mult = 1024.0 * 1024 * 1024 * 1024;
+        if (mult > 1) {
+            end++;
+            if (*end == 'i' || *end == 'I') end++;
+            if (*end == 'B' || *end == 'b') end++;
+        } else if (u == 'B') {
+            end++;
+        }
+        if (!*end && v * mult < 1.8e19) {
+            *out = (unsigned long long)(v * mult);
+            return 0;
+        }
+    }
+    fprintf(stderr, "tern %s: %s: '%s' is not a size (e.g. 512M, 8G)\n", cli->cmd, opt, arg);
+    return -1;
+}
+
+int cli_not_yet(const char *cmd)
+{
+    fprintf(stderr, "tern %s: not available yet\n", cmd);
+    return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,62 @@
+/* cli: one way to parse options for every subcommand.
+ *
+ * Global options (-m/--model, --config, -h/--help, --version) are accepted by
+ * every command. Values from the config file are applied first as if given on
+ * the command line (keys = long option names), so command-line options win. */
+#ifndef TERN_CLI_H
+#define TERN_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+
+struct cli {
+    const char *cmd;         /* "info", "run", ... */
+    const char *model;       /* -m/--model (or config "model"), NULL if absent */
+    const char *config_path; /* --config */
+    struct config config;
+    int argc;                /* positional arguments after the options */
+    char **argv;
+    char **owned_argv;       /* expanded argv (config + command line) */
+    char **owned_strs;       /* "--key=value" strings made from config (getopt permutes argv) */
+    size_t n_owned;
+};
+
+/* Called for each command-specific option; returns 0, or -1 after printing
+ * an error (the command then exits with status 2). */
+typedef int (*cli_opt_fn)(int c, const char *arg, void *ud);
+
+enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
+/* Long-option codes from here up are free for commands. */
+enum { CLI_OPT_CONFIG = 0x1000, CLI_OPT_VERSION, CLI_OPT_CMD = 0x1100 };
+
+/* Parses argv (argv[0] is the command name). `usage` is printed for -h.
+ * Returns -1 to continue (options parsed into cli and via on_opt), or an exit
+ * status to return at once (0 after --help/--version, 2 on a usage error). */
+int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
+              const struct option *longopts, cli_opt_fn on_opt, void *ud,
+              const char *usage);
+void cli_free(struct cli *cli);
+
+/* Resolves the model path: -m, then TERN_MODEL, then config, then the default
+ * model in the data directory. Returns 0, or -1 with a message saying how to
+ * get one. */
+int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t errlen);
+/* ${XDG_DATA_HOME:-$HOME/.local/share}/tern */
+void cli_data_dir(char *buf, size_t n);
+
+/* Shared value parsers: print "tern CMD: --opt: ..." and return -1 on bad input. */
+int cli_int(const struct cli *cli, const char *opt, const char *arg, long lo, long hi, long *out);
+int cli_double(const struct cli *cli, const char *opt, const char *arg, double lo, double hi,
+               double *out);
+/* Sizes like 512M, 8G, 1.5GiB. */
+int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned long long *out);
+
+/* For subcommands whose capability lands in a later change. */
+int cli_not_yet(const char *cmd);
+
+#define TERN_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+#endif

@@ -1,0 +1,1 @@
+/* store: placeholder until the history store lands. */

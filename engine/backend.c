@@ -1,0 +1,1 @@
+/* backend: placeholder until its module lands. */

@@ -1,0 +1,98 @@
+/* backend: the interface every compute backend (CPU, CUDA) implements.
+ *
+ * One forward call takes a batch of tokens from several sequences: prefill
+ * chunks of one sequence and single decode tokens of others go through the
+ * same call (continuous batching). The backend owns the paged KV pool: a
+ * fixed number of blocks of `kv_block_tokens` positions each. Which blocks a
+ * sequence uses is decided by the scheduler (engine/kv.h) and passed in as a
+ * block table per sequence; token at position p of sequence s stores its K/V
+ * in block block_table[p / kv_block_tokens], slot p % kv_block_tokens, and
+ * attends to positions [0, p] of the same sequence (or the sliding window). */
+#ifndef TERN_BACKEND_H
+#define TERN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+struct model;
+
+enum backend_kind { BACKEND_AUTO, BACKEND_CPU, BACKEND_CUDA };
+enum kv_type { KV_F16, KV_F32, KV_Q8_0 };
+
+struct backend_config {
+    enum backend_kind kind;
+    int threads;               /* CPU worker threads; 0 = physical cores */
+    int gpu;                   /* CUDA device index */
+    enum kv_type kv_type;
+    int32_t kv_block_tokens;   /* tokens per KV block (16) */
+    uint64_t kv_bytes;         /* KV pool budget; 0 = default plan */
+    int32_t max_batch_tokens;  /* largest n_tokens a forward call may get */
+    int32_t max_seqs;          /* largest n_seqs a forward call may get */
+    bool force_scalar;         /* CPU: portable scalar kernels (tests) */
+};
+
+struct fwd_seq {
+    const int32_t *block_table; /* KV block ids, in position order */
+    int32_t n_blocks;
+};
+
+struct fwd_batch {
+    int32_t n_tokens;
+    const int32_t *token;      /* [n_tokens] token ids */
+    const int32_t *pos;        /* [n_tokens] positions within their sequence */
+    const int32_t *seq;        /* [n_tokens] index into seqs */
+    const uint8_t *want_logits;/* [n_tokens] nonzero: return logits for this token */
+    int32_t n_seqs;
+    const struct fwd_seq *seqs;/* [n_seqs] */
+};
+
+struct backend_info {
+    const char *name;          /* "cpu" or "cuda" */
+    char device[128];          /* "AMD EPYC (2 threads, AVX-512)" / "NVIDIA H200" */
+    uint64_t weight_bytes;     /* resident weights */
+    uint64_t kv_bytes;         /* KV pool */
+    uint64_t workspace_bytes;
+    uint64_t mem_total, mem_used; /* device memory (GPU); 0 on CPU */
+    char note[256];            /* e.g. "no usable GPU: ...; running on CPU" */
+};
+
+struct backend;
+
+struct backend_ops {
+    const char *name;
+    /* Runs the batch; writes n_out * n_vocab floats to logits, one row per
+     * token with want_logits set, in batch order. Returns 0 or -1 with err. */
+    int (*forward)(struct backend *be, const struct fwd_batch *b, float *logits,
+                   char *err, size_t errlen);
+    void (*get_info)(struct backend *be, struct backend_info *out);
+    void (*close)(struct backend *be);
+};
+
+struct backend {
+    const struct backend_ops *ops;
+    const struct model *model;
+    int32_t kv_block_tokens;
+    int32_t kv_n_blocks;       /* pool size in blocks */
+    uint64_t kv_bytes_per_token;
+    void *impl;
+};
+
+/* Opens the backend cfg->kind asks for; BACKEND_AUTO tries CUDA then falls
+ * back to CPU, saying why in info.note. Returns NULL with err on failure. */
+struct backend *backend_open(const struct model *m, const struct backend_config *cfg,
+                             char *err, size_t errlen);
+static inline int backend_forward(struct backend *be, const struct fwd_batch *b,
+                                  float *logits, char *err, size_t errlen)
+{
+    return be->ops->forward(be, b, logits, err, errlen);
+}
+void backend_close(struct backend *be);
+
+/* Per-backend constructors (backend_open dispatches to these). */
+struct backend *backend_cpu_open(const struct model *m, const struct backend_config *cfg,
+                                 char *err, size_t errlen);
+struct backend *backend_cuda_open(const struct model *m, const struct backend_config *cfg,
+                                  char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,1 @@
+/* backend_cpu: placeholder until its module lands. */

@@ -1,0 +1,1 @@
+/* backend_cuda: placeholder until its module lands. */

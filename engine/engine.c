@@ -1,0 +1,1 @@
+/* engine: placeholder until its module lands. */

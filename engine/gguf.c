@@ -1,0 +1,1 @@
+/* gguf: placeholder until its module lands. */

@@ -1,0 +1,1 @@
+/* kv: placeholder until its module lands. */

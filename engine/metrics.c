@@ -1,0 +1,1 @@
+/* metrics: placeholder until its module lands. */

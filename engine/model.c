@@ -1,0 +1,1 @@
+/* model: placeholder until its module lands. */

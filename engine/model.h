@@ -1,0 +1,82 @@
+/* model: architecture hyperparameters and weight tensors of a GGUF model,
+ * shared by every backend (no backend types here).
+ *
+ * Ownership: model_open opens the GGUF file; weight tensors are borrowed from
+ * its read-only mapping and stay valid until model_close. */
+#ifndef TERN_MODEL_H
+#define TERN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+struct gguf_ctx;
+
+enum model_arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3 };
+
+/* A weight matrix or vector: rows of `cols` elements, stored in GGML type `type`. */
+struct wtensor {
+    const void *data;   /* in the file mapping; NULL when the tensor is absent */
+    uint32_t type;      /* enum qtype */
+    int64_t cols;       /* ne[0]: contiguous dimension (input features) */
+    int64_t rows;       /* ne[1]: output features (1 for vectors) */
+    const char *name;
+};
+
+struct layer_weights {
+    struct wtensor attn_norm;          /* (dim) */
+    struct wtensor wq, wk, wv, wo;     /* (n_head*head_dim, dim) ... (dim, n_head*head_dim) */
+    struct wtensor bq, bk, bv;         /* qwen2 biases, else absent */
+    struct wtensor q_norm, k_norm;     /* qwen3 / gemma3 per-head norms (head_dim) */
+    struct wtensor post_attn_norm;     /* gemma3 */
+    struct wtensor ffn_norm;           /* (dim) */
+    struct wtensor w_gate, w_up, w_down; /* (ff, dim), (ff, dim), (dim, ff) */
+    struct wtensor post_ffn_norm;      /* gemma3 */
+};
+
+struct model_hparams {
+    enum model_arch arch;
+    const char *arch_name;     /* general.architecture */
+    int32_t n_vocab;
+    int32_t n_ctx_train;       /* <arch>.context_length */
+    int32_t dim;               /* embedding_length */
+    int32_t n_layer;           /* block_count */
+    int32_t n_head;            /* attention.head_count */
+    int32_t n_head_kv;         /* attention.head_count_kv */
+    int32_t head_dim;          /* attention.key_length or dim / n_head */
+    int32_t n_ff;              /* feed_forward_length */
+    float norm_eps;            /* attention.layer_norm_rms_epsilon */
+    float rope_base;           /* rope.freq_base */
+    float rope_base_local;     /* gemma3 sliding-window layers (10000) */
+    float rope_scale;          /* linear scaling factor (1 = none) */
+    bool rope_neox;            /* NeoX-style (rotate halves) vs interleaved pairs */
+    int32_t sliding_window;    /* 0 = none */
+    int32_t swa_period;        /* gemma3: every swa_period-th layer is global */
+    float query_scale;         /* multiplies q before attention */
+    float embd_scale;          /* gemma3: sqrt(dim); 1 otherwise */
+    float logit_softcap;       /* 0 = none */
+    /* llama3 rope scaling (factor 0 = none) */
+    float rope_l3_factor, rope_l3_low, rope_l3_high;
+    int32_t rope_l3_orig_ctx;
+};
+
+struct model {
+    struct gguf_ctx *gguf;
+    struct model_hparams hp;
+    struct wtensor tok_embd;           /* (n_vocab, dim) */
+    struct wtensor output_norm;        /* (dim) */
+    struct wtensor output;             /* (n_vocab, dim); == tok_embd when tied */
+    struct layer_weights *layers;      /* [n_layer] */
+    uint64_t n_params;
+    uint64_t weight_bytes;
+};
+
+/* Loads hyperparameters and binds weights. On failure returns NULL with a
+ * message naming the file and the missing/inconsistent key or tensor. */
+struct model *model_open(const char *path, char *err, size_t errlen);
+void model_close(struct model *m);
+
+/* Whether layer l uses the sliding window (gemma3 local layers). */
+bool model_layer_is_swa(const struct model *m, int32_t l);
+
+#endif

@@ -1,0 +1,1 @@
+/* sched: placeholder until its module lands. */

@@ -1,0 +1,1 @@
+/* tok: placeholder until its module lands. */

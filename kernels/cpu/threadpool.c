@@ -1,0 +1,1 @@
+/* threadpool: persistent worker pool (implemented by the CPU-kernel work). */

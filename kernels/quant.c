@@ -1,0 +1,1 @@
+/* quant: tensor formats (implemented by the model-files work). */

@@ -1,0 +1,55 @@
+/* Config file parsing and the shared option value parsers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config.h"
+#include "tap.h"
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/tern-config-XXXXXX", path[256], err[512];
+    if (!mkdtemp(dir)) return tap_bail("mkdtemp failed");
+    snprintf(path, sizeof path, "%s/tern.conf", dir);
+
+    write_file(path, "# comment\n\nthreads = 4\nmodel = \"/m/a b.gguf\"\nthreads=8\n");
+    struct config cfg;
+    ok(config_load(&cfg, path, 1, err, sizeof err) == 0, "config loads");
+    is_str(config_get(&cfg, "model"), "/m/a b.gguf", "quoted value is unquoted");
+    is_str(config_get(&cfg, "threads"), "8", "the last repeated key wins");
+    ok(config_get(&cfg, "absent") == NULL, "absent key is NULL");
+    config_free(&cfg);
+
+    write_file(path, "ok = 1\n = 2\n");
+    ok(config_load(&cfg, path, 1, err, sizeof err) != 0, "empty key is an error");
+    ok(strstr(err, "tern.conf:2: empty key") != NULL, "error names file and line: %s", err);
+
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/none.conf", dir);
+    ok(config_load(&cfg, missing, 0, err, sizeof err) == 0 && cfg.n == 0,
+       "missing default config is empty, not an error");
+    ok(config_load(&cfg, missing, 1, err, sizeof err) != 0, "missing explicit config is an error");
+
+    struct cli cli = {.cmd = "test"};
+    unsigned long long sz = 0;
+    ok(cli_size(&cli, "--mem", "8G", &sz) == 0 && sz == 8ULL << 30, "8G parses");
+    ok(cli_size(&cli, "--mem", "1.5GiB", &sz) == 0 && sz == 3ULL << 29, "1.5GiB parses");
+    ok(cli_size(&cli, "--mem", "512M", &sz) == 0 && sz == 512ULL << 20, "512M parses");
+    ok(cli_size(&cli, "--mem", "12XB", &sz) != 0, "12XB is rejected");
+    long v = 0;
+    ok(cli_int(&cli, "-t", "3", 1, 64, &v) == 0 && v == 3, "integer parses");
+    ok(cli_int(&cli, "-t", "0", 1, 64, &v) != 0, "integer out of range is rejected");
+    ok(cli_int(&cli, "-t", "4x", 1, 64, &v) != 0, "trailing garbage is rejected");
+
+    unlink(path);
+    rmdir(dir);
+    return tap_done();
+}

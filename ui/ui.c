@@ -1,0 +1,1 @@
+/* ui: placeholder until the terminal UI lands. */
