@@ -1,0 +1,35 @@
+/* matmul: y = x · Wᵀ for every weight type, with activations quantized to
+ * 8 bits where that is faster, f32 accumulation, and run-time ISA dispatch
+ * (AVX-512 VNNI / AVX2+FMA / portable scalar).
+ *
+ * W is (rows × cols) in GGML type `wtype`, row-major with cols contiguous
+ * (GGUF ne[0] = cols). x is (n × cols) f32, y is (n × rows) f32. */
+#ifndef TERN_MATMUL_H
+#define TERN_MATMUL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct threadpool;
+
+enum cpu_isa { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 };
+
+/* Best ISA this CPU supports (cpuid + OS support of the register state). */
+enum cpu_isa cpu_isa_detect(void);
+const char *cpu_isa_name(enum cpu_isa isa);
+
+/* Scratch for quantized activations; grows as needed, owned by the caller. */
+struct mm_scratch {
+    void *buf;
+    size_t cap;
+};
+void mm_scratch_free(struct mm_scratch *s);
+
+/* Returns false when wtype is unsupported (caller reports the tensor). */
+bool mm_supported(uint32_t wtype);
+void cpu_matmul(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,
+                uint32_t wtype, const void *w, int64_t rows, int64_t cols,
+                const float *x, int64_t n, float *y);
+
+#endif
