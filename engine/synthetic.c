@@ -1,0 +1,1 @@
+/* synthetic: placeholder until the synthetic-model work lands. */
