@@ -1,0 +1,273 @@
+/* engine: the serving core's public API. One engine owns a model, its
+ * tokenizer and a backend, and runs a scheduler thread that shares the
+ * hardware between all submitted requests (continuous batching, chunked
+ * prefill, paged KV cache with prefix reuse, priorities, preemption).
+ *
+ * Threading: every function here may be called from any thread. Requests are
+ * submitted with engine_submit (returns at once); results come back as
+ * events through a queue that any thread can drain, and engine_event_fd()
+ * becomes readable while events are waiting (poll() it beside the keyboard).
+ *
+ * Ownership: the engine copies everything it needs from a request during
+ * engine_submit (messages, prompt, stop strings); the caller's memory may be
+ * freed right after. Events returned by engine_poll_events own heap data
+ * (text, message, metrics): the consumer releases each one with
+ * engine_event_free. Snapshots are plain structs (no pointers) or a cJSON
+ * tree the caller frees with cJSON_Delete.
+ *
+ * Time: every timestamp is seconds on CLOCK_MONOTONIC since engine_open. */
+#ifndef TERN_ENGINE_H
+#define TERN_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+struct cJSON;
+struct model;
+struct tok;
+struct engine;
+
+/* ---- configuration ---------------------------------------------------------- */
+
+struct engine_config {
+    const char *model_path;          /* GGUF file (ignored when parts.model is set) */
+    struct backend_config backend;   /* kind, threads, kv_type, kv_bytes, ... */
+    int32_t n_ctx;                   /* context per sequence; 0 = model's training context */
+    int32_t step_tokens;             /* token budget per step; 0 = measured default */
+    int32_t max_running;             /* cap on running sequences; 0 = default (64) */
+    int32_t max_queue;               /* waiting queue bound; 0 = default (256) */
+    int32_t event_limit;             /* undrained events per request before it ends
+                                        consumer-stalled; 0 = default (4096) */
+    double slo_ttft_s, slo_tpot_s;   /* goodput SLO; 0 = default (1 s, 0.2 s) */
+    const char *trace_path;          /* Chrome trace-event JSON written at close; NULL = off */
+    const char *chat_template;       /* overrides the model's template; NULL = model's */
+    /* Borrowed, pre-opened parts (tests: a fake backend; synthetic models).
+     * When set, engine_open uses them instead of opening its own, and
+     * engine_close does not close them. tok may be NULL only if every request
+     * gives prompt_tokens (token events then carry empty text). */
+    struct {
+        const struct model *model;
+        struct tok *tok;
+        struct backend *backend;
+    } parts;
+};
+
+/* Fills the defaults (all zeros mean "default" too, so this is optional). */
+void engine_config_default(struct engine_config *c);
+
+/* ---- requests ---------------------------------------------------------------- */
+
+enum engine_status {
+    ENGINE_OK,                /* finished normally (score-only request done) */
+    ENGINE_STOP,              /* EOS/EOT token or a stop string */
+    ENGINE_LENGTH,            /* max_tokens or the context limit reached */
+    ENGINE_CANCELLED,         /* engine_cancel or engine_close */
+    ENGINE_TIMEOUT,           /* waited longer than queue_timeout_s */
+    ENGINE_REJECTED,          /* queue full, or can never fit the cache */
+    ENGINE_ERROR,             /* bad request, backend failure (see message) */
+    ENGINE_CONSUMER_STALLED,  /* its events were not drained past event_limit */
+    ENGINE_N_STATUS
+};
+const char *engine_status_name(enum engine_status s); /* "ok", "stop", ..., "consumer-stalled" */
+
+enum engine_priority {
+    ENGINE_PRIO_INTERACTIVE = 0, /* chat, run: scheduled before batch work */
+    ENGINE_PRIO_BATCH = 1        /* eval, bench */
+};
+
+struct engine_message {
+    const char *role;                /* "system", "user", "assistant" */
+    const char *content;
+};
+
+/* Sampling parameters (the sampler module applies them). temp <= 0 is greedy. */
+struct engine_sampling {
+    float temp;                      /* default 0.8 */
+    int32_t top_k;                   /* 0 = off; default 40 */
+    float top_p;                     /* 1 = off; default 0.95 */
+    float min_p;                     /* 0 = off; default 0.05 */
+    float repeat_penalty;            /* 1 = off */
+    float presence_penalty, frequency_penalty; /* 0 = off */
+    int32_t penalty_last_n;          /* window of the penalties; default 64 */
+    uint64_t seed;                   /* same seed, same output */
+};
+void engine_sampling_default(struct engine_sampling *s);
+void engine_sampling_greedy(struct engine_sampling *s);
+
+struct engine_request {
+    /* The prompt: exactly one of the three. messages are rendered with the
+     * chat template (with the assistant turn opened); prompt is raw text
+     * (BOS added per the model's metadata, special-token text parsed);
+     * prompt_tokens are used as given. */
+    const struct engine_message *messages;
+    int32_t n_messages;
+    const char *prompt;
+    const int32_t *prompt_tokens;
+    int32_t n_prompt_tokens;
+
+    struct engine_sampling sampling;
+    int32_t max_tokens;              /* new tokens; 0 = until the context is full */
+    const char *const *stop;         /* stop strings: matched across token
+                                        boundaries, never emitted */
+    int32_t n_stop;
+    enum engine_priority priority;
+    double queue_timeout_s;          /* max time waiting for admission; 0 = none */
+    uint64_t tag;                    /* echoed in every event */
+    bool ignore_eos;                 /* keep generating past EOS/EOT (bench) */
+
+    /* Scoring (eval perplexity): when score is set, the request generates
+     * nothing; the engine computes sum of -log p(token[i+1] | token[0..i])
+     * over prompt positions i in [score_from, n_prompt - 1) and reports it
+     * in metrics.nll_sum / metrics.n_scored (finishes with ENGINE_OK). */
+    bool score;
+    int32_t score_from;
+};
+
+/* Submits a request; returns its id (> 0) at once. On refusal returns 0
+ * with *why = ENGINE_REJECTED (queue full; prompt + max_tokens can never fit
+ * the cache or context, with the numbers in err) or ENGINE_ERROR (empty or
+ * malformed request, tokenization failure); no events follow a refusal. */
+uint64_t engine_submit(struct engine *e, const struct engine_request *r,
+                       enum engine_status *why, char *err, size_t errlen);
+
+/* Cancels a request at any stage; its KV blocks are freed before the next
+ * step and it finishes with ENGINE_CANCELLED. Returns 0, or -1 when the id is
+ * unknown or already finished. */
+int engine_cancel(struct engine *e, uint64_t id);
+
+/* ---- events ------------------------------------------------------------------ */
+
+enum engine_event_type {
+    ENGINE_EV_QUEUED,        /* accepted into the waiting queue; total = prompt tokens */
+    ENGINE_EV_ADMITTED,      /* got KV blocks; done = prompt tokens reused from the cache */
+    ENGINE_EV_PREFILL,       /* prefill progress: done / total prompt tokens */
+    ENGINE_EV_FIRST_TOKEN,   /* timing marker (t = first token time); a TOKEN event follows */
+    ENGINE_EV_TOKEN,         /* one generated token: token + text */
+    ENGINE_EV_PREEMPTED,     /* lost its KV blocks; requeued, will be recomputed */
+    ENGINE_EV_FINISHED       /* last event of a request: status, message, metrics */
+};
+
+/* Final per-request metrics; all times in seconds (0 when the phase never happened). */
+struct engine_metrics {
+    uint64_t id, tag;
+    enum engine_status status;
+    enum engine_priority priority;
+    double t_arrival, t_admitted, t_first_sched, t_prefill_done, t_first_token, t_finished;
+    double queue_s;                  /* admitted (or finished, if never) - arrival */
+    double prefill_s;                /* prefill done - first scheduled */
+    double ttft_s;                   /* first token - arrival */
+    double tpot_s;                   /* (last token - first token) / (generated - 1) */
+    double decode_s;                 /* last token - first token */
+    double e2e_s;                    /* finished - arrival */
+    int32_t n_prompt;                /* prompt tokens */
+    int32_t n_cached;                /* prompt tokens reused from the prefix cache */
+    int32_t n_computed;              /* prompt tokens prefilled (n_prompt = n_cached + n_computed,
+                                        counted at the last admission) */
+    int32_t n_generated;
+    int32_t n_preempted;             /* times this request was preempted */
+    double *token_t;                 /* [n_generated] time of each token (ITL = differences) */
+    double nll_sum;                  /* score requests */
+    int32_t n_scored;
+};
+
+struct engine_event {
+    enum engine_event_type type;
+    uint64_t id, tag;
+    double t;                        /* when the event happened */
+    int32_t done, total;             /* QUEUED, ADMITTED, PREFILL */
+    int32_t token;                   /* TOKEN: token id; -1 otherwise */
+    char *text;                      /* TOKEN: NUL-terminated UTF-8 fragment that became
+                                        final (may be "", text held back for a possible
+                                        stop string comes later); NULL otherwise */
+    enum engine_status status;       /* FINISHED */
+    char *message;                   /* FINISHED: why (error, rejected, stop string); may be NULL */
+    struct engine_metrics *metrics;  /* FINISHED */
+};
+/* Frees text, message and metrics of one event (safe on a zeroed event). */
+void engine_event_free(struct engine_event *ev);
+
+/* Moves up to max waiting events (oldest first) into out; returns the count.
+ * engine_poll_request does the same for one request's events only (a
+ * consumer per request, e.g. bench threads); others stay queued. */
+int engine_poll_events(struct engine *e, struct engine_event *out, int max);
+int engine_poll_request(struct engine *e, uint64_t id, struct engine_event *out, int max);
+/* Readable (POLLIN) while any event is waiting; owned by the engine. */
+int engine_event_fd(const struct engine *e);
+/* Blocks until an event (of request id, or any when id == 0) is waiting or
+ * timeout_s passes (< 0: no limit). Returns true when one is waiting. */
+bool engine_wait_events(struct engine *e, uint64_t id, double timeout_s);
+
+/* ---- lifecycle, stats and helpers --------------------------------------------- */
+
+/* Loads the model, tokenizer and backend, sizes the KV pool and starts the
+ * engine thread. Returns NULL with a message naming what failed. */
+struct engine *engine_open(const struct engine_config *c, char *err, size_t errlen);
+/* Cancels what is running or waiting, stops the thread, writes the trace and
+ * frees everything (undrained events too). */
+void engine_close(struct engine *e);
+
+struct engine_hist {                 /* from log-spaced buckets */
+    uint64_t count;
+    double mean, p50, p90, p99, max;
+};
+
+struct engine_stats {
+    double uptime_s;
+    /* KV cache, in blocks of kv_block_tokens */
+    int32_t kv_block_tokens;
+    int32_t kv_total, kv_used, kv_cached, kv_free; /* used + cached + free = total */
+    uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / reused */
+    double prefix_hit_rate;          /* hit / query tokens */
+    uint64_t evictions, preemptions;
+    /* requests */
+    int32_t running, waiting;
+    uint64_t submitted, finished[ENGINE_N_STATUS];
+    /* latencies (seconds) and step shape */
+    struct engine_hist queue, ttft, tpot, itl, prefill, e2e;
+    struct engine_hist step_s, step_tokens;
+    uint64_t steps;
+    double busy_s;                   /* wall time inside steps */
+    double backend_s;                /* of which inside backend_forward */
+    double sched_overhead;           /* (busy - backend) / busy */
+    /* throughput */
+    uint64_t prompt_tokens, cached_tokens, generated_tokens;
+    double prompt_tok_s, gen_tok_s;  /* over busy time */
+    double slo_ttft_s, slo_tpot_s;
+    uint64_t slo_met;                /* finished requests that met both SLOs */
+    double goodput_rps;              /* slo_met / uptime */
+    /* configuration in force */
+    int32_t step_tokens_budget, max_running, max_queue, n_ctx;
+    struct backend_info backend;
+};
+void engine_snapshot(struct engine *e, struct engine_stats *out);
+/* The same as JSON; caller frees with cJSON_Delete. NULL on out-of-memory. */
+struct cJSON *engine_snapshot_json(struct engine *e);
+/* One request's final metrics as JSON (for the store); caller frees. */
+struct cJSON *engine_metrics_json(const struct engine_metrics *m);
+
+/* Model and backend description for headers and `info`. Strings are owned
+ * by the engine and valid until engine_close. */
+struct engine_info {
+    const char *model_path;
+    const char *model_name;          /* general.name or the file name */
+    const char *arch;
+    uint64_t n_params, weight_bytes;
+    int32_t n_vocab, n_ctx_train, n_ctx;
+    int32_t kv_block_tokens, kv_blocks;
+    bool has_chat_template;
+    struct backend_info backend;
+};
+void engine_info(const struct engine *e, struct engine_info *out);
+
+/* Token count of raw text (as a prompt would be encoded), or -1 with err. */
+int64_t engine_count_tokens(const struct engine *e, const char *text, size_t len,
+                            char *err, size_t errlen);
+/* Token count of a conversation rendered with the chat template (the
+ * assistant turn opened), or -1 with err. */
+int64_t engine_count_chat_tokens(const struct engine *e, const struct engine_message *msgs,
+                                 int32_t n, char *err, size_t errlen);
+
+#endif
