@@ -1,1 +1,0 @@
-/* ui: placeholder until the terminal UI lands. */
