@@ -1,1 +1,334 @@
-/* sched: placeholder until its module lands. */
+/* sched: per-step batch building, admission, preemption. See sched.h. */
+#include "sched.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sched_init(struct sched *s, struct kv *kv, const struct sched_config *cfg, char *err,
+               size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    s->kv = kv;
+    if (cfg->step_tokens < 1 || cfg->max_running < 1 || cfg->max_logit_rows < cfg->max_running) {
+        snprintf(err, errlen, "sched: invalid config (step_tokens %d, max_running %d, rows %d)",
+                 cfg->step_tokens, cfg->max_running, cfg->max_logit_rows);
+        return -1;
+    }
+    /* Decodes always run: a step may hold max_running decode tokens on top
+     * of the prefill budget. */
+    size_t nt = (size_t)cfg->step_tokens + (size_t)cfg->max_running;
+    size_t nr = (size_t)cfg->max_running + 1;
+    struct sched_plan *p = &s->plan;
+    p->token = malloc(nt * sizeof *p->token);
+    p->pos = malloc(nt * sizeof *p->pos);
+    p->seq = malloc(nt * sizeof *p->seq);
+    p->want = malloc(nt);
+    p->fseqs = malloc(nr * sizeof *p->fseqs);
+    p->items = malloc(nr * sizeof *p->items);
+    p->admitted = malloc(nr * sizeof *p->admitted);
+    p->preempted = malloc(nr * sizeof *p->preempted);
+    s->running = malloc(nr * sizeof *s->running);
+    if (!p->token || !p->pos || !p->seq || !p->want || !p->fseqs || !p->items || !p->admitted ||
+        !p->preempted || !s->running) {
+        snprintf(err, errlen, "sched: out of memory for a %zu-token step", nt);
+        sched_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void sched_free(struct sched *s)
+{
+    struct sched_plan *p = &s->plan;
+    free(p->token);
+    free(p->pos);
+    free(p->seq);
+    free(p->want);
+    free(p->fseqs);
+    free(p->items);
+    free(p->admitted);
+    free(p->preempted);
+    free(s->running);
+    free(s->waiting);
+    memset(s, 0, sizeof *s);
+}
+
+void sched_seq_init(struct sched_seq *q, uint64_t id, int priority)
+{
+    memset(q, 0, sizeof *q);
+    q->id = id;
+    q->priority = priority;
+    kv_seq_init(&q->kv);
+}
+
+void sched_seq_free(struct sched_seq *q)
+{
+    free(q->tokens);
+    free(q->kv.blocks);
+    q->tokens = NULL;
+    q->kv.blocks = NULL;
+}
+
+int sched_seq_push(struct sched_seq *q, int32_t token)
+{
+    if (q->n_tokens == q->cap) {
+        int32_t cap = q->cap ? q->cap * 2 : 64;
+        int32_t *nt = realloc(q->tokens, (size_t)cap * sizeof *nt);
+        if (!nt) return -1;
+        q->tokens = nt;
+        q->cap = cap;
+    }
+    q->tokens[q->n_tokens++] = token;
+    return 0;
+}
+
+/* ---- ordered lists ----------------------------------------------------------- */
+
+static bool before(const struct sched_seq *a, const struct sched_seq *b)
+{
+    return a->priority != b->priority ? a->priority < b->priority : a->order < b->order;
+}
+
+static void list_insert(struct sched_seq **list, int32_t *n, struct sched_seq *q)
+{
+    int32_t i = *n;
+    while (i > 0 && before(q, list[i - 1])) {
+        list[i] = list[i - 1];
+        i--;
+    }
+    list[i] = q;
+    (*n)++;
+}
+
+static bool list_remove(struct sched_seq **list, int32_t *n, const struct sched_seq *q)
+{
+    for (int32_t i = 0; i < *n; i++) {
+        if (list[i] != q) continue;
+        memmove(list + i, list + i + 1, (size_t)(*n - i - 1) * sizeof *list);
+        (*n)--;
+        return true;
+    }
+    return false;
+}
+
+int sched_add(struct sched *s, struct sched_seq *q)
+{
+    /* Room for every sequence known, so that preemption never allocates. */
+    int32_t need = s->n_waiting + s->n_running + 1;
+    if (need > s->cap_waiting) {
+        int32_t cap = s->cap_waiting ? s->cap_waiting : 64;
+        while (cap < need) cap *= 2;
+        struct sched_seq **nw = realloc(s->waiting, (size_t)cap * sizeof *nw);
+        if (!nw) return -1;
+        s->waiting = nw;
+        s->cap_waiting = cap;
+    }
+    q->order = s->next_order++;
+    list_insert(s->waiting, &s->n_waiting, q);
+    q->state = SCHED_WAITING;
+    return 0;
+}
+
+void sched_remove(struct sched *s, struct sched_seq *q)
+{
+    if (!list_remove(s->running, &s->n_running, q)) list_remove(s->waiting, &s->n_waiting, q);
+    kv_seq_free(s->kv, &q->kv);
+    q->n_computed = 0;
+    q->state = SCHED_DONE;
+}
+
+/* ---- planning ---------------------------------------------------------------- */
+
+/* Frees q's blocks and puts it back in the waiting queue at its arrival
+ * place (ahead of later arrivals); it will be recomputed from its tokens.
+ * The waiting list has room for every known sequence (sched_add). */
+static void preempt(struct sched *s, struct sched_seq *q)
+{
+    list_remove(s->running, &s->n_running, q);
+    kv_seq_free(s->kv, &q->kv);
+    q->n_computed = 0;
+    q->n_preempted++;
+    s->preemptions++;
+    s->plan.preempted[s->plan.n_preempted++] = q;
+    list_insert(s->waiting, &s->n_waiting, q); /* room: see sched_add */
+    q->state = SCHED_WAITING;
+}
+
+/* Lowest-priority, latest running sequence not yet in this step's batch. */
+static struct sched_seq *victim(struct sched *s)
+{
+    for (int32_t i = s->n_running - 1; i >= 0; i--)
+        if (s->running[i]->planned_step != s->step) return s->running[i];
+    return NULL;
+}
+
+/* Logits rows an item [start, start+n) of q needs. */
+static int32_t rows_for(const struct sched_seq *q, int32_t start, int32_t n, int32_t *first_pos)
+{
+    int32_t end = start + n;
+    if (q->score && end <= q->n_prompt) {
+        int32_t lo = start > q->score_from ? start : q->score_from;
+        int32_t hi = end < q->n_prompt - 1 ? end : q->n_prompt - 1;
+        *first_pos = lo;
+        return hi > lo ? hi - lo : 0;
+    }
+    *first_pos = end - 1;
+    return end == q->n_tokens ? 1 : 0;
+}
+
+/* Largest chunk of q within the token and row budgets (score sequences are
+ * bounded by their logits rows). */
+static int32_t chunk_for(const struct sched_seq *q, int32_t budget, int32_t rows_left)
+{
+    int32_t n = q->n_tokens - q->n_computed;
+    if (n > budget) n = budget;
+    int32_t fp;
+    while (n > 0 && rows_for(q, q->n_computed, n, &fp) > rows_left) {
+        int32_t r = rows_for(q, q->n_computed, n, &fp);
+        n -= r - rows_left;
+    }
+    return n;
+}
+
+static void add_item(struct sched *s, struct sched_seq *q, int32_t n)
+{
+    struct sched_plan *p = &s->plan;
+    int32_t si = p->n_items, fp;
+    struct sched_item *it = &p->items[si];
+    it->seq = q;
+    it->start = q->n_computed;
+    it->n = n;
+    it->row0 = p->n_rows;
+    it->n_rows = rows_for(q, it->start, n, &fp);
+    it->first_row_pos = fp;
+    p->fseqs[si].block_table = q->kv.blocks;
+    p->fseqs[si].n_blocks = q->kv.n_blocks;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t t = p->batch.n_tokens++, ps = it->start + i;
+        p->token[t] = q->tokens[ps];
+        p->pos[t] = ps;
+        p->seq[t] = si;
+        p->want[t] = ps >= fp && ps < fp + it->n_rows;
+    }
+    p->n_rows += it->n_rows;
+    p->n_items++;
+    q->planned_step = s->step;
+}
+
+/* Decodes (one pending token): each needs room for one more position;
+ * when the pool is exhausted the lowest-priority, latest sequence goes. */
+static void plan_decodes(struct sched *s)
+{
+    for (int32_t i = 0; i < s->n_running; i++) {
+        struct sched_seq *q = s->running[i];
+        if (q->n_tokens - q->n_computed != 1) continue;
+        while (kv_seq_reserve(s->kv, &q->kv, q->n_tokens) != 0) {
+            struct sched_seq *v = victim(s);
+            if (!v) break;
+            bool self = v == q;
+            preempt(s, v);
+            if (self) break;
+        }
+        if (q->state != SCHED_RUNNING) {
+            i--; /* q left the running list */
+            continue;
+        }
+        add_item(s, q, 1);
+    }
+}
+
+/* Tries to admit the head q of the waiting queue. Returns true on success. */
+static bool admit(struct sched *s, struct sched_seq *q)
+{
+    struct kv *kv = s->kv;
+    /* Reuse whole cached blocks, but always compute the last known token:
+     * its logits give the next token. */
+    int32_t n_cached_blocks;
+    int32_t reuse = kv_peek_match(kv, q->tokens, q->n_tokens - 1, &n_cached_blocks);
+    int32_t need = kv_blocks_for(kv, q->n_tokens) - reuse / kv->block_tokens;
+    /* Keep one block per running sequence free for their next decodes, so an
+     * admission does not cause an immediate preemption. Matched blocks that
+     * sit in the cached list stop being available once shared. */
+    if (need + s->n_running > kv_available(kv) - n_cached_blocks) return false;
+    int32_t got = kv_seq_match(kv, &q->kv, q->tokens, q->n_tokens, q->n_tokens - 1);
+    if (got < 0 || kv_seq_reserve(kv, &q->kv, q->n_tokens) != 0) {
+        kv_seq_free(kv, &q->kv);
+        return false;
+    }
+    q->n_computed = got;
+    q->n_cached = got < q->n_prompt ? got : q->n_prompt;
+    list_remove(s->waiting, &s->n_waiting, q);
+    list_insert(s->running, &s->n_running, q);
+    q->state = SCHED_RUNNING;
+    s->plan.admitted[s->plan.n_admitted++] = q;
+    return true;
+}
+
+/* Running prefills, then admissions, of one priority class. */
+static void plan_class(struct sched *s, int prio, int32_t *budget)
+{
+    struct sched_plan *p = &s->plan;
+    for (int32_t i = 0; i < s->n_running && *budget > 0; i++) {
+        struct sched_seq *q = s->running[i];
+        if (q->priority != prio || q->planned_step == s->step) continue;
+        if (q->n_tokens - q->n_computed < 1) continue;
+        int32_t n = chunk_for(q, *budget, s->cfg.max_logit_rows - p->n_rows);
+        if (n <= 0) continue;
+        add_item(s, q, n);
+        *budget -= n;
+    }
+    while (*budget > 0 && s->n_waiting > 0) {
+        struct sched_seq *q = s->waiting[0];
+        if (q->priority != prio) break;
+        /* Interactive work displaces batch work that is not in this step. */
+        if (s->n_running >= s->cfg.max_running) {
+            struct sched_seq *v = prio == 0 ? victim(s) : NULL;
+            if (!v || v->priority == 0) break;
+            preempt(s, v);
+        }
+        if (!admit(s, q)) {
+            struct sched_seq *v = prio == 0 ? victim(s) : NULL;
+            if (!v || v->priority == 0) break;
+            preempt(s, v);
+            continue;
+        }
+        int32_t n = chunk_for(q, *budget, s->cfg.max_logit_rows - p->n_rows);
+        if (n <= 0) break;
+        add_item(s, q, n);
+        *budget -= n;
+    }
+}
+
+int32_t sched_plan(struct sched *s)
+{
+    struct sched_plan *p = &s->plan;
+    s->step++;
+    p->batch.n_tokens = 0;
+    p->n_items = p->n_rows = p->n_admitted = p->n_preempted = 0;
+    plan_decodes(s);
+    int32_t budget = s->cfg.step_tokens - p->batch.n_tokens;
+    if (budget < 0) budget = 0;
+    plan_class(s, 0, &budget);
+    plan_class(s, 1, &budget);
+    p->batch.token = p->token;
+    p->batch.pos = p->pos;
+    p->batch.seq = p->seq;
+    p->batch.want_logits = p->want;
+    p->batch.n_seqs = p->n_items;
+    p->batch.seqs = p->fseqs;
+    return p->batch.n_tokens;
+}
+
+void sched_commit(struct sched *s)
+{
+    struct sched_plan *p = &s->plan;
+    for (int32_t i = 0; i < p->n_items; i++) {
+        struct sched_item *it = &p->items[i];
+        struct sched_seq *q = it->seq;
+        if (q->state != SCHED_RUNNING) continue;
+        q->n_computed = it->start + it->n;
+        kv_seq_commit(s->kv, &q->kv, q->tokens, q->n_computed);
+    }
+}

@@ -1,0 +1,106 @@
+/* sched: the batching policy. Each step it builds one backend batch from the
+ * running sequences (decodes: one token each) plus prefill chunks, within a
+ * token budget and a cap on running sequences; admits waiting sequences
+ * (interactive before batch, FCFS within a class) when their KV blocks fit;
+ * preempts the lowest-priority, latest sequence when a decode needs a block
+ * and none is left (its blocks are freed; it is requeued and recomputed).
+ *
+ * A sequence is a list of known tokens (prompt, then generated ones) of
+ * which the first n_computed have their K/V in the cache; every step computes
+ * (part of) the rest, so prefill, decode and recompute after preemption are
+ * one mechanism. Single-threaded (the engine thread); no clock inside, so the
+ * policy is deterministic and testable with a fake backend. */
+#ifndef TERN_SCHED_H
+#define TERN_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "kv.h"
+
+enum sched_state { SCHED_NEW, SCHED_WAITING, SCHED_RUNNING, SCHED_DONE };
+
+struct sched_seq {
+    uint64_t id;
+    int priority;              /* 0 = interactive, 1 = batch */
+    uint64_t order;            /* arrival order (FCFS key) */
+    int32_t *tokens;           /* [n_tokens] prompt then generated tokens */
+    int32_t n_tokens, cap;
+    int32_t n_prompt;
+    int32_t n_computed;        /* leading tokens whose K/V are in the cache */
+    int32_t n_cached;          /* prompt tokens reused at the last admission */
+    bool score;                /* want logits at positions [score_from, n_prompt - 1) */
+    int32_t score_from;
+    struct kv_seq kv;
+    enum sched_state state;
+    int32_t n_preempted;
+    uint64_t planned_step;     /* step it was last put in a batch */
+    void *ud;                  /* the engine's request */
+};
+
+struct sched_config {
+    int32_t step_tokens;       /* token budget per step */
+    int32_t max_running;       /* cap on running sequences */
+    int32_t max_logit_rows;    /* logits rows one step may ask for */
+};
+
+/* One sequence's share of a step: tokens [start, start + n), with logits rows
+ * [row0, row0 + n_rows) (the last token's row when it completes the known
+ * tokens; every scored position for score sequences). */
+struct sched_item {
+    struct sched_seq *seq;
+    int32_t start, n;
+    int32_t row0, n_rows;
+    int32_t first_row_pos;     /* position of the first row */
+};
+
+struct sched_plan {
+    struct fwd_batch batch;
+    int32_t *token, *pos, *seq;
+    uint8_t *want;
+    struct fwd_seq *fseqs;
+    struct sched_item *items;
+    int32_t n_items;
+    int32_t n_rows;
+    struct sched_seq **admitted, **preempted;
+    int32_t n_admitted, n_preempted;
+};
+
+struct sched {
+    struct sched_config cfg;
+    struct kv *kv;
+    struct sched_seq **waiting;  /* sorted by (priority, order) */
+    int32_t n_waiting, cap_waiting;
+    struct sched_seq **running;  /* sorted by (priority, order) */
+    int32_t n_running;
+    uint64_t step;
+    uint64_t next_order;
+    uint64_t preemptions;
+    struct sched_plan plan;
+};
+
+int sched_init(struct sched *s, struct kv *kv, const struct sched_config *cfg, char *err,
+               size_t errlen);
+void sched_free(struct sched *s);
+
+/* Sequence helpers. */
+void sched_seq_init(struct sched_seq *q, uint64_t id, int priority);
+void sched_seq_free(struct sched_seq *q);
+/* Appends a token (prompt or sampled); returns 0 or -1 on out-of-memory. */
+int sched_seq_push(struct sched_seq *q, int32_t token);
+
+/* Queues a new sequence (gets its arrival order). Returns 0 or -1 (OOM). */
+int sched_add(struct sched *s, struct sched_seq *q);
+/* Removes a sequence wherever it is and frees its KV blocks at once. */
+void sched_remove(struct sched *s, struct sched_seq *q);
+
+/* Plans the next step into s->plan; returns the number of tokens in the
+ * batch (0: nothing to do). */
+int32_t sched_plan(struct sched *s);
+/* Applies a run step: advances n_computed and registers full blocks for
+ * prefix reuse. Call after the backend ran s->plan.batch. */
+void sched_commit(struct sched *s);
+
+#endif

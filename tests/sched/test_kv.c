@@ -1,0 +1,101 @@
+/* test_kv: the paged KV block manager on its own: allocation, ref counts,
+ * prefix reuse by hash chain, LRU eviction, counters. */
+#include <stdlib.h>
+
+#include "kv.h"
+#include "tap.h"
+
+static void fill(int32_t *t, int32_t n, int32_t base)
+{
+    for (int32_t i = 0; i < n; i++) t[i] = base + i;
+}
+
+static void check(const struct kv *kv, const char *what)
+{
+    char err[256] = "";
+    int rc = kv_check(kv, err, sizeof err);
+    if (!ok(rc == 0, "counters consistent: %s", what)) tap_diag("%s", err);
+}
+
+int main(void)
+{
+    char err[256];
+    struct kv kv;
+    ok(kv_init(&kv, 0, 16, err, sizeof err) != 0, "empty pool refused: %s", err);
+    if (kv_init(&kv, 8, 4, err, sizeof err) != 0) return tap_bail("%s", err);
+    is_int(kv_available(&kv), 8, "all blocks free");
+    is_int(kv_blocks_for(&kv, 9), 3, "9 tokens need 3 blocks of 4");
+
+    int32_t a[20], b[20];
+    fill(a, 20, 100);
+    fill(b, 20, 100);
+    b[10] = 7; /* b shares a's first 2 blocks (8 tokens) */
+
+    struct kv_seq sa, sb, sc;
+    kv_seq_init(&sa);
+    is_int(kv_seq_match(&kv, &sa, a, 10, 9), 0, "nothing cached at first");
+    is_int(kv_seq_reserve(&kv, &sa, 10), 0, "reserve 10 tokens");
+    is_int(sa.n_blocks, 3, "3 blocks");
+    is_int(kv.n_used, 3, "3 used");
+    kv_seq_commit(&kv, &sa, a, 10);
+    is_int(sa.n_hashed, 2, "2 full blocks registered after 10 tokens");
+    check(&kv, "after a");
+
+    kv_seq_init(&sb);
+    int32_t nc;
+    is_int(kv_peek_match(&kv, b, 19, &nc), 8, "peek: b reuses 8 tokens");
+    is_int(nc, 0, "shared blocks are in use, not cached");
+    is_int(kv_seq_match(&kv, &sb, b, 20, 19), 8, "b reuses 8 tokens");
+    is_int(sb.blocks[0], sa.blocks[0], "first block shared");
+    is_int(kv.blocks[sa.blocks[1]].ref, 2, "shared block has ref 2");
+    is_int(kv_seq_reserve(&kv, &sb, 20), 0, "b grows to 20 tokens");
+    is_int(kv.n_used, 6, "3 + 3 new blocks used");
+    kv_seq_commit(&kv, &sb, b, 20);
+    check(&kv, "after b");
+
+    kv_seq_free(&kv, &sa);
+    is_int(kv.n_used, 5, "a's private block freed, shared ones stay");
+    is_int(kv.n_free, 3, "free count");
+    kv_seq_free(&kv, &sb);
+    is_int(kv.n_used, 0, "nothing used after both released");
+    is_int(kv.n_cached, 5, "registered blocks stay cached (2 of a + 3 full of b)");
+    check(&kv, "after release");
+
+    /* A cached prefix is reused after its owners left. */
+    kv_seq_init(&sc);
+    is_int(kv_peek_match(&kv, a, 19, &nc), 8, "peek after release");
+    is_int(nc, 2, "both matched blocks are cached");
+    is_int(kv_seq_match(&kv, &sc, a, 20, 19), 8, "a's prefix reused from the cache");
+    is_int(kv.n_cached, 3, "reused blocks left the cached list");
+    /* Needs 3 more blocks: 3 free, none evicted. Then 2 more evict LRU. */
+    is_int(kv_seq_reserve(&kv, &sc, 20), 0, "reserve from free list");
+    is_int((long long)kv.evictions, 0, "no eviction while free blocks remain");
+    is_int(kv_seq_reserve(&kv, &sc, 28), 0, "reserve evicts cached blocks");
+    is_int((long long)kv.evictions, 2, "two LRU evictions");
+    ok(kv_seq_reserve(&kv, &sc, 40) != 0, "over-reserve refused");
+    is_int(sc.n_blocks, 7, "table unchanged by the refused reserve");
+    check(&kv, "after evictions");
+    kv_seq_free(&kv, &sc);
+    is_int(kv.n_used, 0, "no leak");
+    is_int(kv.n_free + kv.n_cached, 8, "all blocks back");
+    ok(kv.hit_tokens == 16 && kv.query_tokens == 9 + 19 + 19, "hit/query tokens (%llu/%llu)",
+       (unsigned long long)kv.hit_tokens, (unsigned long long)kv.query_tokens);
+
+    /* Same prefix computed twice concurrently: only one copy registered. */
+    struct kv_seq s1, s2;
+    kv_seq_init(&s1);
+    kv_seq_init(&s2);
+    int32_t c[8];
+    fill(c, 8, 5000);
+    kv_seq_reserve(&kv, &s1, 8);
+    kv_seq_reserve(&kv, &s2, 8);
+    kv_seq_commit(&kv, &s1, c, 8);
+    kv_seq_commit(&kv, &s2, c, 8);
+    ok(kv.blocks[s1.blocks[0]].hashed && !kv.blocks[s2.blocks[0]].hashed,
+       "duplicate prefix registered once");
+    kv_seq_free(&kv, &s2);
+    kv_seq_free(&kv, &s1);
+    check(&kv, "after duplicate");
+    kv_free(&kv);
+    return tap_done();
+}
