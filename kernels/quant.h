@@ -48,7 +48,7 @@ struct qtype_info {
 
 /* Info for a type number; NULL for unknown numbers. */
 const struct qtype_info *qtype_get(uint32_t type);
-const char *qtype_name(uint32_t type);  /* "unknown(N)" style string for unknown */
+const char *qtype_name(uint32_t type);  /* "unknown" for unknown numbers (callers print N) */
 /* Bytes for a row of n elements; 0 if n is not a multiple of the block size or type unknown. */
 size_t qtype_row_bytes(uint32_t type, uint64_t n);
 
