@@ -644,7 +644,10 @@ static int create_private(const char *path, char *err, size_t errlen)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open for writing: %s", path, strerror(errno));
+        int e = errno;
+        snprintf(err, errlen, "%s: cannot open for writing: %s%s", path, strerror(e),
+                 e == EACCES || e == EROFS || e == EPERM ? " (the history database is read-only)"
+                                                        : "");
         return -1;
     }
     close(fd);
@@ -726,11 +729,51 @@ static int open_writer(struct store *s, char *err, size_t errlen)
     return mark_interrupted(s, err, errlen);
 }
 
+/* file: URI of path with ?opts; URI-special characters escaped. */
+static char *file_uri(const char *path, const char *opts)
+{
+    size_t n = strlen(path), k = 0;
+    char *u = malloc(3 * n + strlen(opts) + 8);
+    if (!u) return NULL;
+    k += (size_t)sprintf(u, "file:");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)path[i];
+        if (c == '%' || c == '?' || c == '#' || c < 0x20)
+            k += (size_t)sprintf(u + k, "%%%02X", c);
+        else
+            u[k++] = (char)c;
+    }
+    sprintf(u + k, "?%s", opts);
+    return u;
+}
+
+/* A WAL database in a folder we cannot write needs its -shm file; when that
+ * cannot be made, the file is read as immutable (what a clean close left). */
+static int open_readonly(struct store *s, char *err, size_t errlen)
+{
+    static const char *const opts[] = {"mode=ro", "immutable=1"};
+    int v = -1;
+    for (int i = 0; i < 2 && v < 0; i++) {
+        char *uri = file_uri(s->path, opts[i]);
+        if (!uri) return -1;
+        if (s->rdb) sqlite3_close_v2(s->rdb);
+        s->rdb = NULL;
+        int rc = conn_open(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, &s->rdb, err, errlen);
+        free(uri);
+        if (rc == 0) v = store_schema_version(s->rdb, s->path, err, errlen);
+    }
+    return v;
+}
+
 static int open_reader(struct store *s, char *err, size_t errlen)
 {
-    int flags = s->mode == STORE_READONLY ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
-    if (conn_open(s->path, flags, &s->rdb, err, errlen) != 0) return -1;
-    int v = store_schema_version(s->rdb, s->path, err, errlen);
+    int v;
+    if (s->mode == STORE_READONLY) {
+        v = open_readonly(s, err, errlen);
+    } else {
+        if (conn_open(s->path, SQLITE_OPEN_READWRITE, &s->rdb, err, errlen) != 0) return -1;
+        v = store_schema_version(s->rdb, s->path, err, errlen);
+    }
     if (v < 0) return -1;
     if (v != STORE_SCHEMA_VERSION) {
         snprintf(err, errlen,
