@@ -357,11 +357,11 @@ static bool place_tensors(struct rd *r, struct gguf_ctx *ctx)
                            t->name, (unsigned long long)t->offset,
                            (unsigned long long)ctx->alignment);
         if (ctx->data_offset > size || t->offset > data_room || t->nbytes > data_room - t->offset)
-            return rd_fail(r, ctx->data_offset,
-                           "tensor '%s': data out of bounds (offset %llu + %llu bytes past data "
-                           "start %llu, file size %llu)",
-                           t->name, (unsigned long long)t->offset, (unsigned long long)t->nbytes,
-                           (unsigned long long)ctx->data_offset, (unsigned long long)size);
+            return rd_fail(r, t->offset <= data_room ? ctx->data_offset + t->offset : ctx->data_offset,
+                           "tensor '%s': data out of bounds (%llu bytes at data offset %llu; the "
+                           "data section at byte %llu has %llu bytes)",
+                           t->name, (unsigned long long)t->nbytes, (unsigned long long)t->offset,
+                           (unsigned long long)ctx->data_offset, (unsigned long long)data_room);
         t->file_offset = ctx->data_offset + t->offset;
         t->data = ctx->buf + t->file_offset;
     }
