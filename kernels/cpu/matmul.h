@@ -25,9 +25,15 @@ struct mm_scratch {
     size_t cap;
 };
 void mm_scratch_free(struct mm_scratch *s);
+/* Grows the scratch for up to n tokens of cols; false when out of memory.
+ * Optional: cpu_matmul reserves on demand, and writes NaN to y when it cannot. */
+bool mm_scratch_reserve(struct mm_scratch *s, int64_t n, int64_t cols);
 
 /* Returns false when wtype is unsupported (caller reports the tensor). */
 bool mm_supported(uint32_t wtype);
+/* tp may be NULL (single thread). isa must not exceed cpu_isa_detect();
+ * types without a kernel for isa fall back to the scalar kernel. cols must be
+ * a multiple of the type's block size. w, x, y must not overlap. */
 void cpu_matmul(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,
                 uint32_t wtype, const void *w, int64_t rows, int64_t cols,
                 const float *x, int64_t n, float *y);

@@ -1,0 +1,99 @@
+/* mm_impl: what the matmul dispatcher (matmul.c) shares with the per-ISA
+ * kernel files (mm_scalar.c, mm_avx2.c, mm_avx512.c). Internal to kernels/cpu. */
+#ifndef TERN_MM_IMPL_H
+#define TERN_MM_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quant.h"
+
+/* Activations quantized once per call: blocks of 32 with an f32 scale and
+ * the integer sum of the block (for the min / offset terms of the weight
+ * formats). Token j's data starts at qs + j*cols, d + j*nb, sum + j*nb. */
+struct mm_xq {
+    int8_t *qs;     /* n × cols, q = round(x / d), |q| ≤ 127 */
+    float *d;       /* n × nb, d = max|x| / 127 over the block */
+    int32_t *sum;   /* n × nb, Σ q over the block */
+    int64_t nb;     /* blocks per token = cols / 32 */
+};
+
+/* One matmul call as the kernels see it. */
+struct mm_task {
+    uint32_t wtype;
+    const uint8_t *w;   /* rows × row_bytes */
+    size_t row_bytes;
+    int64_t rows, cols, n;
+    const float *x;     /* n × cols f32 (used by F32/F16/BF16 weights) */
+    struct mm_xq xq;    /* quantized x (used by the block-quantized types) */
+    float *y;           /* n × rows */
+};
+
+/* Computes y[j][r] for r in [r0, r1) and every token j. */
+typedef void (*mm_kernel_fn)(const struct mm_task *t, int64_t r0, int64_t r1);
+/* Quantizes one token of cols floats (cols a multiple of 32). */
+typedef void (*mm_quant_fn)(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+
+/* True for the types whose kernels read struct mm_xq instead of x. */
+static inline bool mm_wants_xq(uint32_t wtype)
+{
+    return wtype != QT_F32 && wtype != QT_F16 && wtype != QT_BF16;
+}
+
+/* Per-ISA tables: NULL means "not specialised, use the scalar kernel". */
+mm_kernel_fn mm_scalar_kernel(uint32_t wtype);
+void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+mm_kernel_fn mm_avx2_kernel(uint32_t wtype);
+void mm_avx2_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+mm_kernel_fn mm_avx512_kernel(uint32_t wtype);
+void mm_avx512_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+
+/* IEEE half → f32, exact for every input (normals, subnormals, inf, NaN). */
+static inline float mm_fp16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else {   /* subnormal: normalise */
+        int e = -1;
+        do { man <<= 1; e++; } while (!(man & 0x400));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline float mm_bf16_to_f32(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t mm_rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+/* Q4_K / Q5_K 6-bit sub-block scale and min j (0..7) from the 12 packed bytes. */
+static inline void mm_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+#endif
