@@ -156,6 +156,7 @@ void ui_wrap_init(struct ui_wrap *w, const char *s, size_t n, int width)
     w->pos = 0;
     w->width = width < 1 ? 1 : width;
     w->done = false;
+    w->soft = false;
 }
 
 /* Laying out one line is linear in its bytes; a break point is remembered as
@@ -163,6 +164,11 @@ void ui_wrap_init(struct ui_wrap *w, const char *s, size_t n, int width)
 bool ui_wrap_next(struct ui_wrap *w, size_t *start, size_t *len, int *cols)
 {
     if (w->done) return false;
+    if (w->soft && w->pos >= w->n) { /* only spaces followed the last soft break */
+        w->done = true;
+        return false;
+    }
+    w->soft = true; /* every return below but the '\n' and end ones is a soft break */
     const char *s = w->s;
     size_t n = w->n, i = w->pos;
     size_t brk = 0, brk_next = 0; /* line end / next start at the last break chance */
@@ -174,6 +180,7 @@ bool ui_wrap_next(struct ui_wrap *w, size_t *start, size_t *len, int *cols)
             *len = i - *start;
             *cols = col;
             w->pos = i + 1;
+            w->soft = false;
             return true;
         }
         int gw;
@@ -224,6 +231,7 @@ bool ui_wrap_next(struct ui_wrap *w, size_t *start, size_t *len, int *cols)
     *cols = col;
     w->pos = i;
     w->done = true;
+    w->soft = false;
     return true;
 }
 

@@ -49,6 +49,7 @@ struct ui_wrap {
     size_t pos;   /* next byte to lay out */
     int width;    /* columns, >= 1 */
     bool done;
+    bool soft;    /* the last line ended at a soft break */
 };
 
 void ui_wrap_init(struct ui_wrap *w, const char *s, size_t n, int width);

@@ -117,6 +117,9 @@ static void check_wrap_examples(void)
     is_int(c, 3, "long word is cut");
     is_str(l[2], "gh", "long word remainder");
 
+    lines("hello world   ", 5, l, &c);
+    is_int(c, 2, "trailing spaces after a soft break add no line");
+
     lines("a\n\nb\n", 10, l, &c);
     is_int(c, 4, "newlines: each ends a line (trailing one too)");
     is_str(l[1], "", "newlines: empty line kept");

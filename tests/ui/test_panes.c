@@ -1,0 +1,289 @@
+/* test_panes: renders the panes and whole frames into off-screen ncurses
+ * windows (newterm on /dev/null) and reads the cells back: text placed and
+ * wrapped with wide characters aligned to the borders, code fences, status
+ * notes, the instruments' KV bar and latency figures, the timeline, help,
+ * layouts from 80x24 to 200x60; plus the input editor on multi-byte text. */
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wchar.h>
+
+#include "chat.h"
+#include "dialog.h"
+#include "gauge.h"
+#include "input.h"
+#include "layout.h"
+#include "screen.h"
+#include "tap.h"
+#include "text.h"
+
+/* Row y of w as UTF-8 (wide characters once, no continuation cells). */
+static void row(WINDOW *w, int y, char *out, size_t cap)
+{
+    wchar_t wb[1024];
+    int n = mvwinnwstr(w, y, 0, wb, 1023);
+    size_t o = 0;
+    for (int i = 0; i < n && o + 5 < cap; i++) o += ui_utf8_encode((uint32_t)wb[i], out + o);
+    out[o] = 0;
+}
+
+static bool screen_has(WINDOW *w, int rows, const char *needle)
+{
+    char buf[4096];
+    for (int y = 0; y < rows; y++) {
+        row(w, y, buf, sizeof buf);
+        if (strstr(buf, needle)) return true;
+    }
+    return false;
+}
+
+static void dump(WINDOW *w, int rows)
+{
+    char buf[4096];
+    for (int y = 0; y < rows; y++) {
+        row(w, y, buf, sizeof buf);
+        tap_diag("|%s|", buf);
+    }
+}
+
+static void fill_state(struct ui_state *s)
+{
+    ui_state_init(s);
+    ui_state_add_session(s, 1, "Greetings 你好", 1700000000, false);
+    ui_state_add_session(s, 2, "Code", 1700000100, true);
+    ui_state_add_msg(s, UI_ROLE_USER, "你好，世界！请用中文回答。这是一个很长的句子，需要换行显示。");
+    struct ui_msg *m = ui_state_add_msg(s, UI_ROLE_ASSISTANT,
+        "Привет! Вот пример кода:\n```c\nint main(void) { return 0; }\n```\nГотово 😀.");
+    m->ph = (struct ui_phase){.have = true, .queue_s = 0.002, .n_chunks = 2,
+                              .chunk_end = {0.020, 0.041}, .prefill_end = 0.045,
+                              .decode_s = 0.8, .ttft_s = 0.045, .tpot_s = 0.0125,
+                              .e2e_s = 0.845, .n_prompt = 120, .n_cached = 96, .n_computed = 24,
+                              .n_generated = 65};
+    snprintf(m->ph.status, sizeof m->ph.status, "stop");
+    struct ui_msg *u2 = ui_state_add_msg(s, UI_ROLE_USER, "Tell me a long story");
+    (void)u2;
+    struct ui_msg *c = ui_state_add_msg(s, UI_ROLE_ASSISTANT, "Once upon a time");
+    c->status = UI_MSG_CANCELLED;
+    s->timeline_msg = 1;
+    snprintf(s->model_name, sizeof s->model_name, "SmolLM2-135M-Instruct");
+    snprintf(s->backend, sizeof s->backend, "cpu");
+    snprintf(s->device, sizeof s->device, "2 threads");
+    s->have_stats = true;
+    s->stats.kv_total = 100, s->stats.kv_used = 30, s->stats.kv_cached = 20, s->stats.kv_free = 50;
+    s->stats.kv_block_tokens = 16;
+    s->stats.slo_ttft_s = 1.0, s->stats.slo_tpot_s = 0.010; /* TPOT 12.5 ms breaks it */
+    s->stats.ttft.count = 1, s->stats.ttft.p50 = 0.045, s->stats.ttft.p90 = 0.045;
+    ui_state_add_latency(s, 0.045, 0.0125);
+    for (int i = 0; i < 30; i++) ui_state_push_itl(s, 0.01 + 0.001 * (i % 7));
+}
+
+/* Every row of a bordered pane is exactly its width: wide characters took
+ * two cells and nothing spilled over the right border. */
+static void check_chat_alignment(const struct ui_theme *t)
+{
+    struct ui_state s;
+    fill_state(&s);
+    int W = 40, H = 30;
+    WINDOW *w = newwin(H, W, 0, 0);
+    ui_chat_draw(w, (struct ui_rect){0, 0, H, W}, &s, t, "chat", true);
+    char buf[4096];
+    int bad = 0;
+    for (int y = 0; y < H; y++) {
+        row(w, y, buf, sizeof buf);
+        size_t n = strlen(buf);
+        if (ui_text_width(buf, n) != W) bad++;
+        if (y > 0 && y < H - 1 && strncmp(buf + n - 3, "│", 3) != 0) bad++;
+    }
+    ok(bad == 0, "chat 40 cols: every row is 40 cells and ends on the border");
+    ok(screen_has(w, H, "你好，世界！"), "chinese text shown");
+    ok(screen_has(w, H, "Привет! Вот пример"), "russian text shown");
+    ok(screen_has(w, H, "int main(void)"), "code block shown");
+    ok(screen_has(w, H, "cancelled"), "cancelled reply marked");
+    ok(screen_has(w, H, "Once upon a time"), "partial reply kept");
+    ok(screen_has(w, H, "😀"), "emoji shown");
+    if (bad) dump(w, H);
+    /* the transcript is taller than a 10-row pane: the bottom shows, and
+     * scrolling up reveals the top */
+    werase(w);
+    ui_chat_draw(w, (struct ui_rect){0, 0, 10, W}, &s, t, "chat", false);
+    ok(screen_has(w, 10, "Once upon a time") && !screen_has(w, 10, "你好，世界"),
+       "short pane shows the newest lines");
+    s.scroll = 1000;
+    werase(w);
+    ui_chat_draw(w, (struct ui_rect){0, 0, 10, W}, &s, t, "chat", false);
+    ok(screen_has(w, 10, "你好") && s.scroll == ui_chat_lines(&s, W) - 8,
+       "scroll clamps to the top of the transcript");
+    delwin(w);
+    ui_state_free(&s);
+}
+
+static void check_frames(const struct ui_theme *t)
+{
+    static const int sizes[][2] = {{24, 80}, {30, 100}, {60, 200}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int H = sizes[k][0], W = sizes[k][1];
+        struct ui_state s;
+        struct ui_input in;
+        struct ui_dialog d;
+        fill_state(&s);
+        ui_input_init(&in);
+        ui_dialog_init(&d);
+        ui_input_set(&in, "Здравствуй, 世界");
+        in.tokens = 7;
+        WINDOW *w = newwin(H, W, 0, 0);
+        struct ui_view v = {&s, &in, &d, t, true, true, true, false, false, {0}, 0, 0, false};
+        ui_screen_draw(w, H, W, &v);
+        char name[64];
+        snprintf(name, sizeof name, "%dx%d", W, H);
+        ok(screen_has(w, H, "█used 30") && screen_has(w, H, "·free 50"), "%s: KV bar legend", name);
+        ok(screen_has(w, H, "12.5 ms"), "%s: TPOT of the last reply", name);
+        ok(screen_has(w, H, "45.0 ms"), "%s: TTFT of the last reply", name);
+        ok(screen_has(w, H, "prompt 120 tok: 96 cached, 24 computed"), "%s: timeline tokens", name);
+        ok(screen_has(w, H, "14 chars · 7 tokens"), "%s: input counts", name);
+        ok(screen_has(w, H, "F1 help"), "%s: key hints", name);
+        ok(v.cursor && v.cur_y >= v.layout.r_input.y && v.cur_y < H - 1, "%s: cursor in the input box", name);
+        char buf[4096];
+        int bad = 0;
+        for (int y = 0; y < H; y++) {
+            row(w, y, buf, sizeof buf);
+            if (ui_text_width(buf, strlen(buf)) != W) bad++;
+        }
+        ok(bad == 0, "%s: every row exactly %d cells", name, W);
+        if (k == 0) dump(w, H);
+        v.show_help = true;
+        ui_screen_draw(w, H, W, &v);
+        ok(screen_has(w, H, "Esc") && screen_has(w, H, "F10") && screen_has(w, H, "Ctrl-N"),
+           "%s: help lists the keys", name);
+        delwin(w);
+        ui_dialog_free(&d);
+        ui_input_free(&in);
+        ui_state_free(&s);
+    }
+}
+
+static bool overlap(struct ui_rect a, struct ui_rect b)
+{
+    if (a.w <= 0 || a.h <= 0 || b.w <= 0 || b.h <= 0) return false;
+    return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+}
+
+static void check_layouts(void)
+{
+    int bad = 0, n = 0;
+    for (int rows = UI_MIN_ROWS; rows <= 70; rows += 3)
+        for (int cols = UI_MIN_COLS; cols <= 260; cols += 7)
+            for (int f = 0; f < 8; f++, n++) {
+                struct ui_layout L;
+                ui_layout_compute(&L, rows, cols, f & 1, f & 2, f & 4, 3);
+                struct ui_rect r[6] = {L.sessions ? L.r_sessions : (struct ui_rect){0},
+                                       L.r_chat, L.instruments ? L.r_instruments : (struct ui_rect){0},
+                                       L.timeline ? L.r_timeline : (struct ui_rect){0},
+                                       L.r_input, L.r_status};
+                for (int i = 0; i < 6; i++) {
+                    if (r[i].x < 0 || r[i].y < 0 || r[i].x + r[i].w > cols || r[i].y + r[i].h > rows) bad++;
+                    for (int j = i + 1; j < 6; j++) bad += overlap(r[i], r[j]);
+                }
+                if (L.r_chat.w < 30 || L.r_chat.h < 4) bad++;
+            }
+    ok(bad == 0, "layouts: %d size/pane combinations in bounds, disjoint, chat usable", n);
+}
+
+static void check_input(void)
+{
+    struct ui_input in;
+    ui_input_init(&in);
+    ui_input_set(&in, "Привет мир 你好");
+    ui_input_backspace(&in);
+    is_str(in.buf, "Привет мир 你", "backspace removes one ideograph (3 bytes)");
+    ui_input_word_left(&in);
+    ui_input_word_left(&in);
+    is_int((long long)in.cur, (long long)strlen("Привет "), "word left twice lands on 'мир'");
+    ui_input_delete(&in);
+    is_str(in.buf, "Привет ир 你", "delete removes one Cyrillic letter (2 bytes)");
+    ui_input_home(&in);
+    ui_input_word_right(&in);
+    is_int((long long)in.cur, (long long)strlen("Привет"), "word right ends after the word");
+    ui_input_end(&in);
+    ui_input_insert(&in, "\n", 1);
+    ui_input_insert(&in, "e\xcc\x81", 3);
+    ui_input_left(&in);
+    is_int((long long)in.cur, (long long)(in.len - 3), "left steps over base + combining mark");
+    ok(ui_input_line_up(&in) && in.cur == 0, "line up keeps column 0");
+    ok(!ui_input_line_up(&in), "line up on the first line says so");
+    is_int((long long)ui_input_chars(&in), 14, "character count in code points");
+    char *t = ui_input_take(&in);
+    is_str(t, "Привет ир 你\ne\xcc\x81", "take returns the text");
+    free(t);
+    is_int((long long)in.len, 0, "take clears the buffer");
+    ui_input_set(&in, "second");
+    free(ui_input_take(&in));
+    ui_input_set(&in, "draft");
+    ui_input_hist_prev(&in);
+    is_str(in.buf, "second", "up recalls the last input");
+    ui_input_hist_prev(&in);
+    is_str(in.buf, "Привет ир 你\ne\xcc\x81", "up again recalls the one before");
+    ui_input_hist_next(&in);
+    ui_input_hist_next(&in);
+    is_str(in.buf, "draft", "down past the newest restores the draft");
+    ui_input_free(&in);
+}
+
+static void check_dialog(void)
+{
+    struct ui_dialog d;
+    struct ui_params p;
+    ui_dialog_init(&d);
+    ui_params_default(&p);
+    ui_dialog_params(&d, 1, &p);
+    ui_input_set(&d.field[0], "0.3");
+    ui_input_set(&d.field[2], "64");
+    ui_input_set(&d.field[3], "Answer briefly.");
+    ok(ui_dialog_get_params(&d, &p) == 0 && p.max_tokens == 64 && p.temp > 0.29f && p.temp < 0.31f &&
+       strcmp(p.system, "Answer briefly.") == 0, "params form parses");
+    ui_input_set(&d.field[1], "1.5");
+    ok(ui_dialog_get_params(&d, &p) < 0 && d.focus == 1, "top-p above 1 refused, focus moves there");
+    struct ui_key esc = {UI_KEY_ESC, 0};
+    is_int(ui_dialog_key(&d, &esc), UI_DLG_CANCEL, "Esc cancels the form");
+    ui_dialog_confirm(&d, 2, "delete", "Delete session?");
+    struct ui_key y = {0, 'y'};
+    is_int(ui_dialog_key(&d, &y), UI_DLG_OK, "y confirms");
+    ui_dialog_free(&d);
+}
+
+static void check_gauge(void)
+{
+    int out[3];
+    double v[3] = {30, 20, 50};
+    ui_gauge_split(20, v, 3, out);
+    ok(out[0] == 6 && out[1] == 4 && out[2] == 10, "bar split proportional (6/4/10)");
+    double v2[3] = {1, 0, 999};
+    ui_gauge_split(20, v2, 3, out);
+    ok(out[0] == 1 && out[1] == 0 && out[0] + out[1] + out[2] == 20, "a tiny segment still shows");
+}
+
+int main(void)
+{
+    if (!setlocale(LC_ALL, "C.UTF-8")) return tap_bail("no C.UTF-8 locale");
+    FILE *out = fopen("/dev/null", "w"), *inp = fopen("/dev/null", "r");
+    SCREEN *scr = newterm("xterm-256color", out, inp);
+    if (!scr) return tap_bail("newterm xterm-256color failed");
+    struct ui_theme mono;
+    ui_theme_init(&mono, false);
+    check_chat_alignment(&mono);
+    check_frames(&mono);
+    start_color();
+    use_default_colors();
+    struct ui_theme col;
+    ui_theme_init(&col, true);
+    check_chat_alignment(&col);
+    check_layouts();
+    check_input();
+    check_dialog();
+    check_gauge();
+    endwin();
+    delscreen(scr);
+    fclose(out);
+    fclose(inp);
+    return tap_done();
+}

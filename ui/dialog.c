@@ -1,0 +1,182 @@
+/* dialog: modal question, prompt and parameters form (see dialog.h). */
+#include "dialog.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text.h"
+
+void ui_dialog_init(struct ui_dialog *d)
+{
+    memset(d, 0, sizeof *d);
+    for (int i = 0; i < UI_DLG_FIELDS; i++) ui_input_init(&d->field[i]);
+}
+
+void ui_dialog_free(struct ui_dialog *d)
+{
+    for (int i = 0; i < UI_DLG_FIELDS; i++) ui_input_free(&d->field[i]);
+}
+
+static void open_kind(struct ui_dialog *d, enum ui_dialog_kind kind, int action, const char *title)
+{
+    d->kind = kind;
+    d->action = action;
+    d->focus = 0;
+    d->n_fields = 0;
+    d->message[0] = d->error[0] = 0;
+    snprintf(d->title, sizeof d->title, "%s", title);
+    for (int i = 0; i < UI_DLG_FIELDS; i++) ui_input_clear(&d->field[i]);
+}
+
+void ui_dialog_confirm(struct ui_dialog *d, int action, const char *title, const char *message)
+{
+    open_kind(d, UI_DLG_CONFIRM, action, title);
+    snprintf(d->message, sizeof d->message, "%s", message);
+}
+
+void ui_dialog_prompt(struct ui_dialog *d, int action, const char *title, const char *initial)
+{
+    open_kind(d, UI_DLG_PROMPT, action, title);
+    d->n_fields = 1;
+    ui_input_set(&d->field[0], initial ? initial : "");
+}
+
+static const char *const param_labels[UI_DLG_FIELDS] = {
+    "temperature", "top-p", "max tokens", "system prompt"};
+
+void ui_dialog_params(struct ui_dialog *d, int action, const struct ui_params *p)
+{
+    char buf[64];
+    open_kind(d, UI_DLG_PARAMS, action, "generation parameters · Enter saves, Esc cancels");
+    d->n_fields = 4;
+    snprintf(buf, sizeof buf, "%.2f", p->temp);
+    ui_input_set(&d->field[0], buf);
+    snprintf(buf, sizeof buf, "%.2f", p->top_p);
+    ui_input_set(&d->field[1], buf);
+    snprintf(buf, sizeof buf, "%d", p->max_tokens);
+    ui_input_set(&d->field[2], buf);
+    ui_input_set(&d->field[3], p->system);
+}
+
+void ui_dialog_close(struct ui_dialog *d)
+{
+    d->kind = UI_DLG_NONE;
+}
+
+const char *ui_dialog_text(const struct ui_dialog *d)
+{
+    return d->field[0].buf ? d->field[0].buf : "";
+}
+
+static int parse_float(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int ui_dialog_get_params(struct ui_dialog *d, struct ui_params *p)
+{
+    double t, tp, mt;
+    const char *f0 = d->field[0].buf ? d->field[0].buf : "";
+    const char *f1 = d->field[1].buf ? d->field[1].buf : "";
+    const char *f2 = d->field[2].buf ? d->field[2].buf : "";
+    if (parse_float(f0, 0, 5, &t) < 0) {
+        snprintf(d->error, sizeof d->error, "temperature: a number from 0 to 5");
+        d->focus = 0;
+        return -1;
+    }
+    if (parse_float(f1, 0, 1, &tp) < 0 || tp <= 0) {
+        snprintf(d->error, sizeof d->error, "top-p: a number above 0, at most 1");
+        d->focus = 1;
+        return -1;
+    }
+    if (parse_float(f2, 1, 1 << 20, &mt) < 0 || mt != (double)(int32_t)mt) {
+        snprintf(d->error, sizeof d->error, "max tokens: a whole number from 1");
+        d->focus = 2;
+        return -1;
+    }
+    p->temp = (float)t;
+    p->top_p = (float)tp;
+    p->max_tokens = (int32_t)mt;
+    snprintf(p->system, sizeof p->system, "%s", d->field[3].buf ? d->field[3].buf : "");
+    return 0;
+}
+
+static enum ui_dialog_result field_key(struct ui_dialog *d, const struct ui_key *k)
+{
+    struct ui_input *in = &d->field[d->focus];
+    switch (k->fn) {
+    case 0:
+        if (k->ch == '\r') return UI_DLG_OK;
+        if (k->ch == '\t') {
+            d->focus = (d->focus + 1) % d->n_fields;
+        } else if (k->ch == 127 || k->ch == 8) {
+            ui_input_backspace(in);
+        } else if (k->ch >= 0x20) {
+            char b[4];
+            ui_input_insert(in, b, ui_utf8_encode(k->ch, b));
+        }
+        return UI_DLG_OPEN;
+    case UI_KEY_ESC: return UI_DLG_CANCEL;
+    case KEY_BACKSPACE: ui_input_backspace(in); break;
+    case KEY_DC: ui_input_delete(in); break;
+    case KEY_LEFT: ui_input_left(in); break;
+    case KEY_RIGHT: ui_input_right(in); break;
+    case KEY_HOME: ui_input_home(in); break;
+    case KEY_END: ui_input_end(in); break;
+    case KEY_UP:
+    case KEY_BTAB: d->focus = (d->focus + d->n_fields - 1) % d->n_fields; break;
+    case KEY_DOWN: d->focus = (d->focus + 1) % d->n_fields; break;
+    case KEY_F(4): return UI_DLG_OK;
+    default: break;
+    }
+    return UI_DLG_OPEN;
+}
+
+enum ui_dialog_result ui_dialog_key(struct ui_dialog *d, const struct ui_key *k)
+{
+    if (d->kind == UI_DLG_CONFIRM) {
+        if (k->fn == 0 && (k->ch == 'y' || k->ch == 'Y')) return UI_DLG_OK;
+        if (k->fn == UI_KEY_ESC || (k->fn == 0 && (k->ch == 'n' || k->ch == 'N'))) return UI_DLG_CANCEL;
+        return UI_DLG_OPEN;
+    }
+    return field_key(d, k);
+}
+
+void ui_dialog_draw(WINDOW *w, struct ui_rect screen, const struct ui_dialog *d,
+                    const struct ui_theme *t, int *cy, int *cx)
+{
+    int bw = screen.w - 4 < 64 ? screen.w - 4 : 64;
+    int bh = d->kind == UI_DLG_CONFIRM ? 5 : d->kind == UI_DLG_PROMPT ? 5 : 4 + 2 * d->n_fields;
+    if (bh > screen.h) bh = screen.h;
+    struct ui_rect r = {screen.y + (screen.h - bh) / 2, screen.x + (screen.w - bw) / 2, bh, bw};
+    ui_draw_box(w, r, t->a[UI_C_TITLE], d->title);
+    if (d->kind == UI_DLG_CONFIRM) {
+        ui_draw_str(w, r.y + 1, r.x + 2, bw - 4, t->a[UI_C_NORMAL], d->message);
+        ui_draw_str(w, r.y + 3, r.x + 2, bw - 4, t->a[UI_C_KEY], " y: yes   n/Esc: no ");
+        return;
+    }
+    int lw = d->kind == UI_DLG_PARAMS ? 15 : 0;
+    for (int i = 0; i < d->n_fields; i++) {
+        int y = r.y + 1 + (d->kind == UI_DLG_PARAMS ? 2 * i : 1);
+        const struct ui_input *in = &d->field[i];
+        if (lw) ui_draw_str(w, y, r.x + 2, lw, t->a[UI_C_DIM], param_labels[i]);
+        int fx = r.x + 2 + lw, fw = bw - 4 - lw;
+        attr_t a = i == d->focus ? t->a[UI_C_SEL] : t->a[UI_C_NORMAL];
+        ui_draw_fill(w, y, fx, fw, a, " ");
+        /* a field longer than its box shows its end, where the cursor is */
+        const char *s = in->buf ? in->buf : "";
+        size_t from = 0;
+        while (ui_text_width(s + from, in->cur - from) >= fw && from < in->cur)
+            from = ui_text_next(s, in->len, from);
+        ui_draw_text(w, y, fx, fw, a, s + from, in->len - from);
+        if (i == d->focus) *cy = y, *cx = fx + ui_text_width(s + from, in->cur - from);
+    }
+    if (d->error[0]) ui_draw_str(w, r.y + bh - 2, r.x + 2, bw - 4, t->a[UI_C_WARN], d->error);
+}

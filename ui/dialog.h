@@ -1,0 +1,49 @@
+/* dialog: the modal boxes: a yes/no question (delete a session, quit while
+ * streaming), a one-line text prompt (rename) and the generation parameters
+ * form (temperature, top-p, max tokens, system prompt). Fields are edited
+ * with the same editor as the input box. */
+#ifndef TERN_UI_DIALOG_H
+#define TERN_UI_DIALOG_H
+
+#include <stdbool.h>
+
+#include "draw.h"
+#include "input.h"
+#include "keys.h"
+#include "state.h"
+#include "theme.h"
+
+enum ui_dialog_kind { UI_DLG_NONE, UI_DLG_CONFIRM, UI_DLG_PROMPT, UI_DLG_PARAMS };
+enum ui_dialog_result { UI_DLG_OPEN, UI_DLG_OK, UI_DLG_CANCEL };
+
+#define UI_DLG_FIELDS 4
+
+struct ui_dialog {
+    enum ui_dialog_kind kind;
+    int action;                  /* what the caller does on OK */
+    char title[96];
+    char message[256];
+    char error[128];             /* validation message of the params form */
+    struct ui_input field[UI_DLG_FIELDS];
+    int n_fields, focus;
+};
+
+void ui_dialog_init(struct ui_dialog *d);
+void ui_dialog_free(struct ui_dialog *d);
+void ui_dialog_confirm(struct ui_dialog *d, int action, const char *title, const char *message);
+void ui_dialog_prompt(struct ui_dialog *d, int action, const char *title, const char *initial);
+void ui_dialog_params(struct ui_dialog *d, int action, const struct ui_params *p);
+void ui_dialog_close(struct ui_dialog *d);
+
+/* Handles one key; OK and CANCEL leave the dialog open for the caller to
+ * read, then close. For the params form OK means the values parsed. */
+enum ui_dialog_result ui_dialog_key(struct ui_dialog *d, const struct ui_key *k);
+/* The prompt's text (field 0). */
+const char *ui_dialog_text(const struct ui_dialog *d);
+/* Parses the params form into p; returns 0, or -1 with d->error set. */
+int ui_dialog_get_params(struct ui_dialog *d, struct ui_params *p);
+
+void ui_dialog_draw(WINDOW *w, struct ui_rect screen, const struct ui_dialog *d,
+                    const struct ui_theme *t, int *cy, int *cx);
+
+#endif

@@ -1,0 +1,164 @@
+/* instruments: the F2 panel of gauges (see instruments.h). */
+#include "instruments.h"
+
+#include <stdio.h>
+
+#include "gauge.h"
+
+void ui_fmt_dur(char *buf, size_t n, double s)
+{
+    if (s < 0) snprintf(buf, n, "–");
+    else if (s < 1e-3) snprintf(buf, n, "%.0f µs", s * 1e6);
+    else if (s < 1.0) snprintf(buf, n, "%.1f ms", s * 1e3);
+    else snprintf(buf, n, "%.2f s", s);
+}
+
+struct pane {
+    WINDOW *w;
+    struct ui_rect in;
+    const struct ui_theme *t;
+    int y;
+};
+
+static bool room(const struct pane *p)
+{
+    return p->y < p->in.y + p->in.h;
+}
+
+static void section(struct pane *p, const char *name)
+{
+    if (!room(p)) return;
+    int x = p->in.x;
+    x += ui_draw_str(p->w, p->y, x, p->in.w, p->t->a[UI_C_TITLE], name);
+    ui_draw_fill(p->w, p->y, x + 1, p->in.x + p->in.w - x - 1, p->t->a[UI_C_DIM], "─");
+    p->y++;
+}
+
+/* "label  value" where value turns to the warning colour past limit. */
+static void latency_row(struct pane *p, const char *label, double a, double b, double limit)
+{
+    if (!room(p)) return;
+    char sa[24], sb[24];
+    int x = p->in.x;
+    x += ui_draw_fmt(p->w, p->y, x, p->in.w, p->t->a[UI_C_DIM], "%-5s ", label);
+    ui_fmt_dur(sa, sizeof sa, a);
+    attr_t wa = limit > 0 && a > limit ? p->t->a[UI_C_WARN] : p->t->a[UI_C_NORMAL];
+    x += ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, wa, "%9s", sa);
+    if (b > -2) {
+        ui_fmt_dur(sb, sizeof sb, b);
+        attr_t wb = limit > 0 && b > limit ? p->t->a[UI_C_WARN] : p->t->a[UI_C_NORMAL];
+        x += ui_draw_str(p->w, p->y, x, p->in.x + p->in.w - x, p->t->a[UI_C_DIM], " / ");
+        ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, wb, "%s", sb);
+    }
+    p->y++;
+}
+
+static const struct ui_msg *last_reply(const struct ui_state *s)
+{
+    for (size_t i = s->n_msgs; i-- > 0;)
+        if (s->msgs[i].role == UI_ROLE_ASSISTANT && s->msgs[i].ph.have) return &s->msgs[i];
+    return NULL;
+}
+
+static void draw_model(struct pane *p, const struct ui_state *s)
+{
+    const struct ui_theme *t = p->t;
+    if (room(p)) ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_ASSIST],
+                             s->model_name[0] ? s->model_name : "(no model)");
+    if (room(p)) {
+        int x = p->in.x;
+        x += ui_draw_fmt(p->w, p->y, x, p->in.w, t->a[UI_C_TITLE], "%s ",
+                         s->backend[0] ? s->backend : "–");
+        ui_draw_str(p->w, p->y++, x, p->in.x + p->in.w - x, t->a[UI_C_NORMAL], s->device);
+    }
+    if (s->have_stats && s->stats.backend.mem_total > 0 && room(p))
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM], "GPU mem %.1f / %.1f GiB",
+                    (double)s->stats.backend.mem_used / 1073741824.0,
+                    (double)s->stats.backend.mem_total / 1073741824.0);
+    if (s->backend_note[0] && room(p))
+        ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_WARN], s->backend_note);
+}
+
+static void draw_latency(struct pane *p, const struct ui_state *s)
+{
+    const struct engine_stats *st = &s->stats;
+    double slo_ttft = s->have_stats ? st->slo_ttft_s : 0, slo_tpot = s->have_stats ? st->slo_tpot_s : 0;
+    const struct ui_msg *m = last_reply(s);
+    section(p, "last reply");
+    latency_row(p, "TTFT", m ? m->ph.ttft_s : -1, -3, slo_ttft);
+    latency_row(p, "TPOT", m && m->ph.n_generated > 1 ? m->ph.tpot_s : -1, -3, slo_tpot);
+    if (room(p))
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "tok/s %9.1f",
+                    s->tok_s);
+    section(p, "session p50 / p90");
+    latency_row(p, "TTFT", ui_state_session_pct(s, 0, 50), ui_state_session_pct(s, 0, 90), slo_ttft);
+    latency_row(p, "TPOT", ui_state_session_pct(s, 1, 50), ui_state_session_pct(s, 1, 90), slo_tpot);
+    section(p, "engine p50 / p90");
+    bool h1 = s->have_stats && st->ttft.count > 0, h2 = s->have_stats && st->tpot.count > 0;
+    latency_row(p, "TTFT", h1 ? st->ttft.p50 : -1, h1 ? st->ttft.p90 : -1, slo_ttft);
+    latency_row(p, "TPOT", h2 ? st->tpot.p50 : -1, h2 ? st->tpot.p90 : -1, slo_tpot);
+    if (room(p)) {
+        int x = p->in.x;
+        x += ui_draw_str(p->w, p->y, x, p->in.w, p->t->a[UI_C_DIM], "ITL   ");
+        double v[UI_SPARK_N];
+        for (size_t i = 0; i < s->spark_n; i++)
+            v[i] = s->spark[(s->spark_head + UI_SPARK_N - s->spark_n + i) % UI_SPARK_N];
+        ui_gauge_spark(p->w, p->y, x, p->in.x + p->in.w - x, p->t->a[UI_C_DECODE], v, s->spark_n);
+        p->y++;
+    }
+}
+
+static void draw_kv(struct pane *p, const struct ui_state *s)
+{
+    const struct engine_stats *st = &s->stats;
+    const struct ui_theme *t = p->t;
+    char head[64];
+    if (s->have_stats)
+        snprintf(head, sizeof head, "KV %d blk × %d tok", st->kv_total, st->kv_block_tokens);
+    else
+        snprintf(head, sizeof head, "engine");
+    section(p, head);
+    if (!s->have_stats) {
+        if (room(p)) ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM], "not running");
+        return;
+    }
+    if (room(p))
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NORMAL],
+                    "queue %d  running %d  reqs %llu", st->waiting, st->running,
+                    (unsigned long long)st->submitted);
+    if (room(p)) {
+        int x = p->in.x;
+        x += ui_draw_str(p->w, p->y, x, p->in.w, t->a[UI_C_DIM], "KV ");
+        double val[3] = {st->kv_used, st->kv_cached, st->kv_free};
+        attr_t at[3] = {t->a[UI_C_KV_USED], t->a[UI_C_KV_CACHED], t->a[UI_C_KV_FREE]};
+        static const char *const cells[3] = {"█", "▒", "·"};
+        ui_gauge_bar(p->w, p->y, x, p->in.x + p->in.w - x, val, at, cells, 3);
+        p->y++;
+    }
+    if (room(p)) {
+        int x = p->in.x;
+        x += ui_draw_fmt(p->w, p->y, x, p->in.w, t->a[UI_C_KV_USED], "█used %d ", st->kv_used);
+        x += ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, t->a[UI_C_KV_CACHED], "▒cached %d ",
+                         st->kv_cached);
+        ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, t->a[UI_C_DIM], "·free %d", st->kv_free);
+        p->y++;
+    }
+    if (room(p))
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NORMAL],
+                    "prefix hit %4.0f%%  preempt %llu", st->prefix_hit_rate * 100.0,
+                    (unsigned long long)st->preemptions);
+    if (room(p))
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM], "gen %.1f tok/s  pp %.0f tok/s",
+                    st->gen_tok_s, st->prompt_tok_s);
+}
+
+void ui_instruments_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
+                         const struct ui_theme *t)
+{
+    ui_draw_box(w, r, t->a[UI_C_TITLE], "instruments F2");
+    struct pane p = {w, {r.y + 1, r.x + 1, r.h - 2, r.w - 2}, t, r.y + 1};
+    if (p.in.h <= 0 || p.in.w <= 0) return;
+    draw_model(&p, s);
+    draw_latency(&p, s);
+    draw_kv(&p, s);
+}

@@ -1,0 +1,18 @@
+/* instruments: the F2 panel. Model and backend, TTFT/TPOT of the last
+ * reply with p50/p90 over the session and engine-wide, tokens/s, a TPOT
+ * sparkline, queue and running counts, the KV-cache occupancy bar (used /
+ * reusable prefix / free blocks), prefix hit rate and preemptions. Values
+ * past the engine's SLO are drawn in the warning colour. */
+#ifndef TERN_UI_INSTRUMENTS_H
+#define TERN_UI_INSTRUMENTS_H
+
+#include "draw.h"
+#include "state.h"
+#include "theme.h"
+
+void ui_instruments_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
+                         const struct ui_theme *t);
+/* "850 µs", "12.3 ms", "1.24 s", or "–" for a negative (unmeasured) value. */
+void ui_fmt_dur(char *buf, size_t n, double s);
+
+#endif

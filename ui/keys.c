@@ -1,0 +1,109 @@
+/* keys: keyboard decoding (see keys.h). */
+#include "keys.h"
+
+#include <string.h>
+
+static int code_of(const char *name)
+{
+    int c = key_defined(name);
+    return c > 0 ? c : 0;
+}
+
+void ui_keys_init(struct ui_keys *k, WINDOW *w)
+{
+    memset(k, 0, sizeof *k);
+    k->w = w;
+    /* xterm-style modified keys: 5 = Ctrl, 3 = Alt */
+    k->k_cleft = code_of("kLFT5");
+    k->k_cright = code_of("kRIT5");
+    k->k_chome = code_of("kHOM5");
+    k->k_cend = code_of("kEND5");
+    k->k_aup = code_of("kUP3");
+    k->k_adown = code_of("kDN3");
+}
+
+static int next(struct ui_keys *k, wint_t *c)
+{
+    return wget_wch(k->w, c);
+}
+
+/* After ESC: Alt-x, or a CSI sequence ncurses did not know (bracketed
+ * paste markers). Bytes already queued belong to the same key press. */
+static bool after_esc(struct ui_keys *k, struct ui_key *out)
+{
+    wint_t c;
+    int r = next(k, &c);
+    if (r == ERR) {
+        *out = (struct ui_key){UI_KEY_ESC, 0};
+        return true;
+    }
+    if (r == OK && (c == '\r' || c == '\n')) {
+        *out = (struct ui_key){UI_KEY_NEWLINE, 0};
+        return true;
+    }
+    if (r == OK && (c == 'b' || c == 'f')) {
+        *out = (struct ui_key){c == 'b' ? UI_KEY_WORD_LEFT : UI_KEY_WORD_RIGHT, 0};
+        return true;
+    }
+    if (r == KEY_CODE_YES && (c == KEY_UP || c == KEY_DOWN)) {
+        *out = (struct ui_key){c == KEY_UP ? UI_KEY_ALT_UP : UI_KEY_ALT_DOWN, 0};
+        return true;
+    }
+    if (r == OK && c == '[') {
+        char seq[8];
+        int n = 0;
+        while (n < 7 && next(k, &c) == OK) {
+            seq[n++] = (char)c;
+            if (c == '~' || (c >= 'A' && c <= 'Z')) break;
+        }
+        seq[n] = 0;
+        if (strcmp(seq, "200~") == 0) k->paste = true;
+        else if (strcmp(seq, "201~") == 0) k->paste = false;
+        return false;
+    }
+    return false; /* other Alt keys are not bound */
+}
+
+bool ui_keys_read(struct ui_keys *k, struct ui_key *out)
+{
+    wint_t c;
+    int r = next(k, &c);
+    if (r == ERR) return false;
+    if (r == KEY_CODE_YES) {
+        int code = (int)c;
+        if (code == KEY_MOUSE) {
+            MEVENT ev;
+            if (getmouse(&ev) != OK) return false;
+            if (ev.bstate & BUTTON4_PRESSED) *out = (struct ui_key){UI_KEY_WHEEL_UP, 0};
+#ifdef BUTTON5_PRESSED
+            else if (ev.bstate & BUTTON5_PRESSED) *out = (struct ui_key){UI_KEY_WHEEL_DOWN, 0};
+#endif
+            else return false;
+            return true;
+        }
+        if (code == KEY_ENTER) code = k->paste ? UI_KEY_NEWLINE : '\r';
+        if (code == '\r') {
+            *out = (struct ui_key){0, '\r'};
+            return true;
+        }
+        if (k->k_cleft && code == k->k_cleft) code = UI_KEY_CTRL_LEFT;
+        else if (k->k_cright && code == k->k_cright) code = UI_KEY_CTRL_RIGHT;
+        else if (k->k_chome && code == k->k_chome) code = UI_KEY_CTRL_HOME;
+        else if (k->k_cend && code == k->k_cend) code = UI_KEY_CTRL_END;
+        else if (k->k_aup && code == k->k_aup) code = UI_KEY_ALT_UP;
+        else if (k->k_adown && code == k->k_adown) code = UI_KEY_ALT_DOWN;
+        *out = (struct ui_key){code, 0};
+        return true;
+    }
+    if (c == 27) return after_esc(k, out);
+    if (k->paste && (c == '\r' || c == '\n')) {
+        *out = (struct ui_key){UI_KEY_NEWLINE, 0};
+        return true;
+    }
+    if (c == '\n') { /* Ctrl-J (Enter arrives as '\r' with nonl) */
+        *out = (struct ui_key){UI_KEY_NEWLINE, 0};
+        return true;
+    }
+    *out = (struct ui_key){0, (uint32_t)c};
+    return true;
+}

@@ -1,0 +1,31 @@
+/* screen: composes one frame from every pane for a screen size: layout,
+ * panes, overlays (help, dialog) and where the terminal cursor goes. Draws
+ * into any window (the real screen or an off-screen one in tests); the
+ * caller refreshes. */
+#ifndef TERN_UI_SCREEN_H
+#define TERN_UI_SCREEN_H
+
+#include <stdbool.h>
+
+#include "dialog.h"
+#include "input.h"
+#include "layout.h"
+#include "state.h"
+#include "theme.h"
+
+struct ui_view {
+    struct ui_state *st;
+    struct ui_input *in;
+    struct ui_dialog *dlg;
+    const struct ui_theme *theme;
+    bool show_sessions, show_instruments, show_timeline, show_help;
+    bool focus_sessions;
+    /* filled by ui_screen_draw */
+    struct ui_layout layout;
+    int cur_y, cur_x;
+    bool cursor;
+};
+
+void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v);
+
+#endif

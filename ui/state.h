@@ -1,0 +1,133 @@
+/* state: everything the terminal UI shows, kept apart from drawing and from
+ * the engine and store (the bridge fills it from their events; panes only
+ * read it). Sessions, the open session's transcript with each reply's phase
+ * timings, generation parameters, and the instrument readings. */
+#ifndef TERN_UI_STATE_H
+#define TERN_UI_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+enum ui_role { UI_ROLE_USER, UI_ROLE_ASSISTANT, UI_ROLE_SYSTEM, UI_ROLE_NOTE };
+enum ui_msg_status {
+    UI_MSG_DONE,
+    UI_MSG_QUEUED,      /* submitted, no token yet */
+    UI_MSG_STREAMING,
+    UI_MSG_CANCELLED,
+    UI_MSG_ERROR,       /* rejected, timed out, failed (see note) */
+    UI_MSG_INTERRUPTED  /* the app died while it streamed (from the store) */
+};
+
+#define UI_MAX_CHUNKS 32
+
+/* Where one reply's time went (seconds since the request arrived). */
+struct ui_phase {
+    bool have;
+    double t0;                     /* arrival (engine clock) */
+    double queue_s;                /* waiting for admission */
+    int n_chunks;                  /* prefill chunks seen (PREFILL events) */
+    double chunk_end[UI_MAX_CHUNKS]; /* end of each chunk, relative to t0 */
+    int32_t chunk_done[UI_MAX_CHUNKS];
+    double prefill_end;            /* first token, relative to t0 */
+    double decode_s;
+    double ttft_s, tpot_s, e2e_s;
+    int32_t n_prompt, n_cached, n_computed, n_generated, n_preempted;
+    char status[24];               /* "streaming", "stop", "cancelled", ... */
+};
+
+struct ui_msg {
+    enum ui_role role;
+    enum ui_msg_status status;
+    char *text;
+    size_t len, cap;
+    char *note;                    /* error or status line shown under the text */
+    int64_t key;                   /* store key (0: not stored) */
+    uint64_t req_id;               /* engine request while streaming */
+    struct ui_phase ph;
+    /* layout cache of the chat pane: line count at width lay_w for lay_len bytes */
+    int lay_w, lay_lines;
+    size_t lay_len;
+    enum ui_msg_status lay_status;
+};
+
+struct ui_params {
+    float temp, top_p;
+    int32_t max_tokens;
+    char system[512];
+};
+
+struct ui_session {
+    int64_t key;                   /* store key (0: not stored) */
+    char *title;
+    double created;                /* unix seconds */
+    int64_t n_messages;
+};
+
+#define UI_SPARK_N 120
+
+struct ui_state {
+    /* sessions, newest first */
+    struct ui_session *sessions;
+    size_t n_sessions, cap_sessions;
+    size_t cur;                    /* open session index (valid when n_sessions > 0) */
+    size_t sel;                    /* selection in the sessions pane */
+    struct ui_params params;       /* of the open session */
+
+    /* transcript of the open session */
+    struct ui_msg *msgs;
+    size_t n_msgs, cap_msgs;
+    int scroll;                    /* lines scrolled up from the bottom */
+    size_t timeline_msg;           /* reply shown by the timeline (index into msgs) */
+
+    /* instruments */
+    char model_name[128], backend[32], device[160], backend_note[256];
+    int32_t n_ctx;
+    struct engine_stats stats;
+    bool have_stats;
+    double *sess_ttft, *sess_tpot; /* this session's replies */
+    size_t n_sess_lat, cap_sess_lat;
+    double spark[UI_SPARK_N];      /* recent inter-token latencies, seconds */
+    size_t spark_n, spark_head;
+    double last_token_t;
+    double tok_s;                  /* decode speed of the last/current reply */
+
+    /* status */
+    char status[256];              /* transient message (errors, notes) */
+    bool status_error;
+    bool loading;                  /* model still loading */
+    bool engine_ok;
+    bool store_ok;
+};
+
+void ui_state_init(struct ui_state *s);
+void ui_state_free(struct ui_state *s);
+void ui_params_default(struct ui_params *p);
+
+/* Sessions (store_key, title, created). Returns the index or -1 on OOM. */
+int ui_state_add_session(struct ui_state *s, int64_t key, const char *title, double created,
+                         bool front);
+void ui_state_remove_session(struct ui_state *s, size_t i);
+int ui_state_rename_session(struct ui_state *s, size_t i, const char *title);
+
+/* Transcript. Returns the new message or NULL on OOM. */
+struct ui_msg *ui_state_add_msg(struct ui_state *s, enum ui_role role, const char *text);
+void ui_state_clear_msgs(struct ui_state *s);
+int ui_msg_append(struct ui_msg *m, const char *text, size_t len);
+int ui_msg_set_note(struct ui_msg *m, const char *note);
+/* The message streaming for request id, or NULL. */
+struct ui_msg *ui_state_find_req(struct ui_state *s, uint64_t id);
+bool ui_state_streaming(const struct ui_state *s);
+
+/* Instruments */
+void ui_state_push_itl(struct ui_state *s, double itl_s);
+void ui_state_add_latency(struct ui_state *s, double ttft_s, double tpot_s);
+/* Percentile (0..100) of this session's TTFT (which = 0) or TPOT (1); < 0 when none. */
+double ui_state_session_pct(const struct ui_state *s, int which, double pct);
+
+void ui_state_set_status(struct ui_state *s, bool error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,96 @@
+/* timeline: drawing one reply's phases (see timeline.h). */
+#include "timeline.h"
+
+#include <stdio.h>
+
+#include "instruments.h"
+
+/* Columns for [t0, t1) of a total on a bar of width cols. */
+static int cols_of(double t0, double t1, double total, int cols)
+{
+    if (total <= 0) return 0;
+    int a = (int)(t0 / total * cols + 0.5), b = (int)(t1 / total * cols + 0.5);
+    return b - a;
+}
+
+static void draw_bar(WINDOW *w, int y, int x, int cols, const struct ui_phase *ph,
+                     const struct ui_theme *t)
+{
+    double end = ph->prefill_end + ph->decode_s;
+    if (end <= 0) end = ph->queue_s > 0 ? ph->queue_s : 1;
+    int q = cols_of(0, ph->queue_s, end, cols);
+    if (ph->queue_s > 0 && q == 0) q = 1;
+    int used = 0;
+    ui_draw_fill(w, y, x, q, t->a[UI_C_QUEUE], "░");
+    used += q;
+    /* one segment per prefill chunk, alternating glyphs so chunk edges show */
+    double prev = ph->queue_s;
+    for (int i = 0; i < ph->n_chunks && used < cols; i++) {
+        double ce = ph->chunk_end[i] < prev ? prev : ph->chunk_end[i];
+        int c = cols_of(prev, ce, end, cols);
+        if (c < 1) c = 1;
+        if (used + c > cols) c = cols - used;
+        ui_draw_fill(w, y, x + used, c, t->a[UI_C_PREFILL], i % 2 ? "▓" : "█");
+        used += c;
+        prev = ce;
+    }
+    if (ph->prefill_end > prev && used < cols) {
+        int c = cols_of(prev, ph->prefill_end, end, cols);
+        if (used + c > cols) c = cols - used;
+        ui_draw_fill(w, y, x + used, c, t->a[UI_C_PREFILL], "▓");
+        used += c;
+    }
+    if (used < cols && ph->decode_s > 0) {
+        ui_draw_fill(w, y, x + used, cols - used, t->a[UI_C_DECODE], "━");
+        used = cols;
+    }
+    ui_draw_fill(w, y, x + used, cols - used, t->a[UI_C_DIM], "·");
+}
+
+void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
+                      const struct ui_theme *t)
+{
+    const struct ui_msg *m = s->timeline_msg < s->n_msgs ? &s->msgs[s->timeline_msg] : NULL;
+    char title[64];
+    if (m) {
+        size_t nth = 0;
+        for (size_t i = 0; i <= s->timeline_msg; i++) nth += s->msgs[i].role == UI_ROLE_ASSISTANT;
+        snprintf(title, sizeof title, "timeline F3 · reply %zu (Alt-↑/↓ selects)", nth);
+    } else {
+        snprintf(title, sizeof title, "timeline F3");
+    }
+    ui_draw_box(w, r, t->a[UI_C_TITLE], title);
+    struct ui_rect in = {r.y + 1, r.x + 1, r.h - 2, r.w - 2};
+    if (in.h < 1 || in.w < 8) return;
+    if (!m || !m->ph.have) {
+        ui_draw_str(w, in.y, in.x, in.w, t->a[UI_C_DIM], "no reply with timings selected");
+        return;
+    }
+    const struct ui_phase *ph = &m->ph;
+    draw_bar(w, in.y, in.x, in.w, ph, t);
+    char q[24], pf[24], dc[24], tt[24], tp[24];
+    ui_fmt_dur(q, sizeof q, ph->queue_s);
+    ui_fmt_dur(pf, sizeof pf, ph->prefill_end > ph->queue_s ? ph->prefill_end - ph->queue_s : -1);
+    ui_fmt_dur(dc, sizeof dc, ph->decode_s);
+    ui_fmt_dur(tt, sizeof tt, ph->ttft_s);
+    ui_fmt_dur(tp, sizeof tp, ph->n_generated > 1 ? ph->tpot_s : -1);
+    if (in.h >= 2) {
+        int x = in.x;
+        x += ui_draw_fmt(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], "░queue %s ", q);
+        x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], "█prefill %s (%d chunk%s) ",
+                         pf, ph->n_chunks, ph->n_chunks == 1 ? "" : "s");
+        ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], "━decode %s", dc);
+    }
+    if (in.h >= 3)
+        ui_draw_fmt(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL],
+                    "prompt %d tok: %d cached, %d computed · generated %d", ph->n_prompt,
+                    ph->n_cached, ph->n_computed, ph->n_generated);
+    if (in.h >= 4) {
+        attr_t sa = m->status == UI_MSG_ERROR || m->status == UI_MSG_CANCELLED ? t->a[UI_C_WARN]
+                                                                               : t->a[UI_C_GOOD];
+        int x = in.x;
+        x += ui_draw_fmt(w, in.y + 3, x, in.w, sa, "%s", ph->status[0] ? ph->status : "–");
+        ui_draw_fmt(w, in.y + 3, x, in.x + in.w - x, t->a[UI_C_NORMAL],
+                    " · TTFT %s · TPOT %s · preempted %d", tt, tp, ph->n_preempted);
+    }
+}
