@@ -1,1 +1,332 @@
-/* engine: placeholder until its module lands. */
+/* engine: the serving core's public API and its engine thread. Requests are
+ * tokenized in the caller's thread at submit (so refusals are immediate),
+ * then handed to the engine thread, which runs the loop
+ *   intake -> cancellations/timeouts/stalls -> plan (sched) -> forward
+ *   (backend) -> sample/score -> events,
+ * one iteration per step. One mutex guards what threads share: the inbox,
+ * the live request list, the event queue and the published statistics;
+ * the scheduler, KV manager and backend belong to the engine thread alone. */
+#include "engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine_impl.h"
+#include "model.h"
+#include "tok.h"
+
+double engine_now(const struct engine *e)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - e->t0;
+}
+
+const char *engine_status_name(enum engine_status s)
+{
+    static const char *const names[ENGINE_N_STATUS] = {
+        "ok", "stop", "length", "cancelled", "timeout", "rejected", "error", "consumer-stalled"};
+    return (unsigned)s < ENGINE_N_STATUS ? names[s] : "?";
+}
+
+void engine_config_default(struct engine_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->backend.kind = BACKEND_AUTO;
+    c->backend.kv_type = KV_F16;
+    c->backend.kv_block_tokens = ENGINE_BLOCK_TOKENS;
+    c->step_tokens = ENGINE_DEFAULT_STEP_TOKENS;
+    c->max_running = 64;
+    c->max_queue = 256;
+    c->event_limit = 4096;
+    c->slo_ttft_s = 1.0;
+    c->slo_tpot_s = 0.2;
+}
+
+void engine_sampling_default(struct engine_sampling *s)
+{
+    memset(s, 0, sizeof *s);
+    s->temp = 0.8f;
+    s->top_k = 40;
+    s->top_p = 0.95f;
+    s->min_p = 0.05f;
+    s->repeat_penalty = 1.0f;
+    s->penalty_last_n = 64;
+}
+
+void engine_sampling_greedy(struct engine_sampling *s)
+{
+    engine_sampling_default(s);
+    s->temp = 0;
+}
+
+void engine_event_free(struct engine_event *ev)
+{
+    if (!ev) return;
+    free(ev->text);
+    free(ev->message);
+    if (ev->metrics) free(ev->metrics->token_t);
+    free(ev->metrics);
+    ev->text = ev->message = NULL;
+    ev->metrics = NULL;
+}
+
+/* ---- request lifetime (lock held) --------------------------------------------- */
+
+/* A request lives while the engine holds it or any of its events is queued. */
+void engine_req_unref(struct engine_req *r)
+{
+    if (--r->refs > 0) return;
+    sched_seq_free(&r->seq);
+    for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->hold);
+    free(r->m.token_t);
+    engine_sampler_free(r);
+    free(r);
+}
+
+/* Queues an event of r (lock held); flags a consumer that fell behind. */
+void engine_emit(struct engine *e, struct engine_req *r, struct engine_event *ev)
+{
+    ev->id = r->id;
+    ev->tag = r->tag;
+    if (evq_push(&e->evq, ev, r) != 0) {
+        r->oom = true;
+        return;
+    }
+    r->refs++;
+    r->n_events++;
+    if (r->n_events > e->cfg.event_limit && ev->type != ENGINE_EV_FINISHED) r->stalled = true;
+    pthread_cond_broadcast(&e->ev_cond);
+}
+
+static void release_event(void *owner)
+{
+    struct engine_req *r = owner;
+    r->n_events--;
+    engine_req_unref(r);
+}
+
+int engine_poll_events(struct engine *e, struct engine_event *out, int max)
+{
+    pthread_mutex_lock(&e->mu);
+    int n = evq_pop(&e->evq, 0, out, max, release_event);
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+int engine_poll_request(struct engine *e, uint64_t id, struct engine_event *out, int max)
+{
+    pthread_mutex_lock(&e->mu);
+    int n = evq_pop(&e->evq, id ? id : UINT64_MAX, out, max, release_event);
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+int engine_event_fd(const struct engine *e)
+{
+    return e->evq.fd;
+}
+
+bool engine_wait_events(struct engine *e, uint64_t id, double timeout_s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_s >= 0) {
+        double s = (double)until.tv_sec + (double)until.tv_nsec * 1e-9 + timeout_s;
+        until.tv_sec = (time_t)s;
+        until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+    }
+    pthread_mutex_lock(&e->mu);
+    while (!evq_has(&e->evq, id)) {
+        int rc = timeout_s < 0 ? pthread_cond_wait(&e->ev_cond, &e->mu)
+                               : pthread_cond_timedwait(&e->ev_cond, &e->mu, &until);
+        if (rc == ETIMEDOUT) break;
+    }
+    bool has = evq_has(&e->evq, id);
+    pthread_mutex_unlock(&e->mu);
+    return has;
+}
+
+int engine_cancel(struct engine *e, uint64_t id)
+{
+    int rc = -1;
+    pthread_mutex_lock(&e->mu);
+    for (struct engine_req *r = e->live; r; r = r->live_next) {
+        if (r->id != id) continue;
+        if (!r->finished) {
+            r->cancel = true;
+            rc = 0;
+            pthread_cond_broadcast(&e->work_cond);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+/* ---- snapshot ---------------------------------------------------------------------- */
+
+void engine_snapshot(struct engine *e, struct engine_stats *out)
+{
+    pthread_mutex_lock(&e->mu);
+    *out = e->stats;
+    metrics_fill_stats(&e->mx, engine_now(e), out);
+    out->waiting = e->n_inbox + e->stats.waiting;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void hist_json(cJSON *o, const char *name, const struct engine_hist *h)
+{
+    cJSON *j = cJSON_AddObjectToObject(o, name);
+    if (!j) return;
+    cJSON_AddNumberToObject(j, "count", (double)h->count);
+    cJSON_AddNumberToObject(j, "mean", h->mean);
+    cJSON_AddNumberToObject(j, "p50", h->p50);
+    cJSON_AddNumberToObject(j, "p90", h->p90);
+    cJSON_AddNumberToObject(j, "p99", h->p99);
+    cJSON_AddNumberToObject(j, "max", h->max);
+}
+
+struct cJSON *engine_snapshot_json(struct engine *e)
+{
+    struct engine_stats s;
+    engine_snapshot(e, &s);
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "uptime_s", s.uptime_s);
+    cJSON *kv = cJSON_AddObjectToObject(o, "kv");
+    cJSON_AddNumberToObject(kv, "block_tokens", s.kv_block_tokens);
+    cJSON_AddNumberToObject(kv, "total", s.kv_total);
+    cJSON_AddNumberToObject(kv, "used", s.kv_used);
+    cJSON_AddNumberToObject(kv, "cached", s.kv_cached);
+    cJSON_AddNumberToObject(kv, "free", s.kv_free);
+    cJSON_AddNumberToObject(kv, "prefix_query_tokens", (double)s.prefix_query_tokens);
+    cJSON_AddNumberToObject(kv, "prefix_hit_tokens", (double)s.prefix_hit_tokens);
+    cJSON_AddNumberToObject(kv, "prefix_hit_rate", s.prefix_hit_rate);
+    cJSON_AddNumberToObject(kv, "evictions", (double)s.evictions);
+    cJSON_AddNumberToObject(o, "preemptions", (double)s.preemptions);
+    cJSON_AddNumberToObject(o, "running", s.running);
+    cJSON_AddNumberToObject(o, "waiting", s.waiting);
+    cJSON_AddNumberToObject(o, "submitted", (double)s.submitted);
+    cJSON *fin = cJSON_AddObjectToObject(o, "finished");
+    for (int i = 0; i < ENGINE_N_STATUS; i++)
+        cJSON_AddNumberToObject(fin, engine_status_name((enum engine_status)i),
+                                (double)s.finished[i]);
+    hist_json(o, "queue_s", &s.queue);
+    hist_json(o, "ttft_s", &s.ttft);
+    hist_json(o, "tpot_s", &s.tpot);
+    hist_json(o, "itl_s", &s.itl);
+    hist_json(o, "prefill_s", &s.prefill);
+    hist_json(o, "e2e_s", &s.e2e);
+    hist_json(o, "step_s", &s.step_s);
+    hist_json(o, "step_tokens", &s.step_tokens);
+    cJSON_AddNumberToObject(o, "steps", (double)s.steps);
+    cJSON_AddNumberToObject(o, "busy_s", s.busy_s);
+    cJSON_AddNumberToObject(o, "backend_s", s.backend_s);
+    cJSON_AddNumberToObject(o, "sched_overhead", s.sched_overhead);
+    cJSON_AddNumberToObject(o, "prompt_tokens", (double)s.prompt_tokens);
+    cJSON_AddNumberToObject(o, "cached_tokens", (double)s.cached_tokens);
+    cJSON_AddNumberToObject(o, "generated_tokens", (double)s.generated_tokens);
+    cJSON_AddNumberToObject(o, "prompt_tok_s", s.prompt_tok_s);
+    cJSON_AddNumberToObject(o, "gen_tok_s", s.gen_tok_s);
+    cJSON_AddNumberToObject(o, "slo_ttft_s", s.slo_ttft_s);
+    cJSON_AddNumberToObject(o, "slo_tpot_s", s.slo_tpot_s);
+    cJSON_AddNumberToObject(o, "slo_met", (double)s.slo_met);
+    cJSON_AddNumberToObject(o, "goodput_rps", s.goodput_rps);
+    cJSON_AddNumberToObject(o, "step_tokens_budget", s.step_tokens_budget);
+    cJSON_AddNumberToObject(o, "max_running", s.max_running);
+    cJSON_AddNumberToObject(o, "max_queue", s.max_queue);
+    cJSON_AddNumberToObject(o, "n_ctx", s.n_ctx);
+    cJSON *be = cJSON_AddObjectToObject(o, "backend");
+    cJSON_AddStringToObject(be, "name", s.backend.name ? s.backend.name : "");
+    cJSON_AddStringToObject(be, "device", s.backend.device);
+    cJSON_AddNumberToObject(be, "weight_bytes", (double)s.backend.weight_bytes);
+    cJSON_AddNumberToObject(be, "kv_bytes", (double)s.backend.kv_bytes);
+    cJSON_AddStringToObject(be, "note", s.backend.note);
+    return o;
+}
+
+struct cJSON *engine_metrics_json(const struct engine_metrics *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "id", (double)m->id);
+    cJSON_AddNumberToObject(o, "tag", (double)m->tag);
+    cJSON_AddStringToObject(o, "status", engine_status_name(m->status));
+    cJSON_AddStringToObject(o, "priority", m->priority == ENGINE_PRIO_BATCH ? "batch" : "interactive");
+    cJSON_AddNumberToObject(o, "t_arrival", m->t_arrival);
+    cJSON_AddNumberToObject(o, "t_admitted", m->t_admitted);
+    cJSON_AddNumberToObject(o, "t_first_sched", m->t_first_sched);
+    cJSON_AddNumberToObject(o, "t_prefill_done", m->t_prefill_done);
+    cJSON_AddNumberToObject(o, "t_first_token", m->t_first_token);
+    cJSON_AddNumberToObject(o, "t_finished", m->t_finished);
+    cJSON_AddNumberToObject(o, "queue_s", m->queue_s);
+    cJSON_AddNumberToObject(o, "prefill_s", m->prefill_s);
+    cJSON_AddNumberToObject(o, "ttft_s", m->ttft_s);
+    cJSON_AddNumberToObject(o, "tpot_s", m->tpot_s);
+    cJSON_AddNumberToObject(o, "decode_s", m->decode_s);
+    cJSON_AddNumberToObject(o, "e2e_s", m->e2e_s);
+    cJSON_AddNumberToObject(o, "prompt_tokens", m->n_prompt);
+    cJSON_AddNumberToObject(o, "cached_tokens", m->n_cached);
+    cJSON_AddNumberToObject(o, "computed_tokens", m->n_computed);
+    cJSON_AddNumberToObject(o, "generated_tokens", m->n_generated);
+    cJSON_AddNumberToObject(o, "preemptions", m->n_preempted);
+    if (m->n_scored > 0) {
+        cJSON_AddNumberToObject(o, "nll_sum", m->nll_sum);
+        cJSON_AddNumberToObject(o, "n_scored", m->n_scored);
+    }
+    cJSON *itl = cJSON_AddArrayToObject(o, "itl_s");
+    for (int32_t i = 1; itl && m->token_t && i < m->n_generated; i++)
+        cJSON_AddItemToArray(itl, cJSON_CreateNumber(m->token_t[i] - m->token_t[i - 1]));
+    return o;
+}
+
+/* ---- info and token counting --------------------------------------------------- */
+
+void engine_info(const struct engine *e, struct engine_info *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct model_hparams *hp = &e->model->hp;
+    out->model_path = e->model_path;
+    out->model_name = e->model_name;
+    out->arch = hp->arch_name;
+    out->n_params = e->model->n_params;
+    out->weight_bytes = e->model->weight_bytes;
+    out->n_vocab = hp->n_vocab;
+    out->n_ctx_train = hp->n_ctx_train;
+    out->n_ctx = e->n_ctx;
+    out->kv_block_tokens = e->kv.block_tokens;
+    out->kv_blocks = e->kv.n_blocks;
+    out->has_chat_template = engine_has_template(e);
+    out->backend = e->binfo;
+}
+
+int64_t engine_count_tokens(const struct engine *e, const char *text, size_t len, char *err,
+                            size_t errlen)
+{
+    if (!e->tok) {
+        snprintf(err, errlen, "engine: no tokenizer");
+        return -1;
+    }
+    return tok_encode(e->tok, text, len, TOK_ADD_BOS | TOK_PARSE_SPECIAL, NULL, 0, err, errlen);
+}
+
+int64_t engine_count_chat_tokens(const struct engine *e, const struct engine_message *msgs,
+                                 int32_t n, char *err, size_t errlen)
+{
+    char *text = engine_render_chat(e, msgs, n, err, errlen);
+    if (!text) return -1;
+    int64_t c = tok_encode(e->tok, text, strlen(text), engine_chat_tok_flags(e), NULL, 0, err,
+                           errlen);
+    free(text);
+    return c;
+}

@@ -145,7 +145,8 @@ enum engine_event_type {
     ENGINE_EV_ADMITTED,      /* got KV blocks; done = prompt tokens reused from the cache */
     ENGINE_EV_PREFILL,       /* prefill progress: done / total prompt tokens */
     ENGINE_EV_FIRST_TOKEN,   /* timing marker (t = first token time); a TOKEN event follows */
-    ENGINE_EV_TOKEN,         /* one generated token: token + text */
+    ENGINE_EV_TOKEN,         /* one generated token: token + text; token -1: the text
+                                held back at the end, released before FINISHED */
     ENGINE_EV_PREEMPTED,     /* lost its KV blocks; requeued, will be recomputed */
     ENGINE_EV_FINISHED       /* last event of a request: status, message, metrics */
 };

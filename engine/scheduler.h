@@ -1,4 +1,4 @@
-/* sched: the batching policy. Each step it builds one backend batch from the
+/* scheduler (prefix sched_): the batching policy. Each step it builds one backend batch from the
  * running sequences (decodes: one token each) plus prefill chunks, within a
  * token budget and a cap on running sequences; admits waiting sequences
  * (interactive before batch, FCFS within a class) when their KV blocks fit;

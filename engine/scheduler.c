@@ -1,5 +1,5 @@
-/* sched: per-step batch building, admission, preemption. See sched.h. */
-#include "sched.h"
+/* scheduler: per-step batch building, admission, preemption. See scheduler.h. */
+#include "scheduler.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,123 @@
+/* engine_impl: the engine's internal state, shared by engine.c (API),
+ * engine_loop.c (engine thread), engine_submit.c (request intake) and
+ * engine_text.c (sampling, detokenization, stop strings). Not a public
+ * header: other modules use engine.h. */
+#ifndef TERN_ENGINE_IMPL_H
+#define TERN_ENGINE_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "evq.h"
+#include "kv.h"
+#include "metrics.h"
+#include "scheduler.h"
+#include "tok.h"
+#include "trace.h"
+
+#define ENGINE_BLOCK_TOKENS 16
+#define ENGINE_DEFAULT_STEP_TOKENS 256
+/* Logits rows a step may return beyond one per running sequence (scoring). */
+#define ENGINE_SCORE_ROWS 64
+
+struct engine_req {
+    struct sched_seq seq;          /* seq.ud points back here */
+    uint64_t id, tag;
+    enum engine_priority prio;
+    struct engine_sampling sp;
+    void *sampler;                 /* sampler state (engine_text.c) */
+    int32_t max_tokens;            /* 0 = up to the engine's limit */
+    char **stop;
+    int32_t n_stop;
+    bool ignore_eos, score;
+    int32_t score_from;
+    double deadline;               /* queue timeout, engine time; 0 = none */
+
+    /* shared, under engine.mu */
+    bool cancel, stalled, oom, finished;
+    int refs;                      /* engine + queued events */
+    int32_t n_events;              /* undrained events */
+    struct engine_req *live_prev, *live_next, *inbox_next;
+
+    /* engine thread only */
+    bool admitted_once, prefill_done, counted_queued;
+    struct tok_stream ts;
+    char *hold;                    /* decoded text not yet released (stop strings) */
+    size_t hold_len, hold_cap;
+    int32_t token_cap;
+    struct engine_metrics m;       /* m.token_t grows with each token */
+};
+
+struct engine {
+    struct engine_config cfg;
+    char *model_path, *model_name;
+    double t0;                     /* CLOCK_MONOTONIC at open */
+    const struct model *model;
+    struct model *own_model;
+    struct tok *tok;
+    bool own_tok;
+    struct backend *be;
+    bool own_be;
+    struct backend_info binfo;
+    int32_t n_ctx;                 /* context per sequence */
+    int32_t max_total;             /* tokens one sequence may reach: min(n_ctx, pool) */
+    int32_t n_vocab;
+    char *chat_template;           /* NULL: none known */
+
+    /* engine thread */
+    struct kv kv;
+    struct sched sched;
+    struct trace trace;
+    float *logits;                 /* [rows_cap * n_vocab] */
+    int32_t rows_cap;
+
+    /* shared, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cond;      /* engine thread: work arrived */
+    pthread_cond_t ev_cond;        /* consumers: events queued */
+    pthread_t thread;
+    bool thread_started, stop;
+    struct engine_req *inbox_head, *inbox_tail;
+    int32_t n_inbox;
+    int32_t n_queued;              /* accepted, never admitted yet (max_queue) */
+    struct engine_req *live;       /* not finished */
+    struct evq evq;
+    struct metrics mx;
+    struct engine_stats stats;     /* KV and scheduler counters, published each step */
+    uint64_t next_id;
+};
+
+double engine_now(const struct engine *e);
+void engine_req_unref(struct engine_req *r);
+void engine_emit(struct engine *e, struct engine_req *r, struct engine_event *ev);
+
+/* engine_loop.c */
+void *engine_main(void *arg);
+
+/* engine_submit.c */
+bool engine_has_template(const struct engine *e);
+char *engine_render_chat(const struct engine *e, const struct engine_message *msgs, int32_t n,
+                         char *err, size_t errlen);
+unsigned engine_chat_tok_flags(const struct engine *e);
+
+/* engine_text.c: token handling on the engine thread. */
+struct engine_out {                /* what one sampled token produced */
+    int32_t token;
+    char *text;                    /* released text (malloc'd, may be "") */
+    bool finish;
+    enum engine_status status;
+    char *message;
+};
+int engine_sampler_init(struct engine *e, struct engine_req *r, char *err, size_t errlen);
+void engine_sampler_free(struct engine_req *r);
+int32_t engine_sample(struct engine *e, struct engine_req *r, float *logits);
+/* Detokenizes token, matches stop strings, applies the limits. */
+void engine_on_token(struct engine *e, struct engine_req *r, int32_t token, struct engine_out *o);
+/* Releases what is still held (end of a request); malloc'd, may be NULL. */
+char *engine_flush_text(struct engine *e, struct engine_req *r);
+/* -log p(target) from one row of logits. */
+double engine_nll(const float *logits, int32_t n_vocab, int32_t target);
+
+#endif

@@ -1,0 +1,498 @@
+/* engine_loop: engine_open/engine_close and the engine thread. Each
+ * iteration takes new requests from the inbox, ends cancelled, timed-out and
+ * stalled ones (freeing their blocks before the step), plans a batch, runs
+ * it on the backend without the lock held, then samples and publishes
+ * events. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_impl.h"
+#include "model.h"
+
+/* ---- finishing (lock held, engine thread) --------------------------------------- */
+
+static void live_unlink(struct engine *e, struct engine_req *r)
+{
+    if (r->live_prev) r->live_prev->live_next = r->live_next;
+    else if (e->live == r) e->live = r->live_next;
+    if (r->live_next) r->live_next->live_prev = r->live_prev;
+    r->live_prev = r->live_next = NULL;
+}
+
+static void emit_text(struct engine *e, struct engine_req *r, char *text, double t)
+{
+    struct engine_event ev = {.type = ENGINE_EV_TOKEN, .t = t, .token = -1, .text = text};
+    engine_emit(e, r, &ev);
+}
+
+/* Ends r: frees its blocks, releases held text, sends FINISHED. */
+static void finish(struct engine *e, struct engine_req *r, enum engine_status st, const char *msg)
+{
+    double now = engine_now(e);
+    if (r->seq.state != SCHED_NEW) sched_remove(&e->sched, &r->seq);
+    r->seq.state = SCHED_DONE;
+    if (r->counted_queued) {
+        r->counted_queued = false;
+        e->n_queued--;
+    }
+    char *rest = engine_flush_text(e, r);
+    if (rest && st != ENGINE_CANCELLED && st != ENGINE_CONSUMER_STALLED) emit_text(e, r, rest, now);
+    else free(rest);
+    r->m.status = st;
+    r->m.t_finished = now;
+    r->m.n_preempted = r->seq.n_preempted;
+    metrics_finalize(&r->m);
+    metrics_add_request(&e->mx, &r->m);
+    e->mx.prompt_tokens += (uint64_t)r->m.n_prompt;
+    e->mx.cached_tokens += (uint64_t)r->m.n_cached;
+    e->mx.generated_tokens += (uint64_t)r->m.n_generated;
+
+    struct engine_event ev = {.type = ENGINE_EV_FINISHED, .t = now, .token = -1, .status = st};
+    ev.metrics = malloc(sizeof *ev.metrics);
+    if (ev.metrics) {
+        *ev.metrics = r->m;
+        ev.metrics->token_t = NULL;
+        if (r->m.n_generated > 0) {
+            ev.metrics->token_t = malloc((size_t)r->m.n_generated * sizeof(double));
+            if (ev.metrics->token_t)
+                memcpy(ev.metrics->token_t, r->m.token_t, (size_t)r->m.n_generated * sizeof(double));
+            else ev.metrics->n_generated = 0;
+        }
+    }
+    if (msg) ev.message = strdup(msg);
+    engine_emit(e, r, &ev);
+
+    if (e->trace.f) {
+        char args[160];
+        snprintf(args, sizeof args, "\"status\":\"%s\",\"prompt\":%d,\"cached\":%d,\"generated\":%d",
+                 engine_status_name(st), r->m.n_prompt, r->m.n_cached, r->m.n_generated);
+        if (r->m.t_first_token > 0) trace_span(&e->trace, r->id, "decode", r->m.t_first_token, now, args);
+        else trace_span(&e->trace, r->id, "end", now, now, args);
+    }
+    r->finished = true;
+    live_unlink(e, r);
+    engine_req_unref(r);
+}
+
+/* ---- per-iteration housekeeping (lock held) ------------------------------------- */
+
+static void intake(struct engine *e)
+{
+    while (e->inbox_head) {
+        struct engine_req *r = e->inbox_head;
+        e->inbox_head = r->inbox_next;
+        if (!e->inbox_head) e->inbox_tail = NULL;
+        r->inbox_next = NULL;
+        e->n_inbox--;
+        if (e->trace.f) {
+            char name[64];
+            snprintf(name, sizeof name, "req %llu (%s)", (unsigned long long)r->id,
+                     r->prio == ENGINE_PRIO_BATCH ? "batch" : "interactive");
+            trace_track(&e->trace, r->id, name);
+        }
+        if (sched_add(&e->sched, &r->seq) != 0) finish(e, r, ENGINE_ERROR, "engine: out of memory");
+    }
+}
+
+/* Cancellations, stalled consumers and queue timeouts end before the step. */
+static void sweep(struct engine *e, double now)
+{
+    struct engine_req *r = e->live, *next;
+    for (; r; r = next) {
+        next = r->live_next;
+        if (r->seq.state == SCHED_NEW) continue; /* still in the inbox */
+        if (r->cancel) finish(e, r, ENGINE_CANCELLED, NULL);
+        else if (r->stalled)
+            finish(e, r, ENGINE_CONSUMER_STALLED, "events not drained: consumer stalled");
+        else if (r->oom) finish(e, r, ENGINE_ERROR, "engine: out of memory for events");
+        else if (r->deadline > 0 && !r->admitted_once && now > r->deadline)
+            finish(e, r, ENGINE_TIMEOUT, "queue timeout");
+    }
+}
+
+static void publish(struct engine *e)
+{
+    struct engine_stats *s = &e->stats;
+    s->kv_block_tokens = e->kv.block_tokens;
+    s->kv_total = e->kv.n_blocks;
+    s->kv_used = e->kv.n_used;
+    s->kv_cached = e->kv.n_cached;
+    s->kv_free = e->kv.n_free;
+    s->prefix_query_tokens = e->kv.query_tokens;
+    s->prefix_hit_tokens = e->kv.hit_tokens;
+    s->prefix_hit_rate = e->kv.query_tokens ? (double)e->kv.hit_tokens / (double)e->kv.query_tokens : 0;
+    s->evictions = e->kv.evictions;
+    s->running = e->sched.n_running;
+    s->waiting = e->sched.n_waiting;
+    e->mx.preemptions = e->sched.preemptions;
+    s->step_tokens_budget = e->sched.cfg.step_tokens;
+    s->max_running = e->sched.cfg.max_running;
+    s->max_queue = e->cfg.max_queue;
+    s->n_ctx = e->n_ctx;
+    s->backend = e->binfo;
+}
+
+/* ---- one step -------------------------------------------------------------------- */
+
+struct item_out {
+    bool sampled;
+    struct engine_out o;
+    double nll;
+    int32_t n_scored;
+};
+
+/* Samples or scores the rows of each item (no lock: engine-thread data only). */
+static void process_rows(struct engine *e, struct item_out *outs)
+{
+    struct sched_plan *p = &e->sched.plan;
+    for (int32_t i = 0; i < p->n_items; i++) {
+        struct sched_item *it = &p->items[i];
+        struct engine_req *r = it->seq->ud;
+        struct item_out *io = &outs[i];
+        memset(io, 0, sizeof *io);
+        float *row = e->logits + (size_t)it->row0 * (size_t)e->n_vocab;
+        if (r->score) {
+            for (int32_t k = 0; k < it->n_rows; k++) {
+                int32_t pos = it->first_row_pos + k;
+                io->nll += engine_nll(row + (size_t)k * (size_t)e->n_vocab, e->n_vocab,
+                                      r->seq.tokens[pos + 1]);
+            }
+            io->n_scored = it->n_rows;
+            continue;
+        }
+        if (it->n_rows == 1 && it->start + it->n == r->seq.n_tokens) {
+            int32_t t = engine_sample(e, r, row);
+            engine_on_token(e, r, t, &io->o);
+            io->sampled = true;
+        }
+    }
+}
+
+static int push_token_time(struct engine_req *r, double t)
+{
+    if (r->m.n_generated == r->token_cap) {
+        int32_t cap = r->token_cap ? r->token_cap * 2 : 64;
+        double *nt = realloc(r->m.token_t, (size_t)cap * sizeof *nt);
+        if (!nt) return -1;
+        r->m.token_t = nt;
+        r->token_cap = cap;
+    }
+    r->m.token_t[r->m.n_generated] = t;
+    return 0;
+}
+
+/* Admission and preemption events of this step (lock held). */
+static void report_moves(struct engine *e, double t0)
+{
+    struct sched_plan *p = &e->sched.plan;
+    for (int32_t i = 0; i < p->n_preempted; i++) {
+        struct engine_req *r = p->preempted[i]->ud;
+        struct engine_event ev = {.type = ENGINE_EV_PREEMPTED, .t = t0, .token = -1};
+        engine_emit(e, r, &ev);
+    }
+    for (int32_t i = 0; i < p->n_admitted; i++) {
+        struct engine_req *r = p->admitted[i]->ud;
+        if (!r->admitted_once) {
+            r->admitted_once = true;
+            r->m.t_admitted = t0;
+            if (r->counted_queued) {
+                r->counted_queued = false;
+                e->n_queued--;
+            }
+            trace_span(&e->trace, r->id, "queue", r->m.t_arrival, t0, NULL);
+        }
+        r->m.n_cached = r->seq.n_cached;
+        r->m.n_computed = r->seq.n_prompt - r->seq.n_cached;
+        struct engine_event ev = {.type = ENGINE_EV_ADMITTED, .t = t0, .token = -1,
+                                  .done = r->seq.n_cached, .total = r->seq.n_prompt};
+        engine_emit(e, r, &ev);
+    }
+}
+
+/* Events and state changes of one item after the forward pass (lock held). */
+static void apply_item(struct engine *e, struct sched_item *it, struct item_out *io, double t0,
+                       double t1)
+{
+    struct engine_req *r = it->seq->ud;
+    if (r->m.t_first_sched == 0) r->m.t_first_sched = t0;
+    if (it->start < r->seq.n_prompt) {
+        int32_t done = r->seq.n_computed < r->seq.n_prompt ? r->seq.n_computed : r->seq.n_prompt;
+        struct engine_event ev = {.type = ENGINE_EV_PREFILL, .t = t1, .token = -1, .done = done,
+                                  .total = r->seq.n_prompt};
+        engine_emit(e, r, &ev);
+        if (e->trace.f) {
+            char args[64];
+            snprintf(args, sizeof args, "\"tokens\":%d,\"start\":%d", it->n, it->start);
+            trace_span(&e->trace, r->id, "prefill", t0, t1, args);
+        }
+        if (!r->prefill_done && r->seq.n_computed >= r->seq.n_prompt) {
+            r->prefill_done = true;
+            r->m.t_prefill_done = t1;
+        }
+    }
+    if (r->score) {
+        r->m.nll_sum += io->nll;
+        r->m.n_scored += io->n_scored;
+        if (r->seq.n_computed >= r->seq.n_prompt) finish(e, r, ENGINE_OK, NULL);
+        return;
+    }
+    if (!io->sampled) return;
+    struct engine_out *o = &io->o;
+    if (push_token_time(r, t1) != 0 || sched_seq_push(&r->seq, o->token) != 0) {
+        free(o->text);
+        free(o->message);
+        finish(e, r, ENGINE_ERROR, "engine: out of memory for generated tokens");
+        return;
+    }
+    r->m.n_generated++;
+    if (r->m.n_generated == 1) {
+        r->m.t_first_token = t1;
+        struct engine_event fe = {.type = ENGINE_EV_FIRST_TOKEN, .t = t1, .token = o->token};
+        engine_emit(e, r, &fe);
+    }
+    struct engine_event ev = {.type = ENGINE_EV_TOKEN, .t = t1, .token = o->token, .text = o->text};
+    if (!ev.text) ev.text = calloc(1, 1);
+    engine_emit(e, r, &ev);
+    if (o->finish) finish(e, r, o->status, o->message);
+    free(o->message);
+}
+
+/* Plans and runs one step; returns the number of tokens run (0: idle). */
+static int32_t step(struct engine *e)
+{
+    double t0 = engine_now(e);
+    int32_t n = sched_plan(&e->sched);
+    struct sched_plan *p = &e->sched.plan;
+    if (n == 0) {
+        if (p->n_preempted || p->n_admitted) {
+            pthread_mutex_lock(&e->mu);
+            report_moves(e, t0);
+            pthread_mutex_unlock(&e->mu);
+        }
+        return 0;
+    }
+    char err[256] = "";
+    double tb0 = engine_now(e);
+    int rc = backend_forward(e->be, &p->batch, e->logits, err, sizeof err);
+    double tb1 = engine_now(e);
+    struct item_out outs_stack[64], *outs = outs_stack;
+    if (p->n_items > 64) outs = malloc((size_t)p->n_items * sizeof *outs);
+    if (rc == 0) {
+        sched_commit(&e->sched);
+        if (outs) process_rows(e, outs);
+    }
+    double t1 = engine_now(e);
+    pthread_mutex_lock(&e->mu);
+    report_moves(e, t0);
+    for (int32_t i = 0; i < p->n_items; i++) {
+        struct engine_req *r = p->items[i].seq->ud;
+        if (r->finished) continue;
+        if (rc != 0) finish(e, r, ENGINE_ERROR, err);
+        else if (!outs) finish(e, r, ENGINE_ERROR, "engine: out of memory");
+        else apply_item(e, &p->items[i], &outs[i], t0, t1);
+    }
+    double t2 = engine_now(e);
+    metrics_add_step(&e->mx, t2 - t0, tb1 - tb0, n);
+    publish(e);
+    pthread_mutex_unlock(&e->mu);
+    if (outs != outs_stack) free(outs);
+    if (e->trace.f) {
+        char args[96];
+        snprintf(args, sizeof args, "\"tokens\":%d,\"seqs\":%d,\"backend_ms\":%.3f", n,
+                 p->n_items, (tb1 - tb0) * 1e3);
+        trace_span(&e->trace, 0, "step", t0, t2, args);
+    }
+    return n;
+}
+
+void *engine_main(void *arg)
+{
+    struct engine *e = arg;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        intake(e);
+        sweep(e, engine_now(e));
+        if (e->stop) break;
+        publish(e);
+        if (e->sched.n_running == 0 && e->sched.n_waiting == 0) {
+            pthread_cond_wait(&e->work_cond, &e->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&e->mu);
+        int32_t n = step(e);
+        pthread_mutex_lock(&e->mu);
+        if (n == 0 && !e->stop && !e->inbox_head) {
+            /* Nothing runnable (e.g. waiting for a cancellation): nap briefly. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 2000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&e->work_cond, &e->mu, &ts);
+        }
+    }
+    /* Closing: everything still known ends cancelled. */
+    intake(e);
+    while (e->live) finish(e, e->live, ENGINE_CANCELLED, "engine closing");
+    publish(e);
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* ---- open / close ------------------------------------------------------------------- */
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static int open_parts(struct engine *e, const struct engine_config *c, char *err, size_t errlen)
+{
+    if (c->parts.model) {
+        e->model = c->parts.model;
+    } else {
+        if (!c->model_path) {
+            snprintf(err, errlen, "engine: no model path");
+            return -1;
+        }
+        e->own_model = model_open(c->model_path, err, errlen);
+        if (!e->own_model) return -1;
+        e->model = e->own_model;
+    }
+    if (c->parts.tok || c->parts.model) {
+        e->tok = c->parts.tok;
+    } else {
+        e->tok = tok_open(e->model->gguf, err, errlen);
+        if (!e->tok) return -1;
+        e->own_tok = true;
+    }
+    if (c->parts.backend) {
+        e->be = c->parts.backend;
+    } else {
+        struct backend_config bc = c->backend;
+        if (bc.kv_block_tokens <= 0) bc.kv_block_tokens = ENGINE_BLOCK_TOKENS;
+        bc.max_batch_tokens = e->cfg.step_tokens + e->cfg.max_running;
+        bc.max_seqs = e->cfg.max_running + 1;
+        e->be = backend_open(e->model, &bc, err, errlen);
+        if (!e->be) return -1;
+        e->own_be = true;
+    }
+    e->be->ops->get_info(e->be, &e->binfo);
+    return 0;
+}
+
+static void fill_defaults(struct engine_config *c)
+{
+    struct engine_config d;
+    engine_config_default(&d);
+    if (c->step_tokens <= 0) c->step_tokens = d.step_tokens;
+    if (c->max_running <= 0) c->max_running = d.max_running;
+    if (c->max_queue <= 0) c->max_queue = d.max_queue;
+    if (c->event_limit <= 0) c->event_limit = d.event_limit;
+    if (c->slo_ttft_s <= 0) c->slo_ttft_s = d.slo_ttft_s;
+    if (c->slo_tpot_s <= 0) c->slo_tpot_s = d.slo_tpot_s;
+}
+
+static int setup_serving(struct engine *e, char *err, size_t errlen)
+{
+    const struct model_hparams *hp = &e->model->hp;
+    e->n_vocab = hp->n_vocab;
+    e->n_ctx = e->cfg.n_ctx > 0 ? e->cfg.n_ctx : hp->n_ctx_train;
+    if (e->n_ctx <= 0) e->n_ctx = 4096;
+    if (kv_init(&e->kv, e->be->kv_n_blocks, e->be->kv_block_tokens, err, errlen) != 0) return -1;
+    int64_t pool = (int64_t)e->kv.n_blocks * e->kv.block_tokens;
+    e->max_total = pool < e->n_ctx ? (int32_t)pool : e->n_ctx;
+    e->rows_cap = e->cfg.max_running + ENGINE_SCORE_ROWS;
+    struct sched_config sc = {.step_tokens = e->cfg.step_tokens,
+                              .max_running = e->cfg.max_running,
+                              .max_logit_rows = e->rows_cap};
+    if (sched_init(&e->sched, &e->kv, &sc, err, errlen) != 0) return -1;
+    e->logits = malloc((size_t)e->rows_cap * (size_t)e->n_vocab * sizeof *e->logits);
+    if (!e->logits) {
+        snprintf(err, errlen, "engine: out of memory for %d logits rows of %d", e->rows_cap,
+                 e->n_vocab);
+        return -1;
+    }
+    metrics_init(&e->mx, e->cfg.slo_ttft_s, e->cfg.slo_tpot_s);
+    if (e->cfg.trace_path) {
+        if (trace_open(&e->trace, e->cfg.trace_path, err, errlen) != 0) return -1;
+        trace_track(&e->trace, 0, "engine steps");
+    }
+    return evq_init(&e->evq, err, errlen);
+}
+
+struct engine *engine_open(const struct engine_config *c, char *err, size_t errlen)
+{
+    struct engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "engine: out of memory");
+        return NULL;
+    }
+    e->evq.fd = -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->t0 = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    e->cfg = *c;
+    fill_defaults(&e->cfg);
+    e->model_path = strdup(c->model_path ? c->model_path : "(in memory)");
+    e->model_name = strdup(base_name(e->model_path));
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work_cond, NULL);
+    pthread_cond_init(&e->ev_cond, NULL);
+    if (!e->model_path || !e->model_name) {
+        snprintf(err, errlen, "engine: out of memory");
+        goto fail;
+    }
+    if (open_parts(e, c, err, errlen) != 0) goto fail;
+    if (setup_serving(e, err, errlen) != 0) goto fail;
+    if (e->tok && tok_model_name(e->tok)) e->chat_template = strdup("chatml");
+    publish(e);
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        snprintf(err, errlen, "engine: cannot start the engine thread");
+        goto fail;
+    }
+    e->thread_started = true;
+    return e;
+fail:
+    engine_close(e);
+    return NULL;
+}
+
+static void release_event_owner(void *owner)
+{
+    struct engine_req *r = owner;
+    r->n_events--;
+    engine_req_unref(r);
+}
+
+void engine_close(struct engine *e)
+{
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true;
+        pthread_cond_broadcast(&e->work_cond);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    evq_free(&e->evq, release_event_owner);
+    trace_close(&e->trace);
+    free(e->logits);
+    sched_free(&e->sched);
+    kv_free(&e->kv);
+    if (e->own_be) backend_close(e->be);
+    if (e->own_tok) tok_close(e->tok);
+    if (e->own_model) model_close(e->own_model);
+    pthread_cond_destroy(&e->ev_cond);
+    pthread_cond_destroy(&e->work_cond);
+    pthread_mutex_destroy(&e->mu);
+    free(e->chat_template);
+    free(e->model_path);
+    free(e->model_name);
+    free(e);
+}

@@ -1,0 +1,253 @@
+/* engine_submit: request intake in the caller's thread. The prompt is
+ * rendered and tokenized here, so that a request that can never run (too
+ * large for the context or the KV pool, queue full, malformed) is refused
+ * at once with the numbers, before the engine thread sees it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_impl.h"
+#include "gguf.h"
+#include "model.h"
+
+bool engine_has_template(const struct engine *e)
+{
+    return e->chat_template != NULL;
+}
+
+unsigned engine_chat_tok_flags(const struct engine *e)
+{
+    (void)e;
+    /* The rendered template carries BOS itself when the model wants it. */
+    return TOK_PARSE_SPECIAL;
+}
+
+static int sb_add(char **buf, size_t *len, size_t *cap, const char *s)
+{
+    size_t n = strlen(s);
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n + 1) c *= 2;
+        char *nb = realloc(*buf, c);
+        if (!nb) return -1;
+        *buf = nb;
+        *cap = c;
+    }
+    memcpy(*buf + *len, s, n + 1);
+    *len += n;
+    return 0;
+}
+
+/* ChatML (<|im_start|>role ... <|im_end|>), the format of the default model.
+ * Replaced by the template module's renderer once it lands. */
+char *engine_render_chat(const struct engine *e, const struct engine_message *msgs, int32_t n,
+                         char *err, size_t errlen)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0;
+    (void)e;
+    for (int32_t i = 0; i < n && rc == 0; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            snprintf(err, errlen, "engine: message %d has no %s", i,
+                     msgs[i].role ? "content" : "role");
+            free(buf);
+            return NULL;
+        }
+        rc |= sb_add(&buf, &len, &cap, "<|im_start|>");
+        rc |= sb_add(&buf, &len, &cap, msgs[i].role);
+        rc |= sb_add(&buf, &len, &cap, "\n");
+        rc |= sb_add(&buf, &len, &cap, msgs[i].content);
+        rc |= sb_add(&buf, &len, &cap, "<|im_end|>\n");
+    }
+    rc |= sb_add(&buf, &len, &cap, "<|im_start|>assistant\n");
+    if (rc != 0) {
+        snprintf(err, errlen, "engine: out of memory rendering %d messages", n);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Encodes text into r's token list. */
+static int encode_into(struct engine *e, struct engine_req *r, const char *text, unsigned flags,
+                       char *err, size_t errlen)
+{
+    if (!e->tok) {
+        snprintf(err, errlen, "engine: no tokenizer: give prompt_tokens");
+        return -1;
+    }
+    size_t len = strlen(text);
+    int64_t n = tok_encode(e->tok, text, len, flags, NULL, 0, err, errlen);
+    if (n < 0) return -1;
+    if (n > INT32_MAX / 2) {
+        snprintf(err, errlen, "engine: prompt of %lld tokens is too long", (long long)n);
+        return -1;
+    }
+    int32_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+    if (!ids) {
+        snprintf(err, errlen, "engine: out of memory for %lld prompt tokens", (long long)n);
+        return -1;
+    }
+    int64_t m = tok_encode(e->tok, text, len, flags, ids, n, err, errlen);
+    int rc = 0;
+    for (int64_t i = 0; i < m && rc == 0; i++) rc = sched_seq_push(&r->seq, ids[i]);
+    free(ids);
+    if (m < 0) return -1;
+    if (rc != 0) snprintf(err, errlen, "engine: out of memory for %lld prompt tokens", (long long)m);
+    return rc;
+}
+
+static int build_prompt(struct engine *e, struct engine_req *r, const struct engine_request *q,
+                        char *err, size_t errlen)
+{
+    int sources = (q->n_messages > 0) + (q->prompt != NULL) + (q->n_prompt_tokens > 0);
+    if (sources != 1) {
+        snprintf(err, errlen, "engine: a request needs exactly one of messages, prompt or "
+                              "prompt_tokens (got %d)", sources);
+        return -1;
+    }
+    if (q->n_prompt_tokens > 0) {
+        for (int32_t i = 0; i < q->n_prompt_tokens; i++) {
+            if (q->prompt_tokens[i] < 0 || q->prompt_tokens[i] >= e->n_vocab) {
+                snprintf(err, errlen, "engine: prompt token %d at index %d is outside the "
+                                      "vocabulary (%d)", q->prompt_tokens[i], i, e->n_vocab);
+                return -1;
+            }
+            if (sched_seq_push(&r->seq, q->prompt_tokens[i]) != 0) {
+                snprintf(err, errlen, "engine: out of memory for the prompt");
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (q->prompt) return encode_into(e, r, q->prompt, TOK_ADD_BOS | TOK_PARSE_SPECIAL, err, errlen);
+    char *text = engine_render_chat(e, q->messages, q->n_messages, err, errlen);
+    if (!text) return -1;
+    int rc = encode_into(e, r, text, engine_chat_tok_flags(e), err, errlen);
+    free(text);
+    return rc;
+}
+
+/* Refuses a request that can never fit, with the numbers. */
+static int check_size(const struct engine *e, const struct engine_request *q, int32_t n_prompt,
+                      char *err, size_t errlen)
+{
+    int64_t want = (int64_t)n_prompt + (q->score ? 0 : (q->max_tokens > 0 ? q->max_tokens : 1));
+    if (n_prompt == 0) {
+        snprintf(err, errlen, "engine: empty prompt");
+        return -1;
+    }
+    if (want <= e->max_total) return 0;
+    snprintf(err, errlen,
+             "request too large: prompt %d + max_tokens %d = %lld tokens, but a sequence can "
+             "hold at most %d (context %d, KV cache %d blocks x %d = %d tokens)",
+             n_prompt, q->max_tokens, (long long)want, e->max_total, e->n_ctx, e->kv.n_blocks,
+             e->kv.block_tokens, e->kv.n_blocks * e->kv.block_tokens);
+    return 1;
+}
+
+static int copy_stops(struct engine_req *r, const struct engine_request *q)
+{
+    if (q->n_stop <= 0) return 0;
+    r->stop = calloc((size_t)q->n_stop, sizeof *r->stop);
+    if (!r->stop) return -1;
+    for (int32_t i = 0; i < q->n_stop; i++) {
+        if (!q->stop[i] || !q->stop[i][0]) continue; /* an empty stop string never matches */
+        r->stop[r->n_stop] = strdup(q->stop[i]);
+        if (!r->stop[r->n_stop++]) return -1;
+    }
+    return 0;
+}
+
+static struct engine_req *req_new(const struct engine_request *q)
+{
+    struct engine_req *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    sched_seq_init(&r->seq, 0, q->priority == ENGINE_PRIO_BATCH ? 1 : 0);
+    r->seq.ud = r;
+    r->tag = q->tag;
+    r->prio = q->priority == ENGINE_PRIO_BATCH ? ENGINE_PRIO_BATCH : ENGINE_PRIO_INTERACTIVE;
+    r->sp = q->sampling;
+    r->max_tokens = q->max_tokens > 0 ? q->max_tokens : 0;
+    r->ignore_eos = q->ignore_eos;
+    r->score = q->score;
+    r->score_from = q->score_from > 0 ? q->score_from : 0;
+    r->refs = 1;
+    tok_stream_init(&r->ts);
+    return r;
+}
+
+/* Frees a request that never entered the engine. */
+static void req_drop(struct engine_req *r)
+{
+    r->refs = 1;
+    engine_req_unref(r);
+}
+
+uint64_t engine_submit(struct engine *e, const struct engine_request *q, enum engine_status *why,
+                       char *err, size_t errlen)
+{
+    enum engine_status dummy;
+    if (!why) why = &dummy;
+    *why = ENGINE_ERROR;
+    double now = engine_now(e);
+    struct engine_req *r = req_new(q);
+    if (!r) {
+        snprintf(err, errlen, "engine: out of memory for a request");
+        return 0;
+    }
+    if (build_prompt(e, r, q, err, errlen) != 0) goto fail;
+    int sz = check_size(e, q, r->seq.n_tokens, err, errlen);
+    if (sz != 0) {
+        if (sz > 0) *why = ENGINE_REJECTED;
+        goto fail;
+    }
+    if (copy_stops(r, q) != 0) {
+        snprintf(err, errlen, "engine: out of memory for stop strings");
+        goto fail;
+    }
+    r->seq.n_prompt = r->seq.n_tokens;
+    r->seq.score = r->score;
+    r->seq.score_from = r->score_from;
+    if (!r->score && engine_sampler_init(e, r, err, errlen) != 0) goto fail;
+    r->m.t_arrival = now;
+    r->m.n_prompt = r->seq.n_prompt;
+    r->m.priority = r->prio;
+    r->deadline = q->queue_timeout_s > 0 ? now + q->queue_timeout_s : 0;
+
+    pthread_mutex_lock(&e->mu);
+    if (e->stop || e->n_queued >= e->cfg.max_queue) {
+        int32_t nq = e->n_queued;
+        bool closing = e->stop;
+        pthread_mutex_unlock(&e->mu);
+        *why = closing ? ENGINE_ERROR : ENGINE_REJECTED;
+        if (closing) snprintf(err, errlen, "engine: closing");
+        else snprintf(err, errlen, "queue full: %d requests waiting (max-queue %d)", nq,
+                      e->cfg.max_queue);
+        goto fail;
+    }
+    r->id = r->m.id = ++e->next_id;
+    r->seq.id = r->id;
+    r->m.tag = r->tag;
+    r->counted_queued = true;
+    e->n_queued++;
+    e->mx.submitted++;
+    r->live_next = e->live;
+    if (e->live) e->live->live_prev = r;
+    e->live = r;
+    if (e->inbox_tail) e->inbox_tail->inbox_next = r;
+    else e->inbox_head = r;
+    e->inbox_tail = r;
+    e->n_inbox++;
+    struct engine_event ev = {.type = ENGINE_EV_QUEUED, .t = now, .token = -1,
+                              .total = r->seq.n_prompt};
+    engine_emit(e, r, &ev);
+    pthread_cond_broadcast(&e->work_cond);
+    uint64_t id = r->id;
+    pthread_mutex_unlock(&e->mu);
+    return id;
+fail:
+    req_drop(r);
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* evq: the engine's event queue. A FIFO of events from all requests with a
+ * file descriptor that is readable while the queue is not empty (eventfd),
+ * so a UI can poll() it beside the keyboard. Every function expects the
+ * caller to hold the engine's lock; the queue itself does not lock. */
+#ifndef TERN_EVQ_H
+#define TERN_EVQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+struct evq_node {
+    struct engine_event ev;
+    void *owner;               /* the request it belongs to (released by the caller) */
+    struct evq_node *next;
+};
+
+struct evq {
+    struct evq_node *head, *tail;
+    size_t n;
+    int fd;                    /* eventfd: readable while n > 0 */
+};
+
+int evq_init(struct evq *q, char *err, size_t errlen);
+/* Frees queued events; calls release(owner) for each. */
+void evq_free(struct evq *q, void (*release)(void *owner));
+/* Takes ownership of ev's heap parts. Returns 0 or -1 on out-of-memory
+ * (ev is then freed). */
+int evq_push(struct evq *q, struct engine_event *ev, void *owner);
+/* Moves up to max events (of request id, or any when id == 0) into out;
+ * calls release(owner) for each. Returns the count. */
+int evq_pop(struct evq *q, uint64_t id, struct engine_event *out, int max,
+            void (*release)(void *owner));
+/* Whether an event of request id (any when 0) is queued. */
+int evq_has(const struct evq *q, uint64_t id);
+
+#endif
