@@ -177,6 +177,16 @@ struct store_runs {
 int store_runs(struct store *s, const char *kind, struct store_runs *out, char *err, size_t errlen);
 void store_runs_free(struct store_runs *r);
 
+/* ---- JSON (data/store_json.c) ---- */
+
+struct cJSON;
+/* A transcript as the export format of docs/SCHEMA.md (session fields,
+ * "params" parsed, "messages" with each reply's "request"); caller frees
+ * with cJSON_Delete. NULL when out of memory. */
+struct cJSON *store_transcript_json(const struct store_transcript *t);
+struct cJSON *store_request_json(const struct store_request_info *q);
+struct cJSON *store_pcts_json(const struct store_pcts *p);
+
 /* Linear-interpolated percentile (0..100) of n sorted values; shared by
  * stats, bench and eval so their figures agree. */
 double store_percentile(const double *sorted, size_t n, double pct);
