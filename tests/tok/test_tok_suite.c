@@ -1,0 +1,155 @@
+/* test_tok_suite: the tokenizer conformance suite in $TERN_SHARED/tokenizer-suite.
+ * Every case of every vocabulary must give exactly the reference engine's
+ * ids (no BOS/EOS, special text as plain text); decode(encode(x)) must give
+ * x back where the tokenizer is lossless. Fails when the folder is missing. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/gguf.h"
+#include "engine/tok.h"
+#include "tap.h"
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *b = malloc(cap + 1);
+    size_t r;
+    while (b && (r = fread(b + len, 1, cap - len, f)) > 0) {
+        len += r;
+        if (len == cap) {
+            char *nb = realloc(b, cap * 2 + 1);
+            if (!nb) { free(b); b = NULL; break; }
+            b = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b) b[len] = 0;
+    *n = len;
+    return b;
+}
+
+/* Lossless means: text comes back byte for byte. SentencePiece loses nothing;
+ * byte-level BPE loses invalid UTF-8 (it becomes U+FFFD). User-defined tokens
+ * matched inside SPM text add a space prefix to what follows, so skip those. */
+static int check_roundtrip(const struct tok *t, const char *text, size_t len, const int32_t *ids,
+                           int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (tok_token_type(t, ids[i]) == TOK_TYPE_USER_DEFINED) return -1;
+    size_t need = tok_decode(t, ids, (size_t)n, false, NULL, 0);
+    char *buf = malloc(need + 1);
+    if (!buf) return 0;
+    tok_decode(t, ids, (size_t)n, false, buf, need + 1);
+    int same = need == len && memcmp(buf, text, len) == 0;
+    free(buf);
+    return same;
+}
+
+static void run_vocab(const char *dir, const char *name)
+{
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct gguf_ctx *g = gguf_open(path, err, sizeof err);
+    if (!g) {
+        ok(0, "%s: open: %s", name, err);
+        return;
+    }
+    struct tok *t = tok_open(g, err, sizeof err);
+    gguf_close(g);
+    if (!t) {
+        ok(0, "%s: tok_open: %s", name, err);
+        return;
+    }
+    size_t ni, no;
+    char pin[1100], pout[1100];
+    snprintf(pin, sizeof pin, "%s.inp", path);
+    snprintf(pout, sizeof pout, "%s.out", path);
+    char *inp = slurp(pin, &ni), *out = slurp(pout, &no);
+    if (!inp || !out) {
+        ok(0, "%s: cannot read .inp/.out", name);
+        goto done;
+    }
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    char *p = inp, *line = out;
+    int cases = 0, pass = 0, rt_checked = 0, rt_pass = 0;
+    for (char *e; (e = strstr(p, sep)) != NULL; p = e + strlen(sep)) {
+        size_t len = (size_t)(e - p);
+        char *nl = strchr(line, '\n');
+        if (!nl) break;
+        *nl = 0;
+        int32_t want[4096], got[4096];
+        int nw = 0;
+        for (char *q = line; *q && nw < 4096;) {
+            char *end;
+            long v = strtol(q, &end, 10);
+            if (end == q) break;
+            want[nw++] = (int32_t)v;
+            q = end;
+        }
+        line = nl + 1;
+        int64_t n = tok_encode(t, p, len, 0, got, 4096, err, sizeof err);
+        cases++;
+        int same = n == nw && memcmp(got, want, (size_t)nw * sizeof *got) == 0;
+        if (same) {
+            pass++;
+        } else {
+            tap_diag("%s case %d (%zu bytes) '%.*s': got %lld ids, want %d", name, cases, len,
+                     (int)(len > 60 ? 60 : len), p, (long long)n, nw);
+            for (int i = 0; i < nw || i < n; i++)
+                if (i >= nw || i >= n || got[i] != want[i]) {
+                    tap_diag("  first difference at %d: got %d want %d", i, i < n ? got[i] : -1,
+                             i < nw ? want[i] : -1);
+                    break;
+                }
+        }
+        if (n >= 0 && n <= 4096) {
+            int r = check_roundtrip(t, p, len, got, n);
+            if (r >= 0) {
+                rt_checked++;
+                rt_pass += r;
+                if (!r) tap_diag("%s case %d: decode(encode(x)) != x", name, cases);
+            }
+        }
+    }
+    ok(cases > 0 && pass == cases, "%s: %d/%d cases give the reference ids", name, pass, cases);
+    ok(rt_checked > 0 && rt_pass == rt_checked, "%s: decode(encode(x)) == x for %d/%d cases", name,
+       rt_pass, rt_checked);
+done:
+    free(inp);
+    free(out);
+    tok_close(t);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int main(void)
+{
+    const char *shared = getenv("TERN_SHARED");
+    if (!shared) return tap_bail("TERN_SHARED is not set");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tokenizer-suite", shared);
+    DIR *d = opendir(dir);
+    if (!d) return tap_bail("cannot open %s", dir);
+    char *names[64];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL && n < 64;) {
+        size_t l = strlen(e->d_name);
+        if (l > 5 && strcmp(e->d_name + l - 5, ".gguf") == 0) names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    ok(n >= 7, "suite has %d vocabularies (want at least 7)", n);
+    for (int i = 0; i < n; i++) {
+        run_vocab(dir, names[i]);
+        free(names[i]);
+    }
+    return tap_done();
+}
