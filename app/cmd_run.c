@@ -1,18 +1,399 @@
-/* cmd_run: 'tern run' (its capability lands with a later change). */
+/* cmd_run: 'tern run' — one reply to one prompt, streamed to stdout as it is
+ * generated, through the engine API (the same path as chat, bench, eval).
+ * --verbose prints the phase timings to stderr, like `ollama run --verbose`. */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "engine.h"
+
+enum {
+    OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT,
+    OPT_SEED, OPT_STOP, OPT_SYSTEM, OPT_CTX, OPT_KVMEM, OPT_KVTYPE, OPT_TRACE, OPT_BACKEND,
+    OPT_STEP, OPT_IGNORE_EOS
+};
+
+#define RUN_MAX_STOP 16
+
+struct run_opts {
+    const struct cli *cli;
+    const char *prompt, *system, *trace;
+    bool raw, verbose, ignore_eos;
+    long threads, max_tokens, ctx, step_tokens;
+    unsigned long long kv_mem;
+    enum kv_type kv_type;
+    enum backend_kind backend;
+    struct engine_sampling sp;
+    const char *stop[RUN_MAX_STOP];
+    int n_stop;
+};
+
+static volatile sig_atomic_t run_interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    run_interrupted = 1;
+}
+
+static int float_opt(const struct run_opts *o, const char *name, const char *arg, double lo,
+                     double hi, float *out)
+{
+    double v;
+    if (cli_double(o->cli, name, arg, lo, hi, &v) != 0) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+static int on_opt(int c, const char *arg, void *ud)
+{
+    struct run_opts *o = ud;
+    long v;
+    switch (c) {
+    case 'p': o->prompt = arg; return 0;
+    case OPT_RAW: o->raw = true; return 0;
+    case 'v':
+    case OPT_VERBOSE: o->verbose = true; return 0;
+    case OPT_IGNORE_EOS: o->ignore_eos = true; return 0;
+    case 't': return cli_int(o->cli, "--threads", arg, 1, 1024, &o->threads);
+    case 'n': return cli_int(o->cli, "--max-tokens", arg, 1, 1 << 24, &o->max_tokens);
+    case OPT_CTX: return cli_int(o->cli, "--ctx", arg, 16, 1 << 22, &o->ctx);
+    case OPT_STEP: return cli_int(o->cli, "--step-tokens", arg, 1, 1 << 16, &o->step_tokens);
+    case OPT_TEMP: return float_opt(o, "--temp", arg, 0, 100, &o->sp.temp);
+    case OPT_TOPP: return float_opt(o, "--top-p", arg, 0, 1, &o->sp.top_p);
+    case OPT_MINP: return float_opt(o, "--min-p", arg, 0, 1, &o->sp.min_p);
+    case OPT_REPEAT: return float_opt(o, "--repeat-penalty", arg, 0, 10, &o->sp.repeat_penalty);
+    case OPT_TOPK:
+        if (cli_int(o->cli, "--top-k", arg, 0, 1 << 24, &v) != 0) return -1;
+        o->sp.top_k = (int32_t)v;
+        return 0;
+    case OPT_SEED:
+        if (cli_int(o->cli, "--seed", arg, 0, 0x7fffffffL, &v) != 0) return -1;
+        o->sp.seed = (uint64_t)v;
+        return 0;
+    case OPT_STOP:
+        if (o->n_stop == RUN_MAX_STOP) {
+            fprintf(stderr, "tern run: --stop: at most %d stop strings\n", RUN_MAX_STOP);
+            return -1;
+        }
+        o->stop[o->n_stop++] = arg;
+        return 0;
+    case OPT_SYSTEM: o->system = arg; return 0;
+    case OPT_TRACE: o->trace = arg; return 0;
+    case OPT_KVMEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
+    case OPT_KVTYPE:
+        if (strcmp(arg, "f16") == 0) o->kv_type = KV_F16;
+        else if (strcmp(arg, "f32") == 0) o->kv_type = KV_F32;
+        else if (strcmp(arg, "q8_0") == 0) o->kv_type = KV_Q8_0;
+        else {
+            fprintf(stderr, "tern run: --kv-type: '%s' is not f16, f32 or q8_0\n", arg);
+            return -1;
+        }
+        return 0;
+    case OPT_BACKEND:
+        if (strcmp(arg, "auto") == 0) o->backend = BACKEND_AUTO;
+        else if (strcmp(arg, "cpu") == 0) o->backend = BACKEND_CPU;
+        else if (strcmp(arg, "cuda") == 0) o->backend = BACKEND_CUDA;
+        else {
+            fprintf(stderr, "tern run: --backend: '%s' is not auto, cpu or cuda\n", arg);
+            return -1;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+/* Reads all of stdin (the prompt when -p is absent). */
+static char *read_stdin(void)
+{
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + len, 1, cap - len - 1, stdin);
+        len += got;
+        if (got == 0) break;
+        if (cap - len - 1 == 0) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (buf) buf[len] = 0;
+    return buf;
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Called once with the finished request: the place where `tern run` will
+ * record its history (the store engineer's hook). Does nothing yet. */
+static void run_record(const struct run_opts *o, const char *model_path, const char *prompt,
+                       const char *reply, const struct engine_metrics *m)
+{
+    (void)o;
+    (void)model_path;
+    (void)prompt;
+    (void)reply;
+    (void)m;
+}
+
+static void print_ms(const char *what, double s)
+{
+    if (s < 1) fprintf(stderr, "%-22s %.2f ms\n", what, s * 1e3);
+    else fprintf(stderr, "%-22s %.3f s\n", what, s);
+}
+
+static void print_verbose(const struct engine_info *info, double load_s, double tok_s,
+                          const struct engine_metrics *m)
+{
+    fprintf(stderr, "\n%-22s %s (%s, %s)\n", "model", info->model_name, info->arch,
+            info->backend.device);
+    print_ms("load duration:", load_s);
+    print_ms("tokenize duration:", tok_s);
+    fprintf(stderr, "%-22s %d token(s) (%d reused from cache)\n", "prompt eval count:",
+            m->n_prompt, m->n_cached);
+    print_ms("prompt eval duration:", m->prefill_s);
+    if (m->prefill_s > 0)
+        fprintf(stderr, "%-22s %.2f tokens/s\n", "prompt eval rate:",
+                m->n_computed / m->prefill_s);
+    print_ms("queue:", m->queue_s);
+    print_ms("time to first token:", m->ttft_s);
+    fprintf(stderr, "%-22s %d token(s)\n", "eval count:", m->n_generated);
+    print_ms("eval duration:", m->decode_s);
+    if (m->n_generated > 1) {
+        print_ms("time per token:", m->tpot_s);
+        fprintf(stderr, "%-22s %.2f tokens/s\n", "eval rate:", 1.0 / m->tpot_s);
+    }
+    print_ms("total duration:", load_s + m->e2e_s);
+    fprintf(stderr, "%-22s %s\n", "finish:", engine_status_name(m->status));
+}
+
+/* Streams the reply of request id to stdout; returns the final event's
+ * metrics (caller frees) and the whole reply in *reply. */
+static int stream_reply(struct engine *e, uint64_t id, char **reply, struct engine_event *fin)
+{
+    size_t len = 0, cap = 256;
+    char *buf = malloc(cap);
+    bool cancelled = false;
+    struct engine_event evs[32];
+    if (!buf) return -1;
+    buf[0] = 0;
+    for (;;) {
+        if (run_interrupted && !cancelled) {
+            engine_cancel(e, id);
+            cancelled = true;
+        }
+        engine_wait_events(e, id, 0.1);
+        int n = engine_poll_request(e, id, evs, 32);
+        for (int i = 0; i < n; i++) {
+            struct engine_event *ev = &evs[i];
+            if (ev->type == ENGINE_EV_TOKEN && ev->text && ev->text[0]) {
+                size_t tl = strlen(ev->text);
+                fwrite(ev->text, 1, tl, stdout);
+                fflush(stdout);
+                if (len + tl + 1 > cap) {
+                    while (len + tl + 1 > cap) cap *= 2;
+                    char *nb = realloc(buf, cap);
+                    if (nb) buf = nb;
+                }
+                if (len + tl + 1 <= cap) {
+                    memcpy(buf + len, ev->text, tl + 1);
+                    len += tl;
+                }
+            }
+            if (ev->type == ENGINE_EV_FINISHED) {
+                *fin = *ev;
+                for (int k = i + 1; k < n; k++) engine_event_free(&evs[k]);
+                if (len > 0 && buf[len - 1] != '\n') fputc('\n', stdout);
+                fflush(stdout);
+                *reply = buf;
+                return 0;
+            }
+            engine_event_free(ev);
+        }
+    }
+}
+
+static int run(struct run_opts *o, const char *model_path, const char *prompt)
+{
+    char err[1024];
+    struct engine_config cfg;
+    engine_config_default(&cfg);
+    cfg.model_path = model_path;
+    cfg.backend.kind = o->backend;
+    cfg.backend.threads = (int)o->threads;
+    cfg.backend.kv_type = o->kv_type;
+    cfg.backend.kv_bytes = o->kv_mem;
+    cfg.n_ctx = (int32_t)o->ctx;
+    if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
+    cfg.trace_path = o->trace;
+    double t0 = mono_now();
+    struct engine *e = engine_open(&cfg, err, sizeof err);
+    if (!e) {
+        fprintf(stderr, "tern run: %s\n", err);
+        return CLI_EXIT_FAIL;
+    }
+    double load_s = mono_now() - t0;
+    struct engine_info info;
+    engine_info(e, &info);
+    if (info.backend.note[0] && o->verbose) fprintf(stderr, "tern run: %s\n", info.backend.note);
+
+    struct engine_message msgs[2];
+    int32_t n_msgs = 0;
+    if (o->system) msgs[n_msgs++] = (struct engine_message){"system", o->system};
+    msgs[n_msgs++] = (struct engine_message){"user", prompt};
+    struct engine_request q = {.sampling = o->sp, .max_tokens = (int32_t)o->max_tokens,
+                               .stop = o->stop, .n_stop = o->n_stop,
+                               .priority = ENGINE_PRIO_INTERACTIVE,
+                               .ignore_eos = o->ignore_eos};
+    if (o->raw) q.prompt = prompt;
+    else {
+        q.messages = msgs;
+        q.n_messages = n_msgs;
+    }
+    enum engine_status why;
+    t0 = mono_now();
+    uint64_t id = engine_submit(e, &q, &why, err, sizeof err);
+    double tok_s = mono_now() - t0;
+    if (!id) {
+        fprintf(stderr, "tern run: %s: %s\n", engine_status_name(why), err);
+        engine_close(e);
+        return CLI_EXIT_FAIL;
+    }
+    struct sigaction sa = {.sa_handler = on_sigint}, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    char *reply = NULL;
+    struct engine_event fin = {0};
+    int rc = stream_reply(e, id, &reply, &fin);
+    sigaction(SIGINT, &old, NULL);
+    if (rc != 0) {
+        fprintf(stderr, "tern run: out of memory\n");
+        engine_close(e);
+        return CLI_EXIT_FAIL;
+    }
+    enum engine_status st = fin.status;
+    if (fin.metrics) {
+        run_record(o, model_path, prompt, reply, fin.metrics);
+        if (o->verbose) print_verbose(&info, load_s, tok_s, fin.metrics);
+    }
+    if (st == ENGINE_CANCELLED && run_interrupted) rc = 130;
+    else if (st != ENGINE_OK && st != ENGINE_STOP && st != ENGINE_LENGTH) {
+        fprintf(stderr, "tern run: %s%s%s\n", engine_status_name(st), fin.message ? ": " : "",
+                fin.message ? fin.message : "");
+        rc = CLI_EXIT_FAIL;
+    }
+    engine_event_free(&fin);
+    free(reply);
+    engine_close(e);
+    return rc;
+}
 
 int cmd_run(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern run [OPTIONS]\n"
+        "usage: tern run [OPTIONS] [-p PROMPT]\n"
         "\n"
-        "Generates one reply to a prompt and streams it to stdout.\n";
+        "Generates one reply to a prompt and streams it to stdout. Without -p the\n"
+        "prompt is read from stdin. The chat template is applied unless --raw.\n"
+        "\n"
+        "  -p, --prompt TEXT       the prompt (default: stdin)\n"
+        "      --system TEXT       system message (chat template only)\n"
+        "      --raw               send the prompt as is, without the chat template\n"
+        "  -n, --max-tokens N      stop after N new tokens (default: context limit)\n"
+        "      --stop S            stop string (repeatable; never printed)\n"
+        "      --temp T            temperature (default 0.8; 0 = greedy)\n"
+        "      --top-k K           (default 40; 0 = off)\n"
+        "      --top-p P           (default 0.95; 1 = off)\n"
+        "      --min-p P           (default 0.05; 0 = off)\n"
+        "      --repeat-penalty R  (default 1 = off)\n"
+        "      --seed N            sampling seed (same seed, same output)\n"
+        "      --ignore-eos        keep generating past end-of-generation tokens\n"
+        "  -t, --threads N         CPU threads (default: physical cores)\n"
+        "      --backend B         auto, cpu or cuda (default auto)\n"
+        "      --ctx N             context length (default: the model's)\n"
+        "      --kv-mem SIZE       KV cache budget, e.g. 512M (default: planned)\n"
+        "      --kv-type T         f16, f32 or q8_0 (default f16)\n"
+        "      --step-tokens N     scheduler token budget per step\n"
+        "      --trace FILE        write a Chrome trace-event JSON of the run\n"
+        "  -v, --verbose           print load, prefill and decode timings to stderr\n";
+    static const struct option longopts[] = {
+        {"prompt", required_argument, 0, 'p'},
+        {"system", required_argument, 0, OPT_SYSTEM},
+        {"raw", no_argument, 0, OPT_RAW},
+        {"max-tokens", required_argument, 0, 'n'},
+        {"stop", required_argument, 0, OPT_STOP},
+        {"temp", required_argument, 0, OPT_TEMP},
+        {"top-k", required_argument, 0, OPT_TOPK},
+        {"top-p", required_argument, 0, OPT_TOPP},
+        {"min-p", required_argument, 0, OPT_MINP},
+        {"repeat-penalty", required_argument, 0, OPT_REPEAT},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
+        {"threads", required_argument, 0, 't'},
+        {"backend", required_argument, 0, OPT_BACKEND},
+        {"ctx", required_argument, 0, OPT_CTX},
+        {"kv-mem", required_argument, 0, OPT_KVMEM},
+        {"kv-type", required_argument, 0, OPT_KVTYPE},
+        {"step-tokens", required_argument, 0, OPT_STEP},
+        {"trace", required_argument, 0, OPT_TRACE},
+        {"verbose", no_argument, 0, 'v'},
+        {0, 0, 0, 0},
+    };
     struct cli cli;
-    int rc = cli_parse(&cli, argc, argv, "", NULL, NULL, NULL, use);
-    if (rc < 0) rc = cli_not_yet("run");
+    struct run_opts o = {.cli = &cli, .backend = BACKEND_AUTO, .kv_type = KV_F16};
+    engine_sampling_default(&o.sp);
+    int rc = cli_parse(&cli, argc, argv, "p:n:t:v", longopts, on_opt, &o, use);
+    if (rc >= 0) goto done;
+    rc = CLI_EXIT_USAGE;
+    if (cli.argc > 0) {
+        fprintf(stderr, "tern run: unexpected argument '%s' (the prompt goes after -p)\n",
+                cli.argv[0]);
+        goto done;
+    }
+    if (o.raw && o.system) {
+        fprintf(stderr, "tern run: --system needs the chat template (drop --raw)\n");
+        goto done;
+    }
+    char model[4096], err[1024];
+    if (cli_model_path(&cli, model, sizeof model, err, sizeof err) != 0) {
+        fprintf(stderr, "tern run: %s\n", err);
+        rc = CLI_EXIT_FAIL;
+        goto done;
+    }
+    char *in = NULL;
+    const char *prompt = o.prompt;
+    if (!prompt) {
+        if (isatty(STDIN_FILENO)) fprintf(stderr, "tern run: reading the prompt from stdin...\n");
+        in = read_stdin();
+        if (!in) {
+            fprintf(stderr, "tern run: out of memory reading stdin\n");
+            rc = CLI_EXIT_FAIL;
+            goto done;
+        }
+        prompt = in;
+    }
+    if (!prompt[0]) {
+        fprintf(stderr, "tern run: empty prompt\n");
+        rc = CLI_EXIT_FAIL;
+    } else {
+        rc = run(&o, model, prompt);
+    }
+    free(in);
+done:
     cli_free(&cli);
     return rc;
 }
