@@ -1,18 +1,161 @@
-/* cmd_chat: 'tern chat' (its capability lands with a later change). */
+/* cmd_chat: 'tern chat', the terminal UI (ui/app.h runs it). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "app.h"
 #include "cli.h"
 #include "commands.h"
+
+enum {
+    OPT_THREADS = CLI_OPT_CMD,
+    OPT_CTX,
+    OPT_BACKEND,
+    OPT_DB,
+    OPT_NO_COLOR,
+    OPT_HEADLESS,
+    OPT_SIZE,
+    OPT_KEYS,
+};
+
+static const struct option longopts[] = {
+    {"threads", required_argument, 0, OPT_THREADS},
+    {"ctx", required_argument, 0, OPT_CTX},
+    {"backend", required_argument, 0, OPT_BACKEND},
+    {"db", required_argument, 0, OPT_DB},
+    {"no-color", no_argument, 0, OPT_NO_COLOR},
+    {"headless-frames", required_argument, 0, OPT_HEADLESS},
+    {"size", required_argument, 0, OPT_SIZE},
+    {"keys", required_argument, 0, OPT_KEYS},
+    {0, 0, 0, 0},
+};
+
+/* Turns \r \n \t \e \\ and \xHH escapes of --keys into bytes, in place. */
+static void unescape(char *s)
+{
+    char *o = s;
+    while (*s) {
+        if (*s != '\\' || !s[1]) {
+            *o++ = *s++;
+            continue;
+        }
+        s++;
+        switch (*s) {
+        case 'r': *o++ = '\r'; s++; break;
+        case 'n': *o++ = '\n'; s++; break;
+        case 't': *o++ = '\t'; s++; break;
+        case 'e': *o++ = 27; s++; break;
+        case 'x': {
+            unsigned v = 0;
+            int n = 0;
+            s++;
+            while (n < 2 && ((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f') || (*s >= 'A' && *s <= 'F'))) {
+                v = v * 16 + (unsigned)(*s <= '9' ? *s - '0' : (*s | 32) - 'a' + 10);
+                s++, n++;
+            }
+            *o++ = (char)v;
+            break;
+        }
+        default: *o++ = *s++; break;
+        }
+    }
+    *o = 0;
+}
+
+struct chat_args {
+    char *keys;
+    struct cli *cli;
+    struct ui_app_opts o;
+};
+
+static int on_opt(int c, const char *arg, void *ud)
+{
+    struct chat_args *a = ud;
+    long v;
+    switch (c) {
+    case OPT_THREADS:
+        if (cli_int(a->cli, "--threads", arg, 1, 1024, &v) < 0) return -1;
+        a->o.engine.backend.threads = (int)v;
+        return 0;
+    case OPT_CTX:
+        if (cli_int(a->cli, "--ctx", arg, 16, 1 << 22, &v) < 0) return -1;
+        a->o.engine.n_ctx = (int32_t)v;
+        return 0;
+    case OPT_BACKEND:
+        if (!strcmp(arg, "auto")) a->o.engine.backend.kind = BACKEND_AUTO;
+        else if (!strcmp(arg, "cpu")) a->o.engine.backend.kind = BACKEND_CPU;
+        else if (!strcmp(arg, "cuda")) a->o.engine.backend.kind = BACKEND_CUDA;
+        else {
+            fprintf(stderr, "tern chat: --backend: '%s' is not auto, cpu or cuda\n", arg);
+            return -1;
+        }
+        return 0;
+    case OPT_DB: a->o.db_path = arg; return 0;
+    case OPT_NO_COLOR: a->o.no_color = true; return 0;
+    case OPT_HEADLESS:
+        if (cli_int(a->cli, "--headless-frames", arg, 1, 1L << 30, &v) < 0) return -1;
+        a->o.headless = true;
+        a->o.max_frames = v;
+        return 0;
+    case OPT_SIZE:
+        if (sscanf(arg, "%dx%d", &a->o.cols, &a->o.rows) != 2 || a->o.cols < 1 || a->o.rows < 1 ||
+            a->o.cols > 1000 || a->o.rows > 1000) {
+            fprintf(stderr, "tern chat: --size: '%s' is not COLSxROWS\n", arg);
+            return -1;
+        }
+        return 0;
+    case OPT_KEYS:
+        free(a->keys);
+        a->keys = strdup(arg);
+        if (!a->keys) return -1;
+        unescape(a->keys);
+        a->o.keys = a->keys;
+        return 0;
+    default: return -1;
+    }
+}
 
 int cmd_chat(int argc, char **argv)
 {
     static const char use[] =
         "usage: tern chat [OPTIONS]\n"
         "\n"
-        "Chat with the model in the terminal UI.\n";
+        "Chat with the model in the terminal UI: streamed replies, sessions kept in the\n"
+        "history database, live TTFT/TPOT and KV-cache gauges (F2), each reply's phase\n"
+        "timeline (F3). F1 inside lists every key.\n"
+        "\n"
+        "options:\n"
+        "      --threads N          CPU threads (default: physical cores)\n"
+        "      --ctx N              context per sequence (default: the model's)\n"
+        "      --backend B          auto, cpu or cuda (default auto: CUDA when usable)\n"
+        "      --db PATH            history database (default $XDG_DATA_HOME/tern/history.db)\n"
+        "      --no-color           monochrome (also when NO_COLOR is set)\n"
+        "      --headless-frames N  run off-screen for at most N frames, print the last\n"
+        "                           frame (tests, sanitizer runs)\n"
+        "      --size COLSxROWS     headless screen size (default 80x24)\n"
+        "      --keys STR           headless key presses: \\r Enter, \\e Esc, \\xHH,\n"
+        "                           {wait} until idle, {resize CxR}\n";
     struct cli cli;
-    int rc = cli_parse(&cli, argc, argv, "", NULL, NULL, NULL, use);
-    if (rc < 0) rc = cli_not_yet("chat");
+    struct chat_args a;
+    memset(&a, 0, sizeof a);
+    a.cli = &cli;
+    engine_config_default(&a.o.engine);
+    int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &a, use);
+    if (rc >= 0) goto done;
+    if (cli.argc > 0) {
+        fprintf(stderr, "tern chat: unexpected argument '%s' (see 'tern chat --help')\n", cli.argv[0]);
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    char path[4096], merr[1024], err[1024];
+    if (cli_model_path(&cli, path, sizeof path, merr, sizeof merr) == 0)
+        a.o.engine.model_path = path;
+    else
+        a.o.model_error = merr;
+    rc = ui_app_run(&a.o, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "tern chat: %s\n", err);
+done:
+    free(a.keys);
     cli_free(&cli);
     return rc;
 }

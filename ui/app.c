@@ -1,0 +1,462 @@
+/* app: the event loop, key bindings and frames of `tern chat` (see app.h). */
+#include "app.h"
+
+#include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bridge.h"
+#include "chat.h"
+#include "dialog.h"
+#include "input.h"
+#include "keys.h"
+#include "screen.h"
+#include "term.h"
+#include "text.h"
+#include "theme.h"
+
+#define FRAME_S (1.0 / 30.0)
+
+enum action { ACT_NONE, ACT_QUIT, ACT_DELETE, ACT_RENAME, ACT_PARAMS };
+
+struct app {
+    const struct ui_app_opts *o;
+    struct ui_term term;
+    struct ui_theme theme;
+    struct ui_state st;
+    struct ui_input in;
+    struct ui_dialog dlg;
+    struct ui_bridge br;
+    struct ui_keys keys;
+    struct ui_view view;
+    bool dirty, quit;
+    double last_frame, last_snap;
+    long frames;
+    /* headless key script */
+    const char *script;
+    bool script_wait;
+    int idle_loops;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void ensure_utf8_locale(void)
+{
+    setlocale(LC_ALL, "");
+    const char *cs = nl_langinfo(CODESET);
+    if (cs && (strcmp(cs, "UTF-8") == 0 || strcmp(cs, "utf8") == 0)) return;
+    /* widths and box drawing need UTF-8; the text is UTF-8 whatever LANG says */
+    if (!setlocale(LC_CTYPE, "C.UTF-8")) setlocale(LC_CTYPE, "en_US.UTF-8");
+}
+
+/* ---- actions --------------------------------------------------------------- */
+
+static void send_input(struct app *a)
+{
+    struct ui_state *st = &a->st;
+    if (a->in.len == 0) return;
+    if (ui_state_streaming(st)) {
+        ui_state_set_status(st, false, "a reply is streaming: wait, or Esc cancels it");
+        return;
+    }
+    if (st->loading) {
+        ui_state_set_status(st, false, "the model is still loading; your text is kept");
+        return;
+    }
+    char *text = ui_input_take(&a->in);
+    if (!text) return;
+    st->status[0] = 0;
+    ui_bridge_send(&a->br, st, text);
+    free(text);
+}
+
+static void request_quit(struct app *a)
+{
+    if (ui_state_streaming(&a->st))
+        ui_dialog_confirm(&a->dlg, ACT_QUIT, "quit", "A reply is streaming. Quit anyway?");
+    else
+        a->quit = true;
+}
+
+static void select_reply(struct app *a, int dir)
+{
+    struct ui_state *st = &a->st;
+    size_t i = st->timeline_msg < st->n_msgs ? st->timeline_msg : st->n_msgs;
+    for (;;) {
+        if (dir < 0 ? i == 0 : i + 1 >= st->n_msgs) return;
+        i = dir < 0 ? i - 1 : i + 1;
+        if (st->msgs[i].role == UI_ROLE_ASSISTANT) break;
+    }
+    st->timeline_msg = i;
+    a->view.show_timeline = true;
+}
+
+static void dialog_done(struct app *a, enum ui_dialog_result r)
+{
+    struct ui_state *st = &a->st;
+    if (r == UI_DLG_OPEN) return;
+    int act = a->dlg.action;
+    if (r == UI_DLG_OK) {
+        switch (act) {
+        case ACT_QUIT: a->quit = true; break;
+        case ACT_DELETE: ui_bridge_delete_session(&a->br, st, st->sel); break;
+        case ACT_RENAME:
+            if (ui_dialog_text(&a->dlg)[0]) ui_bridge_rename_session(&a->br, st, st->sel, ui_dialog_text(&a->dlg));
+            break;
+        case ACT_PARAMS:
+            if (ui_dialog_get_params(&a->dlg, &st->params) < 0) return; /* stays open with the error */
+            ui_bridge_save_params(&a->br, st);
+            break;
+        default: break;
+        }
+    }
+    ui_dialog_close(&a->dlg);
+}
+
+static void sessions_key(struct app *a, const struct ui_key *k)
+{
+    struct ui_state *st = &a->st;
+    if (st->n_sessions == 0) return;
+    if (k->fn == KEY_UP && st->sel > 0) st->sel--;
+    else if (k->fn == KEY_DOWN && st->sel + 1 < st->n_sessions) st->sel++;
+    else if (k->fn == 0 && k->ch == '\r') {
+        if (ui_state_streaming(st)) {
+            ui_state_set_status(st, false, "a reply is streaming: Esc cancels it first");
+            return;
+        }
+        ui_bridge_open_session(&a->br, st, st->sel);
+        a->view.focus_sessions = false;
+    } else if (k->fn == 0 && k->ch == 'r') {
+        ui_dialog_prompt(&a->dlg, ACT_RENAME, "rename session · Enter saves, Esc cancels",
+                         st->sessions[st->sel].title);
+    } else if (k->fn == KEY_DC || (k->fn == 0 && k->ch == 'd')) {
+        if (st->sel == st->cur && ui_state_streaming(st)) return;
+        char msg[160];
+        snprintf(msg, sizeof msg, "Delete \"%.100s\" and its messages?", st->sessions[st->sel].title);
+        ui_dialog_confirm(&a->dlg, ACT_DELETE, "delete session", msg);
+    }
+}
+
+static void insert_cp(struct ui_input *in, uint32_t cp)
+{
+    char b[4];
+    ui_input_insert(in, b, ui_utf8_encode(cp, b));
+}
+
+static void input_key(struct app *a, const struct ui_key *k)
+{
+    struct ui_input *in = &a->in;
+    switch (k->fn) {
+    case 0:
+        if (k->ch == '\r') send_input(a);
+        else if (k->ch == 127 || k->ch == 8) ui_input_backspace(in);
+        else if (k->ch == 1) ui_input_home(in);            /* Ctrl-A */
+        else if (k->ch == 5) ui_input_end(in);             /* Ctrl-E */
+        else if (k->ch == 21) ui_input_clear(in);          /* Ctrl-U */
+        else if (k->ch == '\t') insert_cp(in, ' ');
+        else if (k->ch >= 0x20) insert_cp(in, k->ch);
+        break;
+    case UI_KEY_NEWLINE: ui_input_insert(in, "\n", 1); break;
+    case KEY_BACKSPACE: ui_input_backspace(in); break;
+    case KEY_DC: ui_input_delete(in); break;
+    case KEY_LEFT: ui_input_left(in); break;
+    case KEY_RIGHT: ui_input_right(in); break;
+    case UI_KEY_CTRL_LEFT:
+    case UI_KEY_WORD_LEFT: ui_input_word_left(in); break;
+    case UI_KEY_CTRL_RIGHT:
+    case UI_KEY_WORD_RIGHT: ui_input_word_right(in); break;
+    case KEY_HOME: ui_input_home(in); break;
+    case KEY_END: ui_input_end(in); break;
+    case KEY_UP:
+        if (!ui_input_line_up(in)) ui_input_hist_prev(in);
+        break;
+    case KEY_DOWN:
+        if (!ui_input_line_down(in)) ui_input_hist_next(in);
+        break;
+    default: break;
+    }
+}
+
+static int page(const struct app *a)
+{
+    int h = a->view.layout.r_chat.h - 3;
+    return h > 1 ? h : 1;
+}
+
+/* Keys that work whatever has the focus; returns true when handled. */
+static bool global_key(struct app *a, const struct ui_key *k)
+{
+    struct ui_view *v = &a->view;
+    struct ui_state *st = &a->st;
+    int fn = k->fn;
+    if (fn == 0 && k->ch == 3) fn = KEY_F(10);     /* Ctrl-C */
+    if (fn == 0 && k->ch == 14) {                  /* Ctrl-N */
+        ui_bridge_new_session(&a->br, st, NULL);
+        v->focus_sessions = false;
+        ui_state_set_status(st, false, "new session");
+        return true;
+    }
+    if (fn == 0 && k->ch == 12) {                  /* Ctrl-L */
+        clearok(curscr, TRUE);
+        return true;
+    }
+    if (fn == 0 && k->ch == '\t' && v->layout.sessions) {
+        v->focus_sessions = !v->focus_sessions;
+        return true;
+    }
+    switch (fn) {
+    case KEY_F(1): v->show_help = true; return true;
+    case KEY_F(2): v->show_instruments = !v->show_instruments; return true;
+    case KEY_F(3): v->show_timeline = !v->show_timeline; return true;
+    case KEY_F(4): ui_dialog_params(&a->dlg, ACT_PARAMS, &st->params); return true;
+    case KEY_F(5):
+        v->show_sessions = !v->show_sessions;
+        v->focus_sessions = v->show_sessions;
+        st->sel = st->cur;
+        return true;
+    case KEY_F(10): request_quit(a); return true;
+    case UI_KEY_ESC:
+        if (ui_bridge_cancel(&a->br, st)) ui_state_set_status(st, false, "cancelling…");
+        else if (v->focus_sessions) v->focus_sessions = false;
+        return true;
+    case KEY_PPAGE: st->scroll += page(a); return true;
+    case KEY_NPAGE: st->scroll -= page(a); return true;
+    case UI_KEY_WHEEL_UP: st->scroll += 3; return true;
+    case UI_KEY_WHEEL_DOWN: st->scroll -= 3; return true;
+    case UI_KEY_CTRL_HOME: st->scroll = 1 << 30; return true;
+    case UI_KEY_CTRL_END: st->scroll = 0; return true;
+    case UI_KEY_ALT_UP: select_reply(a, -1); return true;
+    case UI_KEY_ALT_DOWN: select_reply(a, 1); return true;
+    case KEY_RESIZE: ui_term_resize(&a->term); return true;
+    default: return false;
+    }
+}
+
+static void handle_key(struct app *a, const struct ui_key *k)
+{
+    a->dirty = true;
+    if (k->fn == KEY_RESIZE) {
+        ui_term_resize(&a->term);
+        return;
+    }
+    if (a->view.show_help) {
+        a->view.show_help = false; /* any key closes help */
+        return;
+    }
+    if (a->dlg.kind != UI_DLG_NONE) {
+        dialog_done(a, ui_dialog_key(&a->dlg, k));
+        return;
+    }
+    if (global_key(a, k)) return;
+    if (a->view.focus_sessions && a->view.layout.sessions) sessions_key(a, k);
+    else input_key(a, k);
+}
+
+/* ---- headless key script ------------------------------------------------------ */
+
+/* Writes the script up to its next {wait} into the key pipe; handles
+ * {resize CxR} itself. */
+static void feed_script(struct app *a)
+{
+    while (a->script && *a->script && !a->script_wait) {
+        const char *s = a->script;
+        if (strncmp(s, "{wait}", 6) == 0) {
+            a->script += 6;
+            a->script_wait = true;
+            a->idle_loops = 0;
+            return;
+        }
+        int c, r, n = 0;
+        if (sscanf(s, "{resize %dx%d}%n", &c, &r, &n) == 2 && n > 0) {
+            a->script += n;
+            resize_term(r, c);
+            ui_term_resize(&a->term);
+            a->dirty = true;
+            continue;
+        }
+        const char *e = s + 1;
+        while (*e && *e != '{') e++;
+        (void)!write(a->term.key_wr, s, (size_t)(e - s));
+        a->script = e;
+    }
+}
+
+static void script_step(struct app *a, bool got_keys)
+{
+    if (!a->o->headless) return;
+    if (a->script_wait) {
+        bool idle = !a->st.loading && !ui_state_streaming(&a->st) && !got_keys;
+        a->idle_loops = idle ? a->idle_loops + 1 : 0;
+        if (a->idle_loops >= 3) a->script_wait = false;
+    }
+    feed_script(a);
+    if ((!a->script || !*a->script) && !a->script_wait && !got_keys && !a->st.loading &&
+        !ui_state_streaming(&a->st))
+        a->idle_loops++;
+    if (a->idle_loops > 6 && (!a->script || !*a->script)) a->quit = true;
+    if (a->o->max_frames > 0 && a->frames >= a->o->max_frames) a->quit = true;
+}
+
+/* ---- frames ---------------------------------------------------------------- */
+
+static void frame(struct app *a)
+{
+    if (a->in.changed && a->st.engine_ok) {
+        a->in.tokens = ui_bridge_count_tokens(&a->br, a->in.buf ? a->in.buf : "", a->in.len);
+        a->in.changed = false;
+    } else if (!a->st.engine_ok) {
+        a->in.tokens = -1;
+    }
+    ui_screen_draw(stdscr, a->term.rows, a->term.cols, &a->view);
+    if (a->view.cursor) {
+        curs_set(1);
+        wmove(stdscr, a->view.cur_y, a->view.cur_x);
+    } else {
+        curs_set(0);
+    }
+    wnoutrefresh(stdscr);
+    doupdate();
+    a->frames++;
+    a->dirty = false;
+    a->last_frame = now_s();
+}
+
+static void on_signal(struct app *a)
+{
+    int sig = ui_term_signal();
+    if (sig) a->quit = true; /* SIGINT, SIGTERM, SIGHUP: leave cleanly */
+}
+
+static int poll_timeout_ms(const struct app *a)
+{
+    double t = now_s();
+    if (a->dirty) {
+        double wait = a->last_frame + FRAME_S - t;
+        return wait > 0 ? (int)(wait * 1000) + 1 : 0;
+    }
+    if (a->o->headless) return 20;
+    return ui_state_streaming(&a->st) ? 100 : 500;
+}
+
+static void loop(struct app *a)
+{
+    while (!a->quit) {
+        struct pollfd p[4];
+        int n = 0;
+        p[n++] = (struct pollfd){a->term.in_fd, POLLIN, 0};
+        p[n++] = (struct pollfd){ui_term_signal_fd(), POLLIN, 0};
+        int lfd = ui_bridge_load_fd(&a->br), efd = ui_bridge_event_fd(&a->br);
+        if (lfd >= 0) p[n++] = (struct pollfd){lfd, POLLIN, 0};
+        if (efd >= 0) p[n++] = (struct pollfd){efd, POLLIN, 0};
+        int r = poll(p, (nfds_t)n, poll_timeout_ms(a));
+        if (r < 0 && errno != EINTR) break;
+        if (p[1].revents & POLLIN) on_signal(a);
+        if (lfd >= 0 && (p[2].revents & POLLIN)) {
+            ui_bridge_load_done(&a->br, &a->st);
+            a->in.changed = true;
+            a->dirty = true;
+        }
+        if (ui_bridge_drain(&a->br, &a->st)) {
+            a->dirty = true;
+            if (!ui_state_streaming(&a->st)) a->last_snap = 0; /* show the finished reply's effect */
+        }
+        /* keys are read after every wake-up: a resize interrupts poll() and
+         * arrives as KEY_RESIZE */
+        struct ui_key k;
+        bool got = false;
+        for (int i = 0; i < 4096 && ui_keys_read(&a->keys, &k); i++) {
+            handle_key(a, &k);
+            got = true;
+        }
+        double t = now_s();
+        if (a->st.engine_ok && t - a->last_snap > (ui_state_streaming(&a->st) ? 0.2 : 1.0)) {
+            ui_bridge_snapshot(&a->br, &a->st);
+            a->last_snap = t;
+            a->dirty = true;
+        }
+        script_step(a, got);
+        if (a->dirty && t - a->last_frame >= FRAME_S) frame(a);
+    }
+}
+
+/* Cancels what streams and lets the engine report it, so the store keeps
+ * the partial reply as cancelled rather than interrupted. */
+static void wind_down(struct app *a)
+{
+    if (!ui_bridge_cancel(&a->br, &a->st)) return;
+    double until = now_s() + 2.0;
+    while (ui_state_streaming(&a->st) && now_s() < until) {
+        if (a->br.eng) engine_wait_events(a->br.eng, 0, 0.1);
+        ui_bridge_drain(&a->br, &a->st);
+    }
+}
+
+static char *dump_screen(const struct app *a)
+{
+    size_t cap = (size_t)a->term.rows * ((size_t)a->term.cols * 4 + 2) + 1, o = 0;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    for (int y = 0; y < a->term.rows; y++) {
+        wchar_t wb[1024];
+        int n = mvwinnwstr(stdscr, y, 0, wb, 1023);
+        for (int i = 0; i < n && o + 5 < cap; i++) o += ui_utf8_encode((uint32_t)wb[i], out + o);
+        out[o++] = '\n';
+    }
+    out[o] = 0;
+    return out;
+}
+
+int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
+{
+    struct app a;
+    memset(&a, 0, sizeof a);
+    a.o = o;
+    a.script = o->keys;
+    ensure_utf8_locale();
+    ui_state_init(&a.st);
+    ui_input_init(&a.in);
+    ui_dialog_init(&a.dlg);
+    if (ui_term_open(&a.term, o->headless, o->rows > 0 ? o->rows : 24, o->cols > 0 ? o->cols : 80,
+                     o->no_color || ui_theme_no_color_env(), err, errlen) < 0) {
+        ui_dialog_free(&a.dlg);
+        ui_input_free(&a.in);
+        ui_state_free(&a.st);
+        return 1;
+    }
+    ui_theme_init(&a.theme, a.term.color);
+    ui_keys_init(&a.keys, stdscr);
+    a.view = (struct ui_view){.st = &a.st, .in = &a.in, .dlg = &a.dlg, .theme = &a.theme,
+                              .show_instruments = true};
+    int rc = 0;
+    if (ui_bridge_open(&a.br, &a.st, &o->engine, o->db_path, o->model_error, err, errlen) < 0) {
+        rc = 1;
+    } else {
+        ui_bridge_list_sessions(&a.br, &a.st);
+        if (a.st.n_sessions) ui_bridge_open_session(&a.br, &a.st, 0); /* continue the newest */
+        a.dirty = true;
+        loop(&a);
+        wind_down(&a);
+    }
+    char *screen = o->headless ? dump_screen(&a) : NULL;
+    ui_term_close(&a.term);
+    ui_bridge_close(&a.br);
+    if (screen) {
+        fputs(screen, stdout);
+        free(screen);
+    }
+    ui_dialog_free(&a.dlg);
+    ui_input_free(&a.in);
+    ui_state_free(&a.st);
+    return rc;
+}

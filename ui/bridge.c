@@ -1,0 +1,537 @@
+/* bridge: UI state <-> engine and store (see bridge.h). */
+#include "bridge.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_TITLE "New chat"
+
+/* Copies s into d[n], cut at a character boundary. */
+static void copy_str(char *d, size_t n, const char *s)
+{
+    size_t l = strlen(s);
+    if (l >= n) {
+        l = n - 1;
+        while (l > 0 && ((unsigned char)s[l] & 0xC0) == 0x80) l--;
+    }
+    memcpy(d, s, l);
+    d[l] = 0;
+}
+
+static void *load_main(void *arg)
+{
+    struct ui_bridge *b = arg;
+    b->loaded = engine_open(&b->cfg, b->load_err, sizeof b->load_err);
+    (void)!write(b->load_pipe[1], "x", 1);
+    return NULL;
+}
+
+int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
+                   const char *db_path, const char *model_error, char *err, size_t errlen)
+{
+    char serr[512];
+    memset(b, 0, sizeof *b);
+    b->load_pipe[0] = b->load_pipe[1] = -1;
+    b->cfg = *cfg;
+    copy_str(b->model_path, sizeof b->model_path, cfg->model_path ? cfg->model_path : "");
+    b->cfg.model_path = b->model_path;
+    const char *base = strrchr(b->model_path, '/');
+    copy_str(b->model_file, sizeof b->model_file, base ? base + 1 : b->model_path);
+
+    if (store_open(&b->db, db_path, STORE_READWRITE, serr, sizeof serr) < 0) {
+        b->db = NULL;
+        st->store_ok = false;
+        ui_state_set_status(st, true, "history off: %s", serr);
+    } else {
+        st->store_ok = true;
+    }
+    if (model_error) {
+        st->engine_ok = false;
+        ui_state_set_status(st, true, "no model: %s", model_error);
+        return 0;
+    }
+    if (pipe(b->load_pipe) < 0) {
+        snprintf(err, errlen, "model loader: pipe: %s", strerror(errno));
+        return -1;
+    }
+    fcntl(b->load_pipe[0], F_SETFD, FD_CLOEXEC);
+    fcntl(b->load_pipe[1], F_SETFD, FD_CLOEXEC);
+    if (pthread_create(&b->loader, NULL, load_main, b) != 0) {
+        snprintf(err, errlen, "model loader: cannot start a thread");
+        return -1;
+    }
+    b->loading = true;
+    st->loading = true;
+    return 0;
+}
+
+void ui_bridge_close(struct ui_bridge *b)
+{
+    if (b->loading) {
+        pthread_join(b->loader, NULL);
+        b->loading = false;
+        b->eng = b->loaded;
+    }
+    engine_close(b->eng);
+    b->eng = NULL;
+    store_close(b->db);
+    b->db = NULL;
+    for (int i = 0; i < 2; i++)
+        if (b->load_pipe[i] >= 0) close(b->load_pipe[i]);
+}
+
+int ui_bridge_load_fd(const struct ui_bridge *b)
+{
+    return b->loading ? b->load_pipe[0] : -1;
+}
+
+int ui_bridge_event_fd(const struct ui_bridge *b)
+{
+    return b->eng ? engine_event_fd(b->eng) : -1;
+}
+
+void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
+{
+    char c;
+    if (!b->loading) return;
+    (void)!read(b->load_pipe[0], &c, 1);
+    pthread_join(b->loader, NULL);
+    b->loading = false;
+    st->loading = false;
+    b->eng = b->loaded;
+    if (!b->eng) {
+        st->engine_ok = false;
+        ui_state_set_status(st, true, "model load failed: %s", b->load_err);
+        return;
+    }
+    struct engine_info info;
+    engine_info(b->eng, &info);
+    st->engine_ok = true;
+    copy_str(st->model_name, sizeof st->model_name, info.model_name ? info.model_name : b->model_file);
+    copy_str(st->backend, sizeof st->backend, info.backend.name ? info.backend.name : "?");
+    copy_str(st->device, sizeof st->device, info.backend.device);
+    copy_str(st->backend_note, sizeof st->backend_note, info.backend.note);
+    st->n_ctx = info.n_ctx;
+    if (info.backend.note[0]) ui_state_set_status(st, false, "%s", info.backend.note);
+    else ui_state_set_status(st, false, "model ready: %s on %s", st->model_name, st->backend);
+    ui_bridge_snapshot(b, st);
+}
+
+/* ---- parameters ---------------------------------------------------------- */
+
+char *ui_params_to_json(const struct ui_params *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "temperature", (double)p->temp);
+    cJSON_AddNumberToObject(o, "top_p", (double)p->top_p);
+    cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
+    cJSON_AddStringToObject(o, "system", p->system);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+void ui_params_from_json(struct ui_params *p, const char *json)
+{
+    ui_params_default(p);
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    if (!o) return;
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItem(o, "temperature")) && cJSON_IsNumber(v)) p->temp = (float)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "top_p")) && cJSON_IsNumber(v)) p->top_p = (float)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "max_tokens")) && cJSON_IsNumber(v)) p->max_tokens = v->valueint;
+    if ((v = cJSON_GetObjectItem(o, "system")) && cJSON_IsString(v))
+        copy_str(p->system, sizeof p->system, v->valuestring);
+    cJSON_Delete(o);
+}
+
+/* ---- sessions ------------------------------------------------------------ */
+
+static void title_from(const char *text, char *out, size_t n)
+{
+    size_t i = 0, o = 0;
+    while (text[i] == ' ' || text[i] == '\n') i++;
+    /* first line, cut at a character boundary */
+    while (text[i] && text[i] != '\n' && o + 4 < n && o < 48) out[o++] = text[i++];
+    while (o > 0 && ((unsigned char)out[o - 1] & 0xC0) == 0x80) o--;
+    if (o > 0 && ((unsigned char)out[o - 1] & 0xC0) == 0xC0) o--;
+    out[o] = 0;
+}
+
+/* The open session's store key, creating the session row on first use so
+ * the parameters chosen before the first message are stored with it. */
+static int64_t session_key(struct ui_bridge *b, struct ui_state *st, const char *first_text)
+{
+    if (st->n_sessions == 0) ui_state_add_session(st, 0, DEFAULT_TITLE, (double)time(NULL), true);
+    struct ui_session *se = &st->sessions[st->cur];
+    if (se->key != 0 || !b->db) return se->key;
+    if (strcmp(se->title, DEFAULT_TITLE) == 0 && first_text) {
+        char t[64];
+        title_from(first_text, t, sizeof t);
+        if (t[0]) ui_state_rename_session(st, st->cur, t);
+    }
+    char *pj = ui_params_to_json(&st->params);
+    se->key = store_session_new(b->db, se->title, b->model_file, pj);
+    free(pj);
+    return se->key;
+}
+
+void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st)
+{
+    struct store_session_list l;
+    char err[256];
+    if (!b->db) return;
+    if (store_sessions(b->db, &l, err, sizeof err) < 0) {
+        ui_state_set_status(st, true, "history: %s", err);
+        return;
+    }
+    while (st->n_sessions) ui_state_remove_session(st, st->n_sessions - 1);
+    st->cur = st->sel = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        int k = ui_state_add_session(st, l.v[i].id, l.v[i].title, l.v[i].created, false);
+        if (k >= 0) st->sessions[k].n_messages = l.v[i].n_messages;
+    }
+    store_session_list_free(&l);
+}
+
+static enum ui_msg_status status_of(const char *s)
+{
+    if (!s) return UI_MSG_DONE;
+    if (!strcmp(s, "cancelled")) return UI_MSG_CANCELLED;
+    if (!strcmp(s, "interrupted") || !strcmp(s, "streaming")) return UI_MSG_INTERRUPTED;
+    if (!strcmp(s, "error") || !strcmp(s, "timeout") || !strcmp(s, "rejected")) return UI_MSG_ERROR;
+    return UI_MSG_DONE;
+}
+
+static void phase_from_store(struct ui_phase *ph, const struct store_request_info *r)
+{
+    memset(ph, 0, sizeof *ph);
+    ph->have = true;
+    ph->queue_s = r->queue_s > 0 ? r->queue_s : 0;
+    ph->ttft_s = r->ttft_s;
+    ph->prefill_end = r->ttft_s > 0 ? r->ttft_s : 0;
+    ph->decode_s = r->decode_s > 0 ? r->decode_s : 0;
+    ph->tpot_s = r->tpot_s;
+    ph->e2e_s = r->e2e_s;
+    ph->n_prompt = (int32_t)r->prompt_tokens;
+    ph->n_cached = (int32_t)r->cached_tokens;
+    ph->n_computed = (int32_t)(r->prompt_tokens - r->cached_tokens);
+    ph->n_generated = (int32_t)r->generated_tokens;
+    copy_str(ph->status, sizeof ph->status, r->status ? r->status : "");
+}
+
+void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
+{
+    char err[256];
+    struct store_transcript tr;
+    if (i >= st->n_sessions) return;
+    ui_state_clear_msgs(st);
+    st->cur = st->sel = i;
+    struct ui_session *se = &st->sessions[i];
+    ui_params_default(&st->params);
+    if (!b->db || se->key == 0) return;
+    int64_t id = store_resolve(b->db, se->key);
+    int rc = id > 0 ? store_transcript(b->db, id, &tr, err, sizeof err) : 1;
+    if (rc != 0) {
+        ui_state_set_status(st, true, "history: %s", rc < 0 ? err : "session not found");
+        return;
+    }
+    ui_params_from_json(&st->params, tr.session.params_json);
+    for (size_t k = 0; k < tr.n; k++) {
+        const struct store_message_info *mi = &tr.msgs[k];
+        enum ui_role role = !strcmp(mi->role, "user") ? UI_ROLE_USER
+                            : !strcmp(mi->role, "system") ? UI_ROLE_SYSTEM : UI_ROLE_ASSISTANT;
+        struct ui_msg *m = ui_state_add_msg(st, role, mi->text);
+        if (!m) break;
+        m->key = mi->id;
+        m->status = status_of(mi->status);
+        if (mi->req) {
+            phase_from_store(&m->ph, mi->req);
+            if (mi->req->ttft_s >= 0) ui_state_add_latency(st, mi->req->ttft_s, mi->req->tpot_s);
+        }
+        if (role == UI_ROLE_ASSISTANT) st->timeline_msg = st->n_msgs - 1;
+    }
+    store_transcript_free(&tr);
+}
+
+void ui_bridge_new_session(struct ui_bridge *b, struct ui_state *st, const char *title)
+{
+    (void)b;
+    if (ui_state_add_session(st, 0, title ? title : DEFAULT_TITLE, (double)time(NULL), true) < 0) return;
+    st->cur = st->sel = 0;
+    ui_state_clear_msgs(st);
+    ui_params_default(&st->params);
+}
+
+void ui_bridge_rename_session(struct ui_bridge *b, struct ui_state *st, size_t i, const char *title)
+{
+    if (i >= st->n_sessions || ui_state_rename_session(st, i, title) < 0) return;
+    if (b->db && st->sessions[i].key) store_session_rename(b->db, st->sessions[i].key, title);
+}
+
+void ui_bridge_delete_session(struct ui_bridge *b, struct ui_state *st, size_t i)
+{
+    if (i >= st->n_sessions) return;
+    bool was_open = i == st->cur;
+    if (b->db && st->sessions[i].key) store_session_delete(b->db, st->sessions[i].key);
+    ui_state_remove_session(st, i);
+    if (was_open) {
+        if (st->n_sessions) ui_bridge_open_session(b, st, st->cur);
+        else ui_state_clear_msgs(st);
+    }
+}
+
+void ui_bridge_save_params(struct ui_bridge *b, struct ui_state *st)
+{
+    (void)b;
+    /* A session row gets its parameters when it is first stored; the store
+     * has no call to update them afterwards, so later edits last for this run. */
+    if (st->n_sessions && st->sessions[st->cur].key)
+        ui_state_set_status(st, false, "parameters set for this session (for this run)");
+    else
+        ui_state_set_status(st, false, "parameters set; stored with the session's first message");
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static const char *role_name(enum ui_role r)
+{
+    return r == UI_ROLE_USER ? "user" : r == UI_ROLE_SYSTEM ? "system" : "assistant";
+}
+
+static void add_error_reply(struct ui_state *st, const char *fmt, const char *detail)
+{
+    char note[600];
+    snprintf(note, sizeof note, fmt, detail);
+    struct ui_msg *m = ui_state_add_msg(st, UI_ROLE_ASSISTANT, "");
+    if (!m) return;
+    m->status = UI_MSG_ERROR;
+    ui_msg_set_note(m, note);
+    ui_state_set_status(st, true, "%s", note);
+}
+
+static int32_t build_messages(const struct ui_state *st, struct engine_message *v, int32_t cap)
+{
+    int32_t n = 0;
+    if (st->params.system[0] && n < cap) v[n++] = (struct engine_message){"system", st->params.system};
+    for (size_t i = 0; i < st->n_msgs && n < cap; i++) {
+        const struct ui_msg *m = &st->msgs[i];
+        if (m->role == UI_ROLE_NOTE || m->status == UI_MSG_ERROR || m->len == 0) continue;
+        v[n++] = (struct engine_message){role_name(m->role), m->text};
+    }
+    return n;
+}
+
+void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
+{
+    char err[512];
+    enum engine_status why;
+    int64_t skey = session_key(b, st, text);
+    struct ui_msg *u = ui_state_add_msg(st, UI_ROLE_USER, text);
+    if (!u) return;
+    if (b->db && skey) u->key = store_message_add(b->db, skey, "user", text, -1);
+    st->sessions[st->cur].n_messages++;
+    st->scroll = 0;
+    if (!b->eng) {
+        add_error_reply(st, "%s", st->loading ? "the model is still loading; send again when it is ready"
+                                              : "no model loaded; see the message above");
+        return;
+    }
+    size_t cap = st->n_msgs + 1;
+    struct engine_message *v = malloc(cap * sizeof *v);
+    if (!v) return;
+    struct engine_request r;
+    memset(&r, 0, sizeof r);
+    r.messages = v;
+    r.n_messages = build_messages(st, v, (int32_t)cap);
+    engine_sampling_default(&r.sampling);
+    r.sampling.temp = st->params.temp;
+    r.sampling.top_p = st->params.top_p;
+    r.sampling.seed = (uint64_t)time(NULL);
+    r.max_tokens = st->params.max_tokens;
+    r.priority = ENGINE_PRIO_INTERACTIVE;
+    uint64_t id = engine_submit(b->eng, &r, &why, err, sizeof err);
+    free(v);
+    if (id == 0) {
+        add_error_reply(st, why == ENGINE_REJECTED ? "rejected: %s" : "request failed: %s", err);
+        return;
+    }
+    struct ui_msg *m = ui_state_add_msg(st, UI_ROLE_ASSISTANT, "");
+    if (!m) {
+        engine_cancel(b->eng, id);
+        return;
+    }
+    m->status = UI_MSG_QUEUED;
+    m->req_id = id;
+    if (b->db && skey) m->key = store_reply_begin(b->db, skey);
+    st->timeline_msg = st->n_msgs - 1;
+    st->last_token_t = 0;
+    st->tok_s = 0;
+}
+
+static const char *store_status(enum engine_status s)
+{
+    switch (s) {
+    case ENGINE_OK:
+    case ENGINE_STOP:
+    case ENGINE_LENGTH: return "ok";
+    case ENGINE_CANCELLED: return "cancelled";
+    case ENGINE_TIMEOUT: return "timeout";
+    case ENGINE_REJECTED: return "rejected";
+    default: return "error";
+    }
+}
+
+static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
+                   const struct engine_event *ev)
+{
+    const struct engine_metrics *mt = ev->metrics;
+    struct ui_phase *ph = &m->ph;
+    ph->have = true;
+    if (mt) {
+        ph->queue_s = mt->queue_s;
+        ph->ttft_s = mt->n_generated > 0 ? mt->ttft_s : -1;
+        if (mt->t_first_token > 0) ph->prefill_end = mt->t_first_token - mt->t_arrival;
+        ph->decode_s = mt->decode_s;
+        ph->tpot_s = mt->n_generated > 1 ? mt->tpot_s : -1;
+        ph->e2e_s = mt->e2e_s;
+        ph->n_prompt = mt->n_prompt;
+        ph->n_cached = mt->n_cached;
+        ph->n_computed = mt->n_computed;
+        ph->n_generated = mt->n_generated;
+        ph->n_preempted = mt->n_preempted;
+    }
+    copy_str(ph->status, sizeof ph->status, engine_status_name(ev->status));
+    switch (ev->status) {
+    case ENGINE_CANCELLED: m->status = UI_MSG_CANCELLED; break;
+    case ENGINE_OK:
+    case ENGINE_STOP: m->status = UI_MSG_DONE; break;
+    case ENGINE_LENGTH:
+        m->status = UI_MSG_DONE;
+        ui_msg_set_note(m, "(stopped at the token limit: F4 sets max tokens)");
+        break;
+    default: {
+        char note[600];
+        snprintf(note, sizeof note, "%s: %s", engine_status_name(ev->status),
+                 ev->message ? ev->message : "no details");
+        m->status = UI_MSG_ERROR;
+        ui_msg_set_note(m, note);
+        ui_state_set_status(st, true, "%s", note);
+    }
+    }
+    m->req_id = 0;
+    if (ph->ttft_s >= 0 && m->status == UI_MSG_DONE) ui_state_add_latency(st, ph->ttft_s, ph->tpot_s);
+    if (!b->db || !m->key) return;
+    store_reply_finish(b->db, m->key, store_status(ev->status), ph->n_generated);
+    char *pj = ui_params_to_json(&st->params);
+    struct store_request sr = {
+        .model = st->model_name, .model_file = b->model_path, .backend = st->backend,
+        .params_json = pj, .status = store_status(ev->status),
+        .queue_s = ph->queue_s, .prefill_s = mt ? mt->prefill_s : -1, .ttft_s = ph->ttft_s,
+        .tpot_s = ph->tpot_s, .decode_s = ph->decode_s, .e2e_s = ph->e2e_s,
+        .prompt_tokens = ph->n_prompt, .cached_tokens = ph->n_cached,
+        .generated_tokens = ph->n_generated};
+    store_request_add(b->db, m->key, &sr);
+    free(pj);
+}
+
+static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
+                  const struct engine_event *ev)
+{
+    struct ui_phase *ph = &m->ph;
+    switch (ev->type) {
+    case ENGINE_EV_QUEUED:
+        ph->have = true;
+        ph->t0 = ev->t;
+        ph->n_prompt = ev->total;
+        snprintf(ph->status, sizeof ph->status, "queued");
+        break;
+    case ENGINE_EV_ADMITTED:
+        ph->queue_s = ev->t - ph->t0;
+        ph->n_cached = ev->done;
+        ph->n_computed = ph->n_prompt - ev->done;
+        snprintf(ph->status, sizeof ph->status, "prefill");
+        break;
+    case ENGINE_EV_PREFILL:
+        if (ph->n_chunks < UI_MAX_CHUNKS) {
+            ph->chunk_end[ph->n_chunks] = ev->t - ph->t0;
+            ph->chunk_done[ph->n_chunks++] = ev->done;
+        }
+        break;
+    case ENGINE_EV_FIRST_TOKEN:
+        ph->prefill_end = ph->ttft_s = ev->t - ph->t0;
+        snprintf(ph->status, sizeof ph->status, "decode");
+        break;
+    case ENGINE_EV_TOKEN: {
+        size_t n = ev->text ? strlen(ev->text) : 0;
+        ui_msg_append(m, ev->text ? ev->text : "", n);
+        if (b->db && m->key && n) store_reply_append(b->db, m->key, ev->text, n);
+        m->status = UI_MSG_STREAMING;
+        ph->n_generated++;
+        if (st->last_token_t > 0) ui_state_push_itl(st, ev->t - st->last_token_t);
+        st->last_token_t = ev->t;
+        ph->decode_s = ev->t - ph->t0 - ph->prefill_end;
+        if (ph->n_generated > 1 && ph->decode_s > 0) {
+            ph->tpot_s = ph->decode_s / (ph->n_generated - 1);
+            st->tok_s = (ph->n_generated - 1) / ph->decode_s;
+        }
+        ph->e2e_s = ev->t - ph->t0;
+        break;
+    }
+    case ENGINE_EV_PREEMPTED:
+        ph->n_preempted++;
+        snprintf(ph->status, sizeof ph->status, "preempted");
+        break;
+    case ENGINE_EV_FINISHED: finish(b, st, m, ev); break;
+    }
+}
+
+bool ui_bridge_drain(struct ui_bridge *b, struct ui_state *st)
+{
+    struct engine_event ev[64];
+    bool any = false;
+    if (!b->eng) return false;
+    /* bounded so a flood of events cannot starve the keyboard */
+    for (int round = 0; round < 16; round++) {
+        int n = engine_poll_events(b->eng, ev, 64);
+        for (int i = 0; i < n; i++) {
+            struct ui_msg *m = ui_state_find_req(st, ev[i].id);
+            if (m) apply(b, st, m, &ev[i]);
+            engine_event_free(&ev[i]);
+        }
+        any |= n > 0;
+        if (n < 64) break;
+    }
+    return any;
+}
+
+bool ui_bridge_cancel(struct ui_bridge *b, struct ui_state *st)
+{
+    bool any = false;
+    for (size_t i = 0; i < st->n_msgs; i++) {
+        struct ui_msg *m = &st->msgs[i];
+        if (m->req_id && b->eng && engine_cancel(b->eng, m->req_id) == 0) any = true;
+    }
+    return any;
+}
+
+void ui_bridge_snapshot(struct ui_bridge *b, struct ui_state *st)
+{
+    if (!b->eng) return;
+    engine_snapshot(b->eng, &st->stats);
+    st->have_stats = true;
+}
+
+long ui_bridge_count_tokens(struct ui_bridge *b, const char *text, size_t len)
+{
+    char err[128];
+    if (!b->eng) return -1;
+    return (long)engine_count_tokens(b->eng, text, len, err, sizeof err);
+}

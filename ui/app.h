@@ -1,0 +1,34 @@
+/* app: `tern chat`'s event loop. One thread polls the keyboard, the
+ * engine's event fd, the model loader and the signal pipe, applies what
+ * arrived to the UI state and draws at most ~30 frames a second, only when
+ * something changed (ncurses then sends only the changed cells, with one
+ * refresh per frame). The engine does all computing on its own threads. */
+#ifndef TERN_UI_APP_H
+#define TERN_UI_APP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine.h"
+
+struct ui_app_opts {
+    struct engine_config engine; /* model_path and backend settings */
+    const char *db_path;         /* NULL: the default history database */
+    const char *model_error;     /* no model path could be found: shown instead of loading */
+    bool no_color;               /* also when NO_COLOR is set */
+    /* headless: an off-screen rows x cols terminal, keys from `keys`
+     * ("\r" Enter, "\x1b" Esc, "{wait}" waits until the model is loaded and
+     * no reply streams, "{resize CxR}" resizes); quits when the keys are
+     * used up and nothing streams, or after max_frames frames. The last
+     * frame is printed to stdout. */
+    bool headless;
+    int rows, cols;
+    long max_frames;
+    const char *keys;
+};
+
+/* Runs the UI until the user quits. Returns the exit status (0, or 1 with
+ * err when the terminal could not be set up). */
+int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,70 @@
+/* bridge: connects the UI state to the engine and the history store. The
+ * model loads on a helper thread (the UI stays live and says "loading");
+ * requests are submitted and their events drained into the transcript,
+ * with each reply streamed to the store and its phase timings kept for the
+ * timeline. Nothing here blocks on inference; store writes are queued by
+ * the store itself. */
+#ifndef TERN_UI_BRIDGE_H
+#define TERN_UI_BRIDGE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "engine.h"
+#include "state.h"
+#include "store.h"
+
+struct ui_bridge {
+    struct engine_config cfg;
+    char model_path[4096];
+    struct engine *eng;
+    struct store *db;
+    pthread_t loader;
+    bool loading;             /* loader thread running */
+    int load_pipe[2];         /* the loader writes one byte when done */
+    struct engine *loaded;    /* set by the loader */
+    char load_err[512];
+    char model_file[256];     /* basename, the store's model name */
+};
+
+/* Opens the store (db_path NULL: default location; a failure is shown in
+ * the state, history is then off) and starts loading the model, unless
+ * model_error says why there is none (then shown in the state). */
+int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
+                   const char *db_path, const char *model_error, char *err, size_t errlen);
+void ui_bridge_close(struct ui_bridge *b);
+
+/* poll() these: the loader's pipe (-1 once done) and the engine's event fd
+ * (-1 until loaded). */
+int ui_bridge_load_fd(const struct ui_bridge *b);
+int ui_bridge_event_fd(const struct ui_bridge *b);
+/* Called when the load fd is readable: joins the loader, fills the model
+ * description or the error into the state. */
+void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st);
+
+/* Sends text as the user's next message in the open session (created in
+ * the store when needed) and submits the conversation. */
+void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text);
+/* Moves waiting engine events into the transcript. Returns true if anything changed. */
+bool ui_bridge_drain(struct ui_bridge *b, struct ui_state *st);
+/* Cancels the reply in progress; returns false when none. */
+bool ui_bridge_cancel(struct ui_bridge *b, struct ui_state *st);
+void ui_bridge_snapshot(struct ui_bridge *b, struct ui_state *st);
+/* Token count of text, or -1 (no model yet). */
+long ui_bridge_count_tokens(struct ui_bridge *b, const char *text, size_t len);
+
+/* Sessions */
+void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st);
+/* Opens st->sessions[i]: its transcript and parameters. */
+void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i);
+void ui_bridge_new_session(struct ui_bridge *b, struct ui_state *st, const char *title);
+void ui_bridge_rename_session(struct ui_bridge *b, struct ui_state *st, size_t i, const char *title);
+void ui_bridge_delete_session(struct ui_bridge *b, struct ui_state *st, size_t i);
+/* Stores the open session's parameters (st->params). */
+void ui_bridge_save_params(struct ui_bridge *b, struct ui_state *st);
+
+/* Parameters as JSON (caller frees) and back; used for the store. */
+char *ui_params_to_json(const struct ui_params *p);
+void ui_params_from_json(struct ui_params *p, const char *json);
+
+#endif
