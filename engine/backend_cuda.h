@@ -1,0 +1,76 @@
+/* backend_cuda: the CUDA backend's memory plan and the host-side decisions
+ * of a forward call (batch checks, query tiles, graph buckets, attention
+ * splits). These are plain C, compiled in every build and unit-tested on
+ * machines without a GPU (tests/cuda); backend_cuda_open itself is declared
+ * in backend.h. */
+#ifndef TERN_BACKEND_CUDA_H
+#define TERN_BACKEND_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+struct model;
+
+/* Device memory plan: weights + KV pool + workspace must fit in free memory
+ * less a reserve for the CUDA context and cuBLAS. */
+struct cuda_plan {
+    uint64_t free_bytes, total_bytes;   /* device, at planning time */
+    uint64_t weight_bytes;              /* resident weights, in their GGUF formats */
+    uint64_t workspace_bytes;           /* activations, dequant tile, logits, cuBLAS */
+    uint64_t reserve_bytes;             /* left free */
+    uint64_t kv_bytes;                  /* KV pool */
+    uint64_t kv_bytes_per_token;        /* all layers, K and V, f16 */
+    int32_t kv_block_tokens, kv_n_blocks;
+    int32_t max_batch_tokens, max_seqs;
+    int32_t max_blocks_per_seq;         /* block-table capacity per sequence */
+};
+
+/* Largest dequantized weight tile fed to cuBLAS (f16 elements): 16 MiB, so
+ * the tile is written and read back mostly within L2. */
+#define CUDA_TILE_ELEMS (8 * 1024 * 1024)
+/* Logit rows computed per output-projection chunk. */
+#define CUDA_LOGIT_CHUNK 64
+/* Decode steps of up to this many tokens run as captured CUDA graphs. */
+#define CUDA_GRAPH_MAX 64
+
+/* Fills p from the model shape, cfg and the device's free/total bytes.
+ * Returns 0, or -1 with err giving the plan's numbers when it does not fit
+ * or the model has a shape the kernels do not handle. */
+int cuda_plan_compute(const struct model *m, const struct backend_config *cfg,
+                      uint64_t free_bytes, uint64_t total_bytes, struct cuda_plan *p,
+                      char *err, size_t errlen);
+/* One line: "weights 4.34 GiB + KV 60.00 GiB (491520 tokens) + workspace ... of free ...". */
+void cuda_plan_format(const struct cuda_plan *p, char *out, size_t outlen);
+
+/* For `tern info --gpu`: plans on device cfg->gpu and writes the plan line
+ * (with the device name) to out. Returns 0, or -1 with "no usable GPU:
+ * <reason>" in out. */
+int backend_cuda_plan(const struct model *m, const struct backend_config *cfg, char *out,
+                      size_t outlen);
+
+/* Smallest graph bucket (1, 2, 4, 8, 16, 32, 64) holding n tokens; 0 when n
+ * is larger than CUDA_GRAPH_MAX or not positive. */
+int32_t cuda_graph_bucket(int32_t n_tokens);
+/* Key splits for decode attention: enough blocks to fill the GPU at small
+ * batches (n_tokens * n_head_kv * splits ~ 256), 1..16. */
+int32_t cuda_attn_splits(int32_t n_tokens, int32_t n_head_kv);
+
+/* Checks a batch against the model and the pool before anything is sent to
+ * the device: token ids, sequence indices, positions covered by the block
+ * table, block ids inside the pool, capacities. Returns 0 or -1 with err. */
+int cuda_batch_check(const struct fwd_batch *b, int32_t n_vocab, int32_t block_tokens,
+                     int32_t kv_n_blocks, int32_t max_tokens, int32_t max_seqs,
+                     int32_t max_blocks_per_seq, char *err, size_t errlen);
+/* Splits the batch into query tiles: runs of consecutive tokens of the same
+ * sequence, at most max_tile long. Writes {first, count} pairs to tiles
+ * (room for 2 * n_tokens) and returns how many. */
+int32_t cuda_batch_tiles(const struct fwd_batch *b, int32_t max_tile, int32_t *tiles);
+
+/* RoPE inverse frequencies for head_dim/2 pairs with `base`, including the
+ * llama3 frequency scaling when hp->rope_l3_factor > 0. */
+struct model_hparams;
+void cuda_rope_freqs(const struct model_hparams *hp, float base, float *inv_freq);
+
+#endif

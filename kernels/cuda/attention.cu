@@ -1,0 +1,351 @@
+// attention.cu: attention over the paged f16 KV pool.
+//
+// Decode: one block per (token, KV head, key split); the G = n_head/n_head_kv
+// query heads sharing a KV head are handled together so each K/V row is read
+// once for the group. 4 warps stride over the split's keys with an online
+// (f32) softmax each, merged through shared memory into partials; a second
+// kernel merges the splits. Bound by KV bandwidth.
+//
+// Prefill: one block per (query tile, KV head); 32 query rows (tile tokens x
+// group heads) against 32-key tiles staged in shared memory, online softmax,
+// so the score matrix is never materialised. Bound by shared-memory FMAs.
+#include <math_constants.h>
+
+#include "common.cuh"
+
+#define AT_WARPS 4
+#define AT_GMAX 8
+#define AT_QROWS 32
+#define AT_KT 32
+
+// Key range [lo, hi] that query position p of a window-limited layer sees.
+__device__ __forceinline__ int32_t at_lo(int32_t p, int32_t window)
+{
+    return window > 0 ? max(0, p - window + 1) : 0;
+}
+
+__device__ __forceinline__ size_t at_slot(const cu_attn_batch &b, const cu_attn_shape &sh,
+                                          int32_t s, int32_t kp)
+{
+    const int32_t blk = b.tables[b.table_off[s] + kp / sh.block_tokens];
+    return ((size_t)blk * sh.block_tokens + kp % sh.block_tokens) * sh.n_head_kv;
+}
+
+// E = HD/32 contiguous halves per lane.
+template <int E>
+__device__ __forceinline__ void at_load(const __half *p, float *f)
+{
+    if (E == 8) {
+        const uint4 v = *(const uint4 *)p;
+        cu_unpack8<false>(v, f);
+    } else if (E == 4) {
+        const uint2 v = *(const uint2 *)p;
+        const uint32_t u[2] = { v.x, v.y };
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            f[2 * i] = cu_h2f((uint16_t)(u[i] & 0xffffu));
+            f[2 * i + 1] = cu_h2f((uint16_t)(u[i] >> 16));
+        }
+    } else {
+        const uint32_t u = *(const uint32_t *)p;
+        f[0] = cu_h2f((uint16_t)(u & 0xffffu));
+        f[1] = cu_h2f((uint16_t)(u >> 16));
+    }
+}
+
+extern "C" size_t cu_attn_decode_ws(int32_t n_tokens, int32_t n_head, int32_t head_dim,
+                                    int32_t n_split)
+{
+    return (size_t)n_tokens * n_head * n_split * (head_dim + 2) * sizeof(float);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(AT_WARPS * 32)
+k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
+              const __half *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
+              int n_split, float *__restrict__ ws)
+{
+    constexpr int E = HD / 32;
+    __shared__ float s_m[AT_WARPS][AT_GMAX], s_l[AT_WARPS][AT_GMAX];
+    __shared__ float s_acc[AT_WARPS][AT_GMAX][HD];
+    const int t = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int G = sh.n_head / sh.n_head_kv;
+    const int32_t s = b.seq[t], p = b.pos[t];
+
+    int32_t k0 = 0, k1 = 0; // this split's keys [k0, k1)
+    if (s >= 0) {
+        const int32_t lo = at_lo(p, sh.window), len = p - lo + 1;
+        const int32_t chunk = (len + n_split - 1) / n_split;
+        k0 = lo + sp * chunk;
+        k1 = min(p + 1, k0 + chunk);
+    }
+    float qf[AT_GMAX][E], acc[AT_GMAX][E], m[AT_GMAX], l[AT_GMAX];
+#pragma unroll
+    for (int g = 0; g < AT_GMAX; g++) {
+        m[g] = -CUDART_INF_F;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            acc[g][e] = 0.0f;
+            qf[g][e] = g < G ? q[((size_t)t * sh.n_head + kh * G + g) * HD + lane * E + e] * sh.scale
+                             : 0.0f;
+        }
+    }
+    for (int32_t kp = k0 + warp; kp < k1; kp += AT_WARPS) {
+        const size_t off = (at_slot(b, sh, s, kp) + kh) * HD + lane * E;
+        float kf[E], vf[E];
+        at_load<E>(kc + off, kf);
+        at_load<E>(vc + off, vf);
+#pragma unroll
+        for (int g = 0; g < AT_GMAX; g++) {
+            if (g >= G) break;
+            float d = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E; e++) d += qf[g][e] * kf[e];
+            d = warp_sum(d);
+            const float mn = fmaxf(m[g], d);
+            const float corr = __expf(m[g] - mn), pe = __expf(d - mn);
+            l[g] = l[g] * corr + pe;
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[g][e] = acc[g][e] * corr + pe * vf[e];
+            m[g] = mn;
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < AT_GMAX; g++) {
+        if (g >= G) break;
+        if (lane == 0) {
+            s_m[warp][g] = m[g];
+            s_l[warp][g] = l[g];
+        }
+#pragma unroll
+        for (int e = 0; e < E; e++) s_acc[warp][g][lane * E + e] = acc[g][e];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+        const int g = i / HD, d = i % HD;
+        float M = -CUDART_INF_F;
+        for (int w = 0; w < AT_WARPS; w++) M = fmaxf(M, s_m[w][g]);
+        float L = 0.0f, A = 0.0f;
+        if (M != -CUDART_INF_F) {
+            for (int w = 0; w < AT_WARPS; w++) {
+                if (s_m[w][g] == -CUDART_INF_F) continue; // this warp saw no keys
+                const float c = __expf(s_m[w][g] - M);
+                L += s_l[w][g] * c;
+                A += s_acc[w][g][d] * c;
+            }
+        }
+        float *o = ws + (((size_t)t * sh.n_head + kh * G + g) * n_split + sp) * (HD + 2);
+        if (d == 0) {
+            o[0] = M;
+            o[1] = L;
+        }
+        o[2 + d] = A;
+    }
+}
+
+template <int HD>
+__global__ void k_attn_merge(const float *__restrict__ ws, const cu_attn_batch b, int n_head,
+                             int n_split, float *__restrict__ out)
+{
+    const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    float *o = out + ((size_t)t * n_head + h) * HD;
+    if (b.seq[t] < 0) {
+        o[d] = 0.0f;
+        return;
+    }
+    const float *p = ws + ((size_t)t * n_head + h) * n_split * (HD + 2);
+    float M = -CUDART_INF_F;
+    for (int s = 0; s < n_split; s++) M = fmaxf(M, p[s * (HD + 2)]);
+    float L = 0.0f, A = 0.0f;
+    for (int s = 0; s < n_split; s++) {
+        const float ms = p[s * (HD + 2)];
+        if (ms == -CUDART_INF_F) continue; // empty split
+        const float c = __expf(ms - M);
+        L += p[s * (HD + 2) + 1] * c;
+        A += p[s * (HD + 2) + 2 + d] * c;
+    }
+    o[d] = L > 0.0f ? A / L : 0.0f;
+}
+
+template <int HD>
+static cudaError_t decode_launch(const float *q, const void *kc, const void *vc,
+                                 const cu_attn_batch &b, const cu_attn_shape &sh, int n_split,
+                                 float *ws, float *out, cudaStream_t st)
+{
+    const dim3 g1(b.n_tokens, sh.n_head_kv, n_split);
+    k_attn_decode<HD><<<g1, AT_WARPS * 32, 0, st>>>(q, (const __half *)kc, (const __half *)vc, b,
+                                                     sh, n_split, ws);
+    const dim3 g2(b.n_tokens, sh.n_head);
+    k_attn_merge<HD><<<g2, HD, 0, st>>>(ws, b, sh.n_head, n_split, out);
+    return cudaGetLastError();
+}
+
+static bool at_shape_ok(const cu_attn_shape &sh)
+{
+    return sh.n_head_kv > 0 && sh.n_head % sh.n_head_kv == 0 &&
+           sh.n_head / sh.n_head_kv <= AT_GMAX &&
+           (sh.head_dim == 64 || sh.head_dim == 128 || sh.head_dim == 256);
+}
+
+extern "C" cudaError_t cu_attn_decode(const float *q, const void *k_cache, const void *v_cache,
+                                      const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
+                                      int32_t n_split, float *ws, float *out, cudaStream_t st)
+{
+    if (!at_shape_ok(*sh) || n_split < 1) return cudaErrorInvalidValue;
+    if (b->n_tokens <= 0) return cudaSuccess;
+    switch (sh->head_dim) {
+    case 64: return decode_launch<64>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, st);
+    case 128: return decode_launch<128>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, st);
+    default: return decode_launch<256>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, st);
+    }
+}
+
+// ---- prefill (flash style) ----
+extern "C" int32_t cu_attn_tile_tokens(int32_t n_head, int32_t n_head_kv)
+{
+    const int32_t g = n_head_kv > 0 ? n_head / n_head_kv : 1;
+    return g >= 1 && g <= AT_QROWS ? AT_QROWS / g : 1;
+}
+
+static size_t prefill_smem(int hd)
+{
+    // Q rows, K tile (rows padded by one float against bank conflicts), V tile
+    return sizeof(float) * ((size_t)AT_QROWS * hd + (size_t)AT_KT * (hd + 1) + (size_t)AT_KT * hd);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(AT_WARPS * 32)
+k_attn_prefill(const float *__restrict__ q, const __half *__restrict__ kc,
+               const __half *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
+               const int32_t *__restrict__ tiles, float *__restrict__ out)
+{
+    constexpr int E = HD / 32, RPW = AT_QROWS / AT_WARPS; // rows per warp
+    extern __shared__ float smem[];
+    float *Qs = smem;                          // [AT_QROWS][HD]
+    float *Ks = Qs + AT_QROWS * HD;            // [AT_KT][HD + 1]
+    float *Vs = Ks + AT_KT * (HD + 1);         // [AT_KT][HD]
+    __shared__ int32_t r_pos[AT_QROWS], r_lo[AT_QROWS];
+    __shared__ int32_t r_tok[AT_QROWS];
+
+    const int tile = blockIdx.x, kh = blockIdx.y;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int G = sh.n_head / sh.n_head_kv;
+    const int32_t first = tiles[2 * tile], cnt = tiles[2 * tile + 1];
+    const int32_t s = b.seq[first];
+    if (s < 0) return; // padding tiles do not occur; uniform for the block anyway
+
+    if (threadIdx.x < AT_QROWS) {
+        const int r = threadIdx.x, tq = r / G;
+        const bool valid = tq < cnt && tq < AT_QROWS / G;
+        r_tok[r] = valid ? first + tq : -1;
+        r_pos[r] = valid ? b.pos[first + tq] : -1;
+        r_lo[r] = valid ? at_lo(b.pos[first + tq], sh.window) : 0x7fffffff;
+    }
+    __syncthreads();
+    int32_t kmin = 0x7fffffff, kmax = -1;
+    for (int r = 0; r < AT_QROWS; r++) {
+        kmin = min(kmin, r_lo[r]);
+        kmax = max(kmax, r_pos[r]);
+    }
+    for (int i = threadIdx.x; i < AT_QROWS * HD; i += blockDim.x) {
+        const int r = i / HD, d = i % HD;
+        const int32_t tok = r_tok[r];
+        Qs[i] = tok >= 0 ? q[((size_t)tok * sh.n_head + kh * G + r % G) * HD + d] * sh.scale : 0.0f;
+    }
+
+    float acc[RPW][E], m[RPW], l[RPW];
+#pragma unroll
+    for (int i = 0; i < RPW; i++) {
+        m[i] = -CUDART_INF_F;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[i][e] = 0.0f;
+    }
+    for (int32_t kb = kmin; kb <= kmax; kb += AT_KT) {
+        __syncthreads(); // previous tile fully consumed (and Qs written, first time)
+        for (int i = threadIdx.x; i < AT_KT * HD; i += blockDim.x) {
+            const int j = i / HD, d = i % HD;
+            const int32_t kp = kb + j;
+            float kv = 0.0f, vv = 0.0f;
+            if (kp <= kmax) {
+                const size_t off = (at_slot(b, sh, s, kp) + kh) * HD + d;
+                kv = __half2float(kc[off]);
+                vv = __half2float(vc[off]);
+            }
+            Ks[j * (HD + 1) + d] = kv;
+            Vs[j * HD + d] = vv;
+        }
+        __syncthreads();
+        const int32_t kp = kb + lane; // this lane's key
+#pragma unroll
+        for (int i = 0; i < RPW; i++) {
+            const int r = warp * RPW + i;
+            const int32_t qp = r_pos[r];
+            if (qp < 0) continue; // row unused (uniform over the warp)
+            const float *qr = Qs + r * HD;
+            const float *kr = Ks + lane * (HD + 1);
+            float sc = 0.0f;
+#pragma unroll 8
+            for (int d = 0; d < HD; d++) sc += qr[d] * kr[d];
+            const bool ok = kp <= qp && kp >= r_lo[r];
+            sc = ok ? sc : -CUDART_INF_F;
+            const float mn = fmaxf(m[i], warp_max(sc));
+            if (mn == -CUDART_INF_F) continue; // no visible key yet (uniform)
+            const float pe = ok ? __expf(sc - mn) : 0.0f;
+            const float corr = __expf(m[i] - mn);
+            l[i] = l[i] * corr + warp_sum(pe);
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[i][e] *= corr;
+            for (int j = 0; j < AT_KT; j++) {
+                const float pj = __shfl_sync(0xffffffffu, pe, j);
+#pragma unroll
+                for (int e = 0; e < E; e++) acc[i][e] += pj * Vs[j * HD + lane + 32 * e];
+            }
+            m[i] = mn;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RPW; i++) {
+        const int r = warp * RPW + i;
+        const int32_t tok = r_tok[r];
+        if (tok < 0) continue;
+        float *o = out + ((size_t)tok * sh.n_head + kh * G + r % G) * HD;
+#pragma unroll
+        for (int e = 0; e < E; e++) o[lane + 32 * e] = l[i] > 0.0f ? acc[i][e] / l[i] : 0.0f;
+    }
+}
+
+extern "C" cudaError_t cu_attn_prefill_init(int32_t head_dim)
+{
+    const int bytes = (int)prefill_smem(head_dim);
+    switch (head_dim) {
+    case 64:
+        return cudaFuncSetAttribute(k_attn_prefill<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    case 128:
+        return cudaFuncSetAttribute(k_attn_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    case 256:
+        return cudaFuncSetAttribute(k_attn_prefill<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    default:
+        return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" cudaError_t cu_attn_prefill(const float *q, const void *k_cache, const void *v_cache,
+                                       const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
+                                       const int32_t *tiles, int32_t n_tiles, float *out,
+                                       cudaStream_t st)
+{
+    if (!at_shape_ok(*sh)) return cudaErrorInvalidValue;
+    if (n_tiles <= 0) return cudaSuccess;
+    const dim3 grid(n_tiles, sh->n_head_kv);
+    const size_t smem = prefill_smem(sh->head_dim);
+    const __half *kc = (const __half *)k_cache, *vc = (const __half *)v_cache;
+    switch (sh->head_dim) {
+    case 64: k_attn_prefill<64><<<grid, AT_WARPS * 32, smem, st>>>(q, kc, vc, *b, *sh, tiles, out); break;
+    case 128: k_attn_prefill<128><<<grid, AT_WARPS * 32, smem, st>>>(q, kc, vc, *b, *sh, tiles, out); break;
+    default: k_attn_prefill<256><<<grid, AT_WARPS * 32, smem, st>>>(q, kc, vc, *b, *sh, tiles, out); break;
+    }
+    return cudaGetLastError();
+}

@@ -1,0 +1,174 @@
+// common.cuh: device helpers shared by the CUDA kernels: half/bf16
+// conversion, warp reductions, and dq32, which dequantizes 32 consecutive
+// weights (one "unit") of a row into registers for every supported format.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "cuda_ops.h"
+
+#define CU_QT_F32 0
+#define CU_QT_F16 1
+#define CU_QT_Q4_0 2
+#define CU_QT_Q4_1 3
+#define CU_QT_Q8_0 8
+#define CU_QT_Q4_K 12
+#define CU_QT_Q6_K 14
+#define CU_QT_BF16 30
+
+__device__ __forceinline__ float cu_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float cu_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ const uint8_t *cu_row(const cu_tensor &t, int64_t row)
+{
+    return (const uint8_t *)t.q + (size_t)row * t.row_bytes;
+}
+
+// 8 halves (or bf16) in a 16-byte word -> floats
+template <bool BF>
+__device__ __forceinline__ void cu_unpack8(uint4 v, float *w)
+{
+    const uint32_t u[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (BF) {
+            w[2 * i] = cu_bf2f((uint16_t)(u[i] & 0xffffu));
+            w[2 * i + 1] = cu_bf2f((uint16_t)(u[i] >> 16));
+        } else {
+            w[2 * i] = cu_h2f((uint16_t)(u[i] & 0xffffu));
+            w[2 * i + 1] = cu_h2f((uint16_t)(u[i] >> 16));
+        }
+    }
+}
+
+// Q4_K 6-bit scale/min of sub-block j from the 12 packed bytes (as in ggml).
+__device__ __forceinline__ void cu_scale_min_k4(int j, const uint8_t *q, int &sc, int &mn)
+{
+    if (j < 4) {
+        sc = q[j] & 63;
+        mn = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Dequantizes weights [32u, 32u + 32) of `row` into w. Units never straddle a
+// block: every format's block is 32 or 256 elements.
+template <int T>
+__device__ __forceinline__ void dq32(const cu_tensor &t, int64_t row, int64_t u, float *w)
+{
+    if (T == CU_QT_Q4_0 || T == CU_QT_Q4_1) {
+        const size_t bi = (size_t)row * (size_t)(t.cols / 32) + (size_t)u;
+        const uint4 v = __ldg((const uint4 *)t.q + bi);
+        float d, m;
+        if (T == CU_QT_Q4_0) {
+            d = cu_h2f(__ldg((const unsigned short *)t.s + bi));
+            m = -8.0f * d;
+        } else {
+            const uint32_t dm = __ldg((const unsigned int *)t.s + bi);
+            d = cu_h2f((uint16_t)(dm & 0xffffu));
+            m = cu_h2f((uint16_t)(dm >> 16));
+        }
+        const uint32_t q[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint32_t b = (q[i] >> (8 * j)) & 0xffu;
+                w[4 * i + j] = (float)(b & 15u) * d + m;
+                w[4 * i + j + 16] = (float)(b >> 4) * d + m;
+            }
+        }
+    } else if (T == CU_QT_Q8_0) {
+        const size_t bi = (size_t)row * (size_t)(t.cols / 32) + (size_t)u;
+        const float d = cu_h2f(__ldg((const unsigned short *)t.s + bi));
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint4 v = __ldg((const uint4 *)t.q + 2 * bi + h);
+            const uint32_t q[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    w[16 * h + 4 * i + j] = (float)(int8_t)((q[i] >> (8 * j)) & 0xffu) * d;
+        }
+    } else if (T == CU_QT_F16 || T == CU_QT_BF16) {
+        const uint4 *p = (const uint4 *)(cu_row(t, row) + (size_t)u * 64);
+#pragma unroll
+        for (int i = 0; i < 4; i++) cu_unpack8<T == CU_QT_BF16>(__ldg(p + i), w + 8 * i);
+    } else if (T == CU_QT_F32) {
+        const float4 *p = (const float4 *)(cu_row(t, row) + (size_t)u * 128);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float4 v = __ldg(p + i);
+            w[4 * i] = v.x;
+            w[4 * i + 1] = v.y;
+            w[4 * i + 2] = v.z;
+            w[4 * i + 3] = v.w;
+        }
+    } else if (T == CU_QT_Q4_K) {
+        // block_q4_K: d, dmin (half), scales[12], qs[128]; 144 bytes, 16-aligned
+        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 144;
+        const int j = (int)(u % 8);
+        const uint4 head = __ldg((const uint4 *)blk);
+        const float d = cu_h2f((uint16_t)(head.x & 0xffffu));
+        const float dmin = cu_h2f((uint16_t)(head.x >> 16));
+        uint8_t sc12[12];
+        const uint32_t hw[3] = { head.y, head.z, head.w };
+#pragma unroll
+        for (int i = 0; i < 12; i++) sc12[i] = (uint8_t)(hw[i / 4] >> (8 * (i % 4)));
+        int sc, mn;
+        cu_scale_min_k4(j, sc12, sc, mn);
+        const float dd = d * (float)sc, mm = dmin * (float)mn;
+        const int shift = (j & 1) * 4;
+        const uint4 *qp = (const uint4 *)(blk + 16 + 32 * (j / 2));
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint4 v = __ldg(qp + h);
+            const uint32_t q[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    w[16 * h + 4 * i + k] = dd * (float)((q[i] >> (8 * k + shift)) & 15u) - mm;
+        }
+    } else if (T == CU_QT_Q6_K) {
+        // block_q6_K: ql[128], qh[64], scales[16] (int8), d (half); 210 bytes,
+        // only 2-aligned, so 16-bit loads. Sub-block j: half h = j/4, k = j%4.
+        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 210;
+        const int j = (int)(u % 8), h = j / 4, k = j % 4;
+        const unsigned short *ql = (const unsigned short *)(blk + 64 * h + 32 * (k & 1));
+        const unsigned short *qh = (const unsigned short *)(blk + 128 + 32 * h);
+        const float d = cu_h2f(__ldg((const unsigned short *)(blk + 208)));
+        const float s0 = d * (float)(int8_t)__ldg(blk + 192 + 8 * h + 2 * k);
+        const float s1 = d * (float)(int8_t)__ldg(blk + 192 + 8 * h + 2 * k + 1);
+        const int lshift = (k >= 2) ? 4 : 0, hshift = 2 * k;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const uint32_t l2 = __ldg(ql + i), h2 = __ldg(qh + i);
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                const int l = 2 * i + b;
+                const int lo = (int)((l2 >> (8 * b + lshift)) & 15u);
+                const int hi = (int)((h2 >> (8 * b + hshift)) & 3u);
+                w[l] = (l < 16 ? s0 : s1) * (float)((lo | (hi << 4)) - 32);
+            }
+        }
+    }
+}

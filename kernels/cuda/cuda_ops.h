@@ -1,0 +1,137 @@
+/* cuda_ops: C interface of the CUDA kernels (the .cu files here) used by the
+ * host side in engine/backend_cuda.c. Every launcher enqueues on `st` and
+ * returns the launch status (cudaGetLastError), never synchronises, so a
+ * whole decode step can be captured into a CUDA graph.
+ *
+ * Layouts: activations are row-major f32, one row per token. Weights live in
+ * device memory in their GGUF format; Q4_0, Q4_1 and Q8_0 are repacked at
+ * upload into split quant/scale arrays (CU_LAYOUT_SPLIT) so a warp reads the
+ * quants with 16-byte loads (GGUF blocks of 18 and 34 bytes are not 16-byte
+ * aligned). The KV pool is f16: per layer, K then V, each
+ * [n_blocks][block_tokens][n_head_kv][head_dim]. */
+#ifndef TERN_CUDA_OPS_H
+#define TERN_CUDA_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum cu_layout { CU_LAYOUT_GGUF = 0, CU_LAYOUT_SPLIT = 1 };
+
+/* A weight tensor in device memory. SPLIT: q = rows*cols/32 blocks of quants
+ * (16 bytes per Q4 block, 32 per Q8_0 block), s = the matching scales (half d,
+ * or half2 {d, m} for Q4_1). GGUF: q = the rows as in the file, s unused. */
+struct cu_tensor {
+    const void *q;
+    const void *s;
+    uint32_t type;       /* enum qtype */
+    int32_t layout;      /* enum cu_layout */
+    int64_t rows, cols;
+    size_t row_bytes;    /* GGUF layout: bytes per row */
+};
+
+/* Whether the matrix-vector kernels handle `type` (F32 F16 BF16 Q4_0 Q4_1 Q8_0 Q4_K Q6_K). */
+bool cu_type_supported(uint32_t type);
+/* Layout the upload should use for `type`. */
+int cu_layout_for(uint32_t type);
+/* Device bytes of a rows x cols tensor of `type` (both layouts use the same). */
+size_t cu_tensor_bytes(uint32_t type, int64_t rows, int64_t cols);
+
+/* ---- weights: upload helpers (dequant.cu) ---- */
+/* Converts `rows` GGUF-layout rows in `src` (device) into tensor t starting at
+ * row r0 (SPLIT repack or plain copy). */
+cudaError_t cu_repack(const struct cu_tensor *t, const void *src, int64_t r0, int64_t rows,
+                      cudaStream_t st);
+/* Generates GGUF-layout blocks [b0, b0 + n_blk) of synthetic tensor `tid`
+ * into dst (device), identical to synth_gen_block on the host. */
+cudaError_t cu_synth_gen(void *dst, uint64_t seed, uint32_t tid, uint32_t type, bool is_norm,
+                         uint64_t b0, uint64_t n_blk, cudaStream_t st);
+/* Dequantizes rows [r0, r0 + rows) of t into dst (f16, row-major, cols wide). */
+cudaError_t cu_dequant_f16(const struct cu_tensor *t, int64_t r0, int64_t rows, void *dst,
+                           cudaStream_t st);
+/* Dequantizes rows to f32 (tests, embeddings). */
+cudaError_t cu_dequant_f32(const struct cu_tensor *t, int64_t r0, int64_t rows, float *dst,
+                           cudaStream_t st);
+
+/* ---- matrix-vector (matvec.cu): y[n][rows] = x[n][cols] . W^T, n <= CU_MV_MAX_N ---- */
+#define CU_MV_MAX_N 8
+cudaError_t cu_matvec(const struct cu_tensor *w, const float *x, int32_t n, float *y,
+                      cudaStream_t st);
+
+/* ---- elementwise (ops.cu) ---- */
+/* out[t] = embd[token[t]] * scale; tokens < 0 (padding) give zeros. */
+cudaError_t cu_embed(const struct cu_tensor *embd, const int32_t *token, int32_t n, float scale,
+                     float *out, cudaStream_t st);
+/* out[r] = x[r] / rms(x[r]) * w, r < n rows of `dim`; w f32 [dim]; in place allowed. */
+cudaError_t cu_rmsnorm(const float *x, const float *w, float *out, int32_t n, int32_t dim,
+                       float eps, cudaStream_t st);
+/* x[r] += d[r]; out[r] = rmsnorm(x[r]) * w. w may be NULL (add only). */
+cudaError_t cu_add_rmsnorm(float *x, const float *d, const float *w, float *out, int32_t n,
+                           int32_t dim, float eps, cudaStream_t st);
+/* y[r][i] += b[i] */
+cudaError_t cu_add_bias(float *y, const float *b, int32_t n, int32_t dim, cudaStream_t st);
+/* out[r][i] = act(g[r][i]) * u[r][i]; act SiLU (gelu = false) or tanh-GELU. */
+cudaError_t cu_glu(const float *g, const float *u, float *out, int32_t n, int32_t dim, bool gelu,
+                   cudaStream_t st);
+/* Scales then converts n x dim f32 to f16 (bf16 = false) or bf16. */
+cudaError_t cu_to_half(const float *x, void *out, int64_t count, bool bf16, cudaStream_t st);
+/* y = c * tanh(y / c) */
+cudaError_t cu_softcap(float *y, int64_t count, float c, cudaStream_t st);
+/* out[i] = x[idx[i]] rows of dim */
+cudaError_t cu_gather_rows(const float *x, const int32_t *idx, int32_t n, int32_t dim, float *out,
+                           cudaStream_t st);
+
+/* ---- attention (attention.cu) ---- */
+struct cu_attn_batch {
+    int32_t n_tokens;
+    const int32_t *pos;        /* [n_tokens]; */
+    const int32_t *seq;        /* [n_tokens]; < 0: padding token (skipped) */
+    const int32_t *table_off;  /* [n_seqs] offset of each sequence's table in tables */
+    const int32_t *table_len;  /* [n_seqs] */
+    const int32_t *tables;     /* concatenated block tables */
+};
+struct cu_attn_shape {
+    int32_t n_head, n_head_kv, head_dim;
+    int32_t block_tokens;
+    int32_t window;            /* 0: full causal; else attends (pos - window, pos] */
+    float scale;               /* applied to q.k */
+};
+/* Rotates q [n][n_head*hd] in place and k, then stores k and v of each token
+ * into its KV slot (f16). inv_freq [hd/2]. */
+cudaError_t cu_rope_store(float *q, const float *k, const float *v, const struct cu_attn_batch *b,
+                          const struct cu_attn_shape *sh, const float *inv_freq, float pos_scale,
+                          bool neox, void *k_cache, void *v_cache, cudaStream_t st);
+/* Rotary only (tests): x [n][heads*hd] in place. */
+cudaError_t cu_rope(float *x, const int32_t *pos, int32_t n, int32_t heads, int32_t hd,
+                    const float *inv_freq, float pos_scale, bool neox, cudaStream_t st);
+
+/* Decode attention: each token on its own, keys split into n_split ranges
+ * (partials in ws: n_tokens * n_head * n_split * (hd + 2) floats). */
+size_t cu_attn_decode_ws(int32_t n_tokens, int32_t n_head, int32_t head_dim, int32_t n_split);
+cudaError_t cu_attn_decode(const float *q, const void *k_cache, const void *v_cache,
+                           const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
+                           int32_t n_split, float *ws, float *out, cudaStream_t st);
+
+/* Prefill attention over query tiles (runs of batch tokens of one sequence),
+ * flash style: K/V tiles in shared memory, online softmax, no score matrix.
+ * tiles: n_tiles pairs {first token, count}, count <= cu_attn_tile_tokens(). */
+int32_t cu_attn_tile_tokens(int32_t n_head, int32_t n_head_kv);
+cudaError_t cu_attn_prefill_init(int32_t head_dim);   /* raises the smem limit once */
+cudaError_t cu_attn_prefill(const float *q, const void *k_cache, const void *v_cache,
+                            const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
+                            const int32_t *tiles, int32_t n_tiles, float *out, cudaStream_t st);
+
+/* ---- bandwidth probe (bandwidth.cu): device-to-device copy GB/s ---- */
+cudaError_t cu_copy_bandwidth(size_t bytes, int reps, double *gbps);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

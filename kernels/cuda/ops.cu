@@ -1,0 +1,269 @@
+// ops.cu: the small per-token kernels of a layer: embedding lookup, RMSNorm
+// (fused with the residual add), bias, SwiGLU/GEGLU, RoPE fused with the KV
+// store, conversions, logit soft-capping, row gathers. All bound by memory
+// bandwidth over activations (a few MB per step), so they stay simple: one
+// block per row or one thread per element.
+#include "common.cuh"
+
+#define OPS_THREADS 256
+
+// ---- embedding ----
+template <int T>
+__global__ void k_embed(const cu_tensor e, const int32_t *__restrict__ token, float scale,
+                        float *__restrict__ out)
+{
+    const int t = blockIdx.x;
+    const int32_t id = token[t];
+    float *o = out + (size_t)t * (size_t)e.cols;
+    for (int64_t u = threadIdx.x; u < e.cols / 32; u += blockDim.x) {
+        float w[32];
+        if (id >= 0 && id < e.rows) {
+            dq32<T>(e, id, u, w);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 32; i++) w[i] = 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < 32; i++) o[u * 32 + i] = w[i] * scale;
+    }
+}
+
+template <int T>
+static cudaError_t embed_launch(const cu_tensor &e, const int32_t *token, int32_t n, float scale,
+                                float *out, cudaStream_t st)
+{
+    k_embed<T><<<n, 128, 0, st>>>(e, token, scale, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_embed(const struct cu_tensor *embd, const int32_t *token, int32_t n,
+                                float scale, float *out, cudaStream_t st)
+{
+    if (n <= 0) return cudaSuccess;
+    switch (embd->type) {
+    case CU_QT_F32: return embed_launch<CU_QT_F32>(*embd, token, n, scale, out, st);
+    case CU_QT_F16: return embed_launch<CU_QT_F16>(*embd, token, n, scale, out, st);
+    case CU_QT_BF16: return embed_launch<CU_QT_BF16>(*embd, token, n, scale, out, st);
+    case CU_QT_Q4_0: return embed_launch<CU_QT_Q4_0>(*embd, token, n, scale, out, st);
+    case CU_QT_Q4_1: return embed_launch<CU_QT_Q4_1>(*embd, token, n, scale, out, st);
+    case CU_QT_Q8_0: return embed_launch<CU_QT_Q8_0>(*embd, token, n, scale, out, st);
+    case CU_QT_Q4_K: return embed_launch<CU_QT_Q4_K>(*embd, token, n, scale, out, st);
+    case CU_QT_Q6_K: return embed_launch<CU_QT_Q6_K>(*embd, token, n, scale, out, st);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+// ---- RMSNorm ----
+__device__ __forceinline__ float block_sum(float v, float *red)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = warp_sum(v);
+    __syncthreads(); // red may still be read by a previous call
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++) s += red[i];
+    return s;
+}
+
+// x and out may be the same rows (in-place norm): no __restrict__ on them
+__global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
+                              const float *__restrict__ w, float *out, int dim,
+                              float eps)
+{
+    __shared__ float red[OPS_THREADS / 32];
+    float *xr = x + (size_t)blockIdx.x * dim;
+    const float *dr = d ? d + (size_t)blockIdx.x * dim : nullptr;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i];
+        if (dr) {
+            v += dr[i];
+            xr[i] = v;
+        }
+        ss += v * v;
+    }
+    if (!out) return;
+    const float inv = rsqrtf(block_sum(ss, red) / (float)dim + eps);
+    float *o = out + (size_t)blockIdx.x * dim;
+    // each thread rereads only the elements it wrote itself: no race with in-place out == x
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * inv * (w ? w[i] : 1.0f);
+}
+
+extern "C" cudaError_t cu_rmsnorm(const float *x, const float *w, float *out, int32_t n,
+                                  int32_t dim, float eps, cudaStream_t st)
+{
+    if (n <= 0) return cudaSuccess;
+    k_add_rmsnorm<<<n, OPS_THREADS, 0, st>>>((float *)x, nullptr, w, out, dim, eps);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_add_rmsnorm(float *x, const float *d, const float *w, float *out,
+                                      int32_t n, int32_t dim, float eps, cudaStream_t st)
+{
+    if (n <= 0) return cudaSuccess;
+    k_add_rmsnorm<<<n, OPS_THREADS, 0, st>>>(x, d, w, out, dim, eps);
+    return cudaGetLastError();
+}
+
+// ---- elementwise ----
+__global__ void k_add_bias(float *y, const float *__restrict__ b, size_t count, int dim)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) y[i] += b[i % (size_t)dim];
+}
+
+extern "C" cudaError_t cu_add_bias(float *y, const float *b, int32_t n, int32_t dim,
+                                   cudaStream_t st)
+{
+    const size_t count = (size_t)n * (size_t)dim;
+    if (count == 0) return cudaSuccess;
+    k_add_bias<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(y, b, count, dim);
+    return cudaGetLastError();
+}
+
+// out may be g (in place)
+__global__ void k_glu(const float *g, const float *__restrict__ u, float *out, size_t count,
+                      bool gelu)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    const float a = g[i];
+    float f;
+    if (gelu) {
+        const float c = 0.7978845608028654f; // sqrt(2/pi)
+        f = 0.5f * a * (1.0f + tanhf(c * (a + 0.044715f * a * a * a)));
+    } else {
+        f = a / (1.0f + expf(-a));
+    }
+    out[i] = f * u[i];
+}
+
+extern "C" cudaError_t cu_glu(const float *g, const float *u, float *out, int32_t n, int32_t dim,
+                              bool gelu, cudaStream_t st)
+{
+    const size_t count = (size_t)n * (size_t)dim;
+    if (count == 0) return cudaSuccess;
+    k_glu<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(g, u, out, count, gelu);
+    return cudaGetLastError();
+}
+
+__global__ void k_to_half(const float *__restrict__ x, void *out, size_t count, bool bf16)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    if (bf16) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
+    else ((__half *)out)[i] = __float2half_rn(x[i]);
+}
+
+extern "C" cudaError_t cu_to_half(const float *x, void *out, int64_t count, bool bf16,
+                                  cudaStream_t st)
+{
+    if (count <= 0) return cudaSuccess;
+    k_to_half<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(x, out, (size_t)count, bf16);
+    return cudaGetLastError();
+}
+
+__global__ void k_softcap(float *y, size_t count, float c)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) y[i] = c * tanhf(y[i] / c);
+}
+
+extern "C" cudaError_t cu_softcap(float *y, int64_t count, float c, cudaStream_t st)
+{
+    if (count <= 0) return cudaSuccess;
+    k_softcap<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(y, (size_t)count, c);
+    return cudaGetLastError();
+}
+
+__global__ void k_gather(const float *__restrict__ x, const int32_t *__restrict__ idx, int dim,
+                         float *__restrict__ out)
+{
+    const float *src = x + (size_t)idx[blockIdx.x] * dim;
+    float *dst = out + (size_t)blockIdx.x * dim;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src[i];
+}
+
+extern "C" cudaError_t cu_gather_rows(const float *x, const int32_t *idx, int32_t n, int32_t dim,
+                                      float *out, cudaStream_t st)
+{
+    if (n <= 0) return cudaSuccess;
+    k_gather<<<n, OPS_THREADS, 0, st>>>(x, idx, dim, out);
+    return cudaGetLastError();
+}
+
+// ---- RoPE ----
+// Pair i of a head: NeoX rotates (i, i + hd/2), the original layout (2i, 2i+1).
+__device__ __forceinline__ void rope_pair(float *h, int i, int hd, float c, float s, bool neox)
+{
+    const int a = neox ? i : 2 * i, b = neox ? i + hd / 2 : 2 * i + 1;
+    const float x0 = h[a], x1 = h[b];
+    h[a] = x0 * c - x1 * s;
+    h[b] = x0 * s + x1 * c;
+}
+
+__global__ void k_rope(float *x, const int32_t *__restrict__ pos, int heads, int hd,
+                       const float *__restrict__ inv_freq, float pos_scale, bool neox)
+{
+    const int t = blockIdx.x;
+    const float p = (float)pos[t] * pos_scale;
+    for (int j = threadIdx.x; j < heads * hd / 2; j += blockDim.x) {
+        const int h = j / (hd / 2), i = j % (hd / 2);
+        float s, c;
+        sincosf(p * inv_freq[i], &s, &c);
+        rope_pair(x + ((size_t)t * heads + h) * hd, i, hd, c, s, neox);
+    }
+}
+
+extern "C" cudaError_t cu_rope(float *x, const int32_t *pos, int32_t n, int32_t heads, int32_t hd,
+                               const float *inv_freq, float pos_scale, bool neox, cudaStream_t st)
+{
+    if (n <= 0) return cudaSuccess;
+    k_rope<<<n, 128, 0, st>>>(x, pos, heads, hd, inv_freq, pos_scale, neox);
+    return cudaGetLastError();
+}
+
+// q rotated in place; k rotated into registers and stored with v as f16 in the
+// token's KV slot. One block per token.
+__global__ void k_rope_store(float *q, const float *__restrict__ k, const float *__restrict__ v,
+                             cu_attn_batch b, cu_attn_shape sh, const float *__restrict__ inv_freq,
+                             float pos_scale, bool neox, __half *kc, __half *vc)
+{
+    const int t = blockIdx.x, hd = sh.head_dim, half = hd / 2;
+    const int32_t s = b.seq[t], pos = b.pos[t];
+    const float p = (float)pos * pos_scale;
+    for (int j = threadIdx.x; j < sh.n_head * half; j += blockDim.x) {
+        const int h = j / half, i = j % half;
+        float sn, cs;
+        sincosf(p * inv_freq[i], &sn, &cs);
+        rope_pair(q + ((size_t)t * sh.n_head + h) * hd, i, hd, cs, sn, neox);
+    }
+    if (s < 0) return; // padding token: nothing to store
+    const int32_t blk = b.tables[b.table_off[s] + pos / sh.block_tokens];
+    const size_t slot = ((size_t)blk * sh.block_tokens + pos % sh.block_tokens) * sh.n_head_kv;
+    for (int j = threadIdx.x; j < sh.n_head_kv * half; j += blockDim.x) {
+        const int h = j / half, i = j % half;
+        float sn, cs;
+        sincosf(p * inv_freq[i], &sn, &cs);
+        const float *kr = k + ((size_t)t * sh.n_head_kv + h) * hd;
+        const int a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
+        const float x0 = kr[a], x1 = kr[c];
+        __half *ko = kc + (slot + h) * hd;
+        ko[a] = __float2half_rn(x0 * cs - x1 * sn);
+        ko[c] = __float2half_rn(x0 * sn + x1 * cs);
+    }
+    for (int j = threadIdx.x; j < sh.n_head_kv * hd; j += blockDim.x)
+        vc[slot * hd + j] = __float2half_rn(v[(size_t)t * sh.n_head_kv * hd + j]);
+}
+
+extern "C" cudaError_t cu_rope_store(float *q, const float *k, const float *v,
+                                     const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
+                                     const float *inv_freq, float pos_scale, bool neox,
+                                     void *k_cache, void *v_cache, cudaStream_t st)
+{
+    if (b->n_tokens <= 0) return cudaSuccess;
+    k_rope_store<<<b->n_tokens, 128, 0, st>>>(q, k, v, *b, *sh, inv_freq, pos_scale, neox,
+                                              (__half *)k_cache, (__half *)v_cache);
+    return cudaGetLastError();
+}
