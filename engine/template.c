@@ -1,1 +1,471 @@
-/* template: placeholder until its module lands. */
+/* template: recognises a chat template's family and renders conversations
+ * the way that family's Jinja template does (see template.h). Each family
+ * renderer is a transcription of one reference template, kept in
+ * tests/tok/templates/ and checked against jinja2. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "template.h"
+#include "tok.h"
+
+static const char *const family_names[TMPL_N_FAMILIES] = {
+    "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "deepseek", "unknown",
+};
+
+/* Usual BOS/EOS texts of each family, for tmpl_render without a model. */
+static const char *const family_bos[TMPL_N_FAMILIES] = {
+    "", "<|begin_of_text|>", "<s>", "<s>", "<bos>", "<s>", "<s>",
+    "<\xef\xbd\x9c" "begin\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", ""};
+static const char *const family_eos[TMPL_N_FAMILIES] = {
+    "<|im_end|>", "<|eot_id|>", "</s>", "</s>", "<eos>", "<|endoftext|>", "</s>",
+    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "<|im_end|>"};
+
+static bool has(const char *s, const char *needle)
+{
+    return strstr(s, needle) != NULL;
+}
+
+enum tmpl_family tmpl_detect(const char *j)
+{
+    if (!j || !*j) return TMPL_UNKNOWN;
+    if (has(j, "<|im_start|>")) return TMPL_CHATML;
+    if (has(j, "[INST]")) return has(j, "<<SYS>>") ? TMPL_LLAMA2 : TMPL_MISTRAL;
+    if (has(j, "<|assistant|>") && has(j, "<|end|>")) return TMPL_PHI3;
+    if (has(j, "<|user|>") && has(j, "<|assistant|>")) return TMPL_ZEPHYR;
+    if (has(j, "<start_of_turn>")) return TMPL_GEMMA;
+    if (has(j, "<|start_header_id|>") && has(j, "<|end_header_id|>")) return TMPL_LLAMA3;
+    if (has(j, "'Assistant: ' + message['content'] + eos_token") ||
+        (has(j, "'User: '") && has(j, "'Assistant:'")))
+        return TMPL_DEEPSEEK;
+    return TMPL_UNKNOWN;
+}
+
+const char *tmpl_family_name(enum tmpl_family f)
+{
+    return (unsigned)f < TMPL_N_FAMILIES ? family_names[f] : "?";
+}
+
+int tmpl_family_from_name(const char *name)
+{
+    for (int i = 0; i < TMPL_UNKNOWN; i++)
+        if (name && strcmp(name, family_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *tmpl_family_names(void)
+{
+    return "chatml, llama3, llama2, mistral, gemma, phi3, zephyr, deepseek";
+}
+
+/* --- output buffer --------------------------------------------------------------- */
+
+struct sb {
+    char *p;
+    size_t n, cap;
+    bool oom;
+};
+
+static void sb_addn(struct sb *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t c = b->cap ? b->cap : 256;
+        while (c < b->n + n + 1) c *= 2;
+        char *np = realloc(b->p, c);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = c;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void sb_add(struct sb *b, const char *s)
+{
+    sb_addn(b, s ? s : "", s ? strlen(s) : 0);
+}
+
+/* Python's str.strip() whitespace (what Jinja's trim filter and .strip() use). */
+static size_t space_at(const char *s, size_t n)
+{
+    unsigned char c = (unsigned char)s[0];
+    if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f)) return 1;
+    if (n >= 2 && c == 0xc2 && ((unsigned char)s[1] == 0x85 || (unsigned char)s[1] == 0xa0)) return 2;
+    if (n >= 3) {
+        unsigned char c1 = (unsigned char)s[1], c2 = (unsigned char)s[2];
+        if (c == 0xe1 && c1 == 0x9a && c2 == 0x80) return 3;                 /* U+1680 */
+        if (c == 0xe2 && c1 == 0x80 && (c2 <= 0x8a || c2 == 0xa8 || c2 == 0xa9 || c2 == 0xaf))
+            return 3;                                                         /* U+2000..200A, 2028, 2029, 202F */
+        if (c == 0xe2 && c1 == 0x81 && c2 == 0x9f) return 3;                 /* U+205F */
+        if (c == 0xe3 && c1 == 0x80 && c2 == 0x80) return 3;                 /* U+3000 */
+    }
+    return 0;
+}
+
+static void sb_add_trim(struct sb *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0, i = 0, k;
+    while (i < n && (k = space_at(s + i, n - i)) > 0) i += k;
+    size_t e = n;
+    /* Bounded by the content length: step back one UTF-8 character at a time. */
+    while (e > i) {
+        size_t st = e - 1;
+        while (st > i && ((unsigned char)s[st] & 0xc0) == 0x80) st--;
+        if (space_at(s + st, e - st) != e - st) break;
+        e = st;
+    }
+    sb_addn(b, s + i, e - i);
+}
+
+static bool role_is(const struct tmpl_msg *m, const char *r)
+{
+    return m->role && strcmp(m->role, r) == 0;
+}
+
+/* (role == 'user') != (index % 2 == 0) raises in the Llama 2, Mistral and Gemma templates. */
+static int check_alternation(const struct tmpl_msg *m, size_t j, const char *fam, char *err,
+                             size_t errlen)
+{
+    if (role_is(m, "user") != (j % 2 == 0)) {
+        snprintf(err, errlen,
+                 "template %s: conversation roles must alternate user/assistant/user/... "
+                 "(message %zu is '%s')", fam, j, m->role ? m->role : "(null)");
+        return -1;
+    }
+    return 0;
+}
+
+/* --- family renderers --------------------------------------------------------------- */
+
+static int r_chatml(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                    struct sb *b, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 && t->default_system && !role_is(&m[0], "system")) {
+            sb_add(b, "<|im_start|>system\n");
+            sb_add(b, t->default_system);
+            sb_add(b, "<|im_end|>\n");
+        }
+        sb_add(b, "<|im_start|>");
+        sb_add(b, m[i].role);
+        sb_add(b, "\n");
+        sb_add(b, m[i].content);
+        sb_add(b, "<|im_end|>\n");
+    }
+    if (agp) sb_add(b, "<|im_start|>assistant\n");
+    return 0;
+}
+
+static int r_llama3(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                    struct sb *b, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0) sb_add(b, t->bos);
+        sb_add(b, "<|start_header_id|>");
+        sb_add(b, m[i].role);
+        sb_add(b, "<|end_header_id|>\n\n");
+        sb_add_trim(b, m[i].content);
+        sb_add(b, "<|eot_id|>");
+    }
+    if (agp) sb_add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return 0;
+}
+
+/* Templates that read messages[0] fail on an empty conversation. */
+static int need_one(size_t n, const char *fam, char *err, size_t errlen)
+{
+    if (n) return 0;
+    snprintf(err, errlen, "template %s: the conversation has no messages", fam);
+    return -1;
+}
+
+static int r_llama2(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                    struct sb *b, char *err, size_t errlen)
+{
+    (void)agp; /* the Llama 2 template has no generation prompt */
+    if (need_one(n, "llama2", err, errlen)) return -1;
+    const char *sys = n > 0 && role_is(&m[0], "system") ? m[0].content : NULL;
+    size_t first = sys ? 1 : 0;
+    for (size_t i = first; i < n; i++) {
+        size_t j = i - first;
+        if (check_alternation(&m[i], j, "llama2", err, errlen)) return -1;
+        struct sb c = {0};
+        if (j == 0 && sys) {
+            sb_add(&c, "<<SYS>>\n");
+            sb_add(&c, sys);
+            sb_add(&c, "\n<</SYS>>\n\n");
+        }
+        sb_add(&c, m[i].content);
+        if (c.oom) b->oom = true;
+        if (role_is(&m[i], "user")) {
+            sb_add(b, t->bos);
+            sb_add(b, "[INST] ");
+            sb_add_trim(b, c.p);
+            sb_add(b, " [/INST]");
+        } else if (role_is(&m[i], "assistant")) {
+            sb_add(b, " ");
+            sb_add_trim(b, c.p);
+            sb_add(b, " ");
+            sb_add(b, t->eos);
+        }
+        free(c.p);
+    }
+    return 0;
+}
+
+static int r_mistral(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                     struct sb *b, char *err, size_t errlen)
+{
+    (void)agp;
+    sb_add(b, t->bos);
+    for (size_t i = 0; i < n; i++) {
+        if (check_alternation(&m[i], i, "mistral", err, errlen)) return -1;
+        if (role_is(&m[i], "user")) {
+            sb_add(b, "[INST] ");
+            sb_add(b, m[i].content);
+            sb_add(b, " [/INST]");
+        } else if (role_is(&m[i], "assistant")) {
+            sb_add(b, m[i].content);
+            sb_add(b, t->eos);
+        } else {
+            snprintf(err, errlen, "template mistral: only user and assistant roles are supported "
+                     "(message %zu is '%s')", i, m[i].role ? m[i].role : "(null)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int r_gemma(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                   struct sb *b, char *err, size_t errlen)
+{
+    if (need_one(n, "gemma", err, errlen)) return -1;
+    sb_add(b, t->bos);
+    const char *sys = n > 0 && role_is(&m[0], "system") ? m[0].content : NULL;
+    size_t first = sys ? 1 : 0;
+    for (size_t i = first; i < n; i++) {
+        size_t j = i - first;
+        if (check_alternation(&m[i], j, "gemma", err, errlen)) return -1;
+        sb_add(b, "<start_of_turn>");
+        sb_add(b, role_is(&m[i], "assistant") ? "model" : m[i].role);
+        sb_add(b, "\n");
+        if (j == 0 && sys) {
+            sb_add(b, sys);
+            sb_add(b, "\n\n");
+        }
+        sb_add_trim(b, m[i].content);
+        sb_add(b, "<end_of_turn>\n");
+    }
+    if (agp) sb_add(b, "<start_of_turn>model\n");
+    return 0;
+}
+
+static int r_phi3(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                  struct sb *b, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    for (size_t i = 0; i < n; i++) {
+        const char *tag = role_is(&m[i], "system") ? "<|system|>\n"
+                          : role_is(&m[i], "user") ? "<|user|>\n"
+                          : role_is(&m[i], "assistant") ? "<|assistant|>\n" : NULL;
+        if (!tag) continue;
+        sb_add(b, tag);
+        sb_add(b, m[i].content);
+        sb_add(b, "<|end|>\n");
+    }
+    sb_add(b, agp ? "<|assistant|>\n" : t->eos);
+    return 0;
+}
+
+static int r_zephyr(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                    struct sb *b, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    for (size_t i = 0; i < n; i++) {
+        const char *tag = role_is(&m[i], "user") ? "<|user|>\n"
+                          : role_is(&m[i], "system") ? "<|system|>\n"
+                          : role_is(&m[i], "assistant") ? "<|assistant|>\n" : NULL;
+        if (tag) {
+            sb_add(b, tag);
+            sb_add(b, m[i].content);
+            sb_add(b, t->eos);
+            sb_add(b, "\n");
+        }
+        if (i + 1 == n && agp) sb_add(b, "<|assistant|>\n");
+    }
+    return 0;
+}
+
+static int r_deepseek(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                      struct sb *b, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    sb_add(b, t->bos);
+    for (size_t i = 0; i < n; i++) {
+        if (role_is(&m[i], "user")) {
+            sb_add(b, "User: ");
+            sb_add(b, m[i].content);
+            sb_add(b, "\n\n");
+        } else if (role_is(&m[i], "assistant")) {
+            sb_add(b, "Assistant: ");
+            sb_add(b, m[i].content);
+            sb_add(b, t->eos);
+        } else if (role_is(&m[i], "system")) {
+            sb_add(b, m[i].content);
+            sb_add(b, "\n\n");
+        }
+    }
+    if (agp) sb_add(b, "Assistant:");
+    return 0;
+}
+
+typedef int (*render_fn)(const struct tmpl *, const struct tmpl_msg *, size_t, bool, struct sb *,
+                         char *, size_t);
+static const render_fn renderers[TMPL_N_FAMILIES] = {
+    r_chatml, r_llama3, r_llama2, r_mistral, r_gemma, r_phi3, r_zephyr, r_deepseek, r_chatml,
+};
+
+int tmpl_apply(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n,
+               bool add_generation_prompt, char **out, char *err, size_t errlen)
+{
+    struct sb b = {0};
+    *out = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!msgs[i].role || !msgs[i].content) {
+            snprintf(err, errlen, "template: message %zu has no %s", i,
+                     msgs[i].role ? "content" : "role");
+            return -1;
+        }
+    sb_add(&b, ""); /* an empty conversation still gives a string */
+    if (renderers[t->family](t, msgs, n, add_generation_prompt, &b, err, errlen)) {
+        free(b.p);
+        return -1;
+    }
+    if (b.oom) {
+        snprintf(err, errlen, "template: out of memory rendering %zu messages", n);
+        free(b.p);
+        return -1;
+    }
+    *out = b.p;
+    return 0;
+}
+
+/* --- set-up ------------------------------------------------------------------------------ */
+
+/* The system prompt a ChatML template inserts when messages[0] is not
+ * 'system': the literal after "<|im_start|>system\n" up to "<|im_end|>",
+ * unescaped as Jinja unescapes string literals. */
+static char *default_system(const char *j)
+{
+    if (!has(j, "!= 'system'") && !has(j, "!= \"system\"")) return NULL;
+    for (const char *p = j; (p = strstr(p, "<|im_start|>system")) != NULL; p++) {
+        if (p == j || (p[-1] != '\'' && p[-1] != '"')) continue;
+        const char *s = p + strlen("<|im_start|>system");
+        if (s[0] == '\n') s += 1;
+        else if (s[0] == '\\' && s[1] == 'n') s += 2;
+        else continue;
+        const char *e = strstr(s, "<|im_end|>");
+        if (!e) return NULL;
+        struct sb b = {0};
+        sb_add(&b, "");
+        for (const char *q = s; q < e; q++) {
+            char c = *q;
+            if (c == '\\' && q + 1 < e) {
+                char x = *++q;
+                c = x == 'n' ? '\n' : x == 't' ? '\t' : x == 'r' ? '\r' : x;
+            }
+            sb_addn(&b, &c, 1);
+        }
+        if (b.oom) {
+            free(b.p);
+            return NULL;
+        }
+        return b.p;
+    }
+    return NULL;
+}
+
+static char *dup_or_empty(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+int tmpl_init(struct tmpl *t, const char *jinja, const char *override, const char *bos,
+              const char *eos, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    if (override) {
+        int f = tmpl_family_from_name(override);
+        if (f < 0) {
+            snprintf(err, errlen, "--template: unknown template '%s' (known: %s)", override,
+                     tmpl_family_names());
+            return -1;
+        }
+        t->family = (enum tmpl_family)f;
+    } else {
+        t->family = tmpl_detect(jinja);
+    }
+    if (t->family == TMPL_UNKNOWN) {
+        t->family = TMPL_CHATML;
+        t->fallback = true;
+    }
+    if (t->family == TMPL_CHATML && jinja && !t->fallback) t->default_system = default_system(jinja);
+    t->bos = dup_or_empty(bos);
+    t->eos = dup_or_empty(eos);
+    if (!t->bos || !t->eos) {
+        tmpl_free(t);
+        snprintf(err, errlen, "template: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int tmpl_init_model(struct tmpl *t, const struct gguf_ctx *g, const struct tok *tk,
+                    const char *override, char *err, size_t errlen)
+{
+    const char *jinja = gguf_get_str(g, "tokenizer.chat_template");
+    int32_t bos = tok_bos(tk), eos = tok_eos(tk);
+    static const struct { const char *marker; enum tmpl_family f; } vocab_markers[] = {
+        {"<start_of_turn>", TMPL_GEMMA}, {"<|im_start|>", TMPL_CHATML},
+        {"<|start_header_id|>", TMPL_LLAMA3}, {"<|end|>", TMPL_PHI3},
+    };
+    const char *guess = NULL;
+    for (size_t i = 0; !jinja && !override && !guess && i < 4; i++)
+        if (tok_find_text(tk, vocab_markers[i].marker) >= 0)
+            guess = tmpl_family_name(vocab_markers[i].f);
+    int rc = tmpl_init(t, jinja, override ? override : guess, bos >= 0 ? tok_piece(tk, bos) : "",
+                       eos >= 0 ? tok_piece(tk, eos) : "", err, errlen);
+    if (rc == 0 && guess) t->from_vocab = true;
+    return rc;
+}
+
+void tmpl_free(struct tmpl *t)
+{
+    free(t->bos);
+    free(t->eos);
+    free(t->default_system);
+    memset(t, 0, sizeof *t);
+}
+
+int tmpl_render(enum tmpl_family f, const struct tmpl_msg *msgs, size_t n,
+                bool add_generation_prompt, char **out, char *err, size_t errlen)
+{
+    if ((unsigned)f >= TMPL_N_FAMILIES) {
+        snprintf(err, errlen, "template: bad family %d", (int)f);
+        return -1;
+    }
+    struct tmpl t = {0};
+    t.family = f == TMPL_UNKNOWN ? TMPL_CHATML : f;
+    t.fallback = f == TMPL_UNKNOWN;
+    t.bos = (char *)family_bos[f];
+    t.eos = (char *)family_eos[f];
+    return tmpl_apply(&t, msgs, n, add_generation_prompt, out, err, errlen);
+}

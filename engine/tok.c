@@ -713,6 +713,11 @@ static bool valid_id(const struct tok *t, int32_t id)
     return id >= 0 && id < t->n_vocab;
 }
 
+int32_t tok_find_text(const struct tok *t, const char *s)
+{
+    return tok_find(t, s, strlen(s));
+}
+
 const char *tok_piece(const struct tok *t, int32_t id)
 {
     return valid_id(t, id) ? t->pool + t->off[id] : "";

@@ -31,6 +31,8 @@ int64_t tok_encode(const struct tok *t, const char *text, size_t len, unsigned f
                    int32_t *ids, int64_t cap, char *err, size_t errlen);
 
 int32_t tok_n_vocab(const struct tok *t);
+/* Id of the token whose vocabulary text is exactly s, or -1. */
+int32_t tok_find_text(const struct tok *t, const char *s);
 /* Raw piece text as stored in the vocabulary (NUL-terminated). */
 const char *tok_piece(const struct tok *t, int32_t id);
 /* Bytes the token decodes to (spaces unescaped, byte tokens resolved).

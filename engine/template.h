@@ -1,0 +1,81 @@
+/* template: chat templates. The family of a model's Jinja template
+ * (tokenizer.chat_template) is recognised from its markers and rendered in C
+ * exactly as the Jinja template renders a conversation (checked against
+ * jinja2 in tests/tok). An unrecognised template falls back to ChatML with a
+ * warning flag; a --template NAME override picks a family by name.
+ *
+ * The rendered text contains the template's own special-token text (BOS
+ * included where the template writes bos_token): tokenize it with
+ * TOK_PARSE_SPECIAL and without TOK_ADD_BOS. */
+#ifndef TERN_TEMPLATE_H
+#define TERN_TEMPLATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct gguf_ctx;
+struct tok;
+
+enum tmpl_family {
+    TMPL_CHATML,   /* <|im_start|>role ... <|im_end|> (SmolLM2, Qwen) */
+    TMPL_LLAMA3,   /* <|start_header_id|>role<|end_header_id|> ... <|eot_id|> */
+    TMPL_LLAMA2,   /* <s>[INST] <<SYS>> ... <</SYS>> ... [/INST] */
+    TMPL_MISTRAL,  /* <s>[INST] ... [/INST] answer</s> (no system role) */
+    TMPL_GEMMA,    /* <start_of_turn>user ... <end_of_turn> */
+    TMPL_PHI3,     /* <|user|> ... <|end|> */
+    TMPL_ZEPHYR,   /* <|user|> ... </s> */
+    TMPL_DEEPSEEK, /* User: ... Assistant: ...<｜end▁of▁sentence｜> */
+    TMPL_UNKNOWN,  /* not recognised: rendered as ChatML */
+    TMPL_N_FAMILIES
+};
+
+/* One message; same layout as struct engine_message. */
+struct tmpl_msg {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content;
+};
+
+/* Family of a Jinja template from its markers; TMPL_UNKNOWN when none match
+ * (or jinja is NULL). */
+enum tmpl_family tmpl_detect(const char *jinja);
+const char *tmpl_family_name(enum tmpl_family f);
+/* Family for a --template NAME ("chatml", "llama3", ...); -1 when unknown. */
+int tmpl_family_from_name(const char *name);
+/* The names, comma-separated, for help texts. */
+const char *tmpl_family_names(void);
+
+/* A model's template, resolved once at load. */
+struct tmpl {
+    enum tmpl_family family; /* never TMPL_UNKNOWN: ChatML is used then */
+    bool fallback;           /* the model's template was not recognised: warn */
+    bool from_vocab;         /* the file has no template; the family was chosen from
+                              * marker tokens of its vocabulary (Gemma 3 GGUFs) */
+    char *bos, *eos;         /* token texts the template writes (owned) */
+    char *default_system;    /* system prompt a ChatML template adds when the
+                              * conversation has none (SmolLM2, Qwen), or NULL */
+};
+
+/* Resolves jinja (may be NULL) or, when override is non-NULL, the named
+ * family. bos/eos are the vocabulary's texts (NULL → ""). Returns 0, or -1
+ * with err (unknown override name, out of memory). */
+int tmpl_init(struct tmpl *t, const char *jinja, const char *override, const char *bos,
+              const char *eos, char *err, size_t errlen);
+/* Same from a model file: tokenizer.chat_template and the tokenizer's BOS/EOS.
+ * A file without a template gets the family whose marker tokens its
+ * vocabulary has (<start_of_turn>, <|im_start|>, ...), else the fallback. */
+int tmpl_init_model(struct tmpl *t, const struct gguf_ctx *g, const struct tok *tk,
+                    const char *override, char *err, size_t errlen);
+void tmpl_free(struct tmpl *t);
+
+/* Renders msgs into *out (malloc'd, NUL-terminated; the caller frees).
+ * add_generation_prompt opens the assistant turn where the template does.
+ * Returns 0, or -1 with err where the Jinja template would raise (roles not
+ * alternating, a role the template rejects) or out of memory. */
+int tmpl_apply(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n,
+               bool add_generation_prompt, char **out, char *err, size_t errlen);
+
+/* Renders with a family's usual BOS/EOS texts and no default system prompt. */
+int tmpl_render(enum tmpl_family f, const struct tmpl_msg *msgs, size_t n,
+                bool add_generation_prompt, char **out, char *err, size_t errlen);
+
+#endif
