@@ -1,18 +1,397 @@
-/* cmd_info: 'tern info' (its capability lands with a later change). */
+/* cmd_info: 'tern info' describes a model file: architecture, parameters,
+ * tensor types, context, vocabulary, chat template family and the memory plan
+ * (weights + KV cache per token, and how many KV tokens a budget holds).
+ * Hyperparameters are read straight from the GGUF keys, so this works on any
+ * file the reader accepts, even ones the engine cannot run. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "gguf.h"
+#include "quant.h"
+
+enum { OPT_MEM = CLI_OPT_CMD, OPT_JSON, OPT_KV_TYPE };
+
+struct info_opts {
+    struct cli *cli;
+    unsigned long long mem; /* budget in bytes; 0 = physical memory */
+    bool json;
+    uint32_t kv_type;       /* QT_F16, QT_F32 or QT_Q8_0 */
+};
+
+struct type_use {
+    uint32_t type;
+    uint64_t count, bytes;
+};
+
+struct model_info {
+    const char *arch, *name, *tok_model, *tok_pre, *tmpl_family;
+    bool tmpl_fallback;
+    uint64_t params, weight_bytes, n_types, vocab;
+    struct type_use types[64];
+    uint32_t ctx, layers, embd, heads, kv_heads, key_len, val_len; /* 0 = absent */
+    int64_t bos, eos, eot;  /* -1 = none */
+    bool eot_by_text;
+    uint64_t kv_per_token, budget, kv_tokens;
+};
+
+/* ---- gathering ----------------------------------------------------------- */
+
+static uint32_t arch_u32(const struct gguf_ctx *g, const char *arch, const char *suffix)
+{
+    char key[256];
+    uint32_t v = 0;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    gguf_get_u32(g, key, &v);
+    return v;
+}
+
+static int cmp_use(const void *a, const void *b)
+{
+    const struct type_use *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+static void gather_tensors(const struct gguf_ctx *g, struct model_info *mi)
+{
+    for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const struct gguf_tensor *t = gguf_tensor_at(g, i);
+        uint64_t k = 0;
+        while (k < mi->n_types && mi->types[k].type != t->type) k++;
+        if (k == mi->n_types) {
+            if (k == sizeof mi->types / sizeof mi->types[0]) continue; /* cannot happen: < 64 type numbers */
+            mi->types[mi->n_types++].type = t->type;
+        }
+        mi->types[k].count++;
+        mi->types[k].bytes += t->nbytes;
+        mi->params += t->n_elements;
+        mi->weight_bytes += t->nbytes;
+    }
+    qsort(mi->types, mi->n_types, sizeof mi->types[0], cmp_use);
+}
+
+static bool token_is(const struct gguf_str *s, const char *text)
+{
+    return s->len == strlen(text) && memcmp(s->ptr, text, s->len) == 0;
+}
+
+/* EOT from metadata, else (like the reference engine) the first token whose
+ * text is a known end-of-turn marker. */
+static void find_eot(const struct gguf_ctx *g, const struct gguf_kv *tokens, struct model_info *mi)
+{
+    static const char *const marks[] = {
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+        "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+        "<end_of_utterance>",
+    };
+    uint32_t id;
+    if (gguf_get_u32(g, "tokenizer.ggml.eot_token_id", &id)) {
+        mi->eot = id;
+        return;
+    }
+    for (uint64_t i = 0; tokens && tokens->v.arr.strs && i < tokens->v.arr.n; i++)
+        for (size_t k = 0; k < sizeof marks / sizeof marks[0]; k++)
+            if (token_is(&tokens->v.arr.strs[i], marks[k])) {
+                mi->eot = (int64_t)i;
+                mi->eot_by_text = true;
+                return;
+            }
+}
+
+static void gather_vocab(const struct gguf_ctx *g, struct model_info *mi)
+{
+    const struct gguf_kv *tokens = gguf_get_arr(g, "tokenizer.ggml.tokens");
+    mi->vocab = tokens ? tokens->v.arr.n : 0;
+    mi->tok_model = gguf_get_str(g, "tokenizer.ggml.model");
+    mi->tok_pre = gguf_get_str(g, "tokenizer.ggml.pre");
+    uint32_t id;
+    mi->bos = gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &id) ? (int64_t)id : -1;
+    mi->eos = gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &id) ? (int64_t)id : -1;
+    mi->eot = -1;
+    find_eot(g, tokens, mi);
+}
+
+/* Template family by the markers each family's template uses. */
+static void detect_template(const char *t, struct model_info *mi)
+{
+    mi->tmpl_fallback = false;
+    if (!t) mi->tmpl_family = "none";
+    else if (strstr(t, "<|im_start|>")) mi->tmpl_family = "chatml";
+    else if (strstr(t, "[INST]")) mi->tmpl_family = strstr(t, "<<SYS>>") ? "llama2" : "mistral";
+    else if (strstr(t, "<|assistant|>") && strstr(t, "<|end|>")) mi->tmpl_family = "phi3";
+    else if (strstr(t, "<|user|>")) mi->tmpl_family = "zephyr";
+    else if (strstr(t, "<start_of_turn>")) mi->tmpl_family = "gemma";
+    else if (strstr(t, "<|start_header_id|>")) mi->tmpl_family = "llama3";
+    else if (strstr(t, "\xef\xbd\x9c" "Assistant\xef\xbd\x9c") ||
+             (strstr(t, "### Instruction:") && strstr(t, "<|EOT|>")) ||
+             strstr(t, "'Assistant: ' + message['content'] + eos_token"))
+        mi->tmpl_family = "deepseek";
+    else mi->tmpl_family = "unknown";
+    if (!strcmp(mi->tmpl_family, "none") || !strcmp(mi->tmpl_family, "unknown"))
+        mi->tmpl_fallback = true;
+}
+
+static uint64_t physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+/* KV bytes per token: K and V rows of kv_heads x head_dim per layer. */
+static void plan_memory(struct model_info *mi, const struct info_opts *o)
+{
+    uint64_t krow = qtype_row_bytes(o->kv_type, (uint64_t)mi->kv_heads * mi->key_len);
+    uint64_t vrow = qtype_row_bytes(o->kv_type, (uint64_t)mi->kv_heads * mi->val_len);
+    mi->kv_per_token = (uint64_t)mi->layers * (krow + vrow);
+    mi->budget = o->mem ? o->mem : physical_memory();
+    mi->kv_tokens = mi->kv_per_token && mi->budget > mi->weight_bytes
+                        ? (mi->budget - mi->weight_bytes) / mi->kv_per_token
+                        : 0;
+}
+
+static void gather(const struct gguf_ctx *g, const struct info_opts *o, struct model_info *mi)
+{
+    memset(mi, 0, sizeof *mi);
+    mi->arch = gguf_get_str(g, "general.architecture"); /* the reader requires it */
+    mi->name = gguf_get_str(g, "general.name");
+    gather_tensors(g, mi);
+    mi->ctx = arch_u32(g, mi->arch, "context_length");
+    mi->layers = arch_u32(g, mi->arch, "block_count");
+    mi->embd = arch_u32(g, mi->arch, "embedding_length");
+    mi->heads = arch_u32(g, mi->arch, "attention.head_count");
+    mi->kv_heads = arch_u32(g, mi->arch, "attention.head_count_kv");
+    if (!mi->kv_heads) mi->kv_heads = mi->heads; /* no key: no grouped-query attention */
+    mi->key_len = arch_u32(g, mi->arch, "attention.key_length");
+    mi->val_len = arch_u32(g, mi->arch, "attention.value_length");
+    if (!mi->key_len && mi->heads) mi->key_len = mi->embd / mi->heads;
+    if (!mi->val_len) mi->val_len = mi->key_len;
+    gather_vocab(g, mi);
+    detect_template(gguf_get_str(g, "tokenizer.chat_template"), mi);
+    plan_memory(mi, o);
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static const char *human(uint64_t b, char *buf, size_t n)
+{
+    if (b >= 1ull << 30) snprintf(buf, n, "%.2f GiB", (double)b / (1 << 30));
+    else if (b >= 1ull << 20) snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
+    else if (b >= 1ull << 10) snprintf(buf, n, "%.1f KiB", (double)b / (1 << 10));
+    else snprintf(buf, n, "%llu B", (unsigned long long)b);
+    return buf;
+}
+
+/* Token text for display: control bytes escaped, length capped. */
+static const char *token_text(const struct gguf_ctx *g, int64_t id, char *buf, size_t n)
+{
+    const struct gguf_kv *tokens = gguf_get_arr(g, "tokenizer.ggml.tokens");
+    size_t o = 0;
+    buf[0] = 0;
+    if (!tokens || !tokens->v.arr.strs || id < 0 || (uint64_t)id >= tokens->v.arr.n) return buf;
+    const struct gguf_str *s = &tokens->v.arr.strs[id];
+    for (uint64_t i = 0; i < s->len && o + 5 < n; i++) {
+        unsigned char c = (unsigned char)s->ptr[i];
+        if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
+        else buf[o++] = (char)c;
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static void print_token(const struct gguf_ctx *g, const char *label, int64_t id, const char *note)
+{
+    char t[128];
+    if (id < 0) printf("  %s none", label);
+    else printf("  %s %lld '%s'%s", label, (long long)id, token_text(g, id, t, sizeof t), note);
+}
+
+static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
+                       const struct info_opts *o)
+{
+    char a[32], b[32];
+    printf("file          %s (%s, GGUF v%u)\n", gguf_path(g), human(gguf_file_size(g), a, sizeof a),
+           gguf_version(g));
+    if (mi->name) printf("name          %s\n", mi->name);
+    printf("architecture  %s\n", mi->arch);
+    printf("parameters    %.1fM (%llu)\n", (double)mi->params / 1e6, (unsigned long long)mi->params);
+    printf("tensors       %llu, %s\n", (unsigned long long)gguf_n_tensors(g),
+           human(mi->weight_bytes, a, sizeof a));
+    for (uint64_t i = 0; i < mi->n_types; i++)
+        printf("  %-8s %5llu tensors %12llu bytes (%s)\n", qtype_name(mi->types[i].type),
+               (unsigned long long)mi->types[i].count, (unsigned long long)mi->types[i].bytes,
+               human(mi->types[i].bytes, b, sizeof b));
+    printf("context       %u tokens\n", mi->ctx);
+    printf("layers        %u, embedding %u, heads %u (kv %u), head dim %u\n", mi->layers, mi->embd,
+           mi->heads, mi->kv_heads, mi->key_len);
+    printf("vocabulary    %llu tokens, model %s, pre-tokenizer %s\n", (unsigned long long)mi->vocab,
+           mi->tok_model ? mi->tok_model : "none", mi->tok_pre ? mi->tok_pre : "default");
+    print_token(g, "BOS", mi->bos, "");
+    print_token(g, "EOS", mi->eos, "");
+    print_token(g, "EOT", mi->eot, mi->eot_by_text ? " (by token text)" : "");
+    printf("\nchat template %s%s\n", mi->tmpl_family, mi->tmpl_fallback ? " (ChatML fallback)" : "");
+    printf("memory plan   weights %s (%llu bytes)\n", human(mi->weight_bytes, a, sizeof a),
+           (unsigned long long)mi->weight_bytes);
+    printf("  KV cache %s: %llu bytes per token (%u layers x %u kv heads x (%u + %u) x %s)\n",
+           qtype_name(o->kv_type), (unsigned long long)mi->kv_per_token, mi->layers, mi->kv_heads,
+           mi->key_len, mi->val_len,
+           o->kv_type == QT_F32 ? "4 B" : o->kv_type == QT_F16 ? "2 B" : "34/32 B");
+    printf("  budget %s%s: %llu KV tokens fit beside the weights", human(mi->budget, a, sizeof a),
+           o->mem ? "" : " (physical memory)", (unsigned long long)mi->kv_tokens);
+    if (mi->ctx) printf(" (%.1f x the %u-token context)", (double)mi->kv_tokens / mi->ctx, mi->ctx);
+    printf("\n");
+}
+
+static cJSON *json_types(const struct model_info *mi)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (uint64_t i = 0; arr && i < mi->n_types; i++) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "type", qtype_name(mi->types[i].type));
+        cJSON_AddNumberToObject(t, "count", (double)mi->types[i].count);
+        cJSON_AddNumberToObject(t, "bytes", (double)mi->types[i].bytes);
+        cJSON_AddItemToArray(arr, t);
+    }
+    return arr;
+}
+
+static cJSON *json_vocab(const struct gguf_ctx *g, const struct model_info *mi)
+{
+    cJSON *v = cJSON_CreateObject();
+    char t[128];
+    cJSON_AddNumberToObject(v, "size", (double)mi->vocab);
+    cJSON_AddStringToObject(v, "model", mi->tok_model ? mi->tok_model : "none");
+    cJSON_AddStringToObject(v, "pre", mi->tok_pre ? mi->tok_pre : "default");
+    const int64_t ids[] = {mi->bos, mi->eos, mi->eot};
+    static const char *const names[] = {"bos", "eos", "eot"};
+    for (int i = 0; i < 3; i++) {
+        cJSON_AddNumberToObject(v, names[i], (double)ids[i]);
+        char key[16];
+        snprintf(key, sizeof key, "%s_text", names[i]);
+        if (ids[i] >= 0) cJSON_AddStringToObject(v, key, token_text(g, ids[i], t, sizeof t));
+    }
+    cJSON_AddBoolToObject(v, "eot_by_text", mi->eot_by_text);
+    return v;
+}
+
+static cJSON *json_memory(const struct model_info *mi, const struct info_opts *o)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "weight_bytes", (double)mi->weight_bytes);
+    cJSON_AddStringToObject(m, "kv_type", qtype_name(o->kv_type));
+    cJSON_AddNumberToObject(m, "kv_bytes_per_token", (double)mi->kv_per_token);
+    cJSON_AddNumberToObject(m, "budget_bytes", (double)mi->budget);
+    cJSON_AddNumberToObject(m, "kv_tokens", (double)mi->kv_tokens);
+    return m;
+}
+
+static int print_json(const struct gguf_ctx *g, const struct model_info *mi,
+                      const struct info_opts *o)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "file", gguf_path(g));
+    cJSON_AddNumberToObject(j, "file_size", (double)gguf_file_size(g));
+    cJSON_AddNumberToObject(j, "gguf_version", gguf_version(g));
+    cJSON_AddStringToObject(j, "architecture", mi->arch);
+    if (mi->name) cJSON_AddStringToObject(j, "name", mi->name);
+    cJSON_AddNumberToObject(j, "parameters", (double)mi->params);
+    cJSON_AddNumberToObject(j, "tensors", (double)gguf_n_tensors(g));
+    cJSON_AddItemToObject(j, "tensor_types", json_types(mi));
+    cJSON_AddNumberToObject(j, "context_length", mi->ctx);
+    cJSON_AddNumberToObject(j, "block_count", mi->layers);
+    cJSON_AddNumberToObject(j, "embedding_length", mi->embd);
+    cJSON_AddNumberToObject(j, "head_count", mi->heads);
+    cJSON_AddNumberToObject(j, "head_count_kv", mi->kv_heads);
+    cJSON_AddNumberToObject(j, "key_length", mi->key_len);
+    cJSON_AddNumberToObject(j, "value_length", mi->val_len);
+    cJSON_AddItemToObject(j, "vocabulary", json_vocab(g, mi));
+    cJSON *t = cJSON_AddObjectToObject(j, "chat_template");
+    cJSON_AddStringToObject(t, "family", mi->tmpl_family);
+    cJSON_AddBoolToObject(t, "chatml_fallback", mi->tmpl_fallback);
+    cJSON_AddItemToObject(j, "memory", json_memory(mi, o));
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!s) {
+        fprintf(stderr, "tern info: out of memory\n");
+        return CLI_EXIT_FAIL;
+    }
+    printf("%s\n", s);
+    free(s);
+    return CLI_EXIT_OK;
+}
+
+/* ---- command ------------------------------------------------------------- */
+
+static int on_opt(int c, const char *arg, void *ud)
+{
+    struct info_opts *o = ud;
+    switch (c) {
+    case OPT_MEM: return cli_size(o->cli, "--mem", arg, &o->mem);
+    case OPT_JSON: o->json = true; return 0;
+    case OPT_KV_TYPE:
+        if (!strcmp(arg, "f16")) o->kv_type = QT_F16;
+        else if (!strcmp(arg, "f32")) o->kv_type = QT_F32;
+        else if (!strcmp(arg, "q8_0")) o->kv_type = QT_Q8_0;
+        else {
+            fprintf(stderr, "tern info: --kv-type: '%s' is not f32, f16 or q8_0\n", arg);
+            return -1;
+        }
+        return 0;
+    default: return -1;
+    }
+}
 
 int cmd_info(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern info [OPTIONS]\n"
+        "usage: tern info [-m MODEL] [--mem SIZE] [--kv-type f16|f32|q8_0] [--json]\n"
         "\n"
-        "Describes a model file: architecture, tensors, vocabulary, memory plan.\n";
+        "Describes a model file: architecture, parameters, tensor types, context,\n"
+        "vocabulary, chat template family and the memory plan.\n"
+        "\n"
+        "  --mem SIZE       memory budget for weights + KV cache (e.g. 8G; default:\n"
+        "                   physical memory)\n"
+        "  --kv-type TYPE   KV cache element type for the plan (default f16)\n"
+        "  --json           the same as one JSON object\n";
+    static const struct option longopts[] = {
+        {"mem", required_argument, 0, OPT_MEM},
+        {"json", no_argument, 0, OPT_JSON},
+        {"kv-type", required_argument, 0, OPT_KV_TYPE},
+        {0, 0, 0, 0},
+    };
     struct cli cli;
-    int rc = cli_parse(&cli, argc, argv, "", NULL, NULL, NULL, use);
-    if (rc < 0) rc = cli_not_yet("info");
+    struct info_opts o = {&cli, 0, false, QT_F16};
+    int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
+    if (rc >= 0) goto done;
+    char path[4096], err[1024];
+    rc = CLI_EXIT_FAIL;
+    if (cli.argc > 0) {
+        fprintf(stderr, "tern info: unexpected argument '%s' (the model is given with -m)\n",
+                cli.argv[0]);
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if (cli_model_path(&cli, path, sizeof path, err, sizeof err) != 0) {
+        fprintf(stderr, "tern info: %s\n", err);
+        goto done;
+    }
+    struct gguf_ctx *g = gguf_open(path, err, sizeof err);
+    if (!g) {
+        fprintf(stderr, "tern info: %s\n", err);
+        goto done;
+    }
+    struct model_info mi;
+    gather(g, &o, &mi);
+    if (o.json) rc = print_json(g, &mi, &o);
+    else {
+        print_text(g, &mi, &o);
+        rc = CLI_EXIT_OK;
+    }
+    gguf_close(g);
+done:
     cli_free(&cli);
     return rc;
 }

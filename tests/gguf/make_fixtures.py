@@ -123,6 +123,24 @@ def first_rows_sum(r):
     return s
 
 
+def template_family(tmpl):
+    """Family by what the model's own Jinja template renders (jinja2)."""
+    if not tmpl:
+        return "none"
+    import jinja2
+    env = jinja2.Environment(loader=jinja2.BaseLoader())
+    out = env.from_string(tmpl).render(
+        messages=[{"role": "user", "content": "hi"}], add_generation_prompt=True,
+        bos_token="<s>", eos_token="</s>")
+    if "<|im_start|>user\nhi<|im_end|>" in out:
+        return "chatml"
+    if "<start_of_turn>user\nhi<end_of_turn>" in out:
+        return "gemma"
+    if "<|start_header_id|>user<|end_header_id|>" in out:
+        return "llama3"
+    return "unknown"
+
+
 def describe(path):
     r = gguf.GGUFReader(path)
     arch = field(r, "general.architecture")
@@ -163,6 +181,7 @@ def describe(path):
         "ref_eot": reference_eot(path),
         "first_rows_sum": first_rows_sum(r),
         "chat_template_len": len(tmpl.encode()),
+        "chat_template_family": template_family(tmpl),
         "rope_freq_base": float(field(r, f"{arch}.rope.freq_base")),
         "first_tensor": {"name": first.name, "type": first.tensor_type.name,
                          "ne": [int(d) for d in first.shape], "offset": int(first.data_offset)},

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# test_info: `tern info` on both real models, checked against what the Python
+# gguf package and the reference engine read from them (fixtures/models.json),
+# and on malformed input (the reader's message, exit status 1).
+set -u
+. "$TERN_SRC/tests/app/tap.sh"
+fix="$TERN_SRC/tests/gguf/fixtures/models.json"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# compare NAME: the Python check prints one "ok"/"not ok" per field.
+check_json() {
+  python3 - "$fix" "$1" "$2" "$3" <<'PY'
+import json, sys
+want = json.load(open(sys.argv[1]))[sys.argv[2]]
+got = json.load(open(sys.argv[3]))
+budget = int(sys.argv[4])
+kv = 2 * want["block_count"] * want["head_count_kv"] * want["key_length"] * 2  # f16
+checks = [
+    ("architecture", got["architecture"], want["architecture"]),
+    ("gguf version", got["gguf_version"], want["version"]),
+    ("parameters", got["parameters"], want["parameters"]),
+    ("tensor count", got["tensors"], want["n_tensors"]),
+    ("tensor types", {t["type"]: {"count": t["count"], "bytes": t["bytes"]} for t in got["tensor_types"]},
+     want["tensor_types"]),
+    ("context length", got["context_length"], want["context_length"]),
+    ("layers", got["block_count"], want["block_count"]),
+    ("kv heads", got["head_count_kv"], want["head_count_kv"]),
+    ("head dim", got["key_length"], want["key_length"]),
+    ("vocabulary size", got["vocabulary"]["size"], want["vocab_size"]),
+    ("tokenizer model", got["vocabulary"]["model"], want["tokenizer_model"]),
+    ("pre-tokenizer", got["vocabulary"]["pre"], want["tokenizer_pre"]),
+    ("BOS", got["vocabulary"]["bos"], want["bos"]),
+    ("EOS", got["vocabulary"]["eos"], want["eos"]),
+    ("EOT (reference engine)", got["vocabulary"]["eot"], want["ref_eot"]),
+    ("template family", got["chat_template"]["family"], want["chat_template_family"]),
+    ("weight bytes", got["memory"]["weight_bytes"], want["weight_bytes"]),
+    ("KV bytes per token", got["memory"]["kv_bytes_per_token"], kv),
+    ("budget", got["memory"]["budget_bytes"], budget),
+    ("KV tokens in budget", got["memory"]["kv_tokens"], (budget - want["weight_bytes"]) // kv),
+]
+for name, g, w in checks:
+    print(("ok" if g == w else "not ok") + f" {sys.argv[2]}: {name}")
+    if g != w:
+        print(f"# got {g!r}, want {w!r}")
+PY
+}
+
+run_tap() { # re-number the Python lines into this script's TAP stream
+  while read -r line; do
+    case "$line" in
+      "ok "*) ok 0 "${line#ok }" ;;
+      "not ok "*) ok 1 "${line#not ok }" ;;
+      *) echo "$line" ;;
+    esac
+  done
+}
+
+for model in smollm2 gemma3-270m; do
+  path=$("$TERN_SRC/packaging/fetch-model" --model "$model" --print-path)
+  if [ -z "$path" ]; then ok 1 "$model: fetch-model gives a path"; continue; fi
+  "$TERN_BIN" info -m "$path" --mem 8G --json >"$tmp/$model.json" 2>"$tmp/err"
+  ok $? "$model: info --json exits 0"
+  run_tap < <(check_json "$model" "$tmp/$model.json" $((8 << 30)))
+  "$TERN_BIN" info -m "$path" --mem 8G >"$tmp/$model.txt" 2>&1
+  ok $? "$model: info exits 0"
+  arch=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["architecture"])' "$fix" "$model")
+  grep -q "^architecture  $arch\$" "$tmp/$model.txt"; ok $? "$model: text names the architecture"
+  grep -q "KV tokens fit beside the weights" "$tmp/$model.txt"; ok $? "$model: text has the memory plan"
+  "$TERN_BIN" info -m "$path" --mem 8G --kv-type q8_0 --json >"$tmp/q8.json" 2>&1
+  [ "$(jq .memory.kv_bytes_per_token "$tmp/q8.json")" = \
+    "$(( $(jq .memory.kv_bytes_per_token "$tmp/$model.json") / 2 * 34 / 32 ))" ]
+  ok $? "$model: q8_0 KV is 34/64 of f16"
+done
+
+# Malformed and missing files: the reader's message, exit 1.
+printf 'GGUF\001\000\000\000' >"$tmp/v1.gguf"
+"$TERN_BIN" info -m "$tmp/v1.gguf" >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "v1.gguf: byte 4: unsupported version 1" "$tmp/err" && [ ! -s "$tmp/out" ]
+ok $? "v1 file: reader message, exit 1"
+head -c 100000 "$("$TERN_SRC/packaging/fetch-model" --print-path)" >"$tmp/cut.gguf"
+"$TERN_BIN" info -m "$tmp/cut.gguf" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "cut.gguf: byte [0-9]*: .*longer than the file" "$tmp/err"
+ok $? "truncated model: reader message, exit 1"
+diag "$(cat "$tmp/err")"
+"$TERN_BIN" info -m "$tmp/none.gguf" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "none.gguf: cannot open" "$tmp/err"
+ok $? "missing file: exit 1"
+"$TERN_BIN" info -m "$tmp/v1.gguf" --kv-type q4 >/dev/null 2>&1
+[ $? -eq 2 ]; ok $? "bad --kv-type: exit 2"
+tap_done
