@@ -410,7 +410,10 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
     }
     copy_str(ph->status, sizeof ph->status, engine_status_name(ev->status));
     switch (ev->status) {
-    case ENGINE_CANCELLED: m->status = UI_MSG_CANCELLED; break;
+    case ENGINE_CANCELLED:
+        m->status = UI_MSG_CANCELLED;
+        ui_state_set_status(st, false, "reply cancelled; the partial text is kept");
+        break;
     case ENGINE_OK:
     case ENGINE_STOP: m->status = UI_MSG_DONE; break;
     case ENGINE_LENGTH:
@@ -427,7 +430,7 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
     }
     }
     m->req_id = 0;
-    if (ph->ttft_s >= 0 && m->status == UI_MSG_DONE) ui_state_add_latency(st, ph->ttft_s, ph->tpot_s);
+    if (ph->ttft_s >= 0 && m->status != UI_MSG_ERROR) ui_state_add_latency(st, ph->ttft_s, ph->tpot_s);
     if (!b->db || !m->key) return;
     store_reply_finish(b->db, m->key, store_status(ev->status), ph->n_generated);
     char *pj = ui_params_to_json(&st->params);

@@ -116,6 +116,8 @@ static enum ui_dialog_result field_key(struct ui_dialog *d, const struct ui_key 
         if (k->ch == '\r') return UI_DLG_OK;
         if (k->ch == '\t') {
             d->focus = (d->focus + 1) % d->n_fields;
+        } else if (k->ch == 21) { /* Ctrl-U */
+            ui_input_clear(in);
         } else if (k->ch == 127 || k->ch == 8) {
             ui_input_backspace(in);
         } else if (k->ch >= 0x20) {

@@ -9,7 +9,8 @@ void ui_fmt_dur(char *buf, size_t n, double s)
 {
     if (s < 0) snprintf(buf, n, "–");
     else if (s < 1e-3) snprintf(buf, n, "%.0f µs", s * 1e6);
-    else if (s < 1.0) snprintf(buf, n, "%.1f ms", s * 1e3);
+    else if (s < 0.1) snprintf(buf, n, "%.1f ms", s * 1e3);
+    else if (s < 1.0) snprintf(buf, n, "%.0f ms", s * 1e3);
     else snprintf(buf, n, "%.2f s", s);
 }
 
@@ -75,8 +76,6 @@ static void draw_model(struct pane *p, const struct ui_state *s)
         ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM], "GPU mem %.1f / %.1f GiB",
                     (double)s->stats.backend.mem_used / 1073741824.0,
                     (double)s->stats.backend.mem_total / 1073741824.0);
-    if (s->backend_note[0] && room(p))
-        ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_WARN], s->backend_note);
 }
 
 static void draw_latency(struct pane *p, const struct ui_state *s)
@@ -161,4 +160,7 @@ void ui_instruments_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     draw_model(&p, s);
     draw_latency(&p, s);
     draw_kv(&p, s);
+    /* the GPU fallback note also shows in the status line at start */
+    if (s->backend_note[0] && room(&p))
+        ui_draw_str(w, p.y++, p.in.x, p.in.w, t->a[UI_C_WARN], s->backend_note);
 }

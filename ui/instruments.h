@@ -12,7 +12,7 @@
 
 void ui_instruments_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
                          const struct ui_theme *t);
-/* "850 µs", "12.3 ms", "1.24 s", or "–" for a negative (unmeasured) value. */
+/* "850 µs", "12.3 ms", "345 ms", "1.24 s", or "–" for a negative (unmeasured) value. */
 void ui_fmt_dur(char *buf, size_t n, double s);
 
 #endif

@@ -27,7 +27,7 @@ void ui_sessions_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
             time_t tt = (time_t)se->created;
             struct tm tm;
             localtime_r(&tt, &tm);
-            strftime(date, sizeof date, "%Y-%m-%d %H:%M", &tm);
+            strftime(date, sizeof date, "%m-%d %H:%M", &tm);
         }
         ui_draw_str(w, y + 1, in.x + 2, in.w - 2, t->a[UI_C_DIM], date);
     }

@@ -77,13 +77,16 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     if (in.h >= 2) {
         int x = in.x;
         x += ui_draw_fmt(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], "░queue %s ", q);
-        x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], "█prefill %s (%d chunk%s) ",
-                         pf, ph->n_chunks, ph->n_chunks == 1 ? "" : "s");
+        if (ph->n_chunks > 1)
+            x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL],
+                             "█prefill %s ×%d ", pf, ph->n_chunks);
+        else
+            x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], "█prefill %s ", pf);
         ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], "━decode %s", dc);
     }
     if (in.h >= 3)
         ui_draw_fmt(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL],
-                    "prompt %d tok: %d cached, %d computed · generated %d", ph->n_prompt,
+                    "prompt %d tok: %d cached + %d computed · gen %d", ph->n_prompt,
                     ph->n_cached, ph->n_computed, ph->n_generated);
     if (in.h >= 4) {
         attr_t sa = m->status == UI_MSG_ERROR || m->status == UI_MSG_CANCELLED ? t->a[UI_C_WARN]
@@ -91,6 +94,6 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
         int x = in.x;
         x += ui_draw_fmt(w, in.y + 3, x, in.w, sa, "%s", ph->status[0] ? ph->status : "–");
         ui_draw_fmt(w, in.y + 3, x, in.x + in.w - x, t->a[UI_C_NORMAL],
-                    " · TTFT %s · TPOT %s · preempted %d", tt, tp, ph->n_preempted);
+                    " · TTFT %s · TPOT %s · preempt %d", tt, tp, ph->n_preempted);
     }
 }

@@ -1,0 +1,143 @@
+#!/bin/bash
+# test_tmux: drives the real `tern chat` in a real terminal (tmux) on the
+# default model: a streamed reply with TTFT/TPOT and the KV bar at 100x30,
+# the parameters dialog, Esc cancelling a long reply, a resize while
+# streaming, a Chinese and Russian round trip at 80x24 checked for
+# alignment (tests/ui/check_screen.py), quit and restart showing the
+# session and its transcript, and the help screen. Captured screens of
+# the run are printed as TAP comments.
+set -u
+. "$TERN_SRC/tests/app/tap.sh"
+
+# the model path first: fetch-model looks in the real data directory
+MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
+if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
+    ok 1 "default model available (packaging/fetch-model --print-path)"
+    tap_done; exit 1
+fi
+command -v tmux >/dev/null || { ok 1 "tmux installed"; tap_done; exit 1; }
+
+TMP=$(mktemp -d)
+SOCK="tern-ui-$$"
+trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
+export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
+CHECK="$TERN_SRC/tests/ui/check_screen.py"
+
+T() { tmux -L "$SOCK" "$@"; }
+cap() { T capture-pane -p -N -t chat 2>/dev/null; }
+show() { diag "screen: $1"; cap | sed 's/^/  |/; s/$/|/' | while IFS= read -r l; do diag "$l"; done; }
+# wait_for REGEX SECONDS: polls the screen until the extended regex matches
+wait_for() {
+    local i n=$(( $2 * 5 ))
+    for ((i = 0; i < n; i++)); do
+        cap | grep -Eq -- "$1" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+start() {
+    T new-session -d -x "$1" -y "$2" -s chat \
+        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL'; echo TERN-EXITED rc=\$?; sleep 600"
+    T set-option -t chat -g status off >/dev/null
+    wait_for 'KV [0-9]+ blk' 120
+}
+keys() { T send-keys -t chat "$@"; }
+text() { T send-keys -t chat -l "$1"; }
+# max_tokens N: the F4 dialog sets the session's reply length
+max_tokens() { keys F4; sleep 0.3; keys Down Down C-u; text "$1"; keys Enter; sleep 0.3; }
+
+# 1. 100x30: a streamed reply, the gauges, the KV bar
+start 100 30
+ok $? "chat starts at 100x30 and the model loads"
+max_tokens 48
+wait_for 'parameters set' 5
+ok $? "F4 parameters dialog saves max tokens"
+text "Hello! Who are you?"; keys Enter
+wait_for 'assistant · (streaming|waiting)' 30
+ok $? "reply starts streaming"
+# sample the reply while it streams: it must be seen at several lengths
+sizes=""
+for ((i = 0; i < 1200; i++)); do
+    scr=$(cap)
+    grep -Eq 'assistant · [0-9]+ tok · ' <<<"$scr" && break
+    if grep -q 'assistant · streaming' <<<"$scr"; then
+        sizes="$sizes $(sed -n '/assistant · streaming/,/└/p' <<<"$scr" | tr -d ' │▍' | wc -c)"
+    fi
+    sleep 0.1
+done
+wait_for 'assistant · [0-9]+ tok · ' 5
+ok $? "reply finishes with its token count"
+n_sizes=$(tr ' ' '\n' <<<"$sizes" | grep . | sort -un | wc -l)
+[ "$n_sizes" -ge 3 ]; ok $? "reply seen growing token by token ($n_sizes distinct lengths while streaming)"
+cap | grep -Eq 'TTFT +[0-9.]+ (µs|ms|s) ' ; ok $? "TTFT of the last reply shown"
+cap | grep -Eq 'TPOT +[0-9.]+ (µs|ms|s) ' ; ok $? "TPOT of the last reply shown"
+cap | grep -Eq '(█used [1-9][0-9]*|▒cached [1-9][0-9]*)' ; ok $? "KV bar numbers show blocks in use or cached"
+cap | grep -Eq 'KV [█▒]+·*' ; ok $? "KV bar filled"
+cap | "$CHECK" 100; ok $? "100x30 screen aligned (wcwidth oracle)"
+show "100x30 after a reply"
+
+# 2. a new session, a long reply; quit asks while streaming; resize; Esc cancels
+keys C-n
+text "Write a very long story about a dragon who learns to paint."; keys Enter
+wait_for 'assistant · streaming' 60
+ok $? "long reply streaming in a new session"
+keys F10
+wait_for 'Quit anyway' 5
+ok $? "F10 while streaming asks before quitting"
+keys n
+sleep 0.5
+T resize-window -t chat -x 80 -y 24
+sleep 1.5
+cap | grep -q 'assistant · streaming' && cap | grep -q 'F1 help' && cap | "$CHECK" 80
+ok $? "resize to 80x24 while streaming keeps a sane layout"
+show "80x24 resized while streaming"
+keys Escape
+wait_for 'cancelled' 20
+ok $? "Esc cancels the reply"
+cap | grep -q 'partial reply kept'; ok $? "partial reply kept and marked cancelled"
+show "after Esc"
+
+# 3. Chinese and Russian at 80x24
+keys C-n
+max_tokens 16
+text "你好，世界！Привет, мир! Ответь коротко."; keys Enter
+wait_for 'assistant · [0-9]+ tok · ' 120
+ok $? "reply to a Chinese and Russian message"
+cap | grep -q '你好，世界！Привет, мир! Ответь коротко.'; ok $? "the message shows unchanged"
+cap | "$CHECK" 80; ok $? "80x24 screen with CJK and Cyrillic aligned (wcwidth oracle)"
+show "80x24 Chinese and Russian"
+
+# 4. help
+keys F1
+wait_for 'keys · any key closes' 5
+h=$(cap)
+for k in Enter Alt-Enter Esc F2 F3 F4 F5 Ctrl-N PgUp Ctrl-C F10; do
+    grep -q -- "$k" <<<"$h" || { diag "help lacks $k"; false; } || break
+done
+ok $? "help lists the keys"
+show "help"
+keys q
+
+# 5. quit and restart: the newest session and its transcript come back
+keys C-c
+wait_for 'TERN-EXITED rc=0' 20
+ok $? "Ctrl-C quits with status 0 when nothing streams"
+T kill-server 2>/dev/null
+start 80 24
+ok $? "restart"
+cap | grep -q '你好，世界！Привет, мир! Ответь коротко.' && cap | grep -Eq 'assistant · [0-9]+ tok'
+ok $? "restart shows the last session with its transcript"
+keys F2 F5
+wait_for 'sessions F5' 5
+sess=$(cap)
+grep -q 'Hello! Who' <<<"$sess" && grep -q 'Write a very' <<<"$sess"
+ok $? "sessions pane lists the earlier sessions"
+show "restarted, sessions pane"
+keys Down Down Enter
+sleep 1
+cap | grep -q 'Hello! Who are you?' && cap | grep -Eq 'assistant · [0-9]+ tok'
+ok $? "switching to the first session shows its transcript"
+keys C-c
+wait_for 'TERN-EXITED rc=0' 20
+ok $? "quit again"
+tap_done
