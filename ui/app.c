@@ -36,7 +36,7 @@ struct app {
     struct ui_keys keys;
     struct ui_view view;
     bool dirty, quit;
-    double last_frame, last_snap;
+    double t_start, last_frame, last_snap;
     long frames;
     /* headless key script */
     const char *script;
@@ -423,6 +423,7 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     memset(&a, 0, sizeof a);
     a.o = o;
     a.script = o->keys;
+    a.t_start = now_s();
     ensure_utf8_locale();
     ui_state_init(&a.st);
     ui_input_init(&a.in);
@@ -454,6 +455,7 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     if (screen) {
         fputs(screen, stdout);
         free(screen);
+        fprintf(stderr, "headless: %ld frames in %.3f s\n", a.frames, now_s() - a.t_start);
     }
     ui_dialog_free(&a.dlg);
     ui_input_free(&a.in);

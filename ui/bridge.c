@@ -47,13 +47,13 @@ int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine
     if (store_open(&b->db, db_path, STORE_READWRITE, serr, sizeof serr) < 0) {
         b->db = NULL;
         st->store_ok = false;
-        ui_state_set_status(st, true, "history off: %s", serr);
+        snprintf(st->alert[UI_ALERT_STORE], sizeof st->alert[0], "history off (nothing is saved): %s", serr);
     } else {
         st->store_ok = true;
     }
     if (model_error) {
         st->engine_ok = false;
-        ui_state_set_status(st, true, "no model: %s", model_error);
+        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "no model: %s", model_error);
         return 0;
     }
     if (pipe(b->load_pipe) < 0) {
@@ -107,7 +107,7 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     b->eng = b->loaded;
     if (!b->eng) {
         st->engine_ok = false;
-        ui_state_set_status(st, true, "model load failed: %s", b->load_err);
+        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "model load failed: %s", b->load_err);
         return;
     }
     struct engine_info info;
@@ -341,7 +341,7 @@ void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
     st->scroll = 0;
     if (!b->eng) {
         add_error_reply(st, "%s", st->loading ? "the model is still loading; send again when it is ready"
-                                              : "no model loaded; see the message above");
+                                              : "no model loaded (see the message at the top)");
         return;
     }
     size_t cap = st->n_msgs + 1;

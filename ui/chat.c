@@ -25,6 +25,17 @@ static bool is_fence(const char *s, size_t n)
     return n - i >= 3 && memcmp(s + i, "```", 3) == 0;
 }
 
+static const char *note_text(const struct ui_msg *m)
+{
+    if (m->note) return m->note;
+    switch (m->status) {
+    case UI_MSG_CANCELLED: return "[cancelled: partial reply kept]";
+    case UI_MSG_INTERRUPTED: return "[interrupted: the app stopped while this streamed]";
+    case UI_MSG_ERROR: return "[failed]";
+    default: return NULL;
+    }
+}
+
 /* Emits (when f is set) and counts the display lines of one message at
  * text width tw. Code state is carried from fence to fence. */
 static int msg_lines(const struct ui_msg *m, int tw, emit_fn f, void *ctx)
@@ -38,7 +49,7 @@ body:;
     const char *s = m->text;
     size_t n = m->len;
     bool code = false;
-    if (n == 0 && m->role != UI_ROLE_NOTE) {
+    if (n == 0 && m->role != UI_ROLE_NOTE && m->status != UI_MSG_ERROR) {
         l = (struct line){L_TEXT, "", 0, true};
         if (f) f(ctx, &l);
         count++;
@@ -66,11 +77,17 @@ body:;
             count++;
         }
     }
-    if (m->note || m->status == UI_MSG_CANCELLED || m->status == UI_MSG_ERROR ||
-        m->status == UI_MSG_INTERRUPTED) {
-        l = (struct line){L_NOTE, NULL, 0, false};
-        if (f) f(ctx, &l);
-        count++;
+    const char *note = note_text(m);
+    if (note) {
+        struct ui_wrap w;
+        size_t st, len;
+        int cols;
+        ui_wrap_init(&w, note, strlen(note), tw);
+        while (ui_wrap_next(&w, &st, &len, &cols)) {
+            l = (struct line){L_NOTE, note + st, len, false};
+            if (f) f(ctx, &l);
+            count++;
+        }
     }
     l = (struct line){L_BLANK, NULL, 0, false};
     if (f) f(ctx, &l);
@@ -143,16 +160,6 @@ static void draw_head(struct draw_ctx *c, int y)
                     m->ph.n_generated, m->ph.e2e_s);
 }
 
-static void draw_note(struct draw_ctx *c, int y)
-{
-    const struct ui_msg *m = c->m;
-    const char *note = m->note;
-    if (!note) note = m->status == UI_MSG_CANCELLED ? "[cancelled: partial reply kept]"
-                      : m->status == UI_MSG_INTERRUPTED ? "[interrupted]" : "[failed]";
-    attr_t a = m->status == UI_MSG_ERROR ? c->t->a[UI_C_WARN] : c->t->a[UI_C_NOTE];
-    ui_draw_str(c->w, y, c->r.x + INDENT, c->r.w - INDENT, a, note);
-}
-
 static void draw_line(void *ctx, const struct line *l)
 {
     struct draw_ctx *c = ctx;
@@ -163,8 +170,8 @@ static void draw_line(void *ctx, const struct line *l)
     switch (l->kind) {
     case L_HEAD: draw_head(c, y); break;
     case L_NOTE:
-        if (l->s) ui_draw_text(c->w, y, c->r.x + INDENT, c->r.w - INDENT, t->a[UI_C_NOTE], l->s, l->n);
-        else draw_note(c, y);
+        ui_draw_text(c->w, y, c->r.x + INDENT, c->r.w - INDENT,
+                     c->m->status == UI_MSG_ERROR ? t->a[UI_C_WARN] : t->a[UI_C_NOTE], l->s, l->n);
         break;
     case L_BLANK: break;
     default: {

@@ -2,6 +2,7 @@
 #include "screen.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "chat.h"
 #include "help.h"
@@ -9,6 +10,7 @@
 #include "instruments.h"
 #include "sessions.h"
 #include "statusline.h"
+#include "text.h"
 #include "timeline.h"
 
 static void chat_title(const struct ui_state *s, char *buf, size_t n)
@@ -38,7 +40,20 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
 
     char title[160];
     chat_title(s, title, sizeof title);
-    ui_chat_draw(w, L->r_chat, s, t, title, L->timeline);
+    /* lasting problems (no model, no history) take the chat's top rows */
+    struct ui_rect rc = L->r_chat;
+    for (int i = 0; i < 2; i++) {
+        struct ui_wrap wr;
+        size_t st, len;
+        int used;
+        ui_wrap_init(&wr, s->alert[i], strlen(s->alert[i]), rc.w - 2);
+        for (int k = 0; k < 3 && rc.h >= 6 && ui_wrap_next(&wr, &st, &len, &used); k++) {
+            ui_draw_fill(w, rc.y, rc.x, rc.w, t->a[UI_C_ERROR], " ");
+            ui_draw_text(w, rc.y, rc.x + 1, rc.w - 2, t->a[UI_C_ERROR], s->alert[i] + st, len);
+            rc.y++, rc.h--;
+        }
+    }
+    ui_chat_draw(w, rc, s, t, title, L->timeline);
     if (L->timeline) ui_timeline_draw(w, L->r_timeline, s, t);
     if (L->sessions) ui_sessions_draw(w, L->r_sessions, s, t, v->focus_sessions);
     if (L->instruments) ui_instruments_draw(w, L->r_instruments, s, t);

@@ -12,6 +12,7 @@
 #include "engine.h"
 
 enum ui_role { UI_ROLE_USER, UI_ROLE_ASSISTANT, UI_ROLE_SYSTEM, UI_ROLE_NOTE };
+enum { UI_ALERT_MODEL, UI_ALERT_STORE };
 enum ui_msg_status {
     UI_MSG_DONE,
     UI_MSG_QUEUED,      /* submitted, no token yet */
@@ -95,6 +96,7 @@ struct ui_state {
     double tok_s;                  /* decode speed of the last/current reply */
 
     /* status */
+    char alert[2][600];            /* lasting problems shown above the chat: model, history */
     char status[256];              /* transient message (errors, notes) */
     bool status_error;
     bool loading;                  /* model still loading */
