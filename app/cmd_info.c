@@ -79,8 +79,10 @@ static bool token_is(const struct gguf_str *s, const char *text)
     return s->len == strlen(text) && memcmp(s->ptr, text, s->len) == 0;
 }
 
-/* EOT from metadata, else (like the reference engine) the first token whose
- * text is a known end-of-turn marker. */
+/* EOT from metadata, else a token whose text is a known end-of-turn marker.
+ * The reference engine takes the first such token in its hash map's order,
+ * which tends to be the highest id (<|eot_id|> over <|end_of_text|>, <|end|>
+ * over <|endoftext|>); we take the highest id. */
 static void find_eot(const struct gguf_ctx *g, const struct gguf_kv *tokens, struct model_info *mi)
 {
     static const char *const marks[] = {
@@ -93,7 +95,7 @@ static void find_eot(const struct gguf_ctx *g, const struct gguf_kv *tokens, str
         mi->eot = id;
         return;
     }
-    for (uint64_t i = 0; tokens && tokens->v.arr.strs && i < tokens->v.arr.n; i++)
+    for (uint64_t i = tokens && tokens->v.arr.strs ? tokens->v.arr.n : 0; i-- > 0;)
         for (size_t k = 0; k < sizeof marks / sizeof marks[0]; k++)
             if (token_is(&tokens->v.arr.strs[i], marks[k])) {
                 mi->eot = (int64_t)i;

@@ -111,6 +111,18 @@ def reference_eot(path):
     return -1
 
 
+EOT_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+             "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<\uff5cend\u2581of\u2581sentence\uff5c>",
+             "<end_of_utterance>"]
+
+
+def eot_candidates(r):
+    """Ids whose text the reference engine accepts as EOT when metadata has
+    none (llama-vocab.cpp); it picks one of them in hash-map order."""
+    f = r.fields["tokenizer.ggml.tokens"]
+    return [i for i in range(len(f.data)) if f.contents(i) in EOT_TEXTS]
+
+
 def first_rows_sum(r):
     """Sum of the dequantized first row of every tensor: checks every tensor
     type of the real models against gguf-py's dequantizers."""
@@ -179,6 +191,7 @@ def describe(path):
         "eos": int(field(r, "tokenizer.ggml.eos_token_id", -1)),
         "eot": int(field(r, "tokenizer.ggml.eot_token_id", -1)),
         "ref_eot": reference_eot(path),
+        "eot_candidates": eot_candidates(r),
         "first_rows_sum": first_rows_sum(r),
         "chat_template_len": len(tmpl.encode()),
         "chat_template_family": template_family(tmpl),
