@@ -282,24 +282,11 @@ int32_t cuda_batch_tiles(const struct fwd_batch *b, int32_t max_tile, int32_t *t
     return n;
 }
 
-void cuda_rope_freqs(const struct model_hparams *hp, float base, float *inv_freq)
+void cuda_rope_freqs(int32_t n_rot, float base, const float *factors, float *inv_freq)
 {
-    const int32_t half = hp->head_dim / 2;
-    for (int32_t i = 0; i < half; i++) {
-        double f = pow((double)base, -2.0 * i / (double)hp->head_dim);
-        if (hp->rope_l3_factor > 0 && hp->rope_l3_orig_ctx > 0) {
-            /* llama3: long wavelengths slowed by factor, short kept, smooth between */
-            const double pi = 3.14159265358979323846;
-            double wavelen = 2.0 * pi / f, orig = (double)hp->rope_l3_orig_ctx;
-            double low_wl = orig / hp->rope_l3_low, high_wl = orig / hp->rope_l3_high;
-            if (wavelen > low_wl) {
-                f /= hp->rope_l3_factor;
-            } else if (wavelen >= high_wl) {
-                double smooth = (orig / wavelen - hp->rope_l3_low) / (hp->rope_l3_high - hp->rope_l3_low);
-                f = (1.0 - smooth) * f / hp->rope_l3_factor + smooth * f;
-            }
-        }
-        inv_freq[i] = (float)f;
+    for (int32_t i = 0; i < n_rot / 2; i++) {
+        double f = pow((double)base, -2.0 * i / (double)n_rot);
+        inv_freq[i] = (float)(factors ? f / factors[i] : f);
     }
 }
 
@@ -546,9 +533,7 @@ static int cu_upload(struct cuda_be *c, const struct model *m, char *err, size_t
             uint32_t tid = vecs[i].slot >= 0 ? synth_tensor_id(l, vecs[i].slot) : 0;
             if (cu_upload_vec(c, vecs[i].w, vecs[i].norm, tid, syn, vecs[i].d, err, errlen)) return -1;
         }
-        /* gemma3: every swa_period-th layer is global, the others use the window */
-        D->swa = hp->sliding_window > 0 &&
-                 (hp->swa_period <= 0 || (l + 1) % hp->swa_period != 0);
+        D->swa = model_layer_is_swa(m, l);
     }
     return 0;
 }
@@ -606,7 +591,8 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
     CU(cu_rmsnorm(c->x, c->layers[0].attn_norm, c->h, n, hp->dim, hp->norm_eps, c->st));
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const struct cu_layer *L = &c->layers[l];
-        const struct cu_attn_shape sh = { hp->n_head, hp->n_head_kv, hd, c->plan.kv_block_tokens,
+        const struct cu_attn_shape sh = { hp->n_head, hp->n_head_kv, hd,
+                                          hp->n_rot > 0 ? hp->n_rot : hd, c->plan.kv_block_tokens,
                                           L->swa ? hp->sliding_window : 0,
                                           hp->query_scale > 0 ? hp->query_scale : 1.0f / sqrtf((float)hd) };
         void *kc = (uint8_t *)c->kv + (size_t)(2 * l) * c->kv_layer_bytes;
@@ -840,14 +826,22 @@ fail:
     return -1;
 }
 
+/* Inverse frequencies for global and sliding-window layers (gemma3 bases differ). */
 static int cu_rope_tables(struct cuda_be *c, char *err, size_t errlen)
 {
-    const struct model_hparams *hp = &c->be.model->hp;
-    float f[128];
-    cuda_rope_freqs(hp, hp->rope_base, f);
-    CU(cudaMemcpy(c->freq_global, f, (size_t)hp->head_dim / 2 * 4, cudaMemcpyHostToDevice));
-    cuda_rope_freqs(hp, hp->rope_base_local > 0 ? hp->rope_base_local : hp->rope_base, f);
-    CU(cudaMemcpy(c->freq_local, f, (size_t)hp->head_dim / 2 * 4, cudaMemcpyHostToDevice));
+    const struct model *m = c->be.model;
+    const struct model_hparams *hp = &m->hp;
+    const int32_t n_rot = hp->n_rot > 0 ? hp->n_rot : hp->head_dim;
+    float f[128], fac[128];
+    const float *factors = NULL;
+    if (m->rope_freqs.data && m->rope_freqs.type == QT_F32 && m->rope_freqs.cols * m->rope_freqs.rows >= n_rot / 2) {
+        memcpy(fac, m->rope_freqs.data, (size_t)n_rot / 2 * 4);
+        factors = fac;
+    }
+    cuda_rope_freqs(n_rot, hp->rope_base, factors, f);
+    CU(cudaMemcpy(c->freq_global, f, (size_t)n_rot / 2 * 4, cudaMemcpyHostToDevice));
+    cuda_rope_freqs(n_rot, hp->rope_base_local > 0 ? hp->rope_base_local : hp->rope_base, factors, f);
+    CU(cudaMemcpy(c->freq_local, f, (size_t)n_rot / 2 * 4, cudaMemcpyHostToDevice));
     return 0;
 fail:
     return -1;

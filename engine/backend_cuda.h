@@ -68,9 +68,8 @@ int cuda_batch_check(const struct fwd_batch *b, int32_t n_vocab, int32_t block_t
  * (room for 2 * n_tokens) and returns how many. */
 int32_t cuda_batch_tiles(const struct fwd_batch *b, int32_t max_tile, int32_t *tiles);
 
-/* RoPE inverse frequencies for head_dim/2 pairs with `base`, including the
- * llama3 frequency scaling when hp->rope_l3_factor > 0. */
-struct model_hparams;
-void cuda_rope_freqs(const struct model_hparams *hp, float base, float *inv_freq);
+/* RoPE inverse frequencies of the n_rot/2 rotated pairs:
+ * base^(-2i/n_rot) / factors[i] (factors: the llama3 rope_freqs tensor, or NULL). */
+void cuda_rope_freqs(int32_t n_rot, float base, const float *factors, float *inv_freq);
 
 #endif

@@ -1,7 +1,8 @@
 /* synthetic: builds a struct model of a known shape with generated weights
- * (see synthetic.h). Layout of the one allocation at m->layers:
- *   [n_layer struct layer_weights][name tag][weight bytes, tensor after tensor]
- * so model_close's free(m->layers) releases everything. */
+ * (see synthetic.h). The weights live in one allocation owned by the model
+ * (m->owned, freed by model_close through m->owned_free), tensor after
+ * tensor, each 64-byte aligned; its header tells synthetic_info how the
+ * model was made. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,19 +17,14 @@ struct synth_shape {
     const char *name;
     int32_t n_vocab, dim, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
     float rope_base, norm_eps;
-    float l3_factor;     /* llama3 rope scaling factor, 0 = none */
-    int32_t l3_orig_ctx;
-    bool tied;
+    bool tied;           /* output shares token_embd */
 };
 
 static const struct synth_shape synth_shapes[] = {
-    { "llama3-8b", 128256, 4096, 32, 32, 8, 128, 14336, 8192, 500000.0f, 1e-5f, 0.0f, 0, false },
-    { "llama3.2-1b", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, 32.0f, 8192,
-      true },
-    { "smollm2-135m", 49152, 576, 30, 9, 3, 64, 1536, 8192, 100000.0f, 1e-5f, 0.0f, 0, true },
+    { "llama3-8b", 128256, 4096, 32, 32, 8, 128, 14336, 8192, 500000.0f, 1e-5f, false },
+    { "llama3.2-1b", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, true },
+    { "smollm2-135m", 49152, 576, 30, 9, 3, 64, 1536, 8192, 100000.0f, 1e-5f, true },
 };
-
-#define SYNTH_TAG "synthetic:"
 
 const char *synthetic_names(void)
 {
@@ -125,10 +121,7 @@ static void synth_hparams(struct model *m, const struct synth_shape *s)
     hp->rope_neox = false;
     hp->query_scale = 1.0f / sqrtf((float)s->head_dim);
     hp->embd_scale = 1.0f;
-    hp->rope_l3_factor = s->l3_factor;
-    hp->rope_l3_low = s->l3_factor > 0 ? 1.0f : 0.0f;
-    hp->rope_l3_high = s->l3_factor > 0 ? 4.0f : 0.0f;
-    hp->rope_l3_orig_ctx = s->l3_orig_ctx;
+    hp->n_rot = s->head_dim;
 }
 
 static void synth_shapes_bind(struct model *m, uint32_t wtype, bool tied)
@@ -160,6 +153,17 @@ static void synth_params(struct wtensor *t, uint32_t tid, bool is_norm, void *ud
     *(uint64_t *)ud += (uint64_t)t->rows * (uint64_t)t->cols;
 }
 
+/* The owned blob: generator parameters, then the weights (64-aligned). */
+struct synth_blob {
+    struct synth_info info;
+    uint64_t pad[7];
+};
+
+static void synth_free(void *owned)
+{
+    free(owned);
+}
+
 struct model *model_open_synthetic_ex(const char *name, uint32_t wtype, uint64_t seed,
                                       unsigned flags, char *err, size_t errlen)
 {
@@ -171,54 +175,50 @@ struct model *model_open_synthetic_ex(const char *name, uint32_t wtype, uint64_t
                  synthetic_names());
         return NULL;
     }
-    if (!synth_type_ok(wtype) || !qtype_row_bytes(wtype, (uint64_t)s->dim)) {
+    if (!synth_type_ok(wtype)) {
         snprintf(err, errlen, "synthetic model '%s': weight type %s not supported "
                  "(f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q6_k)", name, qtype_name(wtype));
         return NULL;
     }
+    if (s->dim % synth_block_elems(wtype) || s->n_ff % synth_block_elems(wtype)) {
+        snprintf(err, errlen, "synthetic model '%s': dim %d / ff %d not a multiple of the %s "
+                 "block of %u", name, s->dim, s->n_ff, qtype_name(wtype), synth_block_elems(wtype));
+        return NULL;
+    }
     bool host = !(flags & SYNTH_NO_HOST_DATA);
     struct model *m = calloc(1, sizeof *m);
-    size_t head = (size_t)s->n_layer * sizeof(struct layer_weights);
-    const size_t tag_len = 96;
-    if (!m) goto oom;
-    /* shapes first (into a temporary layers array) to size the allocation */
-    m->layers = calloc((size_t)s->n_layer, sizeof *m->layers);
-    if (!m->layers) goto oom;
+    if (!m || !(m->layers = calloc((size_t)s->n_layer, sizeof *m->layers))) {
+        snprintf(err, errlen, "synthetic model '%s': out of host memory", name);
+        free(m);
+        return NULL;
+    }
     synth_hparams(m, s);
     m->tok_embd.name = "token_embd.weight";
     synth_shapes_bind(m, wtype, s->tied);
     uint64_t data_bytes = 0;
     synth_visit(m, s->tied, synth_count, &data_bytes);
-    free(m->layers);
-    m->layers = NULL;
-
-    size_t total = head + tag_len + 64 + (host ? (size_t)data_bytes : 0);
-    uint8_t *blob = calloc(1, total);
+    size_t total = sizeof(struct synth_blob) + (host ? (size_t)data_bytes : 0);
+    struct synth_blob *blob = aligned_alloc(64, (total + 63) & ~(size_t)63);
     if (!blob) {
         snprintf(err, errlen, "synthetic model '%s' %s: out of host memory for %.2f GiB of weights",
                  name, qtype_name(wtype), (double)total / 1073741824.0);
-        free(m);
+        model_close(m);
         return NULL;
     }
-    m->layers = (struct layer_weights *)blob;
-    char *tag = (char *)blob + head;
-    snprintf(tag, tag_len, SYNTH_TAG "%" PRIu64 ":%d:%d:token_embd.weight", seed, host ? 1 : 0,
-             s->tied ? 1 : 0);
-    m->tok_embd.name = tag;
-    synth_shapes_bind(m, wtype, s->tied);
-    uint8_t *data = blob + head + tag_len;
-    data += (64 - ((uintptr_t)data & 63)) & 63;
-    struct synth_fill fill = { data, seed, host };
+    memset(blob, 0, sizeof *blob);
+    blob->info = (struct synth_info){ seed, host, s->tied };
+    m->owned = blob;
+    m->owned_free = synth_free;
+    struct synth_fill fill = { (uint8_t *)(blob + 1), seed, host };
     synth_visit(m, s->tied, synth_fill_one, &fill);
-    if (s->tied) m->output.data = m->tok_embd.data;
+    if (s->tied) m->output = m->tok_embd;
     m->weight_bytes = data_bytes;
     synth_visit(m, s->tied, synth_params, &m->n_params);
+    if (host && model_validate(m, err, errlen)) {
+        model_close(m);
+        return NULL;
+    }
     return m;
-oom:
-    snprintf(err, errlen, "synthetic model '%s': out of host memory", name);
-    if (m) free(m->layers);
-    free(m);
-    return NULL;
 }
 
 struct model *model_open_synthetic(const char *name, uint32_t wtype, uint64_t seed, char *err,
@@ -229,15 +229,7 @@ struct model *model_open_synthetic(const char *name, uint32_t wtype, uint64_t se
 
 bool synthetic_info(const struct model *m, struct synth_info *out)
 {
-    const char *n = m ? m->tok_embd.name : NULL;
-    if (!m || m->gguf || !n || strncmp(n, SYNTH_TAG, strlen(SYNTH_TAG)) != 0) return false;
-    uint64_t seed = 0;
-    int host = 0, tied = 0;
-    if (sscanf(n + strlen(SYNTH_TAG), "%" SCNu64 ":%d:%d:", &seed, &host, &tied) != 3) return false;
-    if (out) {
-        out->seed = seed;
-        out->host_data = host != 0;
-        out->tied = tied != 0;
-    }
+    if (!m || m->gguf || m->owned_free != synth_free || !m->owned) return false;
+    if (out) *out = ((const struct synth_blob *)m->owned)->info;
     return true;
 }

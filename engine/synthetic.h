@@ -18,8 +18,8 @@ struct model;
 struct wtensor;
 
 /* name: "llama3-8b", "smollm2-135m", ...; wtype: enum qtype of the matrices.
- * Returns NULL with err for unknown names/types. Free with model_close
- * (everything beyond the struct itself lives in one allocation at m->layers). */
+ * Returns NULL with err for unknown names/types. Free with model_close (the
+ * weights are m->owned). Shapes follow the real models; no RoPE scaling. */
 struct model *model_open_synthetic(const char *name, uint32_t wtype, uint64_t seed,
                                    char *err, size_t errlen);
 

@@ -76,7 +76,8 @@ cudaError_t cu_add_rmsnorm(float *x, const float *d, const float *w, float *out,
                            int32_t dim, float eps, cudaStream_t st);
 /* y[r][i] += b[i] */
 cudaError_t cu_add_bias(float *y, const float *b, int32_t n, int32_t dim, cudaStream_t st);
-/* out[r][i] = act(g[r][i]) * u[r][i]; act SiLU (gelu = false) or tanh-GELU. */
+/* out[r][i] = act(g[r][i]) * u[r][i]; act SiLU (gelu = false) or tanh-GELU
+ * (GELU's input and output rounded to f16 as the reference engine's table does). */
 cudaError_t cu_glu(const float *g, const float *u, float *out, int32_t n, int32_t dim, bool gelu,
                    cudaStream_t st);
 /* Scales then converts n x dim f32 to f16 (bf16 = false) or bf16. */
@@ -98,18 +99,20 @@ struct cu_attn_batch {
 };
 struct cu_attn_shape {
     int32_t n_head, n_head_kv, head_dim;
+    int32_t n_rot;             /* rotated dims per head (<= head_dim), the rest pass through */
     int32_t block_tokens;
     int32_t window;            /* 0: full causal; else attends (pos - window, pos] */
     float scale;               /* applied to q.k */
 };
 /* Rotates q [n][n_head*hd] in place and k, then stores k and v of each token
- * into its KV slot (f16). inv_freq [hd/2]. */
+ * into its KV slot (f16). inv_freq [n_rot/2]. */
 cudaError_t cu_rope_store(float *q, const float *k, const float *v, const struct cu_attn_batch *b,
                           const struct cu_attn_shape *sh, const float *inv_freq, float pos_scale,
                           bool neox, void *k_cache, void *v_cache, cudaStream_t st);
-/* Rotary only (tests): x [n][heads*hd] in place. */
+/* Rotary only (tests): x [n][heads*hd] in place, first n_rot dims of each head. */
 cudaError_t cu_rope(float *x, const int32_t *pos, int32_t n, int32_t heads, int32_t hd,
-                    const float *inv_freq, float pos_scale, bool neox, cudaStream_t st);
+                    int32_t n_rot, const float *inv_freq, float pos_scale, bool neox,
+                    cudaStream_t st);
 
 /* Decode attention: each token on its own, keys split into n_split ranges
  * (partials in ws: n_tokens * n_head * n_split * (hd + 2) floats). */

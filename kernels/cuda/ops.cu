@@ -131,8 +131,9 @@ __global__ void k_glu(const float *g, const float *__restrict__ u, float *out, s
     const float a = g[i];
     float f;
     if (gelu) {
-        const float c = 0.7978845608028654f; // sqrt(2/pi)
-        f = 0.5f * a * (1.0f + tanhf(c * (a + 0.044715f * a * a * a)));
+        // the reference engine looks GELU up in an f16 table: round in and out likewise
+        const float c = 0.7978845608028654f, x = __half2float(__float2half_rn(a)); // sqrt(2/pi)
+        f = __half2float(__float2half_rn(0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)))));
     } else {
         f = a / (1.0f + expf(-a));
     }
@@ -194,50 +195,51 @@ extern "C" cudaError_t cu_gather_rows(const float *x, const int32_t *idx, int32_
 }
 
 // ---- RoPE ----
-// Pair i of a head: NeoX rotates (i, i + hd/2), the original layout (2i, 2i+1).
-__device__ __forceinline__ void rope_pair(float *h, int i, int hd, float c, float s, bool neox)
+// Pair i of a head: NeoX rotates (i, i + n_rot/2), the original layout (2i, 2i+1).
+__device__ __forceinline__ void rope_pair(float *h, int i, int n_rot, float c, float s, bool neox)
 {
-    const int a = neox ? i : 2 * i, b = neox ? i + hd / 2 : 2 * i + 1;
+    const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
     const float x0 = h[a], x1 = h[b];
     h[a] = x0 * c - x1 * s;
     h[b] = x0 * s + x1 * c;
 }
 
-__global__ void k_rope(float *x, const int32_t *__restrict__ pos, int heads, int hd,
+__global__ void k_rope(float *x, const int32_t *__restrict__ pos, int heads, int hd, int n_rot,
                        const float *__restrict__ inv_freq, float pos_scale, bool neox)
 {
-    const int t = blockIdx.x;
+    const int t = blockIdx.x, half = n_rot / 2;
     const float p = (float)pos[t] * pos_scale;
-    for (int j = threadIdx.x; j < heads * hd / 2; j += blockDim.x) {
-        const int h = j / (hd / 2), i = j % (hd / 2);
+    for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
+        const int h = j / half, i = j % half;
         float s, c;
         sincosf(p * inv_freq[i], &s, &c);
-        rope_pair(x + ((size_t)t * heads + h) * hd, i, hd, c, s, neox);
+        rope_pair(x + ((size_t)t * heads + h) * hd, i, n_rot, c, s, neox);
     }
 }
 
 extern "C" cudaError_t cu_rope(float *x, const int32_t *pos, int32_t n, int32_t heads, int32_t hd,
-                               const float *inv_freq, float pos_scale, bool neox, cudaStream_t st)
+                               int32_t n_rot, const float *inv_freq, float pos_scale, bool neox,
+                               cudaStream_t st)
 {
-    if (n <= 0) return cudaSuccess;
-    k_rope<<<n, 128, 0, st>>>(x, pos, heads, hd, inv_freq, pos_scale, neox);
+    if (n <= 0 || n_rot < 2 || n_rot > hd) return n <= 0 ? cudaSuccess : cudaErrorInvalidValue;
+    k_rope<<<n, 128, 0, st>>>(x, pos, heads, hd, n_rot, inv_freq, pos_scale, neox);
     return cudaGetLastError();
 }
 
-// q rotated in place; k rotated into registers and stored with v as f16 in the
-// token's KV slot. One block per token.
+// q rotated in place; k rotated on the way and stored with v as f16 in the
+// token's KV slot (dims past n_rot unrotated). One block per token.
 __global__ void k_rope_store(float *q, const float *__restrict__ k, const float *__restrict__ v,
                              cu_attn_batch b, cu_attn_shape sh, const float *__restrict__ inv_freq,
                              float pos_scale, bool neox, __half *kc, __half *vc)
 {
-    const int t = blockIdx.x, hd = sh.head_dim, half = hd / 2;
+    const int t = blockIdx.x, hd = sh.head_dim, half = sh.n_rot / 2;
     const int32_t s = b.seq[t], pos = b.pos[t];
     const float p = (float)pos * pos_scale;
     for (int j = threadIdx.x; j < sh.n_head * half; j += blockDim.x) {
         const int h = j / half, i = j % half;
         float sn, cs;
         sincosf(p * inv_freq[i], &sn, &cs);
-        rope_pair(q + ((size_t)t * sh.n_head + h) * hd, i, hd, cs, sn, neox);
+        rope_pair(q + ((size_t)t * sh.n_head + h) * hd, i, sh.n_rot, cs, sn, neox);
     }
     if (s < 0) return; // padding token: nothing to store
     const int32_t blk = b.tables[b.table_off[s] + pos / sh.block_tokens];
@@ -253,6 +255,11 @@ __global__ void k_rope_store(float *q, const float *__restrict__ k, const float 
         ko[a] = __float2half_rn(x0 * cs - x1 * sn);
         ko[c] = __float2half_rn(x0 * sn + x1 * cs);
     }
+    if (sh.n_rot < hd) // unrotated tail of each K head
+        for (int j = threadIdx.x; j < sh.n_head_kv * (hd - sh.n_rot); j += blockDim.x) {
+            const int h = j / (hd - sh.n_rot), d = sh.n_rot + j % (hd - sh.n_rot);
+            kc[(slot + h) * hd + d] = __float2half_rn(k[((size_t)t * sh.n_head_kv + h) * hd + d]);
+        }
     for (int j = threadIdx.x; j < sh.n_head_kv * hd; j += blockDim.x)
         vc[slot * hd + j] = __float2half_rn(v[(size_t)t * sh.n_head_kv * hd + j]);
 }
@@ -263,6 +270,7 @@ extern "C" cudaError_t cu_rope_store(float *q, const float *k, const float *v,
                                      void *k_cache, void *v_cache, cudaStream_t st)
 {
     if (b->n_tokens <= 0) return cudaSuccess;
+    if (sh->n_rot < 2 || sh->n_rot > sh->head_dim) return cudaErrorInvalidValue;
     k_rope_store<<<b->n_tokens, 128, 0, st>>>(q, k, v, *b, *sh, inv_freq, pos_scale, neox,
                                               (__half *)k_cache, (__half *)v_cache);
     return cudaGetLastError();
