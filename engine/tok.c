@@ -327,14 +327,15 @@ static void mark_control(struct tok *t, const char *const *texts, uint16_t extra
 static void load_specials(struct tok *t, const struct gguf_ctx *g)
 {
     bool spm = t->type == TOK_SPM;
-    t->bos = special_id(t, g, "tokenizer.ggml.bos_token_id", spm ? 1 : 11);
+    /* Defaults: SPM 1/2/0; BPE 11/11 (none for ChatGLM, set by tok_bpe_init). */
+    t->bos = special_id(t, g, "tokenizer.ggml.bos_token_id", spm ? 1 : t->bos);
     t->eos = special_id(t, g, "tokenizer.ggml.eos_token_id", spm ? 2 : 11);
     t->unk = special_id(t, g, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1);
     t->eot = special_id(t, g, "tokenizer.ggml.eot_token_id", -1);
     t->eom = special_id(t, g, "tokenizer.ggml.eom_token_id", -1);
     t->sep = special_id(t, g, "tokenizer.ggml.seperator_token_id", -1);
     t->pad = special_id(t, g, "tokenizer.ggml.padding_token_id", -1);
-    t->add_bos = spm || t->ignore_merges; /* SPM and Llama-3 style BPE default to BOS */
+    t->add_bos = spm || t->add_bos; /* SPM and Llama-3 style BPE default to BOS */
     t->add_eos = false;
     t->add_space_prefix = spm;
     gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
@@ -504,6 +505,7 @@ struct tok *tok_open(const struct gguf_ctx *g, char *err, size_t errlen)
     }
     snprintf(t->model, sizeof t->model, "%s", model);
     snprintf(t->pre, sizeof t->pre, "%s", pre && *pre ? pre : "default");
+    t->bos = 11; /* the BPE default (the reference's); tok_bpe_init may clear it */
     char sub[256];
     if (load_tokens(t, g, sub, sizeof sub) || load_scores_types(t, g, sub, sizeof sub) ||
         (t->type == TOK_BPE && (load_merges(t, g, sub, sizeof sub) || tok_bpe_init(t, sub, sizeof sub)))) {

@@ -21,32 +21,48 @@
 #define RE_CONTRACT "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #define RE_LLAMA3 RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_QWEN35 RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_DS_LETTERS "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"
 #define RE_CJK "[一-龥ࠀ-一가-퟿]+"
 
 enum { MAX_RE = 6 };
 
 struct pre_def {
     const char *names; /* tokenizer.ggml.pre values, '|'-separated */
-    bool ignore_merges;
+    bool ignore_merges; /* a word that is a token is not merged (Llama 3) */
+    bool add_bos;       /* default of tokenizer.ggml.add_bos_token */
+    bool no_bos;        /* no default BOS id */
     const char *re[MAX_RE];
 };
 
 /* The reference engine's table (llama-vocab.cpp), for the families tern supports. */
 static const struct pre_def pre_defs[] = {
-    {"default|", false, {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
+    {"default", false, false, false,
+     {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
     {"gpt-2|gpt2|phi-2|mpt|olmo|jais|trillion|granite-docling|exaone4|jina-es|jina-de|gigachat|"
      "jina-v2-es|jina-v2-de|a.x-4.0|mellum|modern-bert|jina-v1-en|jina-v2-code|roberta-bpe",
-     false, {RE_GPT2}},
-    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|jina-v5-nano", true,
-     {RE_LLAMA3}},
-    {"dbrx|smaug-bpe", false, {RE_LLAMA3}},
-    {"qwen2|deepseek-r1-qwen|stablelm2|hunyuan|megrez|solar-open|grok-2", false, {RE_QWEN2}},
-    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b|mellum2", false,
+     false, false, false, {RE_GPT2}},
+    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|jina-v5-nano", true, true,
+     false, {RE_LLAMA3}},
+    {"dbrx|smaug-bpe", false, false, false, {RE_LLAMA3}},
+    {"chatglm-bpe", false, false, true, {RE_LLAMA3}},
+    {"glm4|glm5", true, false, true, {RE_LLAMA3}},
+    {"qwen2|deepseek-r1-qwen|stablelm2|hunyuan|megrez|solar-open|grok-2|f2llmv2", false, false,
+     false, {RE_QWEN2}},
+    {"qwen35", false, false, false, {RE_QWEN35}},
+    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b|mellum2", false, false, false,
      {"\\p{N}", RE_GPT2}},
-    {"falcon", false, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
-    {"deepseek-llm", false,
-     {"[\\r\\n]", "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+", "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RE_CJK, "\\p{N}+"}},
-    {"deepseek-coder", false, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}},
+    {"falcon", false, false, false, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
+    {"deepseek-llm", false, false, false,
+     {"[\\r\\n]", RE_DS_LETTERS, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RE_CJK, "\\p{N}+"}},
+    {"deepseek-coder", false, false, false,
+     {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}},
+    {"seed-coder", false, false, false,
+     {RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"ufakzeka", false, false, false,
+     {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"minicpm5", true, false, false,
+     {"\\p{N}{1,3}", RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
 };
 #define N_PRE (sizeof pre_defs / sizeof pre_defs[0])
 
@@ -115,6 +131,8 @@ int tok_bpe_init(struct tok *t, char *err, size_t errlen)
     if (!b) goto oom;
     t->bpe = b;
     t->ignore_merges = def->ignore_merges;
+    t->add_bos = def->add_bos;
+    if (def->no_bos) t->bos = -1;
     for (int i = 0; i < MAX_RE && def->re[i]; i++) {
         char *pat = rewrite_ws(def->re[i]);
         if (!pat) goto oom;
