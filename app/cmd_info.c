@@ -178,6 +178,12 @@ static void gather(const struct gguf_ctx *g, const struct info_opts *o, struct m
 
 /* ---- output -------------------------------------------------------------- */
 
+static bool type_supported(uint32_t type)
+{
+    const struct qtype_info *qi = qtype_get(type);
+    return qi && qi->supported;
+}
+
 static const char *human(uint64_t b, char *buf, size_t n)
 {
     if (b >= 1ull << 30) snprintf(buf, n, "%.2f GiB", (double)b / (1 << 30));
@@ -223,9 +229,10 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
     printf("tensors       %llu, %s\n", (unsigned long long)gguf_n_tensors(g),
            human(mi->weight_bytes, a, sizeof a));
     for (uint64_t i = 0; i < mi->n_types; i++)
-        printf("  %-8s %5llu tensors %12llu bytes (%s)\n", qtype_name(mi->types[i].type),
+        printf("  %-8s %5llu tensors %12llu bytes (%s)%s\n", qtype_name(mi->types[i].type),
                (unsigned long long)mi->types[i].count, (unsigned long long)mi->types[i].bytes,
-               human(mi->types[i].bytes, b, sizeof b));
+               human(mi->types[i].bytes, b, sizeof b),
+               type_supported(mi->types[i].type) ? "" : "  not supported by tern's engine");
     printf("context       %u tokens\n", mi->ctx);
     printf("layers        %u, embedding %u, heads %u (kv %u), head dim %u\n", mi->layers, mi->embd,
            mi->heads, mi->kv_heads, mi->key_len);
@@ -255,6 +262,7 @@ static cJSON *json_types(const struct model_info *mi)
         cJSON_AddStringToObject(t, "type", qtype_name(mi->types[i].type));
         cJSON_AddNumberToObject(t, "count", (double)mi->types[i].count);
         cJSON_AddNumberToObject(t, "bytes", (double)mi->types[i].bytes);
+        cJSON_AddBoolToObject(t, "supported", type_supported(mi->types[i].type));
         cJSON_AddItemToArray(arr, t);
     }
     return arr;

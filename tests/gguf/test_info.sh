@@ -79,6 +79,24 @@ for model in smollm2 gemma3-270m; do
   ok $? "$model: q8_0 KV is 34/64 of f16"
 done
 
+# A valid file with a type the engine cannot run (Q2_K): described, flagged.
+python3 - "$tmp/q2k.gguf" <<'PY'
+import struct, sys
+s = lambda b: struct.pack("<Q", len(b)) + b
+hdr = b"GGUF" + struct.pack("<IQQ", 3, 1, 1)
+kv = s(b"general.architecture") + struct.pack("<I", 8) + s(b"test")
+ti = s(b"w") + struct.pack("<IQIQ", 1, 256, 10, 0)
+body = hdr + kv + ti
+body += bytes(-len(body) % 32) + bytes(84)
+open(sys.argv[1], "wb").write(body)
+PY
+"$TERN_BIN" info -m "$tmp/q2k.gguf" --mem 1G --json >"$tmp/q2k.json" 2>&1
+ok $? "Q2_K file: info exits 0"
+[ "$(jq -c '.tensor_types' "$tmp/q2k.json")" = '[{"type":"Q2_K","count":1,"bytes":84,"supported":false}]' ]
+ok $? "Q2_K file: type listed as unsupported"
+"$TERN_BIN" info -m "$tmp/q2k.gguf" --mem 1G 2>&1 | grep -q "Q2_K .*not supported by tern's engine"
+ok $? "Q2_K file: text flags the type"
+
 # Malformed and missing files: the reader's message, exit 1.
 printf 'GGUF\001\000\000\000' >"$tmp/v1.gguf"
 "$TERN_BIN" info -m "$tmp/v1.gguf" >"$tmp/out" 2>"$tmp/err"
