@@ -2,7 +2,9 @@
  * tensor types, context, vocabulary, chat template family and the memory plan
  * (weights + KV cache per token, and how many KV tokens a budget holds).
  * Hyperparameters are read straight from the GGUF keys, so this works on any
- * file the reader accepts, even ones the engine cannot run. */
+ * file the reader accepts, even ones the engine cannot run; EOT and the
+ * template family come from the tokenizer and template modules, so they are
+ * what chat and run will use. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,8 @@
 #include "commands.h"
 #include "gguf.h"
 #include "quant.h"
+#include "template.h"
+#include "tok.h"
 
 enum { OPT_MEM = CLI_OPT_CMD, OPT_JSON, OPT_KV_TYPE };
 
@@ -30,12 +34,12 @@ struct type_use {
 
 struct model_info {
     const char *arch, *name, *tok_model, *tok_pre, *tmpl_family;
-    bool tmpl_fallback;
+    bool tmpl_fallback, tmpl_from_vocab;
+    char tok_err[256]; /* why the tokenizer could not be opened, or "" */
     uint64_t params, weight_bytes, n_types, vocab;
     struct type_use types[64];
     uint32_t ctx, layers, embd, heads, kv_heads, key_len, val_len; /* 0 = absent */
     int64_t bos, eos, eot;  /* -1 = none */
-    bool eot_by_text;
     uint64_t kv_per_token, budget, kv_tokens;
 };
 
@@ -74,67 +78,37 @@ static void gather_tensors(const struct gguf_ctx *g, struct model_info *mi)
     qsort(mi->types, mi->n_types, sizeof mi->types[0], cmp_use);
 }
 
-static bool token_is(const struct gguf_str *s, const char *text)
-{
-    return s->len == strlen(text) && memcmp(s->ptr, text, s->len) == 0;
-}
-
-/* EOT from metadata, else a token whose text is a known end-of-turn marker.
- * The reference engine takes the first such token in its hash map's order,
- * which tends to be the highest id (<|eot_id|> over <|end_of_text|>, <|end|>
- * over <|endoftext|>); we take the highest id. */
-static void find_eot(const struct gguf_ctx *g, const struct gguf_kv *tokens, struct model_info *mi)
-{
-    static const char *const marks[] = {
-        "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-        "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-        "<end_of_utterance>",
-    };
-    uint32_t id;
-    if (gguf_get_u32(g, "tokenizer.ggml.eot_token_id", &id)) {
-        mi->eot = id;
-        return;
-    }
-    for (uint64_t i = tokens && tokens->v.arr.strs ? tokens->v.arr.n : 0; i-- > 0;)
-        for (size_t k = 0; k < sizeof marks / sizeof marks[0]; k++)
-            if (token_is(&tokens->v.arr.strs[i], marks[k])) {
-                mi->eot = (int64_t)i;
-                mi->eot_by_text = true;
-                return;
-            }
-}
-
+/* BOS/EOS from the keys; EOT and the chat template as the engine resolves
+ * them (tokenizer: eot key or marker text; template: markers, or for files
+ * without one the vocabulary's marker tokens). Without a usable tokenizer
+ * the template family comes from the template text alone. */
 static void gather_vocab(const struct gguf_ctx *g, struct model_info *mi)
 {
     const struct gguf_kv *tokens = gguf_get_arr(g, "tokenizer.ggml.tokens");
+    const char *jinja = gguf_get_str(g, "tokenizer.chat_template");
     mi->vocab = tokens ? tokens->v.arr.n : 0;
     mi->tok_model = gguf_get_str(g, "tokenizer.ggml.model");
     mi->tok_pre = gguf_get_str(g, "tokenizer.ggml.pre");
     uint32_t id;
     mi->bos = gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &id) ? (int64_t)id : -1;
     mi->eos = gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &id) ? (int64_t)id : -1;
-    mi->eot = -1;
-    find_eot(g, tokens, mi);
-}
-
-/* Template family by the markers each family's template uses. */
-static void detect_template(const char *t, struct model_info *mi)
-{
-    mi->tmpl_fallback = false;
-    if (!t) mi->tmpl_family = "none";
-    else if (strstr(t, "<|im_start|>")) mi->tmpl_family = "chatml";
-    else if (strstr(t, "[INST]")) mi->tmpl_family = strstr(t, "<<SYS>>") ? "llama2" : "mistral";
-    else if (strstr(t, "<|assistant|>") && strstr(t, "<|end|>")) mi->tmpl_family = "phi3";
-    else if (strstr(t, "<|user|>")) mi->tmpl_family = "zephyr";
-    else if (strstr(t, "<start_of_turn>")) mi->tmpl_family = "gemma";
-    else if (strstr(t, "<|start_header_id|>")) mi->tmpl_family = "llama3";
-    else if (strstr(t, "\xef\xbd\x9c" "Assistant\xef\xbd\x9c") ||
-             (strstr(t, "### Instruction:") && strstr(t, "<|EOT|>")) ||
-             strstr(t, "'Assistant: ' + message['content'] + eos_token"))
-        mi->tmpl_family = "deepseek";
-    else mi->tmpl_family = "unknown";
-    if (!strcmp(mi->tmpl_family, "none") || !strcmp(mi->tmpl_family, "unknown"))
-        mi->tmpl_fallback = true;
+    mi->eot = gguf_get_u32(g, "tokenizer.ggml.eot_token_id", &id) ? (int64_t)id : -1;
+    struct tok *tk = tok_open(g, mi->tok_err, sizeof mi->tok_err);
+    struct tmpl t;
+    char err[256];
+    if (tk && tmpl_init_model(&t, g, tk, NULL, err, sizeof err) == 0) {
+        mi->eot = tok_eot(tk);
+        mi->tmpl_family = tmpl_family_name(t.family);
+        mi->tmpl_fallback = t.fallback;
+        mi->tmpl_from_vocab = t.from_vocab;
+        tmpl_free(&t);
+    } else {
+        enum tmpl_family f = tmpl_detect(jinja);
+        mi->tmpl_family = tmpl_family_name(f == TMPL_UNKNOWN ? TMPL_CHATML : f);
+        mi->tmpl_fallback = f == TMPL_UNKNOWN;
+        if (tk) snprintf(mi->tok_err, sizeof mi->tok_err, "%s", err);
+    }
+    tok_close(tk);
 }
 
 static uint64_t physical_memory(void)
@@ -172,7 +146,6 @@ static void gather(const struct gguf_ctx *g, const struct info_opts *o, struct m
     if (!mi->key_len && mi->heads) mi->key_len = mi->embd / mi->heads;
     if (!mi->val_len) mi->val_len = mi->key_len;
     gather_vocab(g, mi);
-    detect_template(gguf_get_str(g, "tokenizer.chat_template"), mi);
     plan_memory(mi, o);
 }
 
@@ -210,11 +183,11 @@ static const char *token_text(const struct gguf_ctx *g, int64_t id, char *buf, s
     return buf;
 }
 
-static void print_token(const struct gguf_ctx *g, const char *label, int64_t id, const char *note)
+static void print_token(const struct gguf_ctx *g, const char *label, int64_t id)
 {
     char t[128];
     if (id < 0) printf("  %s none", label);
-    else printf("  %s %lld '%s'%s", label, (long long)id, token_text(g, id, t, sizeof t), note);
+    else printf("  %s %lld '%s'", label, (long long)id, token_text(g, id, t, sizeof t));
 }
 
 static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
@@ -238,10 +211,13 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
            mi->heads, mi->kv_heads, mi->key_len);
     printf("vocabulary    %llu tokens, model %s, pre-tokenizer %s\n", (unsigned long long)mi->vocab,
            mi->tok_model ? mi->tok_model : "none", mi->tok_pre ? mi->tok_pre : "default");
-    print_token(g, "BOS", mi->bos, "");
-    print_token(g, "EOS", mi->eos, "");
-    print_token(g, "EOT", mi->eot, mi->eot_by_text ? " (by token text)" : "");
-    printf("\nchat template %s%s\n", mi->tmpl_family, mi->tmpl_fallback ? " (ChatML fallback)" : "");
+    print_token(g, "BOS", mi->bos);
+    print_token(g, "EOS", mi->eos);
+    print_token(g, "EOT", mi->eot);
+    printf("\n");
+    if (mi->tok_err[0]) printf("  tokenizer unusable: %s\n", mi->tok_err);
+    printf("chat template %s%s\n", mi->tmpl_fallback ? "unknown, using ChatML fallback" : mi->tmpl_family,
+           mi->tmpl_from_vocab ? " (the file has no template; chosen from its vocabulary)" : "");
     printf("memory plan   weights %s (%llu bytes)\n", human(mi->weight_bytes, a, sizeof a),
            (unsigned long long)mi->weight_bytes);
     printf("  KV cache %s: %llu bytes per token (%u layers x %u kv heads x (%u + %u) x %s)\n",
@@ -283,7 +259,7 @@ static cJSON *json_vocab(const struct gguf_ctx *g, const struct model_info *mi)
         snprintf(key, sizeof key, "%s_text", names[i]);
         if (ids[i] >= 0) cJSON_AddStringToObject(v, key, token_text(g, ids[i], t, sizeof t));
     }
-    cJSON_AddBoolToObject(v, "eot_by_text", mi->eot_by_text);
+    if (mi->tok_err[0]) cJSON_AddStringToObject(v, "tokenizer_error", mi->tok_err);
     return v;
 }
 
@@ -321,6 +297,7 @@ static int print_json(const struct gguf_ctx *g, const struct model_info *mi,
     cJSON *t = cJSON_AddObjectToObject(j, "chat_template");
     cJSON_AddStringToObject(t, "family", mi->tmpl_family);
     cJSON_AddBoolToObject(t, "chatml_fallback", mi->tmpl_fallback);
+    cJSON_AddBoolToObject(t, "from_vocabulary", mi->tmpl_from_vocab);
     cJSON_AddItemToObject(j, "memory", json_memory(mi, o));
     char *s = cJSON_Print(j);
     cJSON_Delete(j);

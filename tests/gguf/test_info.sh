@@ -33,12 +33,19 @@ checks = [
     ("BOS", got["vocabulary"]["bos"], want["bos"]),
     ("EOS", got["vocabulary"]["eos"], want["eos"]),
     ("EOT is a reference candidate", got["vocabulary"]["eot"] in want["eot_candidates"] + [want["eot"]], True),
-    ("template family", got["chat_template"]["family"], want["chat_template_family"]),
     ("weight bytes", got["memory"]["weight_bytes"], want["weight_bytes"]),
     ("KV bytes per token", got["memory"]["kv_bytes_per_token"], kv),
     ("budget", got["memory"]["budget_bytes"], budget),
     ("KV tokens in budget", got["memory"]["kv_tokens"], (budget - want["weight_bytes"]) // kv),
 ]
+# Family: as the model's own template renders (jinja2); a file without a
+# template gets a family chosen from its vocabulary, never the silent fallback.
+if want["chat_template_family"] != "none":
+    checks.append(("template family (jinja2 rendering)", got["chat_template"]["family"], want["chat_template_family"]))
+    checks.append(("template not from vocabulary", got["chat_template"]["from_vocabulary"], False))
+else:
+    checks.append(("no template: family from vocabulary", got["chat_template"]["from_vocabulary"], True))
+checks.append(("no ChatML fallback", got["chat_template"]["chatml_fallback"], False))
 # The reference picks among several text matches in hash-map order; with one
 # candidate (or an eot key) its answer is determined and must match.
 if want["eot"] >= 0 or len(want["eot_candidates"]) <= 1:
@@ -79,23 +86,37 @@ for model in smollm2 gemma3-270m; do
   ok $? "$model: q8_0 KV is 34/64 of f16"
 done
 
-# A valid file with a type the engine cannot run (Q2_K): described, flagged.
-python3 - "$tmp/q2k.gguf" <<'PY'
+# mini_gguf PATH [TEMPLATE]: a valid file with one Q2_K tensor (a type the
+# engine cannot run), a 3-token vocabulary and optionally a chat template.
+mini_gguf() {
+  python3 - "$@" <<'PY'
 import struct, sys
 s = lambda b: struct.pack("<Q", len(b)) + b
-hdr = b"GGUF" + struct.pack("<IQQ", 3, 1, 1)
-kv = s(b"general.architecture") + struct.pack("<I", 8) + s(b"test")
-ti = s(b"w") + struct.pack("<IQIQ", 1, 256, 10, 0)
-body = hdr + kv + ti
+kvs = [s(b"general.architecture") + struct.pack("<I", 8) + s(b"test"),
+       s(b"tokenizer.ggml.model") + struct.pack("<I", 8) + s(b"gpt2"),
+       s(b"tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 3) + s(b"a") + s(b"b") + s(b"c")]
+if len(sys.argv) > 2:
+    kvs.append(s(b"tokenizer.chat_template") + struct.pack("<I", 8) + s(sys.argv[2].encode()))
+body = b"GGUF" + struct.pack("<IQQ", 3, 1, len(kvs)) + b"".join(kvs)
+body += s(b"w") + struct.pack("<IQIQ", 1, 256, 10, 0)
 body += bytes(-len(body) % 32) + bytes(84)
 open(sys.argv[1], "wb").write(body)
 PY
+}
+mini_gguf "$tmp/q2k.gguf"
 "$TERN_BIN" info -m "$tmp/q2k.gguf" --mem 1G --json >"$tmp/q2k.json" 2>&1
 ok $? "Q2_K file: info exits 0"
 [ "$(jq -c '.tensor_types' "$tmp/q2k.json")" = '[{"type":"Q2_K","count":1,"bytes":84,"supported":false}]' ]
 ok $? "Q2_K file: type listed as unsupported"
 "$TERN_BIN" info -m "$tmp/q2k.gguf" --mem 1G 2>&1 | grep -q "Q2_K .*not supported by tern's engine"
 ok $? "Q2_K file: text flags the type"
+
+mini_gguf "$tmp/odd.gguf" '{% for m in messages %}[[{{ m.content }}]]{% endfor %}'
+"$TERN_BIN" info -m "$tmp/odd.gguf" --mem 1G >"$tmp/odd.txt" 2>&1
+grep -q "^chat template unknown, using ChatML fallback" "$tmp/odd.txt"
+ok $? "unrecognised template: info shows the ChatML fallback"
+"$TERN_BIN" info -m "$tmp/odd.gguf" --mem 1G --json | jq -e '.chat_template.chatml_fallback' >/dev/null
+ok $? "unrecognised template: JSON flags the fallback"
 
 # Malformed and missing files: the reader's message, exit 1.
 printf 'GGUF\001\000\000\000' >"$tmp/v1.gguf"
