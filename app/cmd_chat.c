@@ -16,6 +16,10 @@ enum {
     OPT_HEADLESS,
     OPT_SIZE,
     OPT_KEYS,
+    OPT_TEMP,
+    OPT_TOP_P,
+    OPT_MAX_TOKENS,
+    OPT_SYSTEM,
 };
 
 static const struct option longopts[] = {
@@ -27,6 +31,10 @@ static const struct option longopts[] = {
     {"headless-frames", required_argument, 0, OPT_HEADLESS},
     {"size", required_argument, 0, OPT_SIZE},
     {"keys", required_argument, 0, OPT_KEYS},
+    {"temp", required_argument, 0, OPT_TEMP},
+    {"top-p", required_argument, 0, OPT_TOP_P},
+    {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
+    {"system", required_argument, 0, OPT_SYSTEM},
     {0, 0, 0, 0},
 };
 
@@ -91,6 +99,18 @@ static int on_opt(int c, const char *arg, void *ud)
         }
         return 0;
     case OPT_DB: a->o.db_path = arg; return 0;
+    case OPT_TEMP:
+        if (cli_double(a->cli, "--temp", arg, 0, 5, &a->o.temp) < 0) return -1;
+        a->o.set_temp = true;
+        return 0;
+    case OPT_TOP_P:
+        if (cli_double(a->cli, "--top-p", arg, 1e-6, 1, &a->o.top_p) < 0) return -1;
+        return 0;
+    case OPT_MAX_TOKENS:
+        if (cli_int(a->cli, "--max-tokens", arg, 1, 1 << 20, &v) < 0) return -1;
+        a->o.max_tokens = (int32_t)v;
+        return 0;
+    case OPT_SYSTEM: a->o.system = arg; return 0;
     case OPT_NO_COLOR: a->o.no_color = true; return 0;
     case OPT_HEADLESS:
         if (cli_int(a->cli, "--headless-frames", arg, 1, 1L << 30, &v) < 0) return -1;
@@ -129,6 +149,11 @@ int cmd_chat(int argc, char **argv)
         "      --ctx N              context per sequence (default: the model's)\n"
         "      --backend B          auto, cpu or cuda (default auto: CUDA when usable)\n"
         "      --db PATH            history database (default $XDG_DATA_HOME/tern/history.db)\n"
+        "      --temp T             temperature of new sessions (default 0.8; 0 = greedy)\n"
+        "      --top-p P            top-p of new sessions (default 0.95)\n"
+        "      --max-tokens N       reply length limit of new sessions (default 512)\n"
+        "      --system TEXT        system prompt of new sessions\n"
+        "                           (F4 changes all four for the open session)\n"
         "      --no-color           monochrome (also when NO_COLOR is set)\n"
         "      --headless-frames N  run off-screen for at most N frames, print the last\n"
         "                           frame (tests, sanitizer runs)\n"

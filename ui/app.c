@@ -426,6 +426,11 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     a.t_start = now_s();
     ensure_utf8_locale();
     ui_state_init(&a.st);
+    if (o->set_temp) a.st.defaults.temp = (float)o->temp;
+    if (o->top_p > 0) a.st.defaults.top_p = (float)o->top_p;
+    if (o->max_tokens > 0) a.st.defaults.max_tokens = o->max_tokens;
+    if (o->system) snprintf(a.st.defaults.system, sizeof a.st.defaults.system, "%s", o->system);
+    a.st.params = a.st.defaults;
     ui_input_init(&a.in);
     ui_dialog_init(&a.dlg);
     if (ui_term_open(&a.term, o->headless, o->rows > 0 ? o->rows : 24, o->cols > 0 ? o->cols : 80,

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine.h"
 
@@ -16,6 +17,11 @@ struct ui_app_opts {
     const char *db_path;         /* NULL: the default history database */
     const char *model_error;     /* no model path could be found: shown instead of loading */
     bool no_color;               /* also when NO_COLOR is set */
+    /* parameters of new sessions; 0 / NULL keep the defaults */
+    double temp, top_p;
+    int32_t max_tokens;
+    const char *system;
+    bool set_temp;
     /* headless: an off-screen rows x cols terminal, keys from `keys`
      * ("\r" Enter, "\x1b" Esc, "{wait}" waits until the model is loaded and
      * no reply streams, "{resize CxR}" resizes); quits when the keys are

@@ -140,7 +140,6 @@ char *ui_params_to_json(const struct ui_params *p)
 
 void ui_params_from_json(struct ui_params *p, const char *json)
 {
-    ui_params_default(p);
     cJSON *o = json ? cJSON_Parse(json) : NULL;
     if (!o) return;
     const cJSON *v;
@@ -235,7 +234,7 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
     ui_state_clear_msgs(st);
     st->cur = st->sel = i;
     struct ui_session *se = &st->sessions[i];
-    ui_params_default(&st->params);
+    st->params = st->defaults;
     if (!b->db || se->key == 0) return;
     int64_t id = store_resolve(b->db, se->key);
     int rc = id > 0 ? store_transcript(b->db, id, &tr, err, sizeof err) : 1;
@@ -267,7 +266,7 @@ void ui_bridge_new_session(struct ui_bridge *b, struct ui_state *st, const char 
     if (ui_state_add_session(st, 0, title ? title : DEFAULT_TITLE, (double)time(NULL), true) < 0) return;
     st->cur = st->sel = 0;
     ui_state_clear_msgs(st);
-    ui_params_default(&st->params);
+    st->params = st->defaults;
 }
 
 void ui_bridge_rename_session(struct ui_bridge *b, struct ui_state *st, size_t i, const char *title)

@@ -63,7 +63,8 @@ void ui_bridge_delete_session(struct ui_bridge *b, struct ui_state *st, size_t i
 /* Stores the open session's parameters (st->params). */
 void ui_bridge_save_params(struct ui_bridge *b, struct ui_state *st);
 
-/* Parameters as JSON (caller frees) and back; used for the store. */
+/* Parameters as JSON (caller frees) and back (keys present in json
+ * override *p); used for the store. */
 char *ui_params_to_json(const struct ui_params *p);
 void ui_params_from_json(struct ui_params *p, const char *json);
 

@@ -46,6 +46,7 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
         struct ui_wrap wr;
         size_t st, len;
         int used;
+        if (!s->alert[i][0]) continue;
         ui_wrap_init(&wr, s->alert[i], strlen(s->alert[i]), rc.w - 2);
         for (int k = 0; k < 3 && rc.h >= 6 && ui_wrap_next(&wr, &st, &len, &used); k++) {
             ui_draw_fill(w, rc.y, rc.x, rc.w, t->a[UI_C_ERROR], " ");

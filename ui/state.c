@@ -17,7 +17,8 @@ void ui_params_default(struct ui_params *p)
 void ui_state_init(struct ui_state *s)
 {
     memset(s, 0, sizeof *s);
-    ui_params_default(&s->params);
+    ui_params_default(&s->defaults);
+    s->params = s->defaults;
     s->timeline_msg = (size_t)-1;
 }
 

@@ -76,6 +76,7 @@ struct ui_state {
     size_t cur;                    /* open session index (valid when n_sessions > 0) */
     size_t sel;                    /* selection in the sessions pane */
     struct ui_params params;       /* of the open session */
+    struct ui_params defaults;     /* for new sessions (command-line options) */
 
     /* transcript of the open session */
     struct ui_msg *msgs;
