@@ -379,6 +379,8 @@ static bool read_preamble(struct rd *r, struct gguf_ctx *ctx)
     if (!rd_u32(r, &ctx->version, "version")) return false;
     if (ctx->version == 1)
         return rd_fail(r, 4, "unsupported version 1 (GGUF v1 is obsolete; re-convert the model)");
+    if (ctx->version == 0x02000000u || ctx->version == 0x03000000u)
+        return rd_fail(r, 4, "unsupported version: a big-endian GGUF file (tern reads little-endian)");
     if (ctx->version != 2 && ctx->version != 3)
         return rd_fail(r, 4, "unsupported version %u (supported: 2, 3)", ctx->version);
     uint64_t at = r->pos;

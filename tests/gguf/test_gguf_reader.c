@@ -167,6 +167,8 @@ static void test_preamble_errors(void)
     expect_err(&w, "unsupported version 1", 4, "version 1");
     put_u32(&w, 4, 4);
     expect_err(&w, "unsupported version 4", 4, "version 4");
+    put_u32(&w, 4, 0x03000000u);
+    expect_err(&w, "unsupported version: a big-endian GGUF file", 4, "big-endian file");
     put_u32(&w, 4, 3);
     put_u64(&w, 16, UINT64_MAX / 2);
     expect_err(&w, "key/value count 9223372036854775807 cannot fit", 16, "huge n_kv");
