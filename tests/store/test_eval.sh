@@ -1,0 +1,90 @@
+#!/bin/bash
+# test_eval: 'tern eval'. Perplexity of the default model on
+# ../shared/texts/gpl-3.0.txt (context 512, 3 chunks) equals the reference
+# engine's llama-perplexity figure on the same chunks (ppl_ref.json, made by
+# make_ppl_ref.py) within 0.5 %, and is stored; the strided method runs; a
+# prompt set with malformed lines reports them by line number, skips them,
+# writes JSONL with timings, and its exact-match accuracy agrees with the
+# outputs. (TERN_BIN, TERN_SRC, TERN_SHARED from test_env)
+. "$TERN_SRC/tests/app/tap.sh"
+tern=$TERN_BIN
+dir=$(mktemp -d /tmp/tern-eval-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+model=$("$TERN_SRC/packaging/fetch-model" --print-path)
+ok $? "default model available"
+text=$TERN_SHARED/texts/gpl-3.0.txt
+[ -r "$text" ]; ok $? "shared text present ($text)"
+
+"$tern" eval -m "$model" --perplexity "$text" --ctx 512 --chunks 3 --json --db "$dir/h.db" \
+    > "$dir/ppl.json" 2> "$dir/err"
+ok $? "eval --perplexity ran ($(tail -c 300 "$dir/err"))"
+python3 - "$dir/ppl.json" "$TERN_SRC/tests/store/ppl_ref.json" "$dir/h.db" <<'PY'
+import json, sqlite3, sys
+got = json.load(open(sys.argv[1]))["result"]
+ref = json.load(open(sys.argv[2]))
+print(f"# tern {got['perplexity']:.4f}  reference {ref['perplexity']:.4f}  "
+      f"({100 * (got['perplexity'] / ref['perplexity'] - 1):+.2f} %)")
+assert got["chunks"] == ref["chunks"] == 3
+assert got["scored"] == 3 * (512 - 256 - 1)  # llama-perplexity scores n_ctx - n_ctx/2 - 1 per chunk
+assert abs(got["perplexity"] / ref["perplexity"] - 1) <= 0.005
+row = sqlite3.connect(sys.argv[3]).execute(
+    "select json_extract(summary, '$.perplexity'), json_extract(config, '$.ctx') from runs"
+    " where kind = 'eval-perplexity'").fetchall()
+assert len(row) == 1 and abs(row[0][0] - got["perplexity"]) < 1e-9 and row[0][1] == 512, row
+PY
+ok $? "perplexity equals llama-perplexity's within 0.5 % and is stored"
+
+"$tern" eval -m "$model" --perplexity "$text" --ctx 128 --stride 64 --chunks 2 --json --no-save \
+    > "$dir/s.json" 2>/dev/null
+python3 -c "
+import json,sys,math; r=json.load(open(sys.argv[1]))['result']
+assert r['chunks']==2 and r['scored']==2*64 and 1 < r['perplexity'] < 1000, r" "$dir/s.json"
+ok $? "--stride: windows every 64 tokens, their last 64 predictions scored"
+
+head -c 300 "$text" > "$dir/short.txt"
+"$tern" eval -m "$model" --perplexity "$dir/short.txt" --no-save 2> "$dir/err"; r=$?
+[ $r = 1 ] && grep -q "needs at least 1024" "$dir/err"
+ok $? "text too short for the context: status 1, says how many tokens are needed"
+
+cat > "$dir/in.jsonl" <<'JL'
+{"id": "cap", "prompt": "The capital of France is", "max_tokens": 4, "answer": "Paris"}
+{"id": "broken", "prompt": "oops"
+{"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 6}
+
+{"id": 4, "max_tokens": 3}
+[1, 2]
+{"prompt": "1, 2, 3, 4,", "max_tokens": 5, "answer": "5, 6, 7"}
+{"messages": [{"role": "user"}]}
+JL
+"$tern" eval -m "$model" --prompts "$dir/in.jsonl" --concurrency 2 --out "$dir/out.jsonl" \
+    --db "$dir/h.db" 2> "$dir/err"
+ok $? "eval --prompts ran despite bad lines"
+for l in 2 5 6 8; do
+    grep -q "in.jsonl:$l: .*skipped" "$dir/err"; ok $? "bad line $l reported by number"
+done
+python3 - "$dir/out.jsonl" "$dir/h.db" <<'PY'
+import json, sqlite3, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["line"] for r in rows] == [1, 3, 7], rows
+for r in rows:
+    assert set(r["timings"]) == {"queue_s", "prefill_s", "ttft_s", "tpot_s", "decode_s", "e2e_s"}
+    assert r["timings"]["ttft_s"] <= r["timings"]["e2e_s"]
+    assert r["generated_tokens"] >= 1 and r["prompt_tokens"] >= 1
+graded = [r for r in rows if "expected" in r]
+assert len(graded) == 2
+for r in graded:
+    assert r["match"] == (r["output"].strip() == r["expected"].strip())
+s = json.loads(sqlite3.connect(sys.argv[2]).execute(
+    "select summary from runs where kind = 'eval-prompts'").fetchone()[0])
+assert s["requests"] == 3 and s["skipped_lines"] == 4
+assert [b["line"] for b in s["bad_lines"]] == [2, 5, 6, 8]
+assert s["exact_match"] == sum(r["match"] for r in graded) and s["with_answer"] == 2
+assert abs(s["accuracy"] - s["exact_match"] / 2) < 1e-12
+PY
+ok $? "JSONL outputs with timings in input order; accuracy agrees with the outputs; run stored"
+
+"$tern" eval --prompts "$dir/none.jsonl" --no-save 2>/dev/null; [ $? = 1 ]
+ok $? "missing prompt file: status 1"
+"$tern" eval 2>/dev/null; [ $? = 2 ]
+ok $? "no mode: usage error"
+tap_done
