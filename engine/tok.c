@@ -94,11 +94,14 @@ static int hash_init(struct tok_hash *h, size_t n)
 
 int32_t tok_find(const struct tok *t, const char *s, size_t n)
 {
-    size_t i = tok_hash_bytes(s, n, TOK_HASH_SEED) & t->vocab.mask;
-    for (;; i = (i + 1) & t->vocab.mask) {
-        int32_t id = t->vocab.slots[i];
-        if (id < 0) return -1;
-        if (t->len[id] == n && memcmp(t->pool + t->off[id], s, n) == 0) return id;
+    uint64_t h = tok_hash_bytes(s, n, TOK_HASH_SEED);
+    uint32_t tag = (uint32_t)(h >> 32);
+    /* Bounded by the probe length (load factor <= 1/2). */
+    for (size_t i = h & t->vocab.mask;; i = (i + 1) & t->vocab.mask) {
+        struct tok_slot sl = t->vocab.slots[i];
+        if (sl.id < 0) return -1;
+        if (sl.tag == tag && t->len[sl.id] == n && memcmp(t->pool + t->off[sl.id], s, n) == 0)
+            return sl.id;
     }
 }
 
@@ -107,11 +110,11 @@ static void vocab_insert(struct tok *t, int32_t id)
 {
     const char *s = t->pool + t->off[id];
     size_t n = t->len[id];
-    size_t i = tok_hash_bytes(s, n, TOK_HASH_SEED) & t->vocab.mask;
-    for (;; i = (i + 1) & t->vocab.mask) {
-        int32_t o = t->vocab.slots[i];
+    uint64_t h = tok_hash_bytes(s, n, TOK_HASH_SEED);
+    for (size_t i = h & t->vocab.mask;; i = (i + 1) & t->vocab.mask) {
+        int32_t o = t->vocab.slots[i].id;
         if (o < 0 || (t->len[o] == n && memcmp(t->pool + t->off[o], s, n) == 0)) {
-            t->vocab.slots[i] = id;
+            t->vocab.slots[i] = (struct tok_slot){(uint32_t)(h >> 32), id};
             return;
         }
     }
@@ -121,9 +124,12 @@ static void vocab_insert(struct tok *t, int32_t id)
 int32_t tok_merge_rank(const struct tok *t, const char *l, size_t ln, const char *r, size_t rn)
 {
     uint64_t h = tok_hash_bytes(r, rn, tok_hash_bytes(" ", 1, tok_hash_bytes(l, ln, TOK_HASH_SEED)));
+    uint32_t tag = (uint32_t)(h >> 32);
     for (size_t i = h & t->merges.mask;; i = (i + 1) & t->merges.mask) {
-        int32_t m = t->merges.slots[i];
+        struct tok_slot sl = t->merges.slots[i];
+        int32_t m = sl.id;
         if (m < 0) return -1;
+        if (sl.tag != tag) continue;
         const char *s = t->mpool + t->moff[m];
         if (t->msplit[m] == ln && t->mlen[m] == ln + 1 + rn && memcmp(s, l, ln) == 0 &&
             memcmp(s + ln + 1, r, rn) == 0)
@@ -141,10 +147,13 @@ static bool merge_same(const struct tok *t, int32_t a, int32_t b)
 static void merge_insert(struct tok *t, int32_t m)
 {
     const char *s = t->mpool + t->moff[m];
-    size_t i = tok_hash_bytes(s, t->mlen[m], TOK_HASH_SEED) & t->merges.mask;
-    for (;; i = (i + 1) & t->merges.mask) {
-        int32_t o = t->merges.slots[i];
-        if (o < 0) { t->merges.slots[i] = m; return; }
+    uint64_t h = tok_hash_bytes(s, t->mlen[m], TOK_HASH_SEED);
+    for (size_t i = h & t->merges.mask;; i = (i + 1) & t->merges.mask) {
+        int32_t o = t->merges.slots[i].id;
+        if (o < 0) {
+            t->merges.slots[i] = (struct tok_slot){(uint32_t)(h >> 32), m};
+            return;
+        }
         if (merge_same(t, o, m)) return;
     }
 }

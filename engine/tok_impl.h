@@ -31,9 +31,15 @@ struct tok_ids {
 };
 int tok_ids_push(struct tok_ids *o, int32_t id);
 
-/* Open-addressing hash of byte strings → int32 value. */
+/* Open-addressing hash of byte strings → int32 value. Each slot keeps the
+ * upper hash bits, so a failed probe (most SPM/BPE pair lookups fail) does
+ * not touch the token tables. */
+struct tok_slot {
+    uint32_t tag;     /* hash >> 32 */
+    int32_t id;       /* -1 = empty; else index into the owner's entry table */
+};
 struct tok_hash {
-    int32_t *slots;   /* -1 = empty; else index into the owner's entry table */
+    struct tok_slot *slots;
     size_t mask;
 };
 
