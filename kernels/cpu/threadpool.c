@@ -75,7 +75,9 @@ static void *worker_main(void *p)
 {
     struct tp_worker *w = p;
     struct threadpool *tp = w->tp;
-    unsigned seen = atomic_load(&tp->gen);
+    /* gen is 0 when tp_open creates us; reading it here instead would miss
+     * a first job published before this thread got scheduled. */
+    unsigned seen = 0;
     for (;;) {
         if (!spin_for_gen(tp, seen)) {
             /* seq_cst pairing with tp_run: either it sees n_sleeping > 0

@@ -1,0 +1,194 @@
+/* test_matmul: cpu_matmul for every weight type and several shapes
+ * (n = 1 decode, n > 1 prefill, odd row counts, 1 and 3 threads).
+ *  - scalar path vs an oracle that dequantizes W with kernels/quant.c
+ *    (dequant_row) and takes f64 dot products with the unquantized x. The
+ *    tolerance per output is the bound that 8-bit activations allow:
+ *    Σ_i |w_i| · d_b(i) / 2 (d_b = max|x| / 127 over i's block of 32), plus
+ *    f32 summation slack 1e-5 · Σ|w_i x_i|. F32/F16/BF16 use x unquantized.
+ *  - every SIMD path this CPU runs vs the scalar path: the activations are
+ *    bit-identical and the integer dots exact, so only the f32 summation
+ *    order differs: tolerance 1e-5 · Σ|w_i x_i|.
+ *  - the SIMD activation quantizers produce exactly the scalar bytes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu/matmul.h"
+#include "cpu/mm_impl.h"
+#include "cpu/threadpool.h"
+#include "mm_testdata.h"
+#include "tap.h"
+
+static const uint32_t types[] = { QT_F32, QT_F16, QT_BF16, QT_Q8_0, QT_Q4_0, QT_Q4_1,
+                                  QT_Q5_0, QT_Q5_1, QT_Q4_K, QT_Q5_K, QT_Q6_K };
+
+struct shape {
+    int64_t rows, cols, n;
+};
+
+/* cols are multiples of 256 so every type can use them; 576 (SmolLM2) only
+ * for the 32-block types. */
+static const struct shape shapes[] = {
+    { 1, 256, 1 }, { 37, 256, 1 }, { 64, 512, 1 }, { 13, 256, 3 },
+    { 40, 512, 8 }, { 21, 256, 37 }, { 67, 576, 2 }, { 19, 576, 19 },
+};
+
+struct oracle {
+    double *y;      /* n × rows, f64 dot of dequantized W with x */
+    double *tol;    /* n × rows, bound for the scalar path */
+    double *mag;    /* n × rows, Σ|w_i x_i| */
+};
+
+static void oracle_run(uint32_t wtype, const uint8_t *w, const struct shape *s,
+                       const float *x, struct oracle *o)
+{
+    size_t rb = qtype_row_bytes(wtype, (uint64_t)s->cols);
+    float *wf = malloc(sizeof(float) * (size_t)s->cols);
+    double *dhalf = malloc(sizeof(double) * (size_t)(s->n * s->cols));
+    bool quantized = mm_wants_xq(wtype);
+    for (int64_t j = 0; j < s->n; j++)
+        for (int64_t b = 0; b < s->cols / 32; b++) {
+            float amax = 0.0f;
+            for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[j * s->cols + b * 32 + i]));
+            for (int i = 0; i < 32; i++)
+                dhalf[j * s->cols + b * 32 + i] = quantized ? amax / 127.0 / 2.0 * 1.0001 : 0.0;
+        }
+    for (int64_t r = 0; r < s->rows; r++) {
+        dequant_row(wtype, w + rb * (size_t)r, wf, s->cols);
+        for (int64_t j = 0; j < s->n; j++) {
+            double acc = 0.0, bound = 0.0, mag = 0.0;
+            for (int64_t i = 0; i < s->cols; i++) {
+                double xi = x[j * s->cols + i];
+                acc += (double)wf[i] * xi;
+                mag += fabs((double)wf[i] * xi);
+                bound += fabs((double)wf[i]) * dhalf[j * s->cols + i];
+            }
+            o->y[j * s->rows + r] = acc;
+            o->mag[j * s->rows + r] = mag;
+            o->tol[j * s->rows + r] = bound + 1e-5 * mag + 1e-6;
+        }
+    }
+    free(dhalf);
+    free(wf);
+}
+
+/* Largest |got - want| / tol over all outputs (≤ 1 passes). */
+static double worst_ratio(const float *got, const double *want, const double *tol, int64_t count,
+                          int64_t *at)
+{
+    double worst = 0.0;
+    *at = 0;
+    for (int64_t i = 0; i < count; i++) {
+        double r = fabs((double)got[i] - want[i]) / tol[i];
+        if (!(r <= worst)) {   /* NaN counts as worst */
+            worst = isnan(r) ? INFINITY : r;
+            *at = i;
+        }
+    }
+    return worst;
+}
+
+static void check_case(uint32_t wtype, const struct shape *s, struct threadpool *tp,
+                       struct mm_scratch *scr, uint64_t *seed)
+{
+    size_t rb = qtype_row_bytes(wtype, (uint64_t)s->cols);
+    size_t ny = (size_t)(s->n * s->rows);
+    uint8_t *w = malloc(rb * (size_t)s->rows);
+    float *x = malloc(sizeof(float) * (size_t)(s->n * s->cols));
+    float *ys = malloc(sizeof(float) * ny), *yv = malloc(sizeof(float) * ny);
+    struct oracle o = { malloc(sizeof(double) * ny), malloc(sizeof(double) * ny),
+                        malloc(sizeof(double) * ny) };
+    double *simd_tol = malloc(sizeof(double) * ny), *ys_d = malloc(sizeof(double) * ny);
+    td_weights(wtype, w, s->rows, s->cols, seed);
+    td_acts(x, s->n, s->cols, seed);
+    oracle_run(wtype, w, s, x, &o);
+
+    int nth = tp_n_threads(tp);
+    cpu_matmul(tp, CPU_ISA_SCALAR, scr, wtype, w, s->rows, s->cols, x, s->n, ys);
+    int64_t at;
+    double r = worst_ratio(ys, o.y, o.tol, (int64_t)ny, &at);
+    if (!ok(r <= 1.0, "%s %lldx%lld n=%lld t=%d scalar vs dequant oracle (worst %.3f of bound)",
+            qtype_name(wtype), (long long)s->rows, (long long)s->cols, (long long)s->n, nth, r))
+        tap_diag("  at %lld: got %.9g want %.9g tol %.3g", (long long)at, ys[at], o.y[at], o.tol[at]);
+
+    for (size_t i = 0; i < ny; i++) {
+        simd_tol[i] = 1e-5 * o.mag[i] + 1e-7;
+        ys_d[i] = ys[i];
+    }
+    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detect(); isa++) {
+        for (size_t i = 0; i < ny; i++) yv[i] = NAN;
+        cpu_matmul(tp, (enum cpu_isa)isa, scr, wtype, w, s->rows, s->cols, x, s->n, yv);
+        r = worst_ratio(yv, ys_d, simd_tol, (int64_t)ny, &at);
+        if (!ok(r <= 1.0, "%s %lldx%lld n=%lld t=%d %s vs scalar (worst %.3f of tolerance)",
+                qtype_name(wtype), (long long)s->rows, (long long)s->cols, (long long)s->n, nth,
+                cpu_isa_name((enum cpu_isa)isa), r))
+            tap_diag("  at %lld: got %.9g want %.9g", (long long)at, yv[at], ys[at]);
+    }
+    free(simd_tol); free(ys_d);
+    free(o.y); free(o.tol); free(o.mag);
+    free(w); free(x); free(ys); free(yv);
+}
+
+static void check_quantizers(uint64_t *seed)
+{
+    enum { N = 32 * 40 };
+    float x[N];
+    int8_t q0[N], q1[N];
+    float d0[N / 32], d1[N / 32];
+    int32_t s0[N / 32], s1[N / 32];
+    td_acts(x, 1, N, seed);
+    for (int i = 0; i < 32; i++) x[32 + i] = 0.0f;              /* an all-zero block */
+    for (int i = 0; i < 32; i++) x[64 + i] = (float)(i - 16) * 0.5f;  /* exact halves: ties */
+    mm_scalar_quant(x, N, q0, d0, s0);
+    int within = 1;
+    for (int i = 0; i < N; i++) {
+        int32_t q = q0[i];
+        within &= fabsf((float)q * d0[i / 32] - x[i]) <= d0[i / 32] * 0.5001f && q >= -127 && q <= 127;
+    }
+    ok(within, "scalar activation quantizer: |q·d - x| <= d/2 and |q| <= 127");
+    int sums = 1;
+    for (int b = 0; b < N / 32; b++) {
+        int32_t t = 0;
+        for (int i = 0; i < 32; i++) t += q0[b * 32 + i];
+        sums &= t == s0[b];
+    }
+    ok(sums, "scalar activation quantizer: block sums");
+    is_int(d0[1] == 0.0f && q0[40] == 0, 1, "all-zero block quantizes to d=0, q=0");
+#ifdef __x86_64__
+    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detect(); isa++) {
+        if (isa == CPU_ISA_AVX2) mm_avx2_quant(x, N, q1, d1, s1);
+        else mm_avx512_quant(x, N, q1, d1, s1);
+        ok(memcmp(q0, q1, N) == 0 && memcmp(d0, d1, sizeof d0) == 0 && memcmp(s0, s1, sizeof s0) == 0,
+           "%s activation quantizer is bit-identical to scalar", cpu_isa_name((enum cpu_isa)isa));
+    }
+#endif
+}
+
+int main(void)
+{
+    uint64_t seed = 12345;
+    tap_diag("cpu_isa_detect: %s", cpu_isa_name(cpu_isa_detect()));
+    check_quantizers(&seed);
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        ok(mm_supported(types[k]), "mm_supported(%s)", qtype_name(types[k]));
+    ok(!mm_supported(QT_Q2_K) && !mm_supported(999), "Q2_K and unknown types unsupported");
+
+    struct mm_scratch scr = { 0 };
+    struct threadpool *tp3 = tp_open(3);
+    for (int pass = 0; pass < 2; pass++) {
+        struct threadpool *tp = pass ? tp3 : NULL;
+        for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                const struct shape *s = &shapes[si];
+                if (s->cols % qtype_get(types[k])->block_size) continue;
+                check_case(types[k], s, tp, &scr, &seed);
+            }
+    }
+    /* F32 rows whose length is not a multiple of the vector width */
+    struct shape odd = { 9, 37, 3 };
+    check_case(QT_F32, &odd, tp3, &scr, &seed);
+    check_case(QT_F16, &odd, NULL, &scr, &seed);
+    tp_close(tp3);
+    mm_scratch_free(&scr);
+    return tap_done();
+}
