@@ -268,10 +268,30 @@ static int r_gemma(const struct tmpl *t, const struct tmpl_msg *m, size_t n, boo
     return 0;
 }
 
+/* The first Phi-3 mini template (as in the suite's vocabulary file). */
+static void r_phi3_v1(const struct tmpl *t, const struct tmpl_msg *m, size_t n, struct sb *b)
+{
+    sb_add(b, t->bos);
+    for (size_t i = 0; i < n; i++) {
+        if (role_is(&m[i], "user")) {
+            sb_add(b, "<|user|>\n");
+            sb_add(b, m[i].content);
+            sb_add(b, "<|end|>\n<|assistant|>\n");
+        } else if (role_is(&m[i], "assistant")) {
+            sb_add(b, m[i].content);
+            sb_add(b, "<|end|>\n");
+        }
+    }
+}
+
 static int r_phi3(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
                   struct sb *b, char *err, size_t errlen)
 {
     (void)err, (void)errlen;
+    if (t->phi3_v1) {
+        r_phi3_v1(t, m, n, b);
+        return 0;
+    }
     for (size_t i = 0; i < n; i++) {
         const char *tag = role_is(&m[i], "system") ? "<|system|>\n"
                           : role_is(&m[i], "user") ? "<|user|>\n"
@@ -361,19 +381,21 @@ int tmpl_apply(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n,
 /* --- set-up ------------------------------------------------------------------------------ */
 
 /* The system prompt a ChatML template inserts when messages[0] is not
- * 'system': the literal after "<|im_start|>system\n" up to "<|im_end|>",
- * unescaped as Jinja unescapes string literals. */
+ * 'system': a string literal "<|im_start|>system\n...<|im_end|>" holding
+ * the whole turn, unescaped as Jinja unescapes string literals. */
 static char *default_system(const char *j)
 {
-    if (!has(j, "!= 'system'") && !has(j, "!= \"system\"")) return NULL;
     for (const char *p = j; (p = strstr(p, "<|im_start|>system")) != NULL; p++) {
         if (p == j || (p[-1] != '\'' && p[-1] != '"')) continue;
+        char quote = p[-1];
         const char *s = p + strlen("<|im_start|>system");
         if (s[0] == '\n') s += 1;
         else if (s[0] == '\\' && s[1] == 'n') s += 2;
         else continue;
         const char *e = strstr(s, "<|im_end|>");
-        if (!e) return NULL;
+        const char *lit_end = s;
+        while (lit_end < (e ? e : s) && !(*lit_end == quote && lit_end[-1] != '\\')) lit_end++;
+        if (!e || lit_end < e) continue; /* the literal ends first: built from a message */
         struct sb b = {0};
         sb_add(&b, "");
         for (const char *q = s; q < e; q++) {
@@ -418,6 +440,8 @@ int tmpl_init(struct tmpl *t, const char *jinja, const char *override, const cha
         t->fallback = true;
     }
     if (t->family == TMPL_CHATML && jinja && !t->fallback) t->default_system = default_system(jinja);
+    if (t->family == TMPL_PHI3 && jinja && !override)
+        t->phi3_v1 = !has(jinja, "<|system|>") && has(jinja, "'<|assistant|>'");
     t->bos = dup_or_empty(bos);
     t->eos = dup_or_empty(eos);
     if (!t->bos || !t->eos) {

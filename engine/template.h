@@ -53,6 +53,8 @@ struct tmpl {
     char *bos, *eos;         /* token texts the template writes (owned) */
     char *default_system;    /* system prompt a ChatML template adds when the
                               * conversation has none (SmolLM2, Qwen), or NULL */
+    bool phi3_v1;            /* first Phi-3 template: BOS, no system turns, and
+                              * <|assistant|> after every user turn */
 };
 
 /* Resolves jinja (may be NULL) or, when override is non-NULL, the named

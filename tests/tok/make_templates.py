@@ -4,7 +4,8 @@
     tests/tok/make_templates.py
 
 Reads tests/tok/templates/*.jinja (one example template per family, and
-smollm2.jinja written here from the SmolLM2 GGUF's tokenizer.chat_template;
+smollm2.jinja and phi3-v1.jinja written here from the tokenizer.chat_template
+of the SmolLM2 GGUF and of the shared suite's Phi-3 vocabulary;
 the Gemma 3 GGUF carries no template, so gemma.jinja is Gemma 3's published
 one) and renders each conversation below with and without
 add_generation_prompt, in the environment Hugging Face uses for chat
@@ -32,6 +33,7 @@ TEMPLATES = {
     'mistral': ('mistral', '<s>', '</s>'),
     'gemma': ('gemma', '<bos>', '<eos>'),
     'phi3': ('phi3', '<s>', '<|endoftext|>'),
+    'phi3-v1': ('phi3', '<s>', '<|endoftext|>'),
     'zephyr': ('zephyr', '<s>', '</s>'),
     'deepseek': ('deepseek', BEGIN_DS, END_DS),
 }
@@ -57,10 +59,12 @@ def raise_exception(msg):
 
 
 def main():
-    r = gguf.GGUFReader(model_path('smollm2'))
-    f = r.fields['tokenizer.chat_template']
-    with open(os.path.join(TDIR, 'smollm2.jinja'), 'w') as out:
-        out.write(bytes(f.parts[-1]).decode())
+    shared = os.path.join(ROOT, '..', 'shared')
+    for name, path in (('smollm2', model_path('smollm2')),
+                       ('phi3-v1', os.path.join(shared, 'tokenizer-suite', 'ggml-vocab-phi-3.gguf'))):
+        f = gguf.GGUFReader(path).fields['tokenizer.chat_template']
+        with open(os.path.join(TDIR, name + '.jinja'), 'w') as out:
+            out.write(bytes(f.parts[-1]).decode())
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals['raise_exception'] = raise_exception
     cases = []
