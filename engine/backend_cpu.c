@@ -1,1 +1,531 @@
-/* backend_cpu: placeholder until its module lands. */
+/* backend_cpu: the CPU implementation of engine/backend.h. Straight-line
+ * forward pass over a batch of tokens from several sequences (llama, qwen2,
+ * qwen3, gemma3), paged KV pool in f16 / f32 / q8_0, weight matmuls through
+ * kernels/cpu/matmul, attention and small ops through kernels/cpu/. */
+#include "backend.h"
+#include "backend_cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/attention.h"
+#include "cpu/matmul.h"
+#include "cpu/ops.h"
+#include "cpu/threadpool.h"
+#include "model.h"
+#include "quant.h"
+
+/* f32 copies of a layer's small vectors (norm weights, biases). */
+struct cpu_layer {
+    float *attn_norm, *ffn_norm, *q_norm, *k_norm, *post_attn, *post_ffn;
+    float *bq, *bk, *bv;
+};
+
+/* Activations for up to `cap` tokens. */
+struct cpu_acts {
+    int32_t cap;
+    float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up;
+    float *rope_g, *rope_l;   /* [cap][n_rot] cos/sin, global and local RoPE bases */
+    const int32_t **tables;   /* [cap] block table of each token's sequence */
+};
+
+struct cpu_be {
+    struct backend be;
+    struct threadpool *tp;
+    enum cpu_isa isa;
+    int n_threads;
+    enum kv_type kv_type;
+    enum ops_kv_type okv;
+    char *kv;                 /* [n_layer][K, V][n_blocks · block_tokens][row] */
+    size_t kv_row;            /* bytes of one token's K (or V) row */
+    size_t kv_pool;           /* bytes of one layer's K (or V) pool */
+    float *vecs;              /* storage of every f32 vector below */
+    struct cpu_layer *lv;
+    float *out_norm, *rope_factors;
+    float *gelu;              /* [65536] GELU by f16 input */
+    struct mm_scratch mm;
+    struct attn_scratch attn;
+    struct cpu_acts a;
+    uint64_t act_bytes;
+    char note[256];
+    char device[128];
+};
+
+static const struct backend_ops cpu_ops;
+
+/* ---- set-up ------------------------------------------------------------------ */
+
+static size_t vec_len(const struct wtensor *w)
+{
+    return w->data ? (size_t)(w->cols * w->rows) : 0;
+}
+
+static float *take_vec(const struct wtensor *w, float **cursor)
+{
+    if (!w->data) return NULL;
+    float *v = *cursor;
+    dequant_row(w->type, w->data, v, w->cols * w->rows);
+    *cursor += vec_len(w);
+    return v;
+}
+
+static int load_vectors(struct cpu_be *c, const struct model *m, char *err, size_t errlen)
+{
+    size_t n = vec_len(&m->output_norm) + vec_len(&m->rope_freqs);
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        const struct layer_weights *w = &m->layers[l];
+        n += vec_len(&w->attn_norm) + vec_len(&w->ffn_norm) + vec_len(&w->q_norm) +
+             vec_len(&w->k_norm) + vec_len(&w->post_attn_norm) + vec_len(&w->post_ffn_norm) +
+             vec_len(&w->bq) + vec_len(&w->bk) + vec_len(&w->bv);
+    }
+    c->vecs = malloc(n * sizeof(float));
+    c->lv = calloc((size_t)m->hp.n_layer, sizeof *c->lv);
+    if (!c->vecs || !c->lv) {
+        snprintf(err, errlen, "cpu backend: out of memory for %zu norm/bias values", n);
+        return -1;
+    }
+    float *cur = c->vecs;
+    c->out_norm = take_vec(&m->output_norm, &cur);
+    c->rope_factors = take_vec(&m->rope_freqs, &cur);
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        const struct layer_weights *w = &m->layers[l];
+        struct cpu_layer *v = &c->lv[l];
+        v->attn_norm = take_vec(&w->attn_norm, &cur);
+        v->ffn_norm = take_vec(&w->ffn_norm, &cur);
+        v->q_norm = take_vec(&w->q_norm, &cur);
+        v->k_norm = take_vec(&w->k_norm, &cur);
+        v->post_attn = take_vec(&w->post_attn_norm, &cur);
+        v->post_ffn = take_vec(&w->post_ffn_norm, &cur);
+        v->bq = take_vec(&w->bq, &cur);
+        v->bk = take_vec(&w->bk, &cur);
+        v->bv = take_vec(&w->bv, &cur);
+    }
+    return 0;
+}
+
+static int check_matrix(const struct wtensor *w, char *err, size_t errlen)
+{
+    if (!w->data) {
+        snprintf(err, errlen, "cpu backend: tensor '%s' has no host data (a device-only "
+                 "synthetic model cannot run on the CPU)", w->name ? w->name : "?");
+        return -1;
+    }
+    if (!mm_supported(w->type)) {
+        snprintf(err, errlen, "cpu backend: tensor '%s' has weight type %s, which has no "
+                 "CPU matmul kernel", w->name ? w->name : "?", qtype_name(w->type));
+        return -1;
+    }
+    return 0;
+}
+
+static int check_weights(const struct model *m, char *err, size_t errlen)
+{
+    if (check_matrix(&m->output, err, errlen) || !m->tok_embd.data) {
+        if (!m->tok_embd.data)
+            snprintf(err, errlen, "cpu backend: token_embd has no host data");
+        return -1;
+    }
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        const struct layer_weights *w = &m->layers[l];
+        const struct wtensor *mats[] = { &w->wq, &w->wk, &w->wv, &w->wo,
+                                         &w->w_gate, &w->w_up, &w->w_down };
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if (check_matrix(mats[i], err, errlen)) return -1;
+    }
+    return 0;
+}
+
+static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backend_config *cfg,
+                    char *err, size_t errlen)
+{
+    const struct model_hparams *hp = &m->hp;
+    const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    static const enum ops_kv_type map[] = { [KV_F16] = OPS_KV_F16, [KV_F32] = OPS_KV_F32,
+                                            [KV_Q8_0] = OPS_KV_Q8_0 };
+    static const char *const names[] = { [KV_F16] = "f16", [KV_F32] = "f32", [KV_Q8_0] = "q8_0" };
+    if ((unsigned)cfg->kv_type > KV_Q8_0) {
+        snprintf(err, errlen, "cpu backend: unknown KV type %d", (int)cfg->kv_type);
+        return -1;
+    }
+    if (cfg->kv_type == KV_Q8_0 && hp->head_dim % QK8_0) {
+        snprintf(err, errlen, "cpu backend: KV type q8_0 needs a head dimension that is a "
+                 "multiple of 32 (model has %d)", hp->head_dim);
+        return -1;
+    }
+    c->kv_type = cfg->kv_type;
+    c->okv = map[cfg->kv_type];
+    c->kv_row = ops_kv_row_bytes(c->okv, kv_dim);
+    const int32_t bt = cfg->kv_block_tokens > 0 ? cfg->kv_block_tokens : 16;
+    const uint64_t per_token = 2 * (uint64_t)hp->n_layer * c->kv_row;
+    uint64_t budget = cfg->kv_bytes;
+    if (!budget) {
+        /* Default plan: one full training context, at most 16384 tokens. */
+        uint64_t tokens = hp->n_ctx_train < 16384 ? (uint64_t)hp->n_ctx_train : 16384;
+        budget = tokens * per_token;
+    }
+    const uint64_t n_blocks = budget / (per_token * (uint64_t)bt);
+    if (n_blocks < 1 || n_blocks > INT32_MAX) {
+        snprintf(err, errlen, "cpu backend: KV budget of %llu bytes holds %llu blocks of %d "
+                 "tokens (%llu bytes per token, %s)", (unsigned long long)budget,
+                 (unsigned long long)n_blocks, bt, (unsigned long long)per_token,
+                 names[cfg->kv_type]);
+        return -1;
+    }
+    c->kv_pool = (size_t)n_blocks * (size_t)bt * c->kv_row;
+    const size_t total = 2 * (size_t)hp->n_layer * c->kv_pool;
+    /* calloc: untouched pages cost no memory, and unused slots read as 0. */
+    c->kv = calloc(1, total);
+    if (!c->kv) {
+        snprintf(err, errlen, "cpu backend: out of memory allocating the KV cache: %zu bytes "
+                 "(%llu blocks x %d tokens x %llu bytes per token, %s)", total,
+                 (unsigned long long)n_blocks, bt, (unsigned long long)per_token,
+                 names[cfg->kv_type]);
+        return -1;
+    }
+    c->be.kv_block_tokens = bt;
+    c->be.kv_n_blocks = (int32_t)n_blocks;
+    c->be.kv_bytes_per_token = per_token;
+    return 0;
+}
+
+static void free_acts(struct cpu_acts *a)
+{
+    float **bufs[] = { &a->x, &a->xn, &a->q, &a->k, &a->v, &a->att, &a->tmp, &a->gate, &a->up,
+                       &a->rope_g, &a->rope_l };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        free(*bufs[i]);
+        *bufs[i] = NULL;
+    }
+    free(a->tables);
+    a->tables = NULL;
+    a->cap = 0;
+}
+
+/* Grows the activation buffers to hold n tokens. */
+static int reserve_acts(struct cpu_be *c, int32_t n, char *err, size_t errlen)
+{
+    struct cpu_acts *a = &c->a;
+    if (n <= a->cap) return 0;
+    const struct model_hparams *hp = &c->be.model->hp;
+    const size_t qd = (size_t)hp->n_head * hp->head_dim, kd = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t wide = qd > (size_t)hp->dim ? qd : (size_t)hp->dim;
+    free_acts(a);
+    struct { float **p; size_t w; } b[] = {
+        { &a->x, (size_t)hp->dim }, { &a->xn, (size_t)hp->dim }, { &a->q, qd }, { &a->k, kd },
+        { &a->v, kd }, { &a->att, qd }, { &a->tmp, wide }, { &a->gate, (size_t)hp->n_ff },
+        { &a->up, (size_t)hp->n_ff }, { &a->rope_g, (size_t)hp->n_rot },
+        { &a->rope_l, (size_t)hp->n_rot },
+    };
+    size_t bytes = 0;
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        *b[i].p = malloc(b[i].w * (size_t)n * sizeof(float));
+        bytes += b[i].w * (size_t)n * sizeof(float);
+        if (!*b[i].p) goto oom;
+    }
+    a->tables = malloc((size_t)n * sizeof *a->tables);
+    if (!a->tables) goto oom;
+    a->cap = n;
+    c->act_bytes = bytes;
+    return 0;
+oom:
+    free_acts(a);
+    snprintf(err, errlen, "cpu backend: out of memory for activations of %d tokens (%zu bytes)",
+             n, bytes);
+    return -1;
+}
+
+static void describe_cpu(struct cpu_be *c)
+{
+    char model[96] = "CPU";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            char *colon = strchr(line, ':');
+            if (strncmp(line, "model name", 10) == 0 && colon) {
+                snprintf(model, sizeof model, "%s", colon + 2);
+                model[strcspn(model, "\n")] = 0;
+                break;
+            }
+        }
+        fclose(f);
+    }
+    snprintf(c->device, sizeof c->device, "%s (%d thread%s, %s)", model, c->n_threads,
+             c->n_threads == 1 ? "" : "s", cpu_isa_name(c->isa));
+}
+
+static void cpu_close(struct backend *be)
+{
+    if (!be) return;
+    struct cpu_be *c = (struct cpu_be *)be;
+    if (c->tp) tp_close(c->tp);
+    free_acts(&c->a);
+    mm_scratch_free(&c->mm);
+    attn_scratch_free(&c->attn);
+    free(c->kv);
+    free(c->vecs);
+    free(c->lv);
+    free(c->gelu);
+    free(c);
+}
+
+struct backend *backend_cpu_open(const struct model *m, const struct backend_config *cfg,
+                                 char *err, size_t errlen)
+{
+    struct cpu_be *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "cpu backend: out of memory");
+        return NULL;
+    }
+    c->be.ops = &cpu_ops;
+    c->be.model = m;
+    c->be.impl = c;
+    if (model_validate(m, err, errlen) || check_weights(m, err, errlen)) goto fail;
+    if (load_vectors(c, m, err, errlen) || alloc_kv(c, m, cfg, err, errlen)) goto fail;
+    c->gelu = malloc(65536 * sizeof(float));
+    if (!c->gelu) {
+        snprintf(err, errlen, "cpu backend: out of memory");
+        goto fail;
+    }
+    ops_gelu_table_init(c->gelu);
+    c->n_threads = cfg->threads > 0 ? cfg->threads : tp_physical_cores();
+    c->tp = tp_open(c->n_threads);
+    if (!c->tp) {
+        snprintf(err, errlen, "cpu backend: cannot start %d threads", c->n_threads);
+        goto fail;
+    }
+    c->isa = cfg->force_scalar ? CPU_ISA_SCALAR : cpu_isa_detect();
+    int32_t cap = cfg->max_batch_tokens > 0 ? cfg->max_batch_tokens : 512;
+    if (reserve_acts(c, cap, err, errlen)) goto fail;
+    describe_cpu(c);
+    return &c->be;
+fail:
+    cpu_close(&c->be);
+    return NULL;
+}
+
+void backend_cpu_set_note(struct backend *be, const char *note)
+{
+    struct cpu_be *c = (struct cpu_be *)be;
+    snprintf(c->note, sizeof c->note, "%s", note ? note : "");
+}
+
+static void cpu_info(struct backend *be, struct backend_info *out)
+{
+    struct cpu_be *c = (struct cpu_be *)be;
+    memset(out, 0, sizeof *out);
+    out->name = "cpu";
+    snprintf(out->device, sizeof out->device, "%s", c->device);
+    out->weight_bytes = be->model->weight_bytes;
+    out->kv_bytes = 2 * (uint64_t)be->model->hp.n_layer * c->kv_pool;
+    out->workspace_bytes = c->act_bytes + c->mm.cap + c->attn.cap * sizeof(float);
+    snprintf(out->note, sizeof out->note, "%s", c->note);
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+
+static int check_batch(const struct cpu_be *c, const struct fwd_batch *b, char *err, size_t errlen)
+{
+    const int32_t bt = c->be.kv_block_tokens, nv = c->be.model->hp.n_vocab;
+    if (b->n_tokens <= 0 || !b->token || !b->pos || !b->seq || b->n_seqs <= 0 || !b->seqs) {
+        snprintf(err, errlen, "forward: empty or incomplete batch (%d tokens, %d sequences)",
+                 b->n_tokens, b->n_seqs);
+        return -1;
+    }
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        for (int32_t i = 0; i < b->seqs[s].n_blocks; i++) {
+            const int32_t id = b->seqs[s].block_table[i];
+            if (id < 0 || id >= c->be.kv_n_blocks) {
+                snprintf(err, errlen, "forward: sequence %d block table entry %d is %d, "
+                         "outside the pool of %d blocks", s, i, id, c->be.kv_n_blocks);
+                return -1;
+            }
+        }
+    }
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        const int32_t s = b->seq[i], p = b->pos[i];
+        if (b->token[i] < 0 || b->token[i] >= nv) {
+            snprintf(err, errlen, "forward: token %d of the batch has id %d, outside the "
+                     "vocabulary of %d", i, b->token[i], nv);
+            return -1;
+        }
+        if (s < 0 || s >= b->n_seqs) {
+            snprintf(err, errlen, "forward: token %d names sequence %d of %d", i, s, b->n_seqs);
+            return -1;
+        }
+        if (p < 0 || p / bt >= b->seqs[s].n_blocks) {
+            snprintf(err, errlen, "forward: token %d has position %d, beyond the %d blocks "
+                     "(%d tokens each) of sequence %d", i, p, b->seqs[s].n_blocks, bt, s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void matmul(struct cpu_be *c, const struct wtensor *w, const float *x, int64_t n,
+                   float *y)
+{
+    cpu_matmul(c->tp, c->isa, &c->mm, w->type, w->data, w->rows, w->cols, x, n, y);
+}
+
+static void add_bias(float *y, const float *bias, int64_t n, int64_t width)
+{
+    if (!bias) return;
+    for (int64_t i = 0; i < n; i++) ops_add(y + i * width, bias, width);
+}
+
+static void norm_rows(float *y, const float *x, const float *w, int64_t n, int64_t width,
+                      float eps)
+{
+    for (int64_t i = 0; i < n; i++) ops_rmsnorm(y + i * width, x + i * width, w, width, eps);
+}
+
+static void embed(struct cpu_be *c, const struct fwd_batch *b)
+{
+    const struct model *m = c->be.model;
+    const int64_t d = m->hp.dim;
+    const size_t rb = qtype_row_bytes(m->tok_embd.type, (uint64_t)d);
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        float *x = c->a.x + (size_t)i * d;
+        dequant_row(m->tok_embd.type, (const char *)m->tok_embd.data + (size_t)b->token[i] * rb,
+                    x, d);
+        if (m->hp.embd_scale != 1.0f) ops_scale(x, m->hp.embd_scale, d);
+    }
+}
+
+static void rope_tables(struct cpu_be *c, const struct fwd_batch *b)
+{
+    const struct model_hparams *hp = &c->be.model->hp;
+    const float fs = 1.0f / hp->rope_scale;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        ops_rope_cache(c->a.rope_g + (size_t)i * hp->n_rot, hp->n_rot, b->pos[i], hp->rope_base,
+                       fs, c->rope_factors);
+        if (hp->sliding_window > 0)
+            ops_rope_cache(c->a.rope_l + (size_t)i * hp->n_rot, hp->n_rot, b->pos[i],
+                           hp->rope_base_local, 1.0f, NULL);
+    }
+}
+
+/* Q/K norms, RoPE, query scale; then K and V rows go into the KV pool. */
+static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l)
+{
+    const struct model *m = c->be.model;
+    const struct model_hparams *hp = &m->hp;
+    const struct cpu_layer *v = &c->lv[l];
+    const int32_t hd = hp->head_dim, bt = c->be.kv_block_tokens;
+    const int64_t qd = (int64_t)hp->n_head * hd, kd = (int64_t)hp->n_head_kv * hd;
+    const bool swa = model_layer_is_swa(m, l);
+    char *kpool = c->kv + (size_t)l * 2 * c->kv_pool, *vpool = kpool + c->kv_pool;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        float *q = c->a.q + (size_t)i * qd, *k = c->a.k + (size_t)i * kd;
+        const float *cs = (swa ? c->a.rope_l : c->a.rope_g) + (size_t)i * hp->n_rot;
+        if (v->q_norm) norm_rows(q, q, v->q_norm, hp->n_head, hd, hp->norm_eps);
+        if (v->k_norm) norm_rows(k, k, v->k_norm, hp->n_head_kv, hd, hp->norm_eps);
+        ops_rope_apply(q, hp->n_head, hd, hp->n_rot, cs, hp->rope_neox);
+        ops_rope_apply(k, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_neox);
+        ops_scale(q, hp->query_scale, qd);
+        const struct fwd_seq *s = &b->seqs[b->seq[i]];
+        const int32_t p = b->pos[i];
+        const size_t off = ((size_t)s->block_table[p / bt] * bt + (size_t)(p % bt)) * c->kv_row;
+        ops_kv_store(c->okv, kpool + off, k, kd);
+        ops_kv_store(c->okv, vpool + off, c->a.v + (size_t)i * kd, kd);
+    }
+}
+
+static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *err,
+                     size_t errlen)
+{
+    const struct model *m = c->be.model;
+    const struct model_hparams *hp = &m->hp;
+    char *kpool = c->kv + (size_t)l * 2 * c->kv_pool;
+    const struct attn_layer L = { kpool, kpool + c->kv_pool, c->okv, c->be.kv_block_tokens,
+                                  c->kv_row };
+    const struct attn_batch ab = {
+        .n_tokens = b->n_tokens, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+        .head_dim = hp->head_dim, .window = model_layer_is_swa(m, l) ? hp->sliding_window : 0,
+        .q = c->a.q, .out = c->a.att, .pos = b->pos, .table = c->a.tables,
+    };
+    if (attn_forward(c->tp, &L, &ab, &c->attn)) {
+        snprintf(err, errlen, "forward: out of memory for attention scratch (layer %d)", l);
+        return -1;
+    }
+    return 0;
+}
+
+static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *err, size_t errlen)
+{
+    const struct model *m = c->be.model;
+    const struct model_hparams *hp = &m->hp;
+    const struct layer_weights *w = &m->layers[l];
+    const struct cpu_layer *v = &c->lv[l];
+    struct cpu_acts *a = &c->a;
+    const int64_t n = b->n_tokens, d = hp->dim;
+    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kd = (int64_t)hp->n_head_kv * hp->head_dim;
+
+    norm_rows(a->xn, a->x, v->attn_norm, n, d, hp->norm_eps);
+    matmul(c, &w->wq, a->xn, n, a->q);
+    matmul(c, &w->wk, a->xn, n, a->k);
+    matmul(c, &w->wv, a->xn, n, a->v);
+    add_bias(a->q, v->bq, n, qd);
+    add_bias(a->k, v->bk, n, kd);
+    add_bias(a->v, v->bv, n, kd);
+    qk_prepare(c, b, l);
+    if (attention(c, b, l, err, errlen)) return -1;
+    matmul(c, &w->wo, a->att, n, a->tmp);
+    if (v->post_attn) norm_rows(a->tmp, a->tmp, v->post_attn, n, d, hp->norm_eps);
+    ops_add(a->x, a->tmp, n * d);
+
+    norm_rows(a->xn, a->x, v->ffn_norm, n, d, hp->norm_eps);
+    matmul(c, &w->w_gate, a->xn, n, a->gate);
+    matmul(c, &w->w_up, a->xn, n, a->up);
+    if (hp->arch == ARCH_GEMMA3)
+        ops_geglu(a->gate, a->up, n * hp->n_ff, c->gelu);
+    else
+        ops_swiglu(a->gate, a->up, n * hp->n_ff);
+    matmul(c, &w->w_down, a->gate, n, a->tmp);
+    if (v->post_ffn) norm_rows(a->tmp, a->tmp, v->post_ffn, n, d, hp->norm_eps);
+    ops_add(a->x, a->tmp, n * d);
+    return 0;
+}
+
+static void output(struct cpu_be *c, const struct fwd_batch *b, float *logits)
+{
+    const struct model *m = c->be.model;
+    const struct model_hparams *hp = &m->hp;
+    const int64_t d = hp->dim;
+    int64_t n_out = 0;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        if (b->want_logits && !b->want_logits[i]) continue;
+        ops_rmsnorm(c->a.xn + n_out * d, c->a.x + (size_t)i * d, c->out_norm, d, hp->norm_eps);
+        n_out++;
+    }
+    if (!n_out) return;
+    matmul(c, &m->output, c->a.xn, n_out, logits);
+    if (hp->logit_softcap > 0.0f) {
+        const float s = hp->logit_softcap;
+        for (int64_t i = 0; i < n_out * hp->n_vocab; i++) logits[i] = s * tanhf(logits[i] / s);
+    }
+}
+
+static int cpu_forward(struct backend *be, const struct fwd_batch *b, float *logits, char *err,
+                       size_t errlen)
+{
+    struct cpu_be *c = (struct cpu_be *)be;
+    if (check_batch(c, b, err, errlen) || reserve_acts(c, b->n_tokens, err, errlen)) return -1;
+    for (int32_t i = 0; i < b->n_tokens; i++) c->a.tables[i] = b->seqs[b->seq[i]].block_table;
+    embed(c, b);
+    rope_tables(c, b);
+    for (int32_t l = 0; l < be->model->hp.n_layer; l++)
+        if (layer(c, b, l, err, errlen)) return -1;
+    output(c, b, logits);
+    return 0;
+}
+
+static const struct backend_ops cpu_ops = {
+    .name = "cpu",
+    .forward = cpu_forward,
+    .get_info = cpu_info,
+    .close = cpu_close,
+};

@@ -1,1 +1,343 @@
-/* model: placeholder until its module lands. */
+/* model: reads the hyperparameters of a GGUF model for each supported
+ * architecture (llama, qwen2, qwen3, gemma3) and binds its weight tensors,
+ * checking every shape, so the backends can run without further checks. */
+#include "model.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "quant.h"
+
+static const char *const arch_names[] = {
+    [ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_QWEN3] = "qwen3",
+    [ARCH_GEMMA3] = "gemma3",
+};
+
+const char *model_arch_name(enum model_arch a)
+{
+    if ((unsigned)a < sizeof arch_names / sizeof arch_names[0]) return arch_names[a];
+    return "unknown";
+}
+
+/* Loader state: the file, the key prefix and where errors go. */
+struct loader {
+    struct gguf_ctx *g;
+    struct model *m;
+    const char *path;
+    char *err;
+    size_t errlen;
+};
+
+static int fail(struct loader *L, const char *fmt, ...)
+{
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(L->err, L->errlen, "%s: %s", L->path, msg);
+    return -1;
+}
+
+static void arch_key(const struct loader *L, const char *suffix, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s.%s", L->m->hp.arch_name, suffix);
+}
+
+/* Integer hyperparameter <arch>.<suffix>; absent → *out keeps its default
+ * unless required. A present key of the wrong type is always an error. */
+static int get_int(struct loader *L, const char *suffix, int32_t *out, bool required)
+{
+    char key[128];
+    arch_key(L, suffix, key, sizeof key);
+    const struct gguf_kv *kv = gguf_find_kv(L->g, key);
+    if (!kv) return required ? fail(L, "missing hyperparameter '%s'", key) : 0;
+    if (!gguf_get_i32(L->g, key, out))
+        return fail(L, "hyperparameter '%s' has type %s, expected a 32-bit integer", key,
+                    gguf_vtype_name(kv->type));
+    return 0;
+}
+
+static int get_float(struct loader *L, const char *suffix, float *out, bool required)
+{
+    char key[128];
+    arch_key(L, suffix, key, sizeof key);
+    const struct gguf_kv *kv = gguf_find_kv(L->g, key);
+    if (!kv) return required ? fail(L, "missing hyperparameter '%s'", key) : 0;
+    if (!gguf_get_f32(L->g, key, out))
+        return fail(L, "hyperparameter '%s' has type %s, expected a float", key,
+                    gguf_vtype_name(kv->type));
+    return 0;
+}
+
+static int positive(struct loader *L, const char *suffix, int64_t v)
+{
+    if (v > 0) return 0;
+    return fail(L, "hyperparameter '%s.%s' is %lld, expected > 0", L->m->hp.arch_name, suffix,
+                (long long)v);
+}
+
+static int read_arch(struct loader *L)
+{
+    struct model_hparams *hp = &L->m->hp;
+    hp->arch_name = gguf_get_str(L->g, "general.architecture");
+    if (!hp->arch_name) return fail(L, "missing key 'general.architecture'");
+    for (size_t i = 0; i < sizeof arch_names / sizeof arch_names[0]; i++) {
+        if (strcmp(hp->arch_name, arch_names[i]) == 0) {
+            hp->arch = (enum model_arch)i;
+            return 0;
+        }
+    }
+    return fail(L, "unsupported architecture '%s' (supported: llama, qwen2, qwen3, gemma3)",
+                hp->arch_name);
+}
+
+static int read_rope(struct loader *L)
+{
+    struct model_hparams *hp = &L->m->hp;
+    hp->rope_base = 10000.0f;
+    hp->rope_scale = 1.0f;
+    hp->n_rot = hp->head_dim;
+    if (get_float(L, "rope.freq_base", &hp->rope_base, false) ||
+        get_int(L, "rope.dimension_count", &hp->n_rot, false))
+        return -1;
+    if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
+        return fail(L, "hyperparameter '%s.rope.dimension_count' is %d, expected an even "
+                    "number in [2, %d]", hp->arch_name, hp->n_rot, hp->head_dim);
+    if (!(hp->rope_base > 0.0f))
+        return fail(L, "hyperparameter '%s.rope.freq_base' is %g, expected > 0",
+                    hp->arch_name, (double)hp->rope_base);
+
+    char key[128];
+    arch_key(L, "rope.scaling.type", key, sizeof key);
+    const char *type = gguf_get_str(L->g, key);
+    float factor = 1.0f;
+    if (get_float(L, "rope.scaling.factor", &factor, false)) return -1;
+    if (!type || strcmp(type, "none") == 0) {
+        float lin = 1.0f;
+        if (get_float(L, "rope.scale_linear", &lin, false)) return -1;
+        if (lin > 0.0f) hp->rope_scale = lin;
+    } else if (strcmp(type, "linear") == 0) {
+        if (!(factor > 0.0f))
+            return fail(L, "hyperparameter '%s.rope.scaling.factor' is %g, expected > 0",
+                        hp->arch_name, (double)factor);
+        hp->rope_scale = factor;
+    } else if (strcmp(type, "llama3") != 0) {
+        /* llama3 scaling arrives as the rope_freqs tensor, bound below. */
+        return fail(L, "unsupported rope scaling '%s' in '%s'", type, key);
+    }
+    return 0;
+}
+
+static int read_gemma3(struct loader *L)
+{
+    struct model_hparams *hp = &L->m->hp;
+    hp->rope_base_local = 10000.0f;
+    hp->swa_period = 6;
+    if (get_int(L, "attention.sliding_window", &hp->sliding_window, false) ||
+        get_int(L, "attention.sliding_window_pattern", &hp->swa_period, false) ||
+        get_float(L, "rope.freq_base_swa", &hp->rope_base_local, false) ||
+        get_float(L, "final_logit_softcapping", &hp->logit_softcap, false))
+        return -1;
+    if (hp->sliding_window < 0) return positive(L, "attention.sliding_window", 0);
+    if (hp->sliding_window > 0 && hp->swa_period <= 0)
+        return positive(L, "attention.sliding_window_pattern", hp->swa_period);
+    hp->embd_scale = sqrtf((float)hp->dim);
+    /* The reference follows gemma_pytorch: 27B (62 layers) scales by
+     * dim/n_head, every other size by the head dimension. */
+    hp->query_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->dim / hp->n_head))
+                                        : 1.0f / sqrtf((float)hp->head_dim);
+    return 0;
+}
+
+static int read_hparams(struct loader *L)
+{
+    struct model_hparams *hp = &L->m->hp;
+    if (get_int(L, "context_length", &hp->n_ctx_train, true) ||
+        get_int(L, "embedding_length", &hp->dim, true) ||
+        get_int(L, "block_count", &hp->n_layer, true) ||
+        get_int(L, "attention.head_count", &hp->n_head, true) ||
+        get_int(L, "feed_forward_length", &hp->n_ff, true) ||
+        get_float(L, "attention.layer_norm_rms_epsilon", &hp->norm_eps, true))
+        return -1;
+    if (positive(L, "context_length", hp->n_ctx_train) ||
+        positive(L, "embedding_length", hp->dim) || positive(L, "block_count", hp->n_layer) ||
+        positive(L, "attention.head_count", hp->n_head) ||
+        positive(L, "feed_forward_length", hp->n_ff))
+        return -1;
+    if (!(hp->norm_eps > 0.0f && hp->norm_eps < 1.0f))
+        return fail(L, "hyperparameter '%s.attention.layer_norm_rms_epsilon' is %g, expected "
+                    "in (0, 1)", hp->arch_name, (double)hp->norm_eps);
+    hp->n_head_kv = hp->n_head;
+    if (get_int(L, "attention.head_count_kv", &hp->n_head_kv, false)) return -1;
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv)
+        return fail(L, "hyperparameter '%s.attention.head_count_kv' is %d, expected a divisor "
+                    "of head_count %d", hp->arch_name, hp->n_head_kv, hp->n_head);
+    hp->head_dim = hp->dim % hp->n_head == 0 ? hp->dim / hp->n_head : 0;
+    int32_t vlen = -1;
+    if (get_int(L, "attention.key_length", &hp->head_dim, false) ||
+        get_int(L, "attention.value_length", &vlen, false))
+        return -1;
+    if (hp->head_dim <= 0 || hp->head_dim % 2)
+        return fail(L, "hyperparameter '%s.attention.key_length' is %d (or embedding_length "
+                    "%d is not a multiple of head_count %d)", hp->arch_name, hp->head_dim,
+                    hp->dim, hp->n_head);
+    if (vlen != -1 && vlen != hp->head_dim)
+        return fail(L, "hyperparameter '%s.attention.value_length' %d differs from key_length "
+                    "%d (unsupported)", hp->arch_name, vlen, hp->head_dim);
+    hp->query_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->embd_scale = 1.0f;
+    hp->rope_neox = hp->arch != ARCH_LLAMA;
+    if (read_rope(L)) return -1;
+    if (hp->arch == ARCH_GEMMA3 && read_gemma3(L)) return -1;
+    if (!hp->rope_base_local) hp->rope_base_local = hp->rope_base;
+    return 0;
+}
+
+/* Binds tensor `name` (absent allowed unless required) and checks its shape. */
+static int bind(struct loader *L, struct wtensor *w, const char *name, int64_t cols,
+                int64_t rows, bool required)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(L->g, name);
+    memset(w, 0, sizeof *w);
+    if (!t) return required ? fail(L, "missing tensor '%s'", name) : 0;
+    const struct qtype_info *qi = qtype_get(t->type);
+    if (!qi || !qi->supported)
+        return fail(L, "tensor '%s' has unsupported weight type %s", name, qtype_name(t->type));
+    if ((int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return fail(L, "tensor '%s' has shape [%llu, %llu, %llu], expected [%lld, %lld]", name,
+                    (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                    (unsigned long long)t->ne[2], (long long)cols, (long long)rows);
+    w->data = t->data;
+    w->type = t->type;
+    w->cols = cols;
+    w->rows = rows;
+    w->name = t->name;
+    L->m->weight_bytes += t->nbytes;
+    L->m->n_params += t->n_elements;
+    return 0;
+}
+
+static int bind_layer(struct loader *L, int32_t l)
+{
+    const struct model_hparams *hp = &L->m->hp;
+    struct layer_weights *w = &L->m->layers[l];
+    const int64_t d = hp->dim, q = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kv = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
+    const bool qk_norm = hp->arch == ARCH_QWEN3 || hp->arch == ARCH_GEMMA3;
+    const bool bias = hp->arch == ARCH_QWEN2;
+    const bool post = hp->arch == ARCH_GEMMA3;
+    struct { struct wtensor *w; const char *s; int64_t c, r; bool req; } t[] = {
+        { &w->attn_norm, "attn_norm", d, 1, true },
+        { &w->wq, "attn_q", d, q, true },
+        { &w->wk, "attn_k", d, kv, true },
+        { &w->wv, "attn_v", d, kv, true },
+        { &w->wo, "attn_output", q, d, true },
+        { &w->bq, "attn_q.bias", q, 1, bias },
+        { &w->bk, "attn_k.bias", kv, 1, bias },
+        { &w->bv, "attn_v.bias", kv, 1, bias },
+        { &w->q_norm, "attn_q_norm", hp->head_dim, 1, qk_norm },
+        { &w->k_norm, "attn_k_norm", hp->head_dim, 1, qk_norm },
+        { &w->post_attn_norm, "post_attention_norm", d, 1, post },
+        { &w->ffn_norm, "ffn_norm", d, 1, true },
+        { &w->w_gate, "ffn_gate", d, ff, true },
+        { &w->w_up, "ffn_up", d, ff, true },
+        { &w->w_down, "ffn_down", ff, d, true },
+        { &w->post_ffn_norm, "post_ffw_norm", d, 1, post },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char name[96];
+        const char *dot = strchr(t[i].s, '.');
+        snprintf(name, sizeof name, "blk.%d.%s%s", l, t[i].s, dot ? "" : ".weight");
+        if (bind(L, t[i].w, name, t[i].c, t[i].r, t[i].req)) return -1;
+    }
+    return 0;
+}
+
+static int bind_tensors(struct loader *L)
+{
+    struct model *m = L->m;
+    struct model_hparams *hp = &m->hp;
+    const struct gguf_tensor *te = gguf_find_tensor(L->g, "token_embd.weight");
+    if (!te) return fail(L, "missing tensor 'token_embd.weight'");
+    hp->n_vocab = (int32_t)te->ne[1];
+    int32_t vocab_key = hp->n_vocab;
+    if (get_int(L, "vocab_size", &vocab_key, false)) return -1;
+    if (vocab_key != hp->n_vocab || hp->n_vocab <= 0)
+        return fail(L, "hyperparameter '%s.vocab_size' is %d but token_embd.weight has %d rows",
+                    hp->arch_name, vocab_key, hp->n_vocab);
+    if (bind(L, &m->tok_embd, "token_embd.weight", hp->dim, hp->n_vocab, true) ||
+        bind(L, &m->output_norm, "output_norm.weight", hp->dim, 1, true) ||
+        bind(L, &m->output, "output.weight", hp->dim, hp->n_vocab, false) ||
+        bind(L, &m->rope_freqs, "rope_freqs.weight", hp->n_rot / 2, 1, false))
+        return -1;
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return fail(L, "out of memory for %d layers", hp->n_layer);
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        if (bind_layer(L, l)) return -1;
+    return 0;
+}
+
+int model_validate(const struct model *m, char *err, size_t errlen)
+{
+    const struct model_hparams *hp = &m->hp;
+    if (hp->dim <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
+        hp->head_dim <= 0 || hp->n_ff <= 0 || hp->n_vocab <= 0 || hp->n_head % hp->n_head_kv) {
+        snprintf(err, errlen, "model '%s': inconsistent dimensions (dim %d, layers %d, heads "
+                 "%d/%d, head_dim %d, ff %d, vocab %d)", hp->arch_name ? hp->arch_name : "?",
+                 hp->dim, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff,
+                 hp->n_vocab);
+        return -1;
+    }
+    if (!m->tok_embd.data || !m->output.data || !m->output_norm.data || !m->layers) {
+        snprintf(err, errlen, "model '%s': embeddings, output or layers missing",
+                 hp->arch_name ? hp->arch_name : "?");
+        return -1;
+    }
+    return 0;
+}
+
+struct model *model_open(const char *path, char *err, size_t errlen)
+{
+    struct model *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    m->gguf = gguf_open(path, err, errlen);
+    if (!m->gguf) goto fail;
+    struct loader L = { m->gguf, m, path, err, errlen };
+    if (read_arch(&L) || read_hparams(&L) || bind_tensors(&L)) goto fail;
+    if (model_validate(m, err, errlen)) goto fail;
+    return m;
+fail:
+    model_close(m);
+    return NULL;
+}
+
+void model_close(struct model *m)
+{
+    if (!m) return;
+    if (m->owned_free) m->owned_free(m->owned);
+    free(m->layers);
+    if (m->gguf) gguf_close(m->gguf);
+    free(m);
+}
+
+bool model_layer_is_swa(const struct model *m, int32_t l)
+{
+    const struct model_hparams *hp = &m->hp;
+    if (hp->sliding_window <= 0) return false;
+    if (hp->swa_period <= 0) return true;
+    return l % hp->swa_period < hp->swa_period - 1;
+}
+
+float model_layer_rope_base(const struct model *m, int32_t l)
+{
+    return model_layer_is_swa(m, l) ? m->hp.rope_base_local : m->hp.rope_base;
+}

@@ -44,6 +44,7 @@ struct model_hparams {
     int32_t n_head;            /* attention.head_count */
     int32_t n_head_kv;         /* attention.head_count_kv */
     int32_t head_dim;          /* attention.key_length or dim / n_head */
+    int32_t n_rot;             /* rope.dimension_count (<= head_dim, even) */
     int32_t n_ff;              /* feed_forward_length */
     float norm_eps;            /* attention.layer_norm_rms_epsilon */
     float rope_base;           /* rope.freq_base */
@@ -66,9 +67,14 @@ struct model {
     struct wtensor tok_embd;           /* (n_vocab, dim) */
     struct wtensor output_norm;        /* (dim) */
     struct wtensor output;             /* (n_vocab, dim); == tok_embd when tied */
+    struct wtensor rope_freqs;         /* (n_rot/2) f32 frequency divisors (llama3 scaling), or absent */
     struct layer_weights *layers;      /* [n_layer] */
     uint64_t n_params;
     uint64_t weight_bytes;
+    /* Synthetic models (no file): model_close calls owned_free(owned) and
+     * frees `layers`. NULL for models read from a file. */
+    void *owned;
+    void (*owned_free)(void *owned);
 };
 
 /* Loads hyperparameters and binds weights. On failure returns NULL with a
@@ -78,5 +84,11 @@ void model_close(struct model *m);
 
 /* Whether layer l uses the sliding window (gemma3 local layers). */
 bool model_layer_is_swa(const struct model *m, int32_t l);
+/* RoPE base of layer l (gemma3 local layers have their own). */
+float model_layer_rope_base(const struct model *m, int32_t l);
+/* Checks the hyperparameters of an already filled model (shapes of all
+ * tensors against hp); used by model_open and by synthetic models. */
+int model_validate(const struct model *m, char *err, size_t errlen);
+const char *model_arch_name(enum model_arch a);
 
 #endif

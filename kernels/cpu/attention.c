@@ -1,0 +1,183 @@
+/* attention: paged, grouped-query attention on the CPU. Queries of one
+ * sequence at consecutive positions form tiles of up to TILE tokens, so a
+ * KV block is converted to f32 once per tile and KV head, not once per
+ * query; each (tile, KV head) is one work item. Cost is bounded by reading
+ * the KV rows (decode) or by the QK and PV dot products (prefill). */
+#include "attention.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "threadpool.h"
+
+enum { TILE = 8 };
+
+struct attn_job {
+    const struct attn_layer *L;
+    const struct attn_batch *b;
+    const int32_t *tiles;
+    int32_t n_tiles;
+    float *scratch;
+    size_t per_thread;          /* floats */
+};
+
+void attn_scratch_free(struct attn_scratch *s)
+{
+    free(s->buf);
+    free(s->tiles);
+    memset(s, 0, sizeof *s);
+}
+
+/* Dot product with 8 fixed partial sums: vectorisable without letting the
+ * compiler reorder the reduction, so the result never depends on ISA flags. */
+static float dot(const float *a, const float *b, int32_t n)
+{
+    float p[8] = { 0 };
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) p[k] += a[i + k] * b[i + k];
+    for (; i < n; i++) p[0] += a[i] * b[i];
+    return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+}
+
+static int32_t window_lo(int32_t p, int32_t window)
+{
+    return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+}
+
+/* Loads rows [j0, j1] of one block for KV head g into buf (bt × hd), zeroing the rest. */
+static void load_block(const struct attn_layer *L, const void *pool, int32_t block, int32_t g,
+                       int32_t hd, int32_t j0, int32_t j1, float *buf)
+{
+    const size_t head_off = ops_kv_row_bytes(L->type, (int64_t)g * hd);
+    const char *base = (const char *)pool + (size_t)block * L->block_tokens * L->row_bytes;
+    for (int32_t j = 0; j < L->block_tokens; j++) {
+        float *dst = buf + (size_t)j * hd;
+        if (j < j0 || j > j1)
+            memset(dst, 0, (size_t)hd * sizeof(float));
+        else
+            ops_kv_load(L->type, base + (size_t)j * L->row_bytes + head_off, dst, hd);
+    }
+}
+
+/* Online-softmax update of one query head with one block's scores. */
+static void update(float *restrict acc, float *m, float *l, const float *restrict sc,
+                   const float *restrict vbuf, int32_t jlo, int32_t jhi, int32_t hd)
+{
+    float mb = -INFINITY;
+    for (int32_t j = jlo; j <= jhi; j++) mb = sc[j] > mb ? sc[j] : mb;
+    const float mn = mb > *m ? mb : *m;
+    const float corr = *m == -INFINITY ? 0.0f : ops_expf(*m - mn);
+    float lsum = 0.0f;
+    for (int32_t d = 0; d < hd; d++) acc[d] *= corr;
+    for (int32_t j = jlo; j <= jhi; j++) {
+        const float p = ops_expf(sc[j] - mn);
+        const float *v = vbuf + (size_t)j * hd;
+        lsum += p;
+        for (int32_t d = 0; d < hd; d++) acc[d] += p * v[d];
+    }
+    *l = *l * corr + lsum;
+    *m = mn;
+}
+
+static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, float *ws)
+{
+    const struct attn_layer *L = J->L;
+    const struct attn_batch *b = J->b;
+    const int32_t hd = b->head_dim, G = b->n_head / b->n_head_kv, bt = L->block_tokens;
+    const int32_t qdim = b->n_head * hd;
+    float *kbuf = ws, *vbuf = kbuf + (size_t)bt * hd, *sc = vbuf + (size_t)bt * hd;
+    float *acc = sc + bt, *m = acc + (size_t)T * G * hd, *l = m + T * G;
+    const int32_t p_last = b->pos[t0 + T - 1];
+    const int32_t lo_min = window_lo(b->pos[t0], b->window);
+    const int32_t *table = b->table[t0];
+
+    memset(acc, 0, (size_t)T * G * hd * sizeof(float));
+    for (int32_t i = 0; i < T * G; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    for (int32_t blk = lo_min / bt; blk <= p_last / bt; blk++) {
+        const int32_t base = blk * bt;
+        const int32_t j0 = lo_min - base > 0 ? lo_min - base : 0;
+        const int32_t j1 = p_last - base < bt - 1 ? p_last - base : bt - 1;
+        load_block(L, L->k, table[blk], g, hd, j0, j1, kbuf);
+        load_block(L, L->v, table[blk], g, hd, j0, j1, vbuf);
+        for (int32_t tt = 0; tt < T; tt++) {
+            const int32_t p = b->pos[t0 + tt], lo = window_lo(p, b->window);
+            if (p < base || lo > base + bt - 1) continue; /* block wholly masked */
+            const int32_t jlo = lo - base > 0 ? lo - base : 0;
+            const int32_t jhi = p - base < bt - 1 ? p - base : bt - 1;
+            for (int32_t h = 0; h < G; h++) {
+                const float *q = b->q + (size_t)(t0 + tt) * qdim + (size_t)(g * G + h) * hd;
+                for (int32_t j = jlo; j <= jhi; j++) sc[j] = dot(q, kbuf + (size_t)j * hd, hd);
+                const int32_t s = tt * G + h;
+                update(acc + (size_t)s * hd, &m[s], &l[s], sc, vbuf, jlo, jhi, hd);
+            }
+        }
+    }
+    for (int32_t tt = 0; tt < T; tt++) {
+        for (int32_t h = 0; h < G; h++) {
+            const int32_t s = tt * G + h;
+            float *o = b->out + (size_t)(t0 + tt) * qdim + (size_t)(g * G + h) * hd;
+            const float inv = l[s] > 0.0f ? 1.0f / l[s] : 0.0f;
+            for (int32_t d = 0; d < hd; d++) o[d] = acc[(size_t)s * hd + d] * inv;
+        }
+    }
+}
+
+static void attn_worker(void *arg, int ith, int nth)
+{
+    const struct attn_job *J = arg;
+    const int32_t nkv = J->b->n_head_kv;
+    float *ws = J->scratch + (size_t)ith * J->per_thread;
+    /* Interleaved items balance the causal triangle across threads. */
+    for (int32_t it = ith; it < J->n_tiles * nkv; it += nth) {
+        const int32_t tile = it / nkv;
+        do_tile(J, J->tiles[2 * tile], J->tiles[2 * tile + 1], it % nkv, ws);
+    }
+}
+
+static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < b->n_tokens;) {
+        int32_t k = 1;
+        while (k < TILE && i + k < b->n_tokens && b->table[i + k] == b->table[i] &&
+               b->pos[i + k] == b->pos[i + k - 1] + 1)
+            k++;
+        tiles[2 * n] = i;
+        tiles[2 * n + 1] = k;
+        n++;
+        i += k;
+    }
+    return n;
+}
+
+int attn_forward(struct threadpool *tp, const struct attn_layer *L, const struct attn_batch *b,
+                 struct attn_scratch *s)
+{
+    const int nth = tp ? tp_n_threads(tp) : 1;
+    const size_t G = (size_t)(b->n_head / b->n_head_kv), hd = (size_t)b->head_dim;
+    const size_t bt = (size_t)L->block_tokens;
+    const size_t per = 2 * bt * hd + bt + TILE * G * hd + 2 * TILE * G + 16;
+    if (s->cap < per * (size_t)nth) {
+        float *nb = realloc(s->buf, per * (size_t)nth * sizeof(float));
+        if (!nb) return -1;
+        s->buf = nb;
+        s->cap = per * (size_t)nth;
+    }
+    if (s->tiles_cap < (size_t)b->n_tokens) {
+        int32_t *nt = realloc(s->tiles, (size_t)b->n_tokens * 2 * sizeof(int32_t));
+        if (!nt) return -1;
+        s->tiles = nt;
+        s->tiles_cap = (size_t)b->n_tokens;
+    }
+    struct attn_job J = { L, b, s->tiles, make_tiles(b, s->tiles), s->buf, per };
+    if (tp && nth > 1 && (int64_t)J.n_tiles * b->n_head_kv > 1)
+        tp_run(tp, attn_worker, &J);
+    else
+        attn_worker(&J, 0, 1);
+    return 0;
+}

@@ -1,0 +1,51 @@
+/* attention: causal (optionally sliding-window) multi-head attention with
+ * grouped KV heads over a paged KV cache, softmax in f32.
+ *
+ * KV layout, one layer: K and V pools of n_blocks blocks; block b, slot s
+ * holds token row (n_head_kv · head_dim elements, type `type`) at byte
+ * ((b · block_tokens) + s) · row_bytes. A token at position p of a sequence
+ * attends to positions [max(0, p - window + 1), p] of its block table.
+ *
+ * Results are independent of how tokens are batched or split over threads:
+ * every query is reduced over whole KV blocks in position order. */
+#ifndef TERN_ATTENTION_H
+#define TERN_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops.h"
+
+struct threadpool;
+
+struct attn_layer {
+    const void *k, *v;          /* layer's pools */
+    enum ops_kv_type type;
+    int32_t block_tokens;
+    size_t row_bytes;           /* bytes of one token's K (or V) row */
+};
+
+struct attn_batch {
+    int32_t n_tokens;
+    int32_t n_head, n_head_kv, head_dim;
+    int32_t window;             /* 0 = full causal */
+    const float *q;             /* [n_tokens][n_head · head_dim], scaled and rotated */
+    float *out;                 /* [n_tokens][n_head · head_dim] */
+    const int32_t *pos;         /* [n_tokens] */
+    const int32_t *const *table;/* [n_tokens] block table of the token's sequence */
+};
+
+/* Per-thread work buffers; grown by attn_forward, freed by attn_scratch_free. */
+struct attn_scratch {
+    float *buf;
+    size_t cap;                 /* floats */
+    int32_t *tiles;             /* (first token, count) pairs */
+    size_t tiles_cap;           /* pairs */
+};
+void attn_scratch_free(struct attn_scratch *s);
+
+/* Returns 0, or -1 when the scratch cannot be allocated. */
+int attn_forward(struct threadpool *tp, const struct attn_layer *L, const struct attn_batch *b,
+                 struct attn_scratch *s);
+
+#endif

@@ -1,0 +1,198 @@
+/* ops: elementwise and per-row transformer operations on f32 rows, written
+ * as plain loops the compiler vectorises. They are bandwidth-bound on rows
+ * that sit in L1/L2, so none of them is a measurable share of a step. */
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "quant.h"
+
+static inline uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Branch-free IEEE half <-> float (round to nearest even), after the FP16
+ * library by M. Dukhan; vectorisable, unlike a table or a branchy version. */
+static inline float h2f(uint16_t h)
+{
+    const uint32_t w = (uint32_t)h << 16, sign = w & 0x80000000u, two_w = w + w;
+    const float normalized = bits_f32((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+    const float denormalized = bits_f32((two_w >> 17) | (126u << 23)) - 0.5f;
+    const uint32_t r = two_w < (1u << 27) ? f32_bits(denormalized) : f32_bits(normalized);
+    return bits_f32(sign | r);
+}
+
+static inline uint16_t f2h(float f)
+{
+    float base = (fabsf(f) * 0x1.0p+112f) * 0x1.0p-110f;
+    const uint32_t w = f32_bits(f), shl1_w = w + w, sign = w & 0x80000000u;
+    uint32_t bias = shl1_w & 0xFF000000u;
+    if (bias < 0x71000000u) bias = 0x71000000u;
+    base = bits_f32((bias >> 1) + 0x07800000u) + base;
+    const uint32_t bits = f32_bits(base);
+    const uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+    return (uint16_t)((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+}
+
+void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    /* Sum in double as the reference does: the result then does not depend
+     * on the summation order the compiler picks. */
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
+    if (w) {
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+    } else {
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+    }
+}
+
+void ops_rope_cache(float *cs, int32_t n_rot, int32_t pos, float base, float freq_scale,
+                    const float *factors)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int32_t i = 0; i < n_rot / 2; i++) {
+        const float ff = factors ? factors[i] : 1.0f;
+        const float t = freq_scale * (theta / ff);
+        cs[2 * i] = cosf(t);
+        cs[2 * i + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+void ops_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                    const float *cs, bool neox)
+{
+    const int32_t half = n_rot / 2;
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *v = x + (int64_t)h * head_dim;
+        if (neox) {
+            for (int32_t i = 0; i < half; i++) {
+                const float c = cs[2 * i], s = cs[2 * i + 1];
+                const float a = v[i], b = v[i + half];
+                v[i] = a * c - b * s;
+                v[i + half] = a * s + b * c;
+            }
+        } else {
+            for (int32_t i = 0; i < half; i++) {
+                const float c = cs[2 * i], s = cs[2 * i + 1];
+                const float a = v[2 * i], b = v[2 * i + 1];
+                v[2 * i] = a * c - b * s;
+                v[2 * i + 1] = a * s + b * c;
+            }
+        }
+    }
+}
+
+float ops_expf(float x)
+{
+    /* exp(x) = 2^n · e^r, r in [-ln2/2, ln2/2]; degree-6 polynomial.
+     * Clamped so 2^n stays a normal float (exp(-87.3) ~ 1e-38 → 0 below). */
+    x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
+    const float t = x * 1.44269504088896341f + 12582912.0f; /* round via 1.5·2^23 */
+    const float n = t - 12582912.0f;
+    const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t e = (int32_t)(f32_bits(t) - f32_bits(12582912.0f));
+    return bits_f32(f32_bits(p) + ((uint32_t)e << 23));
+}
+
+void ops_swiglu(float *g, const float *u, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        g[i] = x / (1.0f + ops_expf(-x)) * u[i];
+    }
+}
+
+void ops_gelu_table_init(float *table)
+{
+    const float c = 0.79788456080286535588f; /* sqrt(2/pi) */
+    for (uint32_t i = 0; i < 65536; i++) {
+        const float x = h2f((uint16_t)i);
+        const float y = 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+        table[i] = h2f(f2h(y));
+    }
+}
+
+void ops_geglu(float *g, const float *u, int64_t n, const float *table)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        float y;
+        if (x <= -10.0f)
+            y = 0.0f;
+        else if (x >= 10.0f)
+            y = x;
+        else
+            y = table[f2h(x)];
+        g[i] = y * u[i];
+    }
+}
+
+void ops_add(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void ops_scale(float *y, float s, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] *= s;
+}
+
+size_t ops_kv_row_bytes(enum ops_kv_type t, int64_t n)
+{
+    switch (t) {
+    case OPS_KV_F32: return (size_t)n * 4;
+    case OPS_KV_F16: return (size_t)n * 2;
+    case OPS_KV_Q8_0: return (size_t)(n / QK8_0) * sizeof(block_q8_0);
+    }
+    return 0;
+}
+
+void ops_kv_store(enum ops_kv_type t, void *dst, const float *src, int64_t n)
+{
+    if (t == OPS_KV_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else if (t == OPS_KV_F16) {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = f2h(src[i]);
+    } else {
+        quant_row_q8_0(src, dst, n);
+    }
+}
+
+void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n)
+{
+    if (t == OPS_KV_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else if (t == OPS_KV_F16) {
+        const uint16_t *s = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = h2f(s[i]);
+    } else {
+        const block_q8_0 *b = src;
+        for (int64_t j = 0; j < n / QK8_0; j++) {
+            const float d = h2f(b[j].d);
+            for (int k = 0; k < QK8_0; k++) dst[j * QK8_0 + k] = d * (float)b[j].qs[k];
+        }
+    }
+}

@@ -1,0 +1,51 @@
+/* ops: the elementwise and per-row operations of a transformer step on the
+ * CPU (RMSNorm, RoPE, GELU/SiLU gating, residual adds, KV row conversion to
+ * f16 / q8_0). Every function works on one row (or one token) so callers
+ * can split tokens across threads; results never depend on that split. */
+#ifndef TERN_OPS_H
+#define TERN_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* y = x / sqrt(mean(x²) + eps) * w (w may be NULL: no weight). y may alias x. */
+void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+
+/* RoPE angles for one position: cs[2i] = cos θ_i, cs[2i+1] = sin θ_i for
+ * i < n_rot/2, θ_i = pos · freq_scale · base^(-2i/n_rot) / factors[i]
+ * (factors may be NULL), computed as the reference does (float recurrence). */
+void ops_rope_cache(float *cs, int32_t n_rot, int32_t pos, float base, float freq_scale,
+                    const float *factors);
+/* Rotates the first n_rot dims of each of n_heads heads (head_dim apart) in
+ * place: NeoX style pairs (i, i + n_rot/2), normal style pairs (2i, 2i+1). */
+void ops_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                    const float *cs, bool neox);
+
+/* g[i] = silu(g[i]) * u[i]  (SwiGLU) */
+void ops_swiglu(float *g, const float *u, int64_t n);
+/* GELU(tanh) table over every f16 input value: the reference rounds the
+ * argument to f16 and looks it up, so this matches it exactly and is fast.
+ * table has 65536 floats. */
+void ops_gelu_table_init(float *table);
+/* g[i] = gelu(g[i]) * u[i]  (GeGLU) using the table. */
+void ops_geglu(float *g, const float *u, int64_t n, const float *table);
+
+/* y[i] += x[i] */
+void ops_add(float *y, const float *x, int64_t n);
+/* y[i] *= s */
+void ops_scale(float *y, float s, int64_t n);
+
+/* exp(x) for x <= 0.. any float, relative error < 2e-7 (vectorisable). */
+float ops_expf(float x);
+
+/* KV row storage formats. */
+enum ops_kv_type { OPS_KV_F32, OPS_KV_F16, OPS_KV_Q8_0 };
+/* Bytes of n elements (n a multiple of 32 for q8_0). */
+size_t ops_kv_row_bytes(enum ops_kv_type t, int64_t n);
+/* Stores n f32 values as type t at dst. */
+void ops_kv_store(enum ops_kv_type t, void *dst, const float *src, int64_t n);
+/* Loads n values of type t into f32. */
+void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n);
+
+#endif
