@@ -1,1 +1,447 @@
-int main(void){return 0;}
+/* test_cuda_kernels: every CUDA kernel against the CPU reference on random
+ * data of several shapes and types (needs a GPU; run by tests/gpu/check.sh,
+ * also under compute-sanitizer). References: the GGUF reference dequantizer
+ * (kernels/quant.c) with double-precision dots, the CPU ops (RMSNorm, RoPE,
+ * SwiGLU/GEGLU) and the CPU paged attention (kernels/cpu/attention.c).
+ * Tolerances, per check, are relative to the size of the terms summed:
+ *   dequant f32: 1e-6, dequant f16: 1e-3 (f16 rounding), matvec: 2e-5 of sum |w x|,
+ *   norms/activations: 1e-5 (GELU 2e-3: f16 table), RoPE: 1e-4, KV store: 2e-3 (f16),
+ *   attention: 2e-3 absolute (values in [-1, 1], f16 KV both sides). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "cpu/attention.h"
+#include "cpu/ops.h"
+#include "cpu/threadpool.h"
+#include "cuda_ops.h"
+#include "quant.h"
+#include "synthetic.h"
+#include "tap.h"
+
+#define CK(call)                                                                               \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            tap_ok(0, "%s: %s (line %d)", #call, cudaGetErrorString(e_), __LINE__);            \
+            exit(tap_done() | 1);                                                              \
+        }                                                                                      \
+    } while (0)
+
+static uint64_t rng = 0x1234567;
+static float frand(void) /* uniform [-1, 1) */
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static void *dev_copy(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    CK(cudaMalloc(&d, bytes ? bytes : 1));
+    if (bytes) CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void host_copy(void *h, const void *d, size_t bytes)
+{
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+}
+
+static float *frand_vec(size_t n, float scale)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = scale * frand();
+    return v;
+}
+
+/* A generated weight matrix on the host (GGUF bytes) and on the device in the
+ * layout the kernels use, uploaded the way the backend does. */
+struct wmat {
+    struct cu_tensor t;
+    uint8_t *host;
+    size_t bytes;
+    void *dev;
+};
+
+static void wmat_make(struct wmat *w, uint32_t type, int64_t rows, int64_t cols, uint32_t tid)
+{
+    const uint32_t bb = synth_block_bytes(type);
+    w->bytes = (size_t)rows * qtype_row_bytes(type, (uint64_t)cols);
+    w->host = malloc(w->bytes);
+    for (size_t b = 0; b < w->bytes / bb; b++) synth_gen_block(5, tid, b, type, false, w->host + b * bb);
+    CK(cudaMalloc(&w->dev, w->bytes));
+    memset(&w->t, 0, sizeof w->t);
+    w->t.q = w->dev;
+    w->t.type = type;
+    w->t.layout = cu_layout_for(type);
+    w->t.rows = rows;
+    w->t.cols = cols;
+    w->t.row_bytes = qtype_row_bytes(type, (uint64_t)cols);
+    if (w->t.layout == CU_LAYOUT_SPLIT)
+        w->t.s = (uint8_t *)w->dev + (size_t)rows * (size_t)(cols / 32) * (type == QT_Q8_0 ? 32 : 16);
+    /* generate on the device too: the bytes must equal the host generator's */
+    void *stage = NULL;
+    CK(cudaMalloc(&stage, w->bytes));
+    CK(cu_synth_gen(stage, 5, tid, type, false, 0, w->bytes / bb, 0));
+    uint8_t *back = malloc(w->bytes);
+    host_copy(back, stage, w->bytes);
+    if (memcmp(back, w->host, w->bytes) != 0)
+        ok(0, "%s %lldx%lld: device generator differs from host", qtype_name(type), (long long)rows,
+           (long long)cols);
+    free(back);
+    CK(cu_repack(&w->t, stage, 0, rows, 0));
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(stage));
+}
+
+static void wmat_free(struct wmat *w)
+{
+    free(w->host);
+    cudaFree(w->dev);
+}
+
+static const uint32_t all_types[] = { QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q6_K };
+
+static void test_dequant_matvec(void)
+{
+    const int64_t shapes[][2] = { { 1, 256 }, { 7, 512 }, { 67, 1024 }, { 300, 2304 } };
+    const int ns[] = { 1, 2, 3, 5, 8 };
+    for (size_t ti = 0; ti < sizeof all_types / sizeof all_types[0]; ti++) {
+        for (size_t si = 0; si < 4; si++) {
+            const uint32_t type = all_types[ti];
+            const int64_t rows = shapes[si][0], cols = shapes[si][1];
+            struct wmat w;
+            wmat_make(&w, type, rows, cols, (uint32_t)(100 + si));
+            float *ref = malloc((size_t)rows * cols * sizeof *ref);
+            for (int64_t r = 0; r < rows; r++)
+                dequant_row(type, w.host + r * w.t.row_bytes, ref + r * cols, cols);
+            /* dequantization, f32 and f16 */
+            float *d32 = NULL;
+            CK(cudaMalloc((void **)&d32, (size_t)rows * cols * 4));
+            CK(cu_dequant_f32(&w.t, 0, rows, d32, 0));
+            float *g = malloc((size_t)rows * cols * 4);
+            host_copy(g, d32, (size_t)rows * cols * 4);
+            double worst = 0, wmax = 1e-30;
+            for (int64_t i = 0; i < rows * cols; i++) {
+                worst = fmax(worst, fabs(g[i] - ref[i]));
+                wmax = fmax(wmax, fabs(ref[i]));
+            }
+            ok(worst <= 1e-6 * wmax, "dequant f32 %s %lldx%lld: max err %.3g (max |w| %.3g)",
+               qtype_name(type), (long long)rows, (long long)cols, worst, wmax);
+            uint16_t *h16 = malloc((size_t)rows * cols * 2);
+            CK(cu_dequant_f16(&w.t, 0, rows, d32, 0)); /* f16 fits in the f32 buffer */
+            host_copy(h16, d32, (size_t)rows * cols * 2);
+            worst = 0;
+            for (int64_t i = 0; i < rows * cols; i++)
+                worst = fmax(worst, fabs(fp16_to_f32(h16[i]) - ref[i]) - 1e-3 * fabs(ref[i]));
+            ok(worst <= 1e-7, "dequant f16 %s %lldx%lld: within f16 rounding", qtype_name(type),
+               (long long)rows, (long long)cols);
+            free(h16);
+            /* matvec at several batch sizes */
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int n = ns[ni];
+                float *x = frand_vec((size_t)n * cols, 1.0f);
+                float *dx = dev_copy(x, (size_t)n * cols * 4), *dy = NULL;
+                CK(cudaMalloc((void **)&dy, (size_t)n * rows * 4));
+                CK(cu_matvec(&w.t, dx, n, dy, 0));
+                float *y = malloc((size_t)n * rows * 4);
+                host_copy(y, dy, (size_t)n * rows * 4);
+                double bad = 0;
+                for (int t = 0; t < n; t++)
+                    for (int64_t r = 0; r < rows; r++) {
+                        double s = 0, mag = 0;
+                        for (int64_t c = 0; c < cols; c++) {
+                            s += (double)ref[r * cols + c] * x[t * cols + c];
+                            mag += fabs((double)ref[r * cols + c] * x[t * cols + c]);
+                        }
+                        bad = fmax(bad, fabs(y[t * rows + r] - s) / (2e-5 * mag + 1e-30));
+                    }
+                ok(bad <= 1.0, "matvec %s %lldx%lld n=%d: error %.2f of tolerance", qtype_name(type),
+                   (long long)rows, (long long)cols, n, bad);
+                free(x);
+                free(y);
+                cudaFree(dx);
+                cudaFree(dy);
+            }
+            /* embedding lookup of rows 0, last, and a padding token */
+            int32_t ids[3] = { 0, (int32_t)rows - 1, -1 };
+            int32_t *did = dev_copy(ids, sizeof ids);
+            CK(cu_embed(&w.t, did, 3, 2.0f, d32, 0));
+            float *e = malloc(3 * cols * 4);
+            host_copy(e, d32, 3 * cols * 4);
+            worst = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                worst = fmax(worst, fabs(e[c] - 2.0f * ref[c]));
+                worst = fmax(worst, fabs(e[cols + c] - 2.0f * ref[(rows - 1) * cols + c]));
+                worst = fmax(worst, fabs(e[2 * cols + c]));
+            }
+            ok(worst <= 2e-6 * wmax, "embed %s %lldx%lld (scaled, padding row zero)", qtype_name(type),
+               (long long)rows, (long long)cols);
+            free(e);
+            cudaFree(did);
+            free(g);
+            free(ref);
+            cudaFree(d32);
+            wmat_free(&w);
+        }
+    }
+}
+
+static void test_norm_act(void)
+{
+    const int n = 5, dim = 576;
+    float *x = frand_vec((size_t)n * dim, 3.0f), *d = frand_vec((size_t)n * dim, 1.0f);
+    float *w = frand_vec(dim, 1.0f);
+    float *dx = dev_copy(x, (size_t)n * dim * 4), *dd = dev_copy(d, (size_t)n * dim * 4);
+    float *dw = dev_copy(w, dim * 4), *dout = NULL;
+    CK(cudaMalloc((void **)&dout, (size_t)n * dim * 4));
+    CK(cu_add_rmsnorm(dx, dd, dw, dout, n, dim, 1e-5f, 0));
+    float *gx = malloc((size_t)n * dim * 4), *go = malloc((size_t)n * dim * 4), *ref = malloc(dim * 4);
+    host_copy(gx, dx, (size_t)n * dim * 4);
+    host_copy(go, dout, (size_t)n * dim * 4);
+    double ex = 0, eo = 0;
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < dim; i++) ex = fmax(ex, fabs(gx[t * dim + i] - (x[t * dim + i] + d[t * dim + i])));
+        ops_rmsnorm(ref, gx + t * dim, w, dim, 1e-5f);
+        for (int i = 0; i < dim; i++) eo = fmax(eo, fabs(go[t * dim + i] - ref[i]) / (fabs(ref[i]) + 1e-3));
+    }
+    ok(ex <= 1e-6, "add_rmsnorm: residual x += d (err %.2g)", ex);
+    ok(eo <= 1e-5, "add_rmsnorm: norm matches ops_rmsnorm (rel err %.2g)", eo);
+    CK(cu_rmsnorm(dout, dw, dout, n, dim, 1e-5f, 0)); /* in place */
+    host_copy(gx, dout, (size_t)n * dim * 4);
+    eo = 0;
+    for (int t = 0; t < n; t++) {
+        ops_rmsnorm(ref, go + t * dim, w, dim, 1e-5f);
+        for (int i = 0; i < dim; i++) eo = fmax(eo, fabs(gx[t * dim + i] - ref[i]) / (fabs(ref[i]) + 1e-3));
+    }
+    ok(eo <= 1e-5, "rmsnorm in place (rel err %.2g)", eo);
+
+    /* SwiGLU and GEGLU */
+    float *table = malloc(65536 * sizeof *table);
+    ops_gelu_table_init(table);
+    for (int gelu = 0; gelu < 2; gelu++) {
+        float *u = frand_vec((size_t)n * dim, 2.0f);
+        float *du = dev_copy(u, (size_t)n * dim * 4);
+        CK(cudaMemcpy(dout, x, (size_t)n * dim * 4, cudaMemcpyHostToDevice));
+        CK(cu_glu(dout, du, dout, n, dim, gelu, 0));
+        host_copy(go, dout, (size_t)n * dim * 4);
+        float *r = malloc((size_t)n * dim * 4);
+        memcpy(r, x, (size_t)n * dim * 4);
+        if (gelu) ops_geglu(r, u, (int64_t)n * dim, table);
+        else ops_swiglu(r, u, (int64_t)n * dim);
+        double e = 0;
+        for (int i = 0; i < n * dim; i++) e = fmax(e, fabs(go[i] - r[i]) / (fabs(r[i]) + 1e-2));
+        ok(e <= (gelu ? 2e-3 : 1e-5), "%s matches the CPU op (rel err %.2g)", gelu ? "GEGLU" : "SwiGLU", e);
+        free(r);
+        free(u);
+        cudaFree(du);
+    }
+    free(table);
+    free(x);
+    free(d);
+    free(w);
+    free(gx);
+    free(go);
+    free(ref);
+    cudaFree(dx);
+    cudaFree(dd);
+    cudaFree(dw);
+    cudaFree(dout);
+}
+
+/* RoPE fused with the KV store, both styles, full and partial rotation. */
+static void test_rope_store(void)
+{
+    const int n = 3, n_head = 4, n_kv = 2, hd = 64, bt = 16, n_blocks = 4;
+    const int32_t pos[] = { 0, 17, 40 }, seq[] = { 0, 0, 0 }, table[] = { 2, 0, 3, 1 };
+    const int32_t toff[] = { 0 }, tlen[] = { 4 };
+    for (int style = 0; style < 4; style++) {
+        const bool neox = style & 1;
+        const int n_rot = style & 2 ? hd / 2 : hd;
+        float *q = frand_vec((size_t)n * n_head * hd, 1.0f), *k = frand_vec((size_t)n * n_kv * hd, 1.0f);
+        float *v = frand_vec((size_t)n * n_kv * hd, 1.0f);
+        float inv[64];
+        cuda_rope_freqs(n_rot, 10000.0f, NULL, inv);
+        float *dq = dev_copy(q, (size_t)n * n_head * hd * 4), *dk = dev_copy(k, (size_t)n * n_kv * hd * 4);
+        float *dv = dev_copy(v, (size_t)n * n_kv * hd * 4), *dinv = dev_copy(inv, sizeof inv);
+        const size_t pool = (size_t)n_blocks * bt * n_kv * hd * 2;
+        void *kc = NULL, *vc = NULL;
+        CK(cudaMalloc(&kc, pool));
+        CK(cudaMalloc(&vc, pool));
+        struct cu_attn_batch b = { n, dev_copy(pos, sizeof pos), dev_copy(seq, sizeof seq),
+                                   dev_copy(toff, sizeof toff), dev_copy(tlen, sizeof tlen),
+                                   dev_copy(table, sizeof table) };
+        struct cu_attn_shape sh = { n_head, n_kv, hd, n_rot, bt, 0, 1.0f };
+        CK(cu_rope_store(dq, dk, dv, &b, &sh, dinv, 1.0f, neox, kc, vc, 0));
+        float *gq = malloc((size_t)n * n_head * hd * 4);
+        uint16_t *gk = malloc(pool), *gv = malloc(pool);
+        host_copy(gq, dq, (size_t)n * n_head * hd * 4);
+        host_copy(gk, kc, pool);
+        host_copy(gv, vc, pool);
+        double eq = 0, ek = 0, ev = 0;
+        float cs[64];
+        for (int t = 0; t < n; t++) {
+            ops_rope_cache(cs, n_rot, pos[t], 10000.0f, 1.0f, NULL);
+            ops_rope_apply(q + (size_t)t * n_head * hd, n_head, hd, n_rot, cs, neox);
+            ops_rope_apply(k + (size_t)t * n_kv * hd, n_kv, hd, n_rot, cs, neox);
+            for (int i = 0; i < n_head * hd; i++)
+                eq = fmax(eq, fabs(gq[t * n_head * hd + i] - q[t * n_head * hd + i]));
+            const size_t slot = ((size_t)table[pos[t] / bt] * bt + pos[t] % bt) * n_kv * hd;
+            for (int i = 0; i < n_kv * hd; i++) {
+                ek = fmax(ek, fabs(fp16_to_f32(gk[slot + i]) - k[t * n_kv * hd + i]));
+                ev = fmax(ev, fabs(fp16_to_f32(gv[slot + i]) - v[t * n_kv * hd + i]));
+            }
+        }
+        ok(eq <= 1e-4, "rope q %s n_rot %d vs ops_rope_apply (err %.2g)", neox ? "neox" : "normal", n_rot, eq);
+        ok(ek <= 2e-3, "rope k stored in its slot as f16 (err %.2g)", ek);
+        ok(ev <= 2e-3, "v stored in its slot as f16 (err %.2g)", ev);
+        free(q);
+        free(k);
+        free(v);
+        free(gq);
+        free(gk);
+        free(gv);
+        cudaFree(dq);
+        cudaFree(dk);
+        cudaFree(dv);
+        cudaFree(dinv);
+        cudaFree(kc);
+        cudaFree(vc);
+        cudaFree((void *)b.pos);
+        cudaFree((void *)b.seq);
+        cudaFree((void *)b.table_off);
+        cudaFree((void *)b.table_len);
+        cudaFree((void *)b.tables);
+    }
+}
+
+/* Paged attention, decode and prefill kernels, against the CPU attention. */
+static void test_attention(struct threadpool *tp)
+{
+    const struct { int n_head, n_kv, hd, window; } cfgs[] = {
+        { 9, 3, 64, 0 }, { 32, 8, 128, 0 }, { 4, 1, 256, 7 }, { 8, 8, 64, 20 },
+    };
+    const int bt = 16, n_blocks = 40, lens[] = { 1, 37, 150 };
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        const int nh = cfgs[ci].n_head, nkv = cfgs[ci].n_kv, hd = cfgs[ci].hd;
+        const size_t row = (size_t)nkv * hd, pool_el = (size_t)n_blocks * bt * row;
+        uint16_t *kp = malloc(pool_el * 2), *vp = malloc(pool_el * 2);
+        for (size_t i = 0; i < pool_el; i++) {
+            kp[i] = f32_to_fp16(frand());
+            vp[i] = f32_to_fp16(frand());
+        }
+        void *dk = dev_copy(kp, pool_el * 2), *dv = dev_copy(vp, pool_el * 2);
+        /* three sequences over a shuffled pool: 1 + 3 + 10 blocks */
+        int32_t perm[40];
+        for (int i = 0; i < n_blocks; i++) perm[i] = i;
+        for (int i = n_blocks - 1; i > 0; i--) {
+            int j = (int)((frand() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        int32_t toff[3], tlen[3], off = 0;
+        for (int s = 0; s < 3; s++) {
+            toff[s] = off;
+            tlen[s] = (lens[s] + bt - 1) / bt;
+            off += tlen[s];
+        }
+        int32_t *dtab = dev_copy(perm, sizeof perm), *dtoff = dev_copy(toff, sizeof toff);
+        int32_t *dtlen = dev_copy(tlen, sizeof tlen);
+        struct attn_layer L = { kp, vp, OPS_KV_F16, bt, row * 2 };
+        struct cu_attn_shape sh = { nh, nkv, hd, hd, bt, cfgs[ci].window, 1.0f };
+        CK(cu_attn_prefill_init(hd));
+        for (int mode = 0; mode < 2; mode++) {
+            /* mode 0: decode, the last position of each sequence;
+             * mode 1: prefill, every position of sequences 1 and 2 */
+            int32_t pos[200], seq[200], n = 0;
+            for (int s = 0; s < 3; s++) {
+                if (mode == 0) {
+                    pos[n] = lens[s] - 1;
+                    seq[n++] = s;
+                } else if (s > 0) {
+                    for (int p = 0; p < lens[s]; p++) {
+                        pos[n] = p;
+                        seq[n++] = s;
+                    }
+                }
+            }
+            float *q = frand_vec((size_t)n * nh * hd, 1.0f), *ref = malloc((size_t)n * nh * hd * 4);
+            const int32_t *tabs[200];
+            for (int i = 0; i < n; i++) tabs[i] = perm + toff[seq[i]];
+            struct attn_batch ab = { n, nh, nkv, hd, cfgs[ci].window, q, ref, pos, tabs };
+            struct attn_scratch scr = { 0 };
+            if (attn_forward(tp, &L, &ab, &scr) != 0) tap_bail("attn_forward scratch");
+            attn_scratch_free(&scr);
+            float *dq = dev_copy(q, (size_t)n * nh * hd * 4), *dout = NULL;
+            CK(cudaMalloc((void **)&dout, (size_t)n * nh * hd * 4));
+            struct cu_attn_batch b = { n, dev_copy(pos, n * 4), dev_copy(seq, n * 4), dtoff, dtlen, dtab };
+            float *out = malloc((size_t)n * nh * hd * 4);
+            const int splits[] = { 1, 3, 16 };
+            for (int si = 0; si < (mode == 0 ? 3 : 1); si++) {
+                if (mode == 0) {
+                    float *ws = NULL;
+                    CK(cudaMalloc((void **)&ws, cu_attn_decode_ws(n, nh, hd, splits[si])));
+                    CK(cu_attn_decode(dq, dk, dv, &b, &sh, splits[si], ws, dout, 0));
+                    host_copy(out, dout, (size_t)n * nh * hd * 4);
+                    cudaFree(ws);
+                } else {
+                    int32_t tiles[400];
+                    struct fwd_batch fb = { n, pos, pos, seq, NULL, 3, NULL };
+                    int32_t nt = cuda_batch_tiles(&fb, cu_attn_tile_tokens(nh, nkv), tiles);
+                    int32_t *dt = dev_copy(tiles, (size_t)nt * 8);
+                    CK(cu_attn_prefill(dq, dk, dv, &b, &sh, dt, nt, dout, 0));
+                    host_copy(out, dout, (size_t)n * nh * hd * 4);
+                    cudaFree(dt);
+                }
+                double e = 0;
+                for (size_t i = 0; i < (size_t)n * nh * hd; i++) e = fmax(e, fabs(out[i] - ref[i]));
+                ok(e <= 2e-3, "attention %s heads %d/%d hd %d window %d%s: max err %.2g vs CPU",
+                   mode ? "prefill" : "decode", nh, nkv, hd, cfgs[ci].window,
+                   mode ? "" : (splits[si] == 1 ? ", 1 split" : splits[si] == 3 ? ", 3 splits" : ", 16 splits"), e);
+            }
+            free(q);
+            free(ref);
+            free(out);
+            cudaFree(dq);
+            cudaFree(dout);
+            cudaFree((void *)b.pos);
+            cudaFree((void *)b.seq);
+        }
+        free(kp);
+        free(vp);
+        cudaFree(dk);
+        cudaFree(dv);
+        cudaFree(dtab);
+        cudaFree(dtoff);
+        cudaFree(dtlen);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int dev_count = 0;
+    if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0)
+        return tap_bail("no CUDA device: this program runs on a GPU machine (tests/gpu/check.sh)");
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    tap_diag("device: %s (sm_%d%d)", prop.name, prop.major, prop.minor);
+    struct threadpool *tp = tp_open(4);
+    test_dequant_matvec();
+    test_norm_act();
+    test_rope_store();
+    test_attention(tp);
+    tp_close(tp);
+    if (argc < 2 || strcmp(argv[1], "--no-bandwidth") != 0) {
+        double gbps = 0;
+        CK(cu_copy_bandwidth((size_t)1 << 30, 20, &gbps));
+        ok(gbps > 100, "device copy bandwidth %.0f GB/s", gbps);
+    }
+    return tap_done();
+}
