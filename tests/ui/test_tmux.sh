@@ -8,6 +8,9 @@
 # the run are printed as TAP comments.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
+# every check says when it passed (seconds into the run)
+eval "tap_ok_plain() $(declare -f ok | tail -n +2)"
+ok() { tap_ok_plain "$1" "$2 [${SECONDS}s]"; }
 
 # the model path first: fetch-model looks in the real data directory
 MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
@@ -76,6 +79,31 @@ cap | grep -Eq 'KV [█▒]+·*' ; ok $? "KV bar filled"
 cap | "$CHECK" 100; ok $? "100x30 screen aligned (wcwidth oracle)"
 show "100x30 after a reply"
 
+# 1b. input box: counts, Alt-Enter and Ctrl-J newlines, bracketed paste, history recall
+text "ab"; keys M-Enter; text "cd"; keys C-j; text "ef"
+wait_for 'message · 8 chars · [0-9]+ tokens' 5
+ok $? "Alt-Enter and Ctrl-J insert newlines; character and token counts shown"
+inbox=$(cap | sed -n '/message · 8 chars/,/└/p')
+grep -q '│ab ' <<<"$inbox" && grep -q '│cd ' <<<"$inbox" && grep -q '│ef ' <<<"$inbox"
+ok $? "the input box shows the three lines"
+keys C-u
+T set-buffer -b p "$(printf 'pasted line one\npasted line two\npasted line three')"
+T paste-buffer -p -b p -t chat
+wait_for 'pasted line three' 5 && ! cap | grep -q 'assistant · (streaming|waiting)'
+ok $? "a multi-line paste lands in the input box without sending"
+cap | grep -q 'message · 49 chars'; ok $? "pasted text counted (49 characters)"
+keys C-u Up
+wait_for '│Hello! Who are you\? ' 5
+ok $? "Up recalls the previous message"
+keys C-u
+keys F3
+wait_for 'prompt [0-9]+ tok: [0-9]+ cached \+ [0-9]+ computed · gen 48' 5
+ok $? "F3 timeline shows the reply's prompt tokens (cached + computed) and 48 generated"
+cap | grep -Eq 'queue [0-9.]+ (µs|ms|s)' && cap | grep -Eq 'prefill [0-9.]+ (µs|ms|s)' && cap | grep -Eq 'decode [0-9.]+ (µs|ms|s)'
+ok $? "timeline durations of queue, prefill and decode"
+show "timeline"
+keys F3
+
 # 2. a new session, a long reply; quit asks while streaming; resize; Esc cancels
 keys C-n
 text "Write a very long story about a dragon who learns to paint."; keys Enter
@@ -123,6 +151,7 @@ keys C-c
 wait_for 'TERN-EXITED rc=0' 20
 ok $? "Ctrl-C quits with status 0 when nothing streams"
 T kill-server 2>/dev/null
+sleep 1
 start 80 24
 ok $? "restart"
 cap | grep -q '你好，世界！Привет, мир! Ответь коротко.' && cap | grep -Eq 'assistant · [0-9]+ tok'
@@ -137,6 +166,37 @@ keys Down Down Enter
 sleep 1
 cap | grep -q 'Hello! Who are you?' && cap | grep -Eq 'assistant · [0-9]+ tok'
 ok $? "switching to the first session shows its transcript"
+keys Tab r C-u; text "Renamed chat"; keys Enter
+wait_for '│▶ Renamed chat' 5
+ok $? "r renames the selected session"
+keys Up
+wait_for 'sessions F5' 2
+keys d
+wait_for 'Delete "Write a very' 5
+ok $? "delete asks for confirmation"
+keys y
+sleep 0.5
+! cap | grep -q 'Write a very'; ok $? "confirmed delete removes the session"
+
+# 6. SIGTERM while streaming: the terminal is restored
+keys Tab
+text "Count from one to one hundred."; keys Enter
+wait_for 'assistant · streaming' 60
+pid=$(pgrep -P "$(T display -p -t chat '#{pane_pid}')" -x tern)
+[ -n "$pid" ] && kill -TERM "$pid"
+wait_for 'TERN-EXITED rc=0' 20
+ok $? "SIGTERM ends tern with status 0"
+[ "$(T display -p -t chat '#{alternate_on}#{cursor_flag}#{mouse_any_flag}')" = "010" ]
+ok $? "terminal restored: main screen, cursor shown, mouse off"
+T kill-server 2>/dev/null
+sleep 1
+
+# 7. the deleted session stays deleted and the renamed one keeps its name
+start 80 24
+keys F2 F5
+wait_for 'Renamed chat' 5 && ! cap | grep -q 'Write a very'
+ok $? "rename and delete persist across a restart"
+show "after rename and delete"
 keys C-c
 wait_for 'TERN-EXITED rc=0' 20
 ok $? "quit again"
