@@ -162,6 +162,42 @@ static void check_frames(const struct ui_theme *t)
     }
 }
 
+/* Attribute of the first cell of needle at or right of from_col (all bits
+ * set when absent, which no theme uses). */
+static attr_t attr_of(WINDOW *w, int rows, const char *needle, int from_col)
+{
+    char buf[4096];
+    for (int y = 0; y < rows; y++) {
+        row(w, y, buf, sizeof buf);
+        char *p = buf;
+        while ((p = strstr(p, needle))) {
+            int x = ui_text_width(buf, (size_t)(p - buf));
+            if (x >= from_col) return (attr_t)(mvwinch(w, y, x) & A_ATTRIBUTES);
+            p++;
+        }
+    }
+    return (attr_t)-1;
+}
+
+/* TPOT 12.5 ms breaks the 10 ms SLO of fill_state and turns to the warning
+ * attribute; TTFT 45 ms is inside its 1 s SLO and stays normal. */
+static void check_slo_colour(const struct ui_theme *t, const char *name)
+{
+    struct ui_state s;
+    struct ui_input in;
+    fill_state(&s);
+    ui_input_init(&in);
+    WINDOW *w = newwin(30, 100, 0, 0);
+    struct ui_view v = {&s, &in, NULL, t, false, true, false, false, false, {0}, 0, 0, false};
+    ui_screen_draw(w, 30, 100, &v);
+    int ix = v.layout.r_instruments.x;
+    is_int(attr_of(w, 30, "12.5 ms", ix), t->a[UI_C_WARN], name);
+    ok(attr_of(w, 30, "45.0 ms", ix) == t->a[UI_C_NORMAL], "%s: TTFT within its SLO is normal", name);
+    delwin(w);
+    ui_input_free(&in);
+    ui_state_free(&s);
+}
+
 static bool overlap(struct ui_rect a, struct ui_rect b)
 {
     if (a.w <= 0 || a.h <= 0 || b.w <= 0 || b.h <= 0) return false;
@@ -272,11 +308,13 @@ int main(void)
     ui_theme_init(&mono, false);
     check_chat_alignment(&mono);
     check_frames(&mono);
+    check_slo_colour(&mono, "monochrome: TPOT past its SLO drawn as a warning");
     start_color();
     use_default_colors();
     struct ui_theme col;
     ui_theme_init(&col, true);
     check_chat_alignment(&col);
+    check_slo_colour(&col, "colour: TPOT past its SLO drawn as a warning");
     check_layouts();
     check_input();
     check_dialog();
