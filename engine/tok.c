@@ -338,7 +338,7 @@ static void load_specials(struct tok *t, const struct gguf_ctx *g)
     bool spm = t->type == TOK_SPM;
     /* Defaults: SPM 1/2/0; BPE 11/11 (none for ChatGLM, set by tok_bpe_init). */
     t->bos = special_id(t, g, "tokenizer.ggml.bos_token_id", spm ? 1 : t->bos);
-    t->eos = special_id(t, g, "tokenizer.ggml.eos_token_id", spm ? 2 : 11);
+    t->eos = special_id(t, g, "tokenizer.ggml.eos_token_id", spm ? 2 : t->eos);
     t->unk = special_id(t, g, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1);
     t->eot = special_id(t, g, "tokenizer.ggml.eot_token_id", -1);
     t->eom = special_id(t, g, "tokenizer.ggml.eom_token_id", -1);
@@ -350,6 +350,7 @@ static void load_specials(struct tok *t, const struct gguf_ctx *g)
     gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
     gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos);
     gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
+    if (!t->byte_level) t->add_bos = true; /* the reference forces BOS for Gemma 4 */
 
     /* The first end-of-turn text present becomes EOT when metadata has none. */
     for (size_t i = 0; eot_texts[i] && t->eot < 0; i++) t->eot = find_str(t, eot_texts[i]);
@@ -363,6 +364,10 @@ static void load_specials(struct tok *t, const struct gguf_ctx *g)
         int32_t id = find_str(t, gpt_oss[i]);
         if (id >= 0) t->attr[id] = TOK_ATTR_USER_DEFINED;
     }
+    /* Gemma 4 (and PLaMo) have a normal </s>: it does not end generation there. */
+    int32_t s_id = find_str(t, "</s>");
+    if (s_id >= 0 && (find_str(t, "<|tool_response>") >= 0 || find_str(t, "<|plamo:eos|>") >= 0))
+        t->attr[s_id] = TOK_ATTR_NORMAL;
     int32_t ids[3] = {t->eos, t->eot, t->eom};
     for (int i = 0; i < 3; i++)
         if (ids[i] >= 0) t->attr[ids[i]] |= TOK_ATTR_EOG;
@@ -442,7 +447,7 @@ static size_t render(const struct tok *t, int32_t i, char *dst)
         return n;
     }
     if (a & TOK_ATTR_NORMAL) {
-        if (t->type == TOK_SPM) {
+        if (t->type == TOK_SPM || !t->byte_level) {
             for (size_t k = 0; k < n;) {
                 if (k + 3 <= n && memcmp(s + k, "\xe2\x96\x81", 3) == 0) {
                     dst[o++] = ' ';
@@ -505,16 +510,18 @@ struct tok *tok_open(const struct gguf_ctx *g, char *err, size_t errlen)
     }
     if (strcmp(model, "llama") == 0) {
         t->type = TOK_SPM;
-    } else if (strcmp(model, "gpt2") == 0) {
+    } else if (strcmp(model, "gpt2") == 0 || strcmp(model, "gemma4") == 0) {
         t->type = TOK_BPE;
+        if (strcmp(model, "gemma4") == 0) pre = "gemma4"; /* as the reference: implied */
     } else {
         snprintf(err, errlen, "%s: tokenizer.ggml.model: unsupported tokenizer '%s' (tern reads "
-                 "'llama' and 'gpt2')", gguf_path(g), model);
+                 "'llama', 'gpt2' and 'gemma4')", gguf_path(g), model);
         goto fail;
     }
     snprintf(t->model, sizeof t->model, "%s", model);
     snprintf(t->pre, sizeof t->pre, "%s", pre && *pre ? pre : "default");
-    t->bos = 11; /* the BPE default (the reference's); tok_bpe_init may clear it */
+    t->bos = t->eos = 11; /* the BPE defaults (the reference's); tok_bpe_init may clear them */
+    t->byte_level = true;
     char sub[256];
     if (load_tokens(t, g, sub, sizeof sub) || load_scores_types(t, g, sub, sizeof sub) ||
         (t->type == TOK_BPE && (load_merges(t, g, sub, sizeof sub) || tok_bpe_init(t, sub, sizeof sub)))) {
@@ -646,14 +653,13 @@ static int partition(const struct tok *t, const char *text, size_t len, bool par
     return 0;
 }
 
-/* SentencePiece fragment: optional leading space, spaces escaped as U+2581. */
-static int encode_spm_frag(const struct tok *t, const char *s, size_t n, bool prefix,
-                           struct tok_ids *out)
+/* Copy of s with an optional leading space and every space as U+2581. */
+static char *escape_spaces(const char *s, size_t n, bool prefix, size_t *len)
 {
     size_t spaces = prefix ? 1 : 0;
     for (size_t i = 0; i < n; i++) spaces += s[i] == ' ';
     char *buf = malloc(n + 2 * spaces + 4);
-    if (!buf) return -1;
+    if (!buf) return NULL;
     size_t o = 0;
     if (prefix) {
         memcpy(buf, "\xe2\x96\x81", 3);
@@ -667,7 +673,34 @@ static int encode_spm_frag(const struct tok *t, const char *s, size_t n, bool pr
             buf[o++] = s[i];
         }
     }
-    int rc = tok_spm_encode(t, buf, o, out);
+    *len = o;
+    return buf;
+}
+
+/* SentencePiece fragment: optional leading space, spaces escaped. */
+static int encode_spm_frag(const struct tok *t, const char *s, size_t n, bool prefix,
+                           struct tok_ids *out)
+{
+    size_t len;
+    char *buf = escape_spaces(s, n, prefix, &len);
+    if (!buf) return -1;
+    int rc = tok_spm_encode(t, buf, len, out);
+    free(buf);
+    return rc;
+}
+
+/* BPE fragment; SentencePiece-style BPE (Gemma 4) escapes spaces first. */
+static int bpe_frag(const struct tok *t, const char *s, size_t n, struct tok_ids *out, char *err,
+                    size_t errlen)
+{
+    if (t->byte_level) return tok_bpe_encode(t, s, n, out, err, errlen);
+    size_t len;
+    char *buf = escape_spaces(s, n, false, &len);
+    if (!buf) {
+        snprintf(err, errlen, "tokenizer: out of memory encoding %zu bytes", n);
+        return -1;
+    }
+    int rc = tok_bpe_encode(t, buf, len, out, err, errlen);
     free(buf);
     return rc;
 }
@@ -691,7 +724,7 @@ int64_t tok_encode(const struct tok *t, const char *text, size_t len, unsigned f
             if (encode_spm_frag(t, text + f->off, f->len, t->add_space_prefix && prev_special, &out))
                 goto oom;
             prev_special = false;
-        } else if (tok_bpe_encode(t, text + f->off, f->len, &out, err, errlen)) {
+        } else if (bpe_frag(t, text + f->off, f->len, &out, err, errlen)) {
             goto fail;
         }
     }

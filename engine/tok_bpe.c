@@ -32,37 +32,44 @@ struct pre_def {
     bool ignore_merges; /* a word that is a token is not merged (Llama 3) */
     bool add_bos;       /* default of tokenizer.ggml.add_bos_token */
     bool no_bos;        /* no default BOS id */
+    bool raw;           /* SentencePiece-style BPE: raw UTF-8, ▁ for spaces (gemma4) */
     const char *re[MAX_RE];
 };
 
 /* The reference engine's table (llama-vocab.cpp), for the families tern supports. */
 static const struct pre_def pre_defs[] = {
-    {"default", false, false, false,
-     {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
-    {"gpt-2|gpt2|phi-2|mpt|olmo|jais|trillion|granite-docling|exaone4|jina-es|jina-de|gigachat|"
-     "jina-v2-es|jina-v2-de|a.x-4.0|mellum|modern-bert|jina-v1-en|jina-v2-code|roberta-bpe",
-     false, false, false, {RE_GPT2}},
-    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|jina-v5-nano", true, true,
-     false, {RE_LLAMA3}},
-    {"dbrx|smaug-bpe", false, false, false, {RE_LLAMA3}},
-    {"chatglm-bpe", false, false, true, {RE_LLAMA3}},
-    {"glm4|glm5", true, false, true, {RE_LLAMA3}},
-    {"qwen2|deepseek-r1-qwen|stablelm2|hunyuan|megrez|solar-open|grok-2|f2llmv2", false, false,
-     false, {RE_QWEN2}},
-    {"qwen35", false, false, false, {RE_QWEN35}},
-    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b|mellum2", false, false, false,
-     {"\\p{N}", RE_GPT2}},
-    {"falcon", false, false, false, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
-    {"deepseek-llm", false, false, false,
-     {"[\\r\\n]", RE_DS_LETTERS, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RE_CJK, "\\p{N}+"}},
-    {"deepseek-coder", false, false, false,
-     {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}},
-    {"seed-coder", false, false, false,
-     {RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
-    {"ufakzeka", false, false, false,
-     {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
-    {"minicpm5", true, false, false,
-     {"\\p{N}{1,3}", RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {.names = "default",
+     .re = {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
+    {.names = "gpt-2|gpt2|phi-2|mpt|olmo|jais|trillion|granite-docling|exaone4|jina-es|jina-de|"
+              "gigachat|jina-v2-es|jina-v2-de|a.x-4.0|mellum|modern-bert|jina-v1-en|jina-v2-code|"
+              "roberta-bpe",
+     .re = {RE_GPT2}},
+    {.names = "llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|jina-v5-nano",
+     .ignore_merges = true, .add_bos = true, .re = {RE_LLAMA3}},
+    {.names = "dbrx|smaug-bpe", .re = {RE_LLAMA3}},
+    {.names = "chatglm-bpe", .no_bos = true, .re = {RE_LLAMA3}},
+    {.names = "glm4|glm5", .ignore_merges = true, .no_bos = true, .re = {RE_LLAMA3}},
+    {.names = "qwen2|deepseek-r1-qwen|stablelm2|hunyuan|megrez|solar-open|grok-2|f2llmv2",
+     .re = {RE_QWEN2}},
+    {.names = "qwen35", .re = {RE_QWEN35}},
+    {.names = "starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b|mellum2",
+     .re = {"\\p{N}", RE_GPT2}},
+    {.names = "falcon", .re = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
+    {.names = "deepseek-llm",
+     .re = {"[\\r\\n]", RE_DS_LETTERS, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RE_CJK, "\\p{N}+"}},
+    {.names = "deepseek-coder",
+     .re = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}},
+    {.names = "seed-coder",
+     .re = {RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|"
+                        "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {.names = "ufakzeka",
+     .re = {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+            "\\s+(?!\\S)|\\s+"}},
+    {.names = "minicpm5", .ignore_merges = true,
+     .re = {"\\p{N}{1,3}", RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+"
+                                       "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    /* Gemma 4: spaces become ▁, only newline runs are split off, merges on raw UTF-8. */
+    {.names = "gemma4", .add_bos = true, .no_bos = true, .raw = true, .re = {"[^\\n]+|[\\n]+"}},
 };
 #define N_PRE (sizeof pre_defs / sizeof pre_defs[0])
 
@@ -132,7 +139,9 @@ int tok_bpe_init(struct tok *t, char *err, size_t errlen)
     t->bpe = b;
     t->ignore_merges = def->ignore_merges;
     t->add_bos = def->add_bos;
+    t->byte_level = !def->raw;
     if (def->no_bos) t->bos = -1;
+    if (def->raw) t->eos = -1;
     for (int i = 0; i < MAX_RE && def->re[i]; i++) {
         char *pat = rewrite_ws(def->re[i]);
         if (!pat) goto oom;
@@ -383,9 +392,17 @@ static int emit_word(const struct tok *t, const struct bpe_work *w, struct tok_i
             if (tok_ids_push(out, id)) return -1;
             continue;
         }
-        /* Not a token: the reference looks up each single byte and drops misses. */
+        /* Not a token: the reference looks up each single byte (as <0xNN>
+         * without the byte alphabet) and drops misses. */
         for (size_t j = 0; j < s->n; j++) {
-            int32_t b = tok_find(t, s->text + j, 1);
+            char hex[8];
+            int32_t b;
+            if (t->byte_level) {
+                b = tok_find(t, s->text + j, 1);
+            } else {
+                snprintf(hex, sizeof hex, "<0x%02X>", (unsigned char)s->text[j]);
+                b = tok_find(t, hex, 6);
+            }
             if (b >= 0 && tok_ids_push(out, b)) return -1;
         }
     }
@@ -403,7 +420,13 @@ static int merge_word(const struct tok *t, struct bpe_work *w, const char *word,
         w->syms = s;
         w->cap_syms = n;
     }
-    if (t->ignore_merges && tok_find(t, word, n) >= 0) {
+    /* Llama 3: a word that is a token stays whole; Gemma 4: so does a newline run. */
+    bool whole = t->ignore_merges;
+    if (!t->byte_level) {
+        whole = true;
+        for (size_t i = 0; i < n && whole; i++) whole = word[i] == '\n';
+    }
+    if (whole && tok_find(t, word, n) >= 0) {
         w->syms[0] = (struct bpe_sym){-1, -1, word, n};
         w->n_syms = 1;
         return emit_word(t, w, out);
@@ -457,6 +480,11 @@ int tok_bpe_encode(const struct tok *t, const char *text, size_t len, struct tok
         for (size_t c = start; c < start + a.v[i]; c++) {
             char u[4];
             size_t k = tok_utf8_put(sj.cps[c], u);
+            if (!t->byte_level) {
+                memcpy(word + n, u, k);
+                n += k;
+                continue;
+            }
             for (size_t j = 0; j < k; j++) n += tok_utf8_put(tok_byte_to_cp((unsigned char)u[j]), word + n);
         }
         start += a.v[i];

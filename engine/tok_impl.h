@@ -69,6 +69,8 @@ struct tok {
 
     int32_t bos, eos, eot, eom, unk, pad, sep, nl;
     bool add_bos, add_eos, add_space_prefix, ignore_merges;
+    bool byte_level;     /* BPE over the byte alphabet (gpt2); else raw UTF-8 with
+                          * <0xNN> byte tokens and spaces escaped as U+2581 (gemma4) */
     struct tok_bpe *bpe;
 };
 
