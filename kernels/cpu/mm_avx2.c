@@ -6,6 +6,7 @@
 
 #define MM_PREFIX(name) mm_avx2_##name
 #define MR 4   /* 4 × 2 float accumulators + 4 weight vectors fit 16 registers */
+#define QT 2  /* tokens per 8-row tile of the quantized kernels */
 #define MT 2
 
 /* maddubs sums byte pairs into int16: |u·s| ≤ 128·127·2 < 32768 for every

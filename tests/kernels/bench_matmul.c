@@ -1,0 +1,200 @@
+/* bench_matmul: cpu_matmul speed per weight type, shape, token count, ISA
+ * and thread count, in GB/s of weights read and GOP/s (2·rows·cols·n), plus
+ * the machine's streaming-read bandwidth (the decode roofline) and the
+ * fixed cost of one tp_run / one tiny matmul. Decode cases cycle through
+ * enough copies of the weights (≥ 256 MiB) that each call reads from DRAM,
+ * as a forward pass does. Built, not registered as a test:
+ *   bench_matmul [-t THREADS] [-s SECONDS_PER_CASE] [-f FILTER] [-c 1 (weights hot in cache)] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu/matmul.h"
+#include "cpu/threadpool.h"
+#include "mm_testdata.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct bench_case {
+    const char *what;
+    uint32_t wtype;
+    int64_t rows, cols;
+};
+
+static const struct bench_case cases[] = {
+    { "smollm2 ffn_up/gate", QT_Q4_1, 1536, 576 },
+    { "smollm2 ffn_down", QT_Q4_1, 576, 1536 },
+    { "smollm2 attn_q/o", QT_Q4_1, 576, 576 },
+    { "smollm2 output", QT_Q8_0, 49152, 576 },
+    { "gemma3 ffn_up/gate", QT_Q5_0, 2048, 640 },
+    { "gemma3 ffn_down", QT_Q4_K, 640, 2048 },
+    { "gemma3 ffn_down", QT_Q6_K, 640, 2048 },
+    { "gemma3 output/64k", QT_Q8_0, 65536, 640 },
+    { "q4_0 1536x576", QT_Q4_0, 1536, 576 },
+    { "q5_1 1536x576", QT_Q5_1, 1536, 576 },
+    { "q5_K 640x2048", QT_Q5_K, 640, 2048 },
+    { "f16 1536x576", QT_F16, 1536, 576 },
+    { "bf16 1536x576", QT_BF16, 1536, 576 },
+    { "f32 1536x576", QT_F32, 1536, 576 },
+};
+
+/* CPU time of this thread: on a shared machine it excludes the time other
+ * processes held the core, so single-thread figures stay comparable. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double stream_read_gbs(size_t bytes, double secs)
+{
+    uint64_t *buf = malloc(bytes);
+    if (!buf) return 0.0;
+    size_t n = bytes / 8;
+    for (size_t i = 0; i < n; i++) buf[i] = i;
+    uint64_t acc = 0;
+    double t0 = now_s(), t;
+    size_t passes = 0;
+    do {
+        /* 4 independent sums keep the loads, not the adds, the limit */
+        uint64_t a = 0, b = 0, c = 0, d = 0;
+        for (size_t i = 0; i < n; i += 4) { a += buf[i]; b += buf[i + 1]; c += buf[i + 2]; d += buf[i + 3]; }
+        acc += a + b + c + d;
+        passes++;
+        t = now_s() - t0;
+    } while (t < secs);
+    free(buf);
+    if (acc == 42) printf("#\n");
+    return (double)bytes * (double)passes / t / 1e9;
+}
+
+struct stream_job {
+    size_t bytes;
+    double secs;
+    double gbs[64];
+};
+
+static void stream_worker(void *arg, int ith, int nth)
+{
+    struct stream_job *j = arg;
+    j->gbs[ith] = stream_read_gbs(j->bytes / (size_t)nth, j->secs);
+}
+
+static void noop(void *arg, int ith, int nth)
+{
+    (void)arg; (void)ith; (void)nth;
+}
+
+static void bench_overhead(struct threadpool *tp, double secs)
+{
+    double t0 = now_s();
+    long calls = 0;
+    while (now_s() - t0 < secs) {
+        for (int i = 0; i < 1000; i++) tp_run(tp, noop, NULL);
+        calls += 1000;
+    }
+    printf("tp_run (empty job), %d threads: %.2f us/call\n", tp_n_threads(tp),
+           (now_s() - t0) / (double)calls * 1e6);
+    static uint8_t w[8 * 18 * 20];
+    static float x[576], y[8];
+    uint64_t seed = 1;
+    td_weights(QT_Q4_1, w, 8, 576, &seed);
+    td_acts(x, 1, 576, &seed);
+    struct mm_scratch scr = { 0 };
+    enum cpu_isa isa = cpu_isa_detect();
+    calls = 0;
+    t0 = now_s();
+    while (now_s() - t0 < secs) {
+        for (int i = 0; i < 1000; i++) cpu_matmul(tp, isa, &scr, QT_Q4_1, w, 8, 576, x, 1, y);
+        calls += 1000;
+    }
+    printf("cpu_matmul Q4_1 8x576 n=1 (%s), %d threads: %.2f us/call\n", cpu_isa_name(isa),
+           tp_n_threads(tp), (now_s() - t0) / (double)calls * 1e6);
+    mm_scratch_free(&scr);
+}
+
+static void bench_case(struct threadpool *tp, enum cpu_isa isa, const struct bench_case *c,
+                       int64_t n, double secs, bool hot)
+{
+    size_t rb = qtype_row_bytes(c->wtype, (uint64_t)c->cols);
+    size_t wbytes = rb * (size_t)c->rows;
+    /* decode: enough copies to defeat the caches; prefill: one copy */
+    size_t copies = n <= 8 && !hot ? (256u << 20) / wbytes + 1 : 1;
+    if (copies > 64) copies = 64;
+    uint8_t *w = malloc(wbytes * copies);
+    float *x = malloc(sizeof(float) * (size_t)(n * c->cols));
+    float *y = malloc(sizeof(float) * (size_t)(n * c->rows));
+    if (!w || !x || !y) {
+        printf("%s: out of memory\n", c->what);
+        goto done;
+    }
+    uint64_t seed = 7;
+    td_weights(c->wtype, w, c->rows, c->cols, &seed);
+    for (size_t k = 1; k < copies; k++) memcpy(w + k * wbytes, w, wbytes);
+    td_acts(x, n, c->cols, &seed);
+    struct mm_scratch scr = { 0 };
+    cpu_matmul(tp, isa, &scr, c->wtype, w, c->rows, c->cols, x, n, y);   /* warm-up */
+    long calls = 0;
+    double t0 = now_s(), c0 = cpu_s(), t;
+    do {
+        cpu_matmul(tp, isa, &scr, c->wtype, w + (size_t)(calls % (long)copies) * wbytes,
+                   c->rows, c->cols, x, n, y);
+        calls++;
+        t = now_s() - t0;
+    } while (t < secs);
+    /* one thread: CPU time (immune to other processes); more: wall time */
+    double per = (tp_n_threads(tp) == 1 ? cpu_s() - c0 : t) / (double)calls;
+    printf("%-20s %-5s %6lldx%-5lld n=%-4lld %-6s t=%d%s %9.1f us  %6.1f GB/s  %7.1f GOP/s\n",
+           c->what, qtype_name(c->wtype), (long long)c->rows, (long long)c->cols, (long long)n,
+           cpu_isa_name(isa), tp_n_threads(tp), hot ? " hot" : "", per * 1e6, (double)wbytes / per / 1e9,
+           2.0 * (double)c->rows * (double)c->cols * (double)n / per / 1e9);
+    fflush(stdout);
+    mm_scratch_free(&scr);
+done:
+    free(w); free(x); free(y);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 1;
+    double secs = 0.3;
+    const char *filter = NULL;
+    bool hot = false;   /* -c: decode weights stay in cache (compute bound, not DRAM) */
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-s")) secs = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "-f")) filter = argv[i + 1];
+        else if (!strcmp(argv[i], "-c")) hot = atoi(argv[i + 1]) != 0;
+    }
+    struct threadpool *tp = tp_open(threads);
+    if (!tp) return 1;
+    enum cpu_isa best = cpu_isa_detect();
+    printf("# cpu: %s, threads %d, physical cores %d\n", cpu_isa_name(best), threads,
+           tp_physical_cores());
+    struct stream_job sj = { .bytes = 512u << 20, .secs = secs * 2 };
+    tp_run(tp, stream_worker, &sj);
+    double total = 0.0;
+    for (int i = 0; i < threads; i++) total += sj.gbs[i];
+    printf("streaming read, 512 MiB, %d threads: %.1f GB/s\n", threads, total);
+    bench_overhead(tp, secs);
+    static const int64_t ns[] = { 1, 4, 64, 512 };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const struct bench_case *c = &cases[k];
+        if (filter && !strstr(qtype_name(c->wtype), filter) && !strstr(c->what, filter)) continue;
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            if (ns[ni] == 512 && c->rows > 4096) continue;   /* keep the run short */
+            for (int isa = best; isa >= CPU_ISA_AVX2; isa--)
+                bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot);
+            if (ns[ni] == 1) bench_case(tp, CPU_ISA_SCALAR, c, 1, secs, hot);
+        }
+    }
+    tp_close(tp);
+    return 0;
+}
