@@ -97,6 +97,8 @@ SYNTH_HD static inline uint32_t synth_block_bytes(uint32_t type)
     case 30: return 2;    /* BF16 */
     case 2: return 18;    /* Q4_0 */
     case 3: return 20;    /* Q4_1 */
+    case 6: return 22;    /* Q5_0 */
+    case 7: return 24;    /* Q5_1 */
     case 8: return 34;    /* Q8_0 */
     case 12: return 144;  /* Q4_K */
     case 14: return 210;  /* Q6_K */
@@ -107,7 +109,7 @@ SYNTH_HD static inline uint32_t synth_block_elems(uint32_t type)
 {
     switch (type) {
     case 0: case 1: case 30: return 1;
-    case 2: case 3: case 8: return 32;
+    case 2: case 3: case 6: case 7: case 8: return 32;
     case 12: case 14: return 256;
     default: return 0;
     }
@@ -157,6 +159,16 @@ SYNTH_HD static inline void synth_gen_block(uint64_t seed, uint32_t tid, uint64_
     case 3: /* Q4_1: q * d + m */
         d = synth_f16(0.0043f * jitter);
         m = synth_f16(-0.032f * jitter);
+        memcpy(out, &d, 2);
+        memcpy(out + 2, &m, 2);
+        break;
+    case 6: /* Q5_0: (q - 16) * d, q uniform in 0..31 (sd 9.2) */
+        d = synth_f16(0.0022f * jitter);
+        memcpy(out, &d, 2);
+        break;
+    case 7: /* Q5_1: q * d + m */
+        d = synth_f16(0.0022f * jitter);
+        m = synth_f16(-0.034f * jitter);
         memcpy(out, &d, 2);
         memcpy(out + 2, &m, 2);
         break;

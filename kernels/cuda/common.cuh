@@ -13,6 +13,8 @@
 #define CU_QT_F16 1
 #define CU_QT_Q4_0 2
 #define CU_QT_Q4_1 3
+#define CU_QT_Q5_0 6
+#define CU_QT_Q5_1 7
 #define CU_QT_Q8_0 8
 #define CU_QT_Q4_K 12
 #define CU_QT_Q6_K 14
@@ -93,6 +95,28 @@ __device__ __forceinline__ void dq32(const cu_tensor &t, int64_t row, int64_t u,
                 const uint32_t b = (q[i] >> (8 * j)) & 0xffu;
                 w[4 * i + j] = (float)(b & 15u) * d + m;
                 w[4 * i + j + 16] = (float)(b >> 4) * d + m;
+            }
+        }
+    } else if (T == CU_QT_Q5_0 || T == CU_QT_Q5_1) {
+        // block_q5_0: d, qh[4], qs[16] (22 bytes); q5_1: d, m, qh[4], qs[16]
+        // (24 bytes). GGUF layout, 2-aligned: 16-bit loads. Element j takes
+        // its 5th bit from bit j of qh.
+        constexpr int B = T == CU_QT_Q5_0 ? 22 : 24, H = T == CU_QT_Q5_0 ? 2 : 4;
+        const unsigned short *b = (const unsigned short *)(cu_row(t, row) + (size_t)u * B);
+        const float d = cu_h2f(__ldg(b));
+        const float m = T == CU_QT_Q5_0 ? -16.0f * d : cu_h2f(__ldg(b + 1));
+        const uint32_t qh = (uint32_t)__ldg(b + H / 2) | (uint32_t)__ldg(b + H / 2 + 1) << 16;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t two = __ldg(b + H / 2 + 2 + i);
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                const int j = 2 * i + k;
+                const uint32_t q = (two >> (8 * k)) & 0xffu;
+                const uint32_t lo = (q & 15u) | (((qh >> j) & 1u) << 4);
+                const uint32_t hi = (q >> 4) | (((qh >> (j + 16)) & 1u) << 4);
+                w[j] = (float)lo * d + m;
+                w[j + 16] = (float)hi * d + m;
             }
         }
     } else if (T == CU_QT_Q8_0) {

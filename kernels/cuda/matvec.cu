@@ -84,6 +84,8 @@ extern "C" cudaError_t cu_matvec(const struct cu_tensor *w, const float *x, int3
     case CU_QT_BF16: return mv_launch<CU_QT_BF16>(*w, x, n, y, st);
     case CU_QT_Q4_0: return mv_launch<CU_QT_Q4_0>(*w, x, n, y, st);
     case CU_QT_Q4_1: return mv_launch<CU_QT_Q4_1>(*w, x, n, y, st);
+    case CU_QT_Q5_0: return mv_launch<CU_QT_Q5_0>(*w, x, n, y, st);
+    case CU_QT_Q5_1: return mv_launch<CU_QT_Q5_1>(*w, x, n, y, st);
     case CU_QT_Q8_0: return mv_launch<CU_QT_Q8_0>(*w, x, n, y, st);
     case CU_QT_Q4_K: return mv_launch<CU_QT_Q4_K>(*w, x, n, y, st);
     case CU_QT_Q6_K: return mv_launch<CU_QT_Q6_K>(*w, x, n, y, st);

@@ -78,7 +78,7 @@ static void test_synthetic_shapes(void)
  * spread of a trained model, for every format the generator makes. */
 static void test_synthetic_values(void)
 {
-    const uint32_t types[] = { QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q6_K };
+    const uint32_t types[] = { QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q6_K };
     enum { N = 64 * 256 };
     static uint8_t raw[N * 4];
     static float v[N];
