@@ -11,16 +11,18 @@
 #include "tok.h"
 
 static const char *const family_names[TMPL_N_FAMILIES] = {
-    "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "deepseek", "unknown",
+    "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "deepseek", "gemma4",
+    "unknown",
 };
 
 /* Usual BOS/EOS texts of each family, for tmpl_render without a model. */
 static const char *const family_bos[TMPL_N_FAMILIES] = {
     "", "<|begin_of_text|>", "<s>", "<s>", "<bos>", "<s>", "<s>",
-    "<\xef\xbd\x9c" "begin\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", ""};
+    "<\xef\xbd\x9c" "begin\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "<bos>", ""};
 static const char *const family_eos[TMPL_N_FAMILIES] = {
     "<|im_end|>", "<|eot_id|>", "</s>", "</s>", "<eos>", "<|endoftext|>", "</s>",
-    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "<|im_end|>"};
+    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "<eos>",
+    "<|im_end|>"};
 
 static bool has(const char *s, const char *needle)
 {
@@ -34,6 +36,7 @@ enum tmpl_family tmpl_detect(const char *j)
     if (has(j, "[INST]")) return has(j, "<<SYS>>") ? TMPL_LLAMA2 : TMPL_MISTRAL;
     if (has(j, "<|assistant|>") && has(j, "<|end|>")) return TMPL_PHI3;
     if (has(j, "<|user|>") && has(j, "<|assistant|>")) return TMPL_ZEPHYR;
+    if (has(j, "<|turn>")) return TMPL_GEMMA4;
     if (has(j, "<start_of_turn>")) return TMPL_GEMMA;
     if (has(j, "<|start_header_id|>") && has(j, "<|end_header_id|>")) return TMPL_LLAMA3;
     if (has(j, "'Assistant: ' + message['content'] + eos_token") ||
@@ -56,7 +59,7 @@ int tmpl_family_from_name(const char *name)
 
 const char *tmpl_family_names(void)
 {
-    return "chatml, llama3, llama2, mistral, gemma, phi3, zephyr, deepseek";
+    return "chatml, llama3, llama2, mistral, gemma, phi3, zephyr, deepseek, gemma4";
 }
 
 /* --- output buffer --------------------------------------------------------------- */
@@ -347,10 +350,56 @@ static int r_deepseek(const struct tmpl *t, const struct tmpl_msg *m, size_t n, 
     return 0;
 }
 
+/* Gemma 4's strip_thinking: drop each "<|channel>...<channel|>" span, then trim. */
+static void sb_add_unthought(struct sb *b, const char *s)
+{
+    struct sb r = {0};
+    sb_add(&r, "");
+    /* Bounded by the content: each step consumes up to the next "<channel|>". */
+    for (const char *p = s;;) {
+        const char *end = strstr(p, "<channel|>");
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *open = strstr(p, "<|channel>");
+        if (open && open < p + n) n = (size_t)(open - p);
+        sb_addn(&r, p, n);
+        if (!end) break;
+        p = end + strlen("<channel|>");
+    }
+    if (r.oom) b->oom = true;
+    sb_add_trim(b, r.p);
+    free(r.p);
+}
+
+static int r_gemma4(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                    struct sb *b, char *err, size_t errlen)
+{
+    if (need_one(n, "gemma4", err, errlen)) return -1;
+    sb_add(b, t->bos);
+    size_t first = 0;
+    if (role_is(&m[0], "system") || role_is(&m[0], "developer")) {
+        sb_add(b, "<|turn>system\n");
+        sb_add_trim(b, m[0].content);
+        sb_add(b, "<turn|>\n");
+        first = 1;
+    }
+    for (size_t i = first; i < n; i++) {
+        bool model = role_is(&m[i], "assistant");
+        sb_add(b, "<|turn>");
+        sb_add(b, model ? "model" : m[i].role);
+        sb_add(b, "\n");
+        if (model) sb_add_unthought(b, m[i].content);
+        else sb_add_trim(b, m[i].content);
+        sb_add(b, "<turn|>\n");
+    }
+    if (agp) sb_add(b, "<|turn>model\n<|channel>thought\n<channel|>");
+    return 0;
+}
+
 typedef int (*render_fn)(const struct tmpl *, const struct tmpl_msg *, size_t, bool, struct sb *,
                          char *, size_t);
 static const render_fn renderers[TMPL_N_FAMILIES] = {
-    r_chatml, r_llama3, r_llama2, r_mistral, r_gemma, r_phi3, r_zephyr, r_deepseek, r_chatml,
+    r_chatml, r_llama3, r_llama2, r_mistral, r_gemma, r_phi3, r_zephyr, r_deepseek, r_gemma4,
+    r_chatml,
 };
 
 int tmpl_apply(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n,

@@ -25,6 +25,7 @@ enum tmpl_family {
     TMPL_PHI3,     /* <|user|> ... <|end|> */
     TMPL_ZEPHYR,   /* <|user|> ... </s> */
     TMPL_DEEPSEEK, /* User: ... Assistant: ...<｜end▁of▁sentence｜> */
+    TMPL_GEMMA4,   /* <|turn>user ... <turn|> (thinking off) */
     TMPL_UNKNOWN,  /* not recognised: rendered as ChatML */
     TMPL_N_FAMILIES
 };

@@ -5,7 +5,8 @@
 
 Reads tests/tok/templates/*.jinja (one example template per family, and
 smollm2.jinja and phi3-v1.jinja written here from the tokenizer.chat_template
-of the SmolLM2 GGUF and of the shared suite's Phi-3 vocabulary;
+of the SmolLM2 GGUF and of the shared suite's Phi-3 vocabulary; gemma4.jinja
+is the template of llama.cpp's models/ggml-vocab-gemma-4.gguf;
 the Gemma 3 GGUF carries no template, so gemma.jinja is Gemma 3's published
 one) and renders each conversation below with and without
 add_generation_prompt, in the environment Hugging Face uses for chat
@@ -13,7 +14,7 @@ templates (sandboxed, trim_blocks, lstrip_blocks, raise_exception).
 Writes tests/tok/templates/golden.json: the conversations and, per case,
 the exact text or null where the template raises.
 """
-import json, os, subprocess
+import datetime, json, os, subprocess
 import gguf
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.exceptions import TemplateError
@@ -36,6 +37,7 @@ TEMPLATES = {
     'phi3-v1': ('phi3', '<s>', '<|endoftext|>'),
     'zephyr': ('zephyr', '<s>', '</s>'),
     'deepseek': ('deepseek', BEGIN_DS, END_DS),
+    'gemma4': ('gemma4', '<bos>', '<eos>'),
 }
 CONVS = [
     [{'role': 'user', 'content': 'Hello!'}],
@@ -46,6 +48,9 @@ CONVS = [
      {'role': 'assistant', 'content': '\tpadded answer  '}, {'role': 'user', 'content': 'Ünïcödé 日本語 🦙'}],
     [{'role': 'user', 'content': 'a'}, {'role': 'user', 'content': 'b'}],
     [],
+    [{'role': 'user', 'content': 'Why?'},
+     {'role': 'assistant', 'content': '<|channel>thought\nLet me think.<channel|> Because. '},
+     {'role': 'user', 'content': 'OK'}],
 ]
 
 
@@ -67,6 +72,7 @@ def main():
             out.write(bytes(f.parts[-1]).decode())
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals['raise_exception'] = raise_exception
+    env.globals['strftime_now'] = lambda fmt: datetime.date(2026, 1, 1).strftime(fmt)
     cases = []
     for name, (family, bos, eos) in TEMPLATES.items():
         tmpl = env.from_string(open(os.path.join(TDIR, name + '.jinja')).read())
