@@ -346,6 +346,7 @@ struct cu_layer {
     struct cu_tensor wq, wk, wv, wo, gate, up, down;
     const float *attn_norm, *ffn_norm, *bq, *bk, *bv, *q_norm, *k_norm, *post_attn, *post_ffn;
     bool swa;
+    bool qkv_fused, glu_fused;      /* formats allow the one-launch decode kernels */
 };
 
 struct cuda_be {
@@ -536,6 +537,11 @@ static int cu_upload(struct cuda_be *c, const struct model *m, char *err, size_t
             if (cu_upload_vec(c, vecs[i].w, vecs[i].norm, tid, syn, vecs[i].d, err, errlen)) return -1;
         }
         D->swa = model_layer_is_swa(m, l);
+        D->qkv_fused = D->wq.type == D->wk.type && D->wk.type == D->wv.type &&
+                       D->wq.cols == D->wk.cols && D->wk.cols == D->wv.cols &&
+                       D->wq.rows % 2 == 0 && D->wk.rows % 2 == 0 && getenv("TERN_CUDA_NO_FUSE") == NULL;
+        D->glu_fused = D->gate.type == D->up.type && D->gate.rows == D->up.rows &&
+                       D->gate.cols == D->up.cols && getenv("TERN_CUDA_NO_FUSE") == NULL;
     }
     return 0;
 }
@@ -599,9 +605,16 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
                                           hp->query_scale > 0 ? hp->query_scale : 1.0f / sqrtf((float)hd) };
         void *kc = (uint8_t *)c->kv + (size_t)(2 * l) * c->kv_layer_bytes;
         void *vc = (uint8_t *)c->kv + (size_t)(2 * l + 1) * c->kv_layer_bytes;
-        if (cu_mm(c, &L->wq, c->h, n, c->q, err, errlen) || cu_mm(c, &L->wk, c->h, n, c->k, err, errlen) ||
-            cu_mm(c, &L->wv, c->h, n, c->v, err, errlen))
+        if (n <= c->mv_max && L->qkv_fused) {
+            /* decode: q, k and v in one launch (same x, same format) */
+            const struct cu_tensor *w3[3] = { &L->wq, &L->wk, &L->wv };
+            float *y3[3] = { c->q, c->k, c->v };
+            CU(cu_matvec_multi(w3, y3, 3, c->h, n, c->st));
+        } else if (cu_mm(c, &L->wq, c->h, n, c->q, err, errlen) ||
+                   cu_mm(c, &L->wk, c->h, n, c->k, err, errlen) ||
+                   cu_mm(c, &L->wv, c->h, n, c->v, err, errlen)) {
             return -1;
+        }
         if (L->bq) CU(cu_add_bias(c->q, L->bq, n, qd, c->st));
         if (L->bk) CU(cu_add_bias(c->k, L->bk, n, kvd, c->st));
         if (L->bv) CU(cu_add_bias(c->v, L->bv, n, kvd, c->st));
@@ -616,9 +629,15 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
         if (cu_mm(c, &L->wo, c->att, n, c->o, err, errlen)) return -1;
         if (L->post_attn) CU(cu_rmsnorm(c->o, L->post_attn, c->o, n, hp->dim, hp->norm_eps, c->st));
         CU(cu_add_rmsnorm(c->x, c->o, L->ffn_norm, c->h, n, hp->dim, hp->norm_eps, c->st));
-        if (cu_mm(c, &L->gate, c->h, n, c->g, err, errlen) || cu_mm(c, &L->up, c->h, n, c->u, err, errlen))
-            return -1;
-        CU(cu_glu(c->g, c->u, c->g, n, hp->n_ff, gelu, c->st));
+        if (n <= c->mv_max && L->glu_fused) {
+            /* decode: gate and up read together, activation in the epilogue */
+            CU(cu_matvec_glu(&L->gate, &L->up, c->h, n, gelu, c->g, c->st));
+        } else {
+            if (cu_mm(c, &L->gate, c->h, n, c->g, err, errlen) ||
+                cu_mm(c, &L->up, c->h, n, c->u, err, errlen))
+                return -1;
+            CU(cu_glu(c->g, c->u, c->g, n, hp->n_ff, gelu, c->st));
+        }
         if (cu_mm(c, &L->down, c->g, n, c->o, err, errlen)) return -1;
         if (L->post_ffn) CU(cu_rmsnorm(c->o, L->post_ffn, c->o, n, hp->dim, hp->norm_eps, c->st));
         /* residual add fused with the next layer's attention norm */

@@ -36,6 +36,15 @@ __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
+// GLU activation: SiLU, or tanh-GELU with input and output rounded to f16 as
+// the reference engine's lookup table does.
+__device__ __forceinline__ float cu_glu_act(float a, bool gelu)
+{
+    if (!gelu) return a / (1.0f + expf(-a));
+    const float c = 0.7978845608028654f, x = __half2float(__float2half_rn(a)); // sqrt(2/pi)
+    return __half2float(__float2half_rn(0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)))));
+}
+
 __device__ __forceinline__ const uint8_t *cu_row(const cu_tensor &t, int64_t row)
 {
     return (const uint8_t *)t.q + (size_t)row * t.row_bytes;

@@ -63,6 +63,13 @@ cudaError_t cu_dequant_f32(const struct cu_tensor *t, int64_t r0, int64_t rows, 
 #define CU_MV_MAX_N 8
 cudaError_t cu_matvec(const struct cu_tensor *w, const float *x, int32_t n, float *y,
                       cudaStream_t st);
+/* Several matrices of one type and width on the same x in one launch (q, k, v):
+ * y[i] = x . w[i]^T; count <= 3, all but the last with an even row count. */
+cudaError_t cu_matvec_multi(const struct cu_tensor *const *w, float *const *y, int32_t count,
+                            const float *x, int32_t n, cudaStream_t st);
+/* out = act(x . gate^T) * (x . up^T) in one pass (gate and up of one type and shape). */
+cudaError_t cu_matvec_glu(const struct cu_tensor *gate, const struct cu_tensor *up,
+                          const float *x, int32_t n, bool gelu, float *out, cudaStream_t st);
 
 /* ---- elementwise (ops.cu) ---- */
 /* out[t] = embd[token[t]] * scale; tokens < 0 (padding) give zeros. */

@@ -5,6 +5,7 @@
  * SwiGLU/GEGLU) and the CPU paged attention (kernels/cpu/attention.c).
  * Tolerances, per check, are relative to the size of the terms summed:
  *   dequant f32: 1e-6, dequant f16: 1e-3 (f16 rounding), matvec: 2e-5 of sum |w x|,
+ *   fused GLU matvec: 1e-3 relative (3e-3 GEGLU: f16 table),
  *   norms/activations: 1e-5 (GELU 2e-3: f16 table), RoPE: 1e-4, KV store: 2e-3 (f16),
  *   attention: 2e-3 absolute (values in [-1, 1], f16 KV both sides). */
 #include <math.h>
@@ -193,6 +194,98 @@ static void test_dequant_matvec(void)
             wmat_free(&w);
         }
     }
+}
+
+/* reference y[t][r] = x[t] . w[r] in double */
+static void ref_mv(const struct wmat *w, const float *x, int n, double *y, double *mag)
+{
+    const int64_t rows = w->t.rows, cols = w->t.cols;
+    float *row = malloc((size_t)cols * sizeof *row);
+    for (int64_t r = 0; r < rows; r++) {
+        dequant_row(w->t.type, w->host + r * w->t.row_bytes, row, cols);
+        for (int t = 0; t < n; t++) {
+            double s = 0, m = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                s += (double)row[c] * x[t * cols + c];
+                m += fabs((double)row[c] * x[t * cols + c]);
+            }
+            y[t * rows + r] = s;
+            mag[t * rows + r] = m;
+        }
+    }
+    free(row);
+}
+
+/* q, k, v in one launch (last with odd rows), and gate/up with the GLU fused. */
+static void test_fused_matvec(void)
+{
+    const uint32_t types[] = { QT_F16, QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_Q4_K, QT_Q6_K };
+    const int64_t cols = 512, rows3[3] = { 64, 16, 13 };
+    float *table = malloc(65536 * sizeof *table);
+    ops_gelu_table_init(table);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        for (int n = 1; n <= 8; n += 3) {
+            struct wmat w[3];
+            float *x = frand_vec((size_t)n * cols, 1.0f), *dx = dev_copy(x, (size_t)n * cols * 4);
+            const struct cu_tensor *wp[3];
+            float *dy[3];
+            for (int i = 0; i < 3; i++) {
+                wmat_make(&w[i], types[ti], rows3[i], cols, (uint32_t)(300 + i));
+                wp[i] = &w[i].t;
+                CK(cudaMalloc((void **)&dy[i], (size_t)n * rows3[i] * 4));
+            }
+            CK(cu_matvec_multi(wp, dy, 3, dx, n, 0));
+            double bad = 0;
+            for (int i = 0; i < 3; i++) {
+                double *ry = malloc((size_t)n * rows3[i] * sizeof *ry), *rm = malloc((size_t)n * rows3[i] * sizeof *rm);
+                float *gy = malloc((size_t)n * rows3[i] * 4);
+                ref_mv(&w[i], x, n, ry, rm);
+                host_copy(gy, dy[i], (size_t)n * rows3[i] * 4);
+                for (int64_t j = 0; j < n * rows3[i]; j++) bad = fmax(bad, fabs(gy[j] - ry[j]) / (2e-5 * rm[j] + 1e-30));
+                free(ry);
+                free(rm);
+                free(gy);
+            }
+            ok(bad <= 1.0, "matvec q/k/v in one launch %s n=%d: error %.2f of tolerance", qtype_name(types[ti]), n, bad);
+            /* gate = w[0] rows 0..15 (as a 16-row view), up = w[1] */
+            struct cu_tensor gate = w[0].t;
+            gate.rows = 16;
+            for (int gelu = 0; gelu < 2; gelu++) {
+                CK(cu_matvec_glu(&gate, &w[1].t, dx, n, gelu, dy[2], 0));
+                float *gy = malloc((size_t)n * 16 * 4), *rg = malloc((size_t)n * 16 * 4), *ru = malloc((size_t)n * 16 * 4);
+                double *y0 = malloc((size_t)n * 64 * sizeof *y0), *m0 = malloc((size_t)n * 64 * sizeof *m0);
+                double *y1 = malloc((size_t)n * 16 * sizeof *y1), *m1 = malloc((size_t)n * 16 * sizeof *m1);
+                ref_mv(&w[0], x, n, y0, m0);
+                ref_mv(&w[1], x, n, y1, m1);
+                for (int t = 0; t < n; t++)
+                    for (int r = 0; r < 16; r++) {
+                        rg[t * 16 + r] = (float)y0[t * 64 + r];
+                        ru[t * 16 + r] = (float)y1[t * 16 + r];
+                    }
+                if (gelu) ops_geglu(rg, ru, (int64_t)n * 16, table);
+                else ops_swiglu(rg, ru, (int64_t)n * 16);
+                host_copy(gy, dy[2], (size_t)n * 16 * 4);
+                double e = 0;
+                for (int j = 0; j < n * 16; j++) e = fmax(e, fabs(gy[j] - rg[j]) / (fabs(rg[j]) + 1e-3));
+                ok(e <= (gelu ? 3e-3 : 1e-3), "matvec gate+up %s fused %s n=%d: rel err %.2g",
+                   gelu ? "GEGLU" : "SwiGLU", qtype_name(types[ti]), n, e);
+                free(gy);
+                free(rg);
+                free(ru);
+                free(y0);
+                free(m0);
+                free(y1);
+                free(m1);
+            }
+            for (int i = 0; i < 3; i++) {
+                wmat_free(&w[i]);
+                cudaFree(dy[i]);
+            }
+            free(x);
+            cudaFree(dx);
+        }
+    }
+    free(table);
 }
 
 static void test_norm_act(void)
@@ -435,6 +528,7 @@ int main(int argc, char **argv)
     tap_diag("device: %s (sm_%d%d)", prop.name, prop.major, prop.minor);
     struct threadpool *tp = tp_open(4);
     test_dequant_matvec();
+    test_fused_matvec();
     test_norm_act();
     test_rope_store();
     test_attention(tp);
