@@ -2,6 +2,8 @@
  * synthetic model generated on the device, against the measured copy
  * bandwidth (the roofline of decode). Run by tests/gpu/check.sh.
  * usage: bench_cuda NAME TYPE [JSON_OUT]   e.g. bench_cuda llama3-8b q4_0 out.json
+ * BENCH_BATCHES="1,8" limits the decode batches, BENCH_NO_PREFILL=1 skips
+ * prefill (for the crossover and ablation runs of check.sh).
  * Decode: B sequences from position 0, steps 16..ST timed; bytes per step =
  * every weight matrix once (all but the embedding table) + the KV read. */
 #include <stdio.h>
@@ -97,10 +99,21 @@ int main(int argc, char **argv)
                 "\"load_s\": %.2f, \"weight_bytes\": %llu, \"decode\": [", argv[1], qtype_name(type),
                 info.device, bw, t_load, (unsigned long long)info.weight_bytes);
 
-    const int batches[] = { 1, 8, 32, 64 };
+    int batches[8] = { 1, 8, 32, 64 }, n_batches = 4;
+    const char *bl = getenv("BENCH_BATCHES");
+    if (bl) {
+        n_batches = 0;
+        for (const char *q = bl; *q && n_batches < 8;) {
+            int v = atoi(q);
+            if (v >= 1 && v <= 64) batches[n_batches++] = v;
+            q = strchr(q, ',');
+            if (!q) break;
+            q++;
+        }
+    }
     double tps1 = 0;
     int rc = 0;
-    for (int bi = 0; bi < 4 && rc == 0; bi++) {
+    for (int bi = 0; bi < n_batches && rc == 0; bi++) {
         const int B = batches[bi];
         const int per = (STEPS + BT) / BT; /* blocks per sequence */
         struct fwd_seq seqs[64];
@@ -134,11 +147,10 @@ int main(int argc, char **argv)
         const int timed = STEPS - WARM;
         const double tps = (double)B * timed / ts;
         const double gbps = ((double)wstep * timed + (double)kv_read) / ts / 1e9;
-        if (B == 1) tps1 = tps;
-        printf("  decode batch %2d: %8.1f tok/s  step %.2f ms  %6.0f GB/s = %5.1f %% of copy bandwidth%s\n",
-               B, tps, ts / timed * 1e3, gbps, 100.0 * gbps / bw,
-               B == 1 ? "" : "");
-        if (B > 1) printf("                   aggregate %.1fx batch 1\n", tps / tps1);
+        if (bi == 0) tps1 = tps;
+        printf("  decode batch %2d: %8.1f tok/s  step %.2f ms  %6.0f GB/s = %5.1f %% of copy bandwidth\n",
+               B, tps, ts / timed * 1e3, gbps, 100.0 * gbps / bw);
+        if (bi > 0) printf("                   aggregate %.1fx batch %d\n", tps / tps1, batches[0]);
         if (js)
             fprintf(js, "%s{\"batch\": %d, \"tok_s\": %.1f, \"step_ms\": %.3f, \"gbps\": %.1f, "
                     "\"roofline_pct\": %.1f, \"x_batch1\": %.2f}", bi ? ", " : "", B, tps,
@@ -146,7 +158,7 @@ int main(int argc, char **argv)
     }
     if (js) fprintf(js, "], \"prefill\": [");
     const int lens[] = { 512, 4096 };
-    for (int li = 0; li < 2 && rc == 0; li++) {
+    for (int li = 0; li < 2 && rc == 0 && !getenv("BENCH_NO_PREFILL"); li++) {
         const int n = lens[li];
         int32_t *tok = malloc((size_t)n * 4), *pos = malloc((size_t)n * 4), *seq = calloc((size_t)n, 4);
         uint8_t *want = calloc((size_t)n, 1);

@@ -89,6 +89,13 @@ if [ $build_rc -eq 0 ]; then
     [ -s "$out/bench_$t.json" ] || echo "{\"ok\": false, \"rc\": $rc}" > "$out/bench_$t.json"
     b_json="$b_json${b_json:+, }\"$t\": $(cat "$out/bench_$t.json")"
   done
+  # crossover and ablations on q4_0 (decode only): cuBLAS path at batch 1/8/16,
+  # matvec path without graphs, and without the fused q/k/v and gate/up kernels
+  for v in "TERN_CUDA_MV_MAX=0:1,8,16" "TERN_CUDA_NO_GRAPHS=1:1,8" "TERN_CUDA_NO_FUSE=1:1,8"; do
+    say "3b. bench q4_0 with ${v%%:*}, batches ${v#*:}"
+    env "${v%%:*}" BENCH_BATCHES="${v#*:}" BENCH_NO_PREFILL=1 timeout 90 \
+      "$build/tests/cuda/bench_cuda" llama3-8b q4_0 2>&1 | tee -a "$out/bench_ablation.log"
+  done
   if "$build/app/tern" bench --help 2>&1 | grep -q -- --synthetic; then
     say "tern bench --synthetic llama3-8b --type q4_0 (the app's own command)"
     timeout 120 "$build/app/tern" bench --synthetic llama3-8b --type q4_0 --backend cuda 2>&1 | tail -30 | tee "$out/tern_bench.log"
