@@ -306,7 +306,10 @@ void engine_info(const struct engine *e, struct engine_info *out)
     out->n_ctx = e->n_ctx;
     out->kv_block_tokens = e->kv.block_tokens;
     out->kv_blocks = e->kv.n_blocks;
+    out->kv_bytes_per_token = e->be->kv_bytes_per_token;
     out->has_chat_template = engine_has_template(e);
+    out->chat_template = e->has_tmpl ? tmpl_family_name(e->tmpl.family) : NULL;
+    out->chat_template_fallback = e->has_tmpl && e->tmpl.fallback;
     out->backend = e->binfo;
 }
 

@@ -43,7 +43,8 @@ struct engine_config {
                                         consumer-stalled; 0 = default (4096) */
     double slo_ttft_s, slo_tpot_s;   /* goodput SLO; 0 = default (1 s, 0.2 s) */
     const char *trace_path;          /* Chrome trace-event JSON written at close; NULL = off */
-    const char *chat_template;       /* overrides the model's template; NULL = model's */
+    const char *chat_template;       /* template family name overriding the model's
+                                        ("chatml", "llama3", ...); NULL = model's */
     /* Borrowed, pre-opened parts (tests: a fake backend; synthetic models).
      * When set, engine_open uses them instead of opening its own, and
      * engine_close does not close them. tok may be NULL only if every request
@@ -258,7 +259,10 @@ struct engine_info {
     uint64_t n_params, weight_bytes;
     int32_t n_vocab, n_ctx_train, n_ctx;
     int32_t kv_block_tokens, kv_blocks;
+    uint64_t kv_bytes_per_token;     /* to size --kv-mem for a number of tokens */
     bool has_chat_template;
+    const char *chat_template;       /* template family ("chatml", "gemma", ...) or NULL */
+    bool chat_template_fallback;     /* the model's template was not recognised: ChatML used */
     struct backend_info backend;
 };
 void engine_info(const struct engine *e, struct engine_info *out);

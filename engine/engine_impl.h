@@ -14,6 +14,7 @@
 #include "kv.h"
 #include "metrics.h"
 #include "scheduler.h"
+#include "template.h"
 #include "tok.h"
 #include "trace.h"
 
@@ -64,7 +65,8 @@ struct engine {
     int32_t n_ctx;                 /* context per sequence */
     int32_t max_total;             /* tokens one sequence may reach: min(n_ctx, pool) */
     int32_t n_vocab;
-    char *chat_template;           /* NULL: none known */
+    struct tmpl tmpl;              /* chat template (when has_tmpl) */
+    bool has_tmpl;
 
     /* engine thread */
     struct kv kv;

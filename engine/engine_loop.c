@@ -450,7 +450,11 @@ struct engine *engine_open(const struct engine_config *c, char *err, size_t errl
     }
     if (open_parts(e, c, err, errlen) != 0) goto fail;
     if (setup_serving(e, err, errlen) != 0) goto fail;
-    if (e->tok && tok_model_name(e->tok)) e->chat_template = strdup("chatml");
+    if (e->tok && e->model->gguf) {
+        if (tmpl_init_model(&e->tmpl, e->model->gguf, e->tok, c->chat_template, err, errlen) != 0)
+            goto fail;
+        e->has_tmpl = true;
+    }
     publish(e);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         snprintf(err, errlen, "engine: cannot start the engine thread");
@@ -491,7 +495,7 @@ void engine_close(struct engine *e)
     pthread_cond_destroy(&e->ev_cond);
     pthread_cond_destroy(&e->work_cond);
     pthread_mutex_destroy(&e->mu);
-    free(e->chat_template);
+    if (e->has_tmpl) tmpl_free(&e->tmpl);
     free(e->model_path);
     free(e->model_name);
     free(e);

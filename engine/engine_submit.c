@@ -12,7 +12,7 @@
 
 bool engine_has_template(const struct engine *e)
 {
-    return e->chat_template != NULL;
+    return e->has_tmpl;
 }
 
 unsigned engine_chat_tok_flags(const struct engine *e)
@@ -22,51 +22,32 @@ unsigned engine_chat_tok_flags(const struct engine *e)
     return TOK_PARSE_SPECIAL;
 }
 
-static int sb_add(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    size_t n = strlen(s);
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap : 256;
-        while (c < *len + n + 1) c *= 2;
-        char *nb = realloc(*buf, c);
-        if (!nb) return -1;
-        *buf = nb;
-        *cap = c;
-    }
-    memcpy(*buf + *len, s, n + 1);
-    *len += n;
-    return 0;
-}
-
-/* ChatML (<|im_start|>role ... <|im_end|>), the format of the default model.
- * Replaced by the template module's renderer once it lands. */
 char *engine_render_chat(const struct engine *e, const struct engine_message *msgs, int32_t n,
                          char *err, size_t errlen)
 {
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = 0;
-    (void)e;
-    for (int32_t i = 0; i < n && rc == 0; i++) {
+    if (!e->has_tmpl) {
+        snprintf(err, errlen, "engine: no chat template (no tokenizer): give a raw prompt");
+        return NULL;
+    }
+    struct tmpl_msg *tm = malloc((size_t)(n > 0 ? n : 1) * sizeof *tm);
+    if (!tm) {
+        snprintf(err, errlen, "engine: out of memory rendering %d messages", n);
+        return NULL;
+    }
+    for (int32_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content) {
             snprintf(err, errlen, "engine: message %d has no %s", i,
                      msgs[i].role ? "content" : "role");
-            free(buf);
+            free(tm);
             return NULL;
         }
-        rc |= sb_add(&buf, &len, &cap, "<|im_start|>");
-        rc |= sb_add(&buf, &len, &cap, msgs[i].role);
-        rc |= sb_add(&buf, &len, &cap, "\n");
-        rc |= sb_add(&buf, &len, &cap, msgs[i].content);
-        rc |= sb_add(&buf, &len, &cap, "<|im_end|>\n");
+        tm[i].role = msgs[i].role;
+        tm[i].content = msgs[i].content;
     }
-    rc |= sb_add(&buf, &len, &cap, "<|im_start|>assistant\n");
-    if (rc != 0) {
-        snprintf(err, errlen, "engine: out of memory rendering %d messages", n);
-        free(buf);
-        return NULL;
-    }
-    return buf;
+    char *out = NULL;
+    int rc = tmpl_apply(&e->tmpl, tm, (size_t)n, true, &out, err, errlen);
+    free(tm);
+    return rc == 0 ? out : NULL;
 }
 
 /* Encodes text into r's token list. */

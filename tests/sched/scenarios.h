@@ -369,7 +369,7 @@ static void sc_admission(struct fx *fx)
     struct engine_request qa, qb;
     struct res ra, rb, rc, rt;
     req_tokens(&qa, fx, 0, 16);
-    qa.max_tokens = 400;
+    qa.max_tokens = fx->gen * 8; /* keeps the single running slot busy */
     submit_ok(e, &qa, &ra);
     wait_for(e, &ra, ENGINE_EV_ADMITTED, 1, fx->timeout_s);
     req_tokens(&qb, fx, 10, 16);
@@ -420,6 +420,7 @@ static void sc_priorities(struct fx *fx, int32_t long_prompt, int32_t step_token
     qb.max_tokens = 4;
     qb2 = qb; /* a second batch prompt queued behind it */
     qb2.prompt_tokens = fx->text + 7;
+    qb2.n_prompt_tokens = long_prompt / 8;
     req_tokens(&qi, fx, 999, 10);
     qi.max_tokens = 40;
     submit_ok(e, &qb, &rb);
@@ -476,7 +477,15 @@ static void sc_stall(struct fx *fx)
     collect(e, &rb, 1, fx->timeout_s, ra.id);
     ok(rb.done && same_tokens(&rb, &rb_alone), "%s: the reading consumer's request completes",
        fx->name);
-    /* Now read the stalled one: its last event says consumer-stalled. */
+    /* Keep not reading until the engine is idle, then read the stalled one:
+     * its last event says consumer-stalled. */
+    struct engine_stats st;
+    double until = fx_now() + fx->timeout_s;
+    do {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        engine_snapshot(e, &st);
+    } while ((st.running || st.waiting) && fx_now() < until);
     collect(e, &ra, 1, fx->timeout_s, 0);
     is_int(ra.st, ENGINE_CONSUMER_STALLED, "the unread request ends consumer-stalled");
     ok(ra.m.n_generated < 200, "it was stopped early (%d tokens)", ra.m.n_generated);
