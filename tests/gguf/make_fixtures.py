@@ -85,6 +85,43 @@ def make_formats():
         write_fixture(t, None, q, dequantize(q, t).reshape(-1))
 
 
+def fnv1a64(data: bytes) -> int:
+    """FNV-1a folded over little-endian u64 words (test_quant.c does the same)."""
+    h = 0xcbf29ce484222325
+    words = np.frombuffer(data, "<u8")
+    for w in words.tolist():
+        h = ((h ^ w) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def make_conversions():
+    """f16 <-> f32 and f32 -> bf16 over wide input sets, summarised as hashes
+    (the full tables would be MBs): every f16 bit pattern to f32, and f32 bit
+    patterns 0, 4099, 2*4099, ... (about a million, all exponents) to f16/bf16."""
+    all16 = np.arange(65536, dtype=np.uint16)
+    f32 = all16.view(np.float16).astype(np.float32)
+    f32 = np.where(np.isnan(f32), np.float32(0), f32)  # NaN payloads: not compared
+    bits = (np.arange(0, 2**32, 4099, dtype=np.uint64)).astype(np.uint32)
+    src = bits.view(np.float32)
+    finite = ~np.isnan(src)
+    with np.errstate(over="ignore"):
+        h16 = src[finite].astype(np.float16).view(np.uint16).astype("<u2")
+    b16 = quantize(src[finite], T.BF16).view("<u2")
+    pad = lambda a: a.tobytes() + bytes(-a.nbytes % 8)
+    out = {
+        "f16_to_f32_all": fnv1a64(pad(f32.astype("<f4"))),
+        "f32_stride": 4099,
+        "f32_to_f16_stride": fnv1a64(pad(h16)),
+        "f32_to_bf16_stride": fnv1a64(pad(b16)),
+        "n_strided_finite": int(finite.sum()),
+    }
+    path = os.path.join(OUT, "conversions.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print(path, out)
+
+
 def fetch(model):
     cmd = [os.path.join(HERE, "..", "..", "packaging", "fetch-model"), "--model", model, "--print-path"]
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
@@ -216,5 +253,6 @@ def make_models():
 
 if __name__ == "__main__":
     make_formats()
+    make_conversions()
     if "--models" in sys.argv:
         make_models()

@@ -139,6 +139,78 @@ static void check_q8_K(const char *dir)
     free_fixture(&fx);
 }
 
+/* FNV-1a over little-endian u64 words, zero-padded (as make_fixtures.py). */
+struct fold {
+    uint64_t h;
+    uint8_t buf[8];
+    int n;
+};
+
+static void fold_bytes(struct fold *f, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        f->buf[f->n++] = ((const uint8_t *)p)[i];
+        if (f->n == 8) {
+            uint64_t w = 0;
+            for (int k = 7; k >= 0; k--) w = w << 8 | f->buf[k];
+            f->h = (f->h ^ w) * 0x100000001b3ull;
+            f->n = 0;
+        }
+    }
+}
+
+static uint64_t fold_end(struct fold *f)
+{
+    static const uint8_t zeros[8];
+    if (f->n) fold_bytes(f, zeros, (size_t)(8 - f->n));
+    return f->h;
+}
+
+static uint64_t json_u64(const char *text, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(text, pat);
+    return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+/* Every f16 -> f32, and ~a million f32 bit patterns -> f16 / bf16, against
+ * numpy's conversions (hashed in fixtures/conversions.json). */
+static void check_conversions(const char *dir)
+{
+    char path[1024], text[1024] = "";
+    snprintf(path, sizeof path, "%s/conversions.json", dir);
+    FILE *fp = fopen(path, "r");
+    size_t got = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+    text[got] = 0;
+    if (fp) fclose(fp);
+    if (!ok(got > 0, "conversions.json loads")) return;
+    struct fold a = {0xcbf29ce484222325ull, {0}, 0}, b = a, c = a;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float v = fp16_to_f32((qt_f16)h);
+        if (isnan(v)) v = 0.0f; /* NaN payloads are not compared */
+        fold_bytes(&a, &v, 4);
+    }
+    uint64_t stride = json_u64(text, "f32_stride"), n = 0;
+    for (uint64_t bits = 0; stride && bits < (1ull << 32); bits += stride) {
+        uint32_t u = (uint32_t)bits;
+        float v;
+        memcpy(&v, &u, 4);
+        if (isnan(v)) continue;
+        qt_f16 h = f32_to_fp16(v);
+        qt_bf16 bf = f32_to_bf16(v);
+        fold_bytes(&b, &h, 2);
+        fold_bytes(&c, &bf, 2);
+        n++;
+    }
+    ok(fold_end(&a) == json_u64(text, "f16_to_f32_all"), "all 65536 f16 values convert to f32 as numpy");
+    is_int(n, json_u64(text, "n_strided_finite"), "strided f32 inputs");
+    ok(fold_end(&b) == json_u64(text, "f32_to_f16_stride"), "f32 -> f16 rounds as numpy (%llu inputs)",
+       (unsigned long long)n);
+    ok(fold_end(&c) == json_u64(text, "f32_to_bf16_stride"), "f32 -> bf16 rounds as gguf-py (%llu inputs)",
+       (unsigned long long)n);
+}
+
 static void check_table(void)
 {
     ok(qtype_get(4) == NULL && qtype_get(1000) == NULL, "retired/unknown type numbers");
@@ -165,6 +237,7 @@ int main(int argc, char **argv)
     check_quant(dir, "Q4_0", q4_0);
     check_quant(dir, "Q4_1", q4_1);
     check_q8_K(dir);
+    check_conversions(dir);
     check_table();
     return tap_done();
 }
