@@ -400,8 +400,17 @@ static void cu_meta_at(const struct cuda_be *c, int32_t *base, struct cu_meta *m
 
 /* ---- upload ---- */
 
-static void *cu_take(struct cuda_be *c, uint64_t bytes)
+/* Next piece of the weight arena; NULL (a broken invariant: the plan counted
+ * fewer bytes than the upload takes) with err naming the tensor. */
+static void *cu_take(struct cuda_be *c, uint64_t bytes, const struct wtensor *t, char *err,
+                     size_t errlen)
 {
+    if (c->weights_used + al256(bytes) > c->plan.weight_bytes) {
+        snprintf(err, errlen, "tensor %s: weight arena overflow (plan %llu bytes, need %llu more "
+                 "after %llu)", t->name ? t->name : "?", (unsigned long long)c->plan.weight_bytes,
+                 (unsigned long long)bytes, (unsigned long long)c->weights_used);
+        return NULL;
+    }
     void *p = (uint8_t *)c->weights + c->weights_used;
     c->weights_used += al256(bytes);
     return p;
@@ -415,7 +424,8 @@ static int cu_upload_vec(struct cuda_be *c, const struct wtensor *t, bool is_nor
     *out = NULL;
     if (!cuda_present(t)) return 0;
     const uint64_t n = (uint64_t)t->rows * (uint64_t)t->cols;
-    float *dst = cu_take(c, n * 4);
+    float *dst = cu_take(c, n * 4, t, err, errlen);
+    if (!dst) return -1;
     if (!t->data) {
         if (!syn) {
             snprintf(err, errlen, "tensor %s has no data", t->name);
@@ -460,7 +470,8 @@ static int cu_upload_mat(struct cuda_be *c, const struct wtensor *t, uint32_t ti
     out->rows = t->rows;
     out->cols = t->cols;
     out->row_bytes = row_bytes;
-    uint8_t *q = cu_take(c, bytes);
+    uint8_t *q = cu_take(c, bytes, t, err, errlen);
+    if (!q) return -1;
     out->q = q;
     out->s = NULL;
     if (out->layout == CU_LAYOUT_SPLIT) {

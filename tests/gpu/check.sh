@@ -10,6 +10,11 @@
 # and writes OUTDIR/summary.json plus every log, printing enough to diagnose
 # a failure without a second run.
 #   usage: tests/gpu/check.sh OUTDIR
+# Before the trip (on a machine with the network and the `gguf` package):
+#   tests/gpu/make_small_model.py "$(packaging/fetch-model --print-path)" \
+#       build-model/smollm2-small.gguf --layers 10 --embd-type Q4_0
+# then run this script on the GPU machine with build-model/ carried along
+# (git-ignored, 38 MiB) and OUTDIR a folder that comes back.
 set -u
 out=${1:?usage: tests/gpu/check.sh OUTDIR}
 mkdir -p "$out"
