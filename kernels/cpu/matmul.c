@@ -4,14 +4,18 @@
 #include "cpu/matmul.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "cpu/mm_impl.h"
 #include "cpu/threadpool.h"
 
-/* Rows are handed to threads in multiples of this, so every thread's
- * kernel runs whole row groups. */
+/* Rows are handed out in chunks of a multiple of this, so every kernel call
+ * runs whole 8-row tiles. */
 #define MM_ROW_ALIGN 8
+/* Chunks per thread: threads claim chunks from a shared counter, so one
+ * that the OS preempts (a shared machine) delays only its current chunk. */
+#define MM_CHUNKS_PER_THREAD 4
 /* From this many tokens on, quantizing x is itself split across threads. */
 #define MM_PAR_QUANT_MIN_N 8
 
@@ -105,6 +109,8 @@ struct mm_job {
     struct mm_task t;
     mm_kernel_fn kernel;
     mm_quant_fn quant;
+    int64_t chunk;          /* rows per claim */
+    atomic_llong next_row;  /* first unclaimed row */
 };
 
 static void range_for(int64_t total, int64_t align, int ith, int nth, int64_t *lo, int64_t *hi)
@@ -133,10 +139,14 @@ static void quant_worker(void *arg, int ith, int nth)
 
 static void mm_worker(void *arg, int ith, int nth)
 {
-    const struct mm_job *job = arg;
-    int64_t lo, hi;
-    range_for(job->t.rows, MM_ROW_ALIGN, ith, nth, &lo, &hi);
-    if (lo < hi) job->kernel(&job->t, lo, hi);
+    struct mm_job *job = arg;
+    (void)ith; (void)nth;
+    for (;;) {
+        int64_t lo = atomic_fetch_add_explicit(&job->next_row, job->chunk, memory_order_relaxed);
+        if (lo >= job->t.rows) break;
+        int64_t hi = lo + job->chunk < job->t.rows ? lo + job->chunk : job->t.rows;
+        job->kernel(&job->t, lo, hi);
+    }
 }
 
 void cpu_matmul(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,
@@ -160,5 +170,10 @@ void cpu_matmul(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scra
         if (n >= MM_PAR_QUANT_MIN_N && tp_n_threads(tp) > 1) tp_run(tp, quant_worker, &job);
         else quant_tokens(&job, 0, n);
     }
+    int nth = tp_n_threads(tp);
+    job.chunk = (rows + (int64_t)nth * MM_CHUNKS_PER_THREAD - 1) / ((int64_t)nth * MM_CHUNKS_PER_THREAD);
+    job.chunk = (job.chunk + MM_ROW_ALIGN - 1) / MM_ROW_ALIGN * MM_ROW_ALIGN;
+    if (nth == 1) job.chunk = rows;
+    atomic_init(&job.next_row, 0);
     tp_run(tp, mm_worker, &job);
 }

@@ -6,7 +6,9 @@
 
 #define MM_PREFIX(name) mm_avx2_##name
 #define MR 4   /* 4 × 2 float accumulators + 4 weight vectors fit 16 registers */
-#define QT 2  /* tokens per 8-row tile of the quantized kernels */
+#define QT 2   /* decode: tokens per 8-row tile */
+#define QTT 4  /* prefill: tokens per transposed 8-row tile */
+#define MM_Q8_BIASED 0  /* see wt_signed */
 #define MT 2
 
 /* maddubs sums byte pairs into int16: |u·s| ≤ 128·127·2 < 32768 for every

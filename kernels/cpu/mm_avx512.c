@@ -6,7 +6,9 @@
 
 #define MM_PREFIX(name) mm_avx512_##name
 #define MR 4   /* 16 accumulators + 4 weight vectors of the 32 registers */
-#define QT 8  /* tokens per 8-row tile of the quantized kernels */
+#define QT 4   /* decode: tokens per 8-row tile */
+#define QTT 16  /* prefill: tokens per transposed 8-row tile */
+#define MM_Q8_BIASED 1  /* see wt_signed */
 #define MT 4
 
 /* vpdpbusd: 4 u8·s8 products summed into each int32 lane, exact. */
