@@ -30,7 +30,9 @@ struct gguf_str {
 };
 
 /* One metadata key/value. Arrays keep their element type and count; their
- * elements are read with gguf_arr_* below (strings are pre-indexed). */
+ * elements are read with gguf_arr_* below (strings are pre-indexed). Nested
+ * arrays (arrays of arrays) are validated and skipped: `data` points at the
+ * first inner array's header, and their elements are not indexed. */
 struct gguf_kv {
     struct gguf_str key;
     enum gguf_vtype type;
@@ -63,8 +65,11 @@ struct gguf_tensor {
 
 struct gguf_ctx;
 
-/* Opens and validates `path`. On failure returns NULL and writes a message
- * naming the file, byte offset and problem into err (errlen bytes). */
+/* Opens and validates `path`: GGUF v2 or v3 (v1 and big-endian files get an
+ * "unsupported version" error), every count, length and offset within the
+ * file, no duplicate keys or tensor names, `general.architecture` present,
+ * known tensor types, tensor data aligned and inside the file. On failure
+ * returns NULL and writes "FILE: byte N: problem" into err (errlen bytes). */
 struct gguf_ctx *gguf_open(const char *path, char *err, size_t errlen);
 /* Same over a caller-owned buffer (fuzzing, tests). The buffer must outlive ctx. */
 struct gguf_ctx *gguf_open_memory(const void *buf, size_t size, const char *name,
