@@ -69,7 +69,8 @@ struct gguf_ctx;
  * "unsupported version" error), every count, length and offset within the
  * file, no duplicate keys or tensor names, `general.architecture` present,
  * known tensor types, tensor data aligned and inside the file. On failure
- * returns NULL and writes "FILE: byte N: problem" into err (errlen bytes). */
+ * returns NULL and writes "FILE: byte N: problem" into err (errlen bytes),
+ * or "FILE: problem" when it cannot be opened or mapped. */
 struct gguf_ctx *gguf_open(const char *path, char *err, size_t errlen);
 /* Same over a caller-owned buffer (fuzzing, tests). The buffer must outlive ctx. */
 struct gguf_ctx *gguf_open_memory(const void *buf, size_t size, const char *name,
