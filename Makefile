@@ -63,7 +63,7 @@ fuzz: deps
 	CC=clang meson setup build-fuzz --buildtype=debug -Dfuzz=true -Dcuda=disabled \
 	  -Db_sanitize=address,undefined -Db_lundef=false 2>/dev/null || true
 	meson compile -C build-fuzz fuzz_gguf
-	@echo "run: mkdir -p build-fuzz/corpus && build-fuzz/tests/gguf/fuzz_gguf -max_total_time=600 build-fuzz/corpus tests/gguf/corpus"
+	@echo "run: mkdir -p build-fuzz/corpus && build-fuzz/tests/gguf/fuzz_gguf -dict=tests/gguf/gguf.dict -max_total_time=600 build-fuzz/corpus tests/gguf/corpus"
 
 clean:
 	rm -rf build build-asan build-tsan build-debug build-fuzz
