@@ -376,7 +376,9 @@ static int open_parts(struct engine *e, const struct engine_config *c, char *err
     } else {
         struct backend_config bc = c->backend;
         if (bc.kv_block_tokens <= 0) bc.kv_block_tokens = ENGINE_BLOCK_TOKENS;
-        bc.max_batch_tokens = e->cfg.step_tokens + e->cfg.max_running;
+        struct sched_config sc = {.step_tokens = e->cfg.step_tokens,
+                                  .max_running = e->cfg.max_running};
+        bc.max_batch_tokens = sched_max_batch_tokens(&sc);
         bc.max_seqs = e->cfg.max_running + 1;
         e->be = backend_open(e->model, &bc, err, errlen);
         if (!e->be) return -1;

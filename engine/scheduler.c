@@ -18,7 +18,7 @@ int sched_init(struct sched *s, struct kv *kv, const struct sched_config *cfg, c
     }
     /* Decodes always run: a step may hold max_running decode tokens on top
      * of the prefill budget. */
-    size_t nt = (size_t)cfg->step_tokens + (size_t)cfg->max_running;
+    size_t nt = (size_t)sched_max_batch_tokens(cfg);
     size_t nr = (size_t)cfg->max_running + 1;
     struct sched_plan *p = &s->plan;
     p->token = malloc(nt * sizeof *p->token);
@@ -266,52 +266,74 @@ static bool admit(struct sched *s, struct sched_seq *q)
     return true;
 }
 
-/* Running prefills, then admissions, of one priority class. */
-static void plan_class(struct sched *s, int prio, int32_t *budget)
+/* Makes room for an interactive request: preempts the latest running batch
+ * sequence not yet in this step. Returns false when there is none. */
+static bool displace_batch(struct sched *s, int prio)
+{
+    struct sched_seq *v = prio == 0 ? victim(s) : NULL;
+    if (!v || v->priority == 0) return false;
+    preempt(s, v);
+    return true;
+}
+
+/* Admits waiting requests of class prio (FCFS) while they fit. Interactive
+ * ones displace batch work. Returns how many were admitted. */
+static int32_t admit_class(struct sched *s, int prio, int32_t max)
+{
+    int32_t n = 0;
+    while (n < max && s->n_waiting > 0 && s->waiting[0]->priority == prio) {
+        struct sched_seq *q = s->waiting[0];
+        if (s->n_running >= s->cfg.max_running && !displace_batch(s, prio)) break;
+        if (s->n_running >= s->cfg.max_running) continue;
+        if (!admit(s, q)) {
+            if (!displace_batch(s, prio)) break;
+            continue;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* Prefill chunks of running, unplanned sequences of class prio. */
+static void plan_prefills(struct sched *s, int prio, int32_t *budget)
 {
     struct sched_plan *p = &s->plan;
     for (int32_t i = 0; i < s->n_running && *budget > 0; i++) {
         struct sched_seq *q = s->running[i];
         if (q->priority != prio || q->planned_step == s->step) continue;
-        if (q->n_tokens - q->n_computed < 1) continue;
         int32_t n = chunk_for(q, *budget, s->cfg.max_logit_rows - p->n_rows);
         if (n <= 0) continue;
         add_item(s, q, n);
         *budget -= n;
     }
-    while (*budget > 0 && s->n_waiting > 0) {
-        struct sched_seq *q = s->waiting[0];
-        if (q->priority != prio) break;
-        /* Interactive work displaces batch work that is not in this step. */
-        if (s->n_running >= s->cfg.max_running) {
-            struct sched_seq *v = prio == 0 ? victim(s) : NULL;
-            if (!v || v->priority == 0) break;
-            preempt(s, v);
-        }
-        if (!admit(s, q)) {
-            struct sched_seq *v = prio == 0 ? victim(s) : NULL;
-            if (!v || v->priority == 0) break;
-            preempt(s, v);
-            continue;
-        }
-        int32_t n = chunk_for(q, *budget, s->cfg.max_logit_rows - p->n_rows);
-        if (n <= 0) break;
-        add_item(s, q, n);
-        *budget -= n;
-    }
 }
 
+int32_t sched_max_batch_tokens(const struct sched_config *cfg)
+{
+    return cfg->step_tokens + cfg->max_running + SCHED_MIN_INTERACTIVE_CHUNK;
+}
+
+/* Order of a step: interactive admissions first (they may preempt batch
+ * work, none of which is planned yet); then every decode, one token each;
+ * then interactive prefill chunks, which get at least a minimum chunk even
+ * when decodes used the whole budget, so a batch backlog delays an
+ * interactive prompt by at most a step; then batch prefills and
+ * admissions within what is left of the budget. */
 int32_t sched_plan(struct sched *s)
 {
     struct sched_plan *p = &s->plan;
     s->step++;
     p->batch.n_tokens = 0;
     p->n_items = p->n_rows = p->n_admitted = p->n_preempted = 0;
+    admit_class(s, 0, INT32_MAX);
     plan_decodes(s);
     int32_t budget = s->cfg.step_tokens - p->batch.n_tokens;
-    if (budget < 0) budget = 0;
-    plan_class(s, 0, &budget);
-    plan_class(s, 1, &budget);
+    int32_t ib0 = budget < SCHED_MIN_INTERACTIVE_CHUNK ? SCHED_MIN_INTERACTIVE_CHUNK : budget;
+    int32_t ib = ib0;
+    plan_prefills(s, 0, &ib);
+    budget -= ib0 - ib;
+    if (budget > 0) plan_prefills(s, 1, &budget);
+    while (budget > 0 && admit_class(s, 1, 1) == 1) plan_prefills(s, 1, &budget);
     p->batch.token = p->token;
     p->batch.pos = p->pos;
     p->batch.seq = p->seq;

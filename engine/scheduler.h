@@ -40,6 +40,10 @@ struct sched_seq {
     void *ud;                  /* the engine's request */
 };
 
+/* Interactive prefill progresses by at least this many tokens per step,
+ * even when decodes fill the budget. */
+#define SCHED_MIN_INTERACTIVE_CHUNK 16
+
 struct sched_config {
     int32_t step_tokens;       /* token budget per step */
     int32_t max_running;       /* cap on running sequences */
@@ -80,6 +84,9 @@ struct sched {
     uint64_t preemptions;
     struct sched_plan plan;
 };
+
+/* Largest batch a step may build (size the backend for it). */
+int32_t sched_max_batch_tokens(const struct sched_config *cfg);
 
 int sched_init(struct sched *s, struct kv *kv, const struct sched_config *cfg, char *err,
                size_t errlen);

@@ -457,6 +457,42 @@ static void sc_priorities(struct fx *fx, int32_t long_prompt, int32_t step_token
     fx->close(fx, e);
 }
 
+/* 6b. Interactive work displaces batch work at the running cap: with every
+ * slot held by decoding batch requests, an interactive request is admitted
+ * at once (a batch request is preempted and later recomputed, same tokens). */
+static void sc_displace(struct fx *fx)
+{
+    struct engine_config cfg;
+    engine_config_default(&cfg);
+    cfg.max_running = 2;
+    struct engine *e = fx->open(fx, &cfg, 0);
+    if (!ok(e != NULL, "%s: open", fx->name)) return;
+    struct engine_request qb[2], qi;
+    struct res alone[2], rb[2], ri;
+    for (int i = 0; i < 2; i++) {
+        req_tokens(&qb[i], fx, 300 * i, 30);
+        qb[i].priority = ENGINE_PRIO_BATCH;
+        qb[i].max_tokens = fx->gen * 4;
+    }
+    run_alone(fx, e, qb, alone, 2);
+    for (int i = 0; i < 2; i++) submit_ok(e, &qb[i], &rb[i]);
+    wait_for(e, &rb[1], ENGINE_EV_TOKEN, 2, fx->timeout_s);
+    req_tokens(&qi, fx, 777, 12);
+    submit_ok(e, &qi, &ri);
+    struct res all[3] = {rb[0], rb[1], ri};
+    ok(collect(e, all, 3, fx->timeout_s, 0), "%s: all finish", fx->name);
+    struct engine_stats st;
+    engine_snapshot(e, &st);
+    ok(all[2].m.queue_s <= 2.5 * st.step_s.max + 1e-3,
+       "interactive admitted at the running cap within a step (%.2f ms)", all[2].m.queue_s * 1e3);
+    ok(all[0].m.n_preempted + all[1].m.n_preempted >= 1, "a batch request was preempted");
+    ok(same_tokens(&all[0], &alone[0]) && same_tokens(&all[1], &alone[1]),
+       "preempted batch requests still give their tokens");
+    res_free(all, 3);
+    res_free(alone, 2);
+    fx->close(fx, e);
+}
+
 /* 7. A consumer that stops reading: consumer-stalled; others unaffected. */
 static void sc_stall(struct fx *fx)
 {
@@ -496,7 +532,14 @@ static void sc_stall(struct fx *fx)
     fx->close(fx, e);
 }
 
-/* 8. Metrics: monotonic phases, counts add up, snapshot totals. */
+static int sc_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* 8. Metrics: monotonic phases, counts add up, snapshot totals, histogram
+ * percentiles vs exact ones of the measured inter-token gaps. */
 static void sc_metrics(struct fx *fx)
 {
     enum { N = 5 };
@@ -542,6 +585,24 @@ static void sc_metrics(struct fx *fx)
     is_int((long long)st.itl.count, (long long)(gen - N), "ITL histogram has every gap");
     ok(st.ttft.p50 <= st.ttft.p90 && st.ttft.p90 <= st.ttft.p99 && st.ttft.p99 <= st.ttft.max * 1.2,
        "percentiles ordered");
+    /* Histogram percentiles vs exact percentiles of the measured gaps. */
+    double *gaps = malloc((size_t)(gen > 0 ? gen : 1) * sizeof *gaps);
+    int32_t ng = 0;
+    for (int i = 0; i < N; i++)
+        for (int32_t k = 1; k < rs[i].m.n_generated; k++)
+            gaps[ng++] = rs[i].m.token_t[k] - rs[i].m.token_t[k - 1];
+    qsort(gaps, (size_t)ng, sizeof *gaps, sc_cmp_double);
+    const double qv[3] = {0.5, 0.9, 0.99}, hv[3] = {st.itl.p50, st.itl.p90, st.itl.p99};
+    int within = 0;
+    for (int k = 0; k < 3 && ng > 0; k++) {
+        int32_t rank = (int32_t)ceil(qv[k] * ng);
+        double ex = gaps[(rank < 1 ? 1 : rank) - 1];
+        double r = hv[k] > ex ? hv[k] / ex : ex / hv[k];
+        within += r <= pow(10.0, 1.0 / 20) * 1.000001;
+        tap_diag("ITL p%g: histogram %.3f ms, exact %.3f ms", qv[k] * 100, hv[k] * 1e3, ex * 1e3);
+    }
+    is_int(within, 3, "ITL p50/p90/p99 from the histogram within one bucket of exact");
+    free(gaps);
     ok(st.steps > 0 && st.backend_s <= st.busy_s, "step counters (%llu steps)",
        (unsigned long long)st.steps);
     struct cJSON *j = engine_snapshot_json(e);

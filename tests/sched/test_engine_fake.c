@@ -90,6 +90,7 @@ int main(void)
     sc_cancel(&fx, 1000);
     sc_admission(&fx);
     sc_priorities(&fx, 2000, 64);
+    sc_displace(&fx);
     sc_stall(&fx);
     sc_metrics(&fx);
     sc_score(&fx);
