@@ -363,26 +363,40 @@ static int do_stats(struct store *s, const struct hopts *o, const struct style *
 
 /* -------------------------------------------------------------------- rm */
 
-static int do_rm(struct store *s, int argc, char **argv)
+static int do_rm(struct store *s, const struct hopts *o, int argc, char **argv)
 {
     char err[1024];
-    for (int i = 0; i < argc; i++) {
+    cJSON *done = o->json ? cJSON_CreateArray() : NULL;
+    int rc = CLI_EXIT_OK;
+    for (int i = 0; i < argc && rc == CLI_EXIT_OK; i++) {
         int64_t id;
         struct store_transcript t;
-        if (parse_id(argv[i], &id) != 0) return CLI_EXIT_USAGE;
+        if (parse_id(argv[i], &id) != 0) {
+            rc = CLI_EXIT_USAGE;
+            break;
+        }
         if (store_transcript(s, id, &t, err, sizeof err) != 0) {
             fprintf(stderr, "tern history: %s\n", err);
-            return CLI_EXIT_FAIL;
+            rc = CLI_EXIT_FAIL;
+            break;
         }
         store_transcript_free(&t);
         store_session_delete(s, id);
         if (store_flush(s, err, sizeof err) != 0) {
             fprintf(stderr, "tern history: %s\n", err);
-            return CLI_EXIT_FAIL;
+            rc = CLI_EXIT_FAIL;
+            break;
         }
-        printf("removed session %lld\n", (long long)id);
+        if (done)
+            cJSON_AddItemToArray(done, cJSON_CreateNumber((double)id));
+        else
+            printf("removed session %lld\n", (long long)id);
     }
-    return CLI_EXIT_OK;
+    if (!done) return rc;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToObject(j, "removed", done);
+    int prc = print_json(j);
+    return rc != CLI_EXIT_OK ? rc : prc;
 }
 
 /* ------------------------------------------------------------- dispatch */
@@ -430,7 +444,7 @@ static int run(const struct hopts *o, int argc, char **argv)
     case 1: rc = do_show(s, o, argv[0], st); break;
     case 2: rc = do_search(s, o, argc, argv, st); break;
     case 3: rc = do_export(s, o, argc, argv); break;
-    case 4: rc = do_rm(s, argc, argv); break;
+    case 4: rc = do_rm(s, o, argc, argv); break;
     default: rc = do_stats(s, o, st); break;
     }
     store_close(s);

@@ -100,8 +100,9 @@ assert st["gemma-3-270m"]["ok"] == 19
 EOF
 ok $? "stats: percentiles per model equal numpy's over the stored requests"
 
-"$tern" history --db "$db" rm "$sb" >/dev/null
+out=$("$tern" history --db "$db" rm "$sb" --json)
 ok $? "rm ID"
+[ "$(echo $out | tr -d ' \t')" = "{\"removed\":[$sb]}" ]; ok $? "rm --json says what was removed: $out"
 n=$("$tern" history --db "$db" list --json | python3 -c "import json,sys; print(len(json.load(sys.stdin)))")
 [ "$n" = 1 ]; ok $? "rm: one session left"
 out=$("$tern" history --db "$db" search --json квокка)
