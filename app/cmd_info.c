@@ -224,10 +224,14 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
            qtype_name(o->kv_type), (unsigned long long)mi->kv_per_token, mi->layers, mi->kv_heads,
            mi->key_len, mi->val_len,
            o->kv_type == QT_F32 ? "4 B" : o->kv_type == QT_F16 ? "2 B" : "34/32 B");
-    printf("  budget %s%s: %llu KV tokens fit beside the weights", human(mi->budget, a, sizeof a),
-           o->mem ? "" : " (physical memory)", (unsigned long long)mi->kv_tokens);
-    if (mi->ctx) printf(" (%.1f x the %u-token context)", (double)mi->kv_tokens / mi->ctx, mi->ctx);
-    printf("\n");
+    printf("  budget %s%s: ", human(mi->budget, a, sizeof a), o->mem ? "" : " (physical memory)");
+    if (mi->budget <= mi->weight_bytes) printf("the weights alone do not fit\n");
+    else if (!mi->kv_per_token) printf("KV size unknown (hyperparameters missing)\n");
+    else {
+        printf("%llu KV tokens fit beside the weights", (unsigned long long)mi->kv_tokens);
+        if (mi->ctx) printf(" (%.1f x the %u-token context)", (double)mi->kv_tokens / mi->ctx, mi->ctx);
+        printf("\n");
+    }
 }
 
 static cJSON *json_types(const struct model_info *mi)

@@ -111,6 +111,10 @@ ok $? "Q2_K file: type listed as unsupported"
 "$TERN_BIN" info -m "$tmp/q2k.gguf" --mem 1G 2>&1 | grep -q "Q2_K .*not supported by tern's engine"
 ok $? "Q2_K file: text flags the type"
 
+"$TERN_BIN" info -m "$("$TERN_SRC/packaging/fetch-model" --print-path)" --mem 50M >"$tmp/small.txt" 2>&1
+grep -q "budget 50.0 MiB: the weights alone do not fit" "$tmp/small.txt"
+ok $? "budget below the weights: said so"
+
 mini_gguf "$tmp/odd.gguf" '{% for m in messages %}[[{{ m.content }}]]{% endfor %}'
 "$TERN_BIN" info -m "$tmp/odd.gguf" --mem 1G >"$tmp/odd.txt" 2>&1
 grep -q "^chat template unknown, using ChatML fallback" "$tmp/odd.txt"
