@@ -69,8 +69,10 @@ run_tap() { # re-number the Python lines into this script's TAP stream
   done
 }
 
+declare -A paths
 for model in smollm2 gemma3-270m; do
   path=$("$TERN_SRC/packaging/fetch-model" --model "$model" --print-path)
+  paths[$model]=$path
   if [ -z "$path" ]; then ok 1 "$model: fetch-model gives a path"; continue; fi
   "$TERN_BIN" info -m "$path" --mem 8G --json >"$tmp/$model.json" 2>"$tmp/err"
   ok $? "$model: info --json exits 0"
@@ -111,7 +113,7 @@ ok $? "Q2_K file: type listed as unsupported"
 "$TERN_BIN" info -m "$tmp/q2k.gguf" --mem 1G 2>&1 | grep -q "Q2_K .*not supported by tern's engine"
 ok $? "Q2_K file: text flags the type"
 
-"$TERN_BIN" info -m "$("$TERN_SRC/packaging/fetch-model" --print-path)" --mem 50M >"$tmp/small.txt" 2>&1
+"$TERN_BIN" info -m "${paths[smollm2]}" --mem 50M >"$tmp/small.txt" 2>&1
 grep -q "budget 50.0 MiB: the weights alone do not fit" "$tmp/small.txt"
 ok $? "budget below the weights: said so"
 
@@ -127,7 +129,7 @@ printf 'GGUF\001\000\000\000' >"$tmp/v1.gguf"
 "$TERN_BIN" info -m "$tmp/v1.gguf" >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "v1.gguf: byte 4: unsupported version 1" "$tmp/err" && [ ! -s "$tmp/out" ]
 ok $? "v1 file: reader message, exit 1"
-head -c 100000 "$("$TERN_SRC/packaging/fetch-model" --print-path)" >"$tmp/cut.gguf"
+head -c 100000 "${paths[smollm2]}" >"$tmp/cut.gguf"
 "$TERN_BIN" info -m "$tmp/cut.gguf" >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "cut.gguf: byte [0-9]*: .*longer than the file" "$tmp/err"
 ok $? "truncated model: reader message, exit 1"
