@@ -141,7 +141,10 @@ static void sessions_key(struct app *a, const struct ui_key *k)
         ui_dialog_prompt(&a->dlg, ACT_RENAME, "rename session · Enter saves, Esc cancels",
                          st->sessions[st->sel].title);
     } else if (k->fn == KEY_DC || (k->fn == 0 && k->ch == 'd')) {
-        if (st->sel == st->cur && ui_state_streaming(st)) return;
+        if (st->sel == st->cur && ui_state_streaming(st)) {
+            ui_state_set_status(st, false, "a reply is streaming: Esc cancels it first");
+            return;
+        }
         char msg[160];
         snprintf(msg, sizeof msg, "Delete \"%.100s\" and its messages?", st->sessions[st->sel].title);
         ui_dialog_confirm(&a->dlg, ACT_DELETE, "delete session", msg);
@@ -202,6 +205,11 @@ static bool global_key(struct app *a, const struct ui_key *k)
     int fn = k->fn;
     if (fn == 0 && k->ch == 3) fn = KEY_F(10);     /* Ctrl-C */
     if (fn == 0 && k->ch == 14) {                  /* Ctrl-N */
+        if (ui_state_streaming(st)) {
+            /* the reply belongs to the open transcript: it must end first */
+            ui_state_set_status(st, false, "a reply is streaming: wait, or Esc cancels it");
+            return true;
+        }
         ui_bridge_new_session(&a->br, st, NULL);
         v->focus_sessions = false;
         ui_state_set_status(st, false, "new session");

@@ -298,6 +298,22 @@ static void check_gauge(void)
     ok(out[0] == 1 && out[1] == 0 && out[0] + out[1] + out[2] == 20, "a tiny segment still shows");
 }
 
+static void check_no_color(void)
+{
+    setenv("NO_COLOR", "1", 1);
+    ok(ui_theme_no_color_env(), "NO_COLOR=1 turns colour off");
+    setenv("NO_COLOR", "", 1);
+    ok(!ui_theme_no_color_env(), "an empty NO_COLOR does not (no-color.org)");
+    unsetenv("NO_COLOR");
+    ok(!ui_theme_no_color_env(), "without NO_COLOR colour stays on");
+    struct ui_theme m;
+    ui_theme_init(&m, false);
+    int distinct = 0;
+    for (int i = 0; i < UI_C_N; i++) distinct += m.a[i] != A_NORMAL;
+    ok(m.a[UI_C_WARN] != A_NORMAL && m.a[UI_C_USER] != m.a[UI_C_ASSIST] && distinct >= 10,
+       "monochrome theme still tells warnings and speakers apart (%d styled kinds)", distinct);
+}
+
 int main(void)
 {
     if (!setlocale(LC_ALL, "C.UTF-8")) return tap_bail("no C.UTF-8 locale");
@@ -319,6 +335,7 @@ int main(void)
     check_input();
     check_dialog();
     check_gauge();
+    check_no_color();
     endwin();
     delscreen(scr);
     fclose(out);

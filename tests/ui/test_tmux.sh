@@ -97,11 +97,27 @@ wait_for '│Hello! Who are you\? ' 5
 ok $? "Up recalls the previous message"
 keys C-u
 keys F3
-wait_for 'prompt [0-9]+ tok: [0-9]+ cached \+ [0-9]+ computed · gen 48' 5
-ok $? "F3 timeline shows the reply's prompt tokens (cached + computed) and 48 generated"
+ntok=$(cap | sed -n 's/.*assistant · \([0-9]*\) tok · .*/\1/p' | head -1)
+wait_for "prompt [0-9]+ tok: [0-9]+ cached \\+ [0-9]+ computed · gen ${ntok:-none}\\b" 5
+ok $? "F3 timeline shows the reply's prompt tokens (cached + computed) and its ${ntok:-?} generated"
 cap | grep -Eq 'queue [0-9.]+ (µs|ms|s)' && cap | grep -Eq 'prefill [0-9.]+ (µs|ms|s)' && cap | grep -Eq 'decode [0-9.]+ (µs|ms|s)'
 ok $? "timeline durations of queue, prefill and decode"
 show "timeline"
+# a follow-up in the same session reuses the conversation's prefix from the KV cache
+text "And what can you do?"; keys Enter
+wait_for 'assistant · (streaming|waiting)' 30
+keys C-n
+wait_for 'a reply is streaming: wait, or Esc' 5
+ok $? "Ctrl-N while a reply streams says to wait or cancel"
+for ((i = 0; i < 600; i++)); do
+    [ "$(cap | grep -Ec 'assistant · [0-9]+ tok · ')" -ge 2 ] && break
+    sleep 0.2
+done
+wait_for 'prompt [0-9]+ tok: [1-9][0-9]* cached \+ [0-9]+ computed · gen [0-9]+' 5
+ok $? "follow-up reply: timeline shows prompt tokens reused from the cache"
+sleep 1.5 # the gauges refresh at least once a second when idle
+cap | grep -Eq 'prefix hit +[1-9][0-9]*%'; ok $? "instruments show a prefix hit rate above 0"
+show "follow-up with prefix reuse"
 keys F3
 
 # 2. a new session, a long reply; quit asks while streaming; resize; Esc cancels
@@ -164,7 +180,7 @@ ok $? "sessions pane lists the earlier sessions"
 show "restarted, sessions pane"
 keys Down Down Enter
 sleep 1
-cap | grep -q 'Hello! Who are you?' && cap | grep -Eq 'assistant · [0-9]+ tok'
+cap | grep -q 'And what can you do?' && cap | grep -Eq 'assistant · [0-9]+ tok'
 ok $? "switching to the first session shows its transcript"
 keys Tab r C-u; text "Renamed chat"; keys Enter
 wait_for '│▶ Renamed chat' 5
@@ -200,4 +216,17 @@ show "after rename and delete"
 keys C-c
 wait_for 'TERN-EXITED rc=0' 20
 ok $? "quit again"
+T kill-server 2>/dev/null
+sleep 1
+
+# 8. a crash (SIGSEGV) still leaves the terminal usable
+T new-session -d -x 80 -y 24 -s chat \
+    "ulimit -c 0; env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL'; echo TERN-EXITED rc=\$?; sleep 600"
+wait_for 'KV [0-9]+ blk' 120
+pid=$(pgrep -P "$(T display -p -t chat '#{pane_pid}')" -x tern)
+[ -n "$pid" ] && kill -SEGV "$pid"
+wait_for 'TERN-EXITED rc=139' 20
+ok $? "SIGSEGV kills tern (status 139)"
+[ "$(T display -p -t chat '#{alternate_on}#{cursor_flag}#{mouse_any_flag}')" = "010" ]
+ok $? "terminal restored after the crash: main screen, cursor shown, mouse off"
 tap_done
