@@ -19,7 +19,7 @@ touch "$TMP/afile"
 run() { "$TERN_BIN" chat --size 80x24 "$@" 2>"$TMP/err"; }
 show() { sed 's/^/  |/' "$TMP/out" | while IFS= read -r l; do diag "$l"; done; }
 
-run -m "$TMP/missing.gguf" --db "$TMP/afile/h.db" --headless-frames 200 --keys 'hi\r{wait}' >"$TMP/out"
+run -m "$TMP/missing.gguf" --db "$TMP/afile/h.db" --headless-frames 200 --keys '{wait}hi\r{wait}' >"$TMP/out"
 ok $? "no model and no database: exits 0"
 flat=$(tr -d '\n ' <"$TMP/out")
 grep -q 'modelloadfailed:' <<<"$flat" && grep -q 'missing.gguf' <<<"$flat"
@@ -29,14 +29,14 @@ ok $? "history database failure is shown with the reason"
 grep -q 'nomodelloaded' <<<"$flat"; ok $? "a message sent without a model gets a readable answer"
 show
 
-run -m "$MODEL" --ctx 64 --headless-frames 400 --keys '{wait}hello there\r{wait}' >"$TMP/out"
+run -m "$MODEL" --db "$TMP/ctx.db" --ctx 64 --headless-frames 400 --keys '{wait}hello there\r{wait}' >"$TMP/out"
 ok $? "tiny context: exits 0"
 flat=$(tr -d '\n │' <"$TMP/out")
 grep -q 'rejected:' <<<"$flat" && grep -q 'context64' <<<"$flat"
 ok $? "a request that cannot fit is shown as rejected with the numbers"
 show
 
-run -m "$MODEL" --max-tokens 24 --headless-frames 3000 --keys '{wait}Say hi.\r{wait}' >"$TMP/out"
+run -m "$MODEL" --db "$TMP/reply.db" --max-tokens 24 --headless-frames 3000 --keys '{wait}Say hi.\r{wait}' >"$TMP/out"
 ok $? "reply run exits 0"
 grep -Eq 'assistant · [0-9]+ tok' "$TMP/out"; ok $? "reply finished on screen"
 read -r frames secs < <(sed -n 's/^headless: \([0-9]*\) frames in \([0-9.]*\) s$/\1 \2/p' "$TMP/err")
