@@ -748,6 +748,7 @@ static int on_opt(int c, const char *arg, void *ud)
         o->backend = arg;
         return 0;
     case 'q': o->quiet = true; return 0;
+    case 't': return cli_int(cli, "-t", arg, 0, 1024, &o->threads);
     }
     return -1;
 }
@@ -766,7 +767,8 @@ static const char usage[] =
     "  all             every profile\n"
     "\n"
     "options:\n"
-    "      --requests N      requests per profile (default 16)\n"
+    "      --requests N      requests per profile (default 16; multi-turn: rounded up to\n"
+    "                        whole conversations of 4 turns)\n"
     "      --concurrency N   requests in flight (default 4), or\n"
     "      --rate R          Poisson arrivals, R requests/s (open loop)\n"
     "      --seed N          prompts, arrivals and sampling seed (default 1)\n"
@@ -778,7 +780,7 @@ static const char usage[] =
     "      --save            store the run in the history database (--db PATH)\n"
     "      --texts DIR       folder of .txt files to cut prompts from\n"
     "                        (default: the source tree's ../shared/texts, plus data/)\n"
-    "      --threads N       CPU threads (default: physical cores)\n"
+    "  -t, --threads N       CPU threads (default: physical cores)\n"
     "      --ctx N           context per sequence (default: the model's)\n"
     "      --backend B       cpu, cuda or auto (default)\n"
     "  -q, --quiet           no per-profile report (with --json)\n";
@@ -907,7 +909,7 @@ int bench_profiles_main(int argc, char **argv)
                       .slo_ttft = 1.0, .slo_tpot = 0.2, .scale = 1.0};
     struct bench b = {.o = &o};
     char err[512];
-    int rc = cli_parse(&cli, argc, argv, "q", longopts, on_opt, &o, usage);
+    int rc = cli_parse(&cli, argc, argv, "qt:", longopts, on_opt, &o, usage);
     if (rc >= 0) goto out;
     rc = CLI_EXIT_USAGE;
     if (!o.mask || cli.argc) {

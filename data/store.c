@@ -89,7 +89,7 @@ static int64_t row_of(struct store *s, store_key k)
 {
     if (k >= 0) return k;
     pthread_mutex_lock(&s->mu);
-    int64_t id = s->ids[-k - 1];
+    int64_t id = (size_t)(-k) <= s->n_ids ? s->ids[-k - 1] : 0; /* a key not from us: no row */
     pthread_mutex_unlock(&s->mu);
     return id > 0 ? id : 0;
 }
@@ -98,7 +98,7 @@ static void set_row(struct store *s, store_key k, int64_t id)
 {
     if (k >= 0) return;
     pthread_mutex_lock(&s->mu);
-    s->ids[-k - 1] = id;
+    if ((size_t)(-k) <= s->n_ids) s->ids[-k - 1] = id;
     pthread_mutex_unlock(&s->mu);
 }
 
