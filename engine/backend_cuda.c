@@ -292,7 +292,11 @@ void cuda_rope_freqs(int32_t n_rot, float base, const float *factors, float *inv
     }
 }
 
-#if !TERN_HAVE_CUDA
+/* TERN_CUDA_HOST_ONLY: just the plain-C part above (the CPU emulation test of
+ * tests/cuda/emu links it without the CUDA runtime). */
+#if defined(TERN_CUDA_HOST_ONLY)
+
+#elif !TERN_HAVE_CUDA
 
 struct backend *backend_cuda_open(const struct model *m, const struct backend_config *cfg,
                                   char *err, size_t errlen)
@@ -576,7 +580,8 @@ static int cu_mm(struct cuda_be *c, const struct cu_tensor *w, const float *x, i
                             (int)w->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return 0;
     }
-    const int64_t tile = (int64_t)(c->wsz.wtile / 2) / w->cols;
+    int64_t tile = (int64_t)(c->wsz.wtile / 2) / w->cols;
+    if (tile >= 64) tile -= tile % 64; /* keeps y + r0 16-byte aligned for the tensor cores */
     for (int64_t r0 = 0; r0 < w->rows; r0 += tile) {
         const int64_t tr = w->rows - r0 < tile ? w->rows - r0 : tile;
         CU(cu_dequant_f16(w, r0, tr, c->wtile, c->st));

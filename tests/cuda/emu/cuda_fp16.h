@@ -1,0 +1,63 @@
+/* emu/cuda_fp16.h: device types and intrinsics of the CPU stand-in (see
+ * emu/cuda_runtime_api.h); C++ only. */
+#ifndef TERN_EMU_CUDA_FP16_H
+#define TERN_EMU_CUDA_FP16_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "cuda_runtime_api.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+using std::max;
+using std::min;
+
+struct __half { uint16_t x; };
+struct __nv_bfloat16 { uint16_t x; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{ a, b, c, d }; }
+inline float4 make_float4(float a, float b, float c, float d) { return float4{ a, b, c, d }; }
+
+inline float __half2float(__half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
+inline __half __float2half_rn(float v) { _Float16 f = (_Float16)v; __half h; memcpy(&h.x, &f, 2); return h; }
+inline __half __ushort_as_half(unsigned short u) { return __half{ u }; }
+inline unsigned short __half_as_ushort(__half h) { return h.x; }
+inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+inline __nv_bfloat16 __float2bfloat16_rn(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+    return __nv_bfloat16{ (uint16_t)(u >> 16) };
+}
+inline float __expf(float x) { return expf(x); }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+template <class T> inline T __ldg(const T *p) { return *p; }
+
+/* thread coordinates of the running fiber */
+extern dim3 threadIdx, blockIdx, blockDim, gridDim;
+extern void *emu_dyn_smem;
+void __syncthreads();
+float emu_shfl(float v, int lane_from_xor, bool is_xor);
+inline float __shfl_xor_sync(unsigned, float v, int o) { return emu_shfl(v, o, true); }
+inline float __shfl_sync(unsigned, float v, int src) { return emu_shfl(v, src, false); }
+cudaError_t emu_launch(dim3 grid, dim3 block, size_t smem, std::function<void()> body);
+template <class F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+
+#endif

@@ -1,0 +1,46 @@
+/* emu/cuda_runtime_api.h: a CPU stand-in for the parts of the CUDA runtime
+ * tern's kernels and kernel tests use, so the kernels (rewritten from .cu to
+ * C++ by emu/cu2cpp.py) run on a machine without a GPU: each CUDA thread is a
+ * fiber, blocks run one after another, __syncthreads and warp shuffles are
+ * barriers between the fibers of a block or warp. Memory is host memory. */
+#ifndef TERN_EMU_CUDA_RUNTIME_API_H
+#define TERN_EMU_CUDA_RUNTIME_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cudaError {
+    cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
+    cudaErrorNoDevice = 100, cudaErrorInsufficientDriver = 35, cudaErrorStubLibrary = 34,
+    cudaErrorLaunchFailure = 719
+} cudaError_t;
+typedef struct emu_stream *cudaStream_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                      cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+struct cudaDeviceProp {
+    char name[256];
+    int major, minor;
+    size_t totalGlobalMem;
+};
+
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k,
+                            cudaStream_t st);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaGetLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,2 @@
+#include <math.h>
+#define CUDART_INF_F INFINITY
