@@ -1,7 +1,8 @@
-/* tok: loads a tokenizer from GGUF metadata and encodes text the way the
- * reference engine (llama.cpp) does: special-token partitioning first, then
- * SentencePiece (tok_spm.c) or byte-level BPE (tok_bpe.c) per text fragment.
- * Also decoding and the streaming detokenizer. */
+/* tok: loads a tokenizer from GGUF metadata as the reference engine
+ * (llama.cpp) reads it: vocabulary, scores, token types, merges, special
+ * ids and the special-token rules it applies by token text; and the small
+ * queries. Encoding is in tok_encode.c (with tok_spm.c and tok_bpe.c),
+ * decoding in tok_decode.c. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,153 +11,6 @@
 #include "gguf.h"
 #include "tok.h"
 #include "tok_impl.h"
-
-/* --- small helpers ------------------------------------------------------------ */
-
-uint32_t tok_utf8_next(const unsigned char *s, size_t n, size_t *off)
-{
-    size_t o = *off;
-    unsigned char c = s[o];
-    uint32_t cp;
-    size_t k;
-    if (c < 0x80) {
-        *off = o + 1;
-        return c;
-    }
-    if (!(c & 0x40)) goto bad;
-    if (!(c & 0x20)) { k = 2; cp = c & 0x1f; }
-    else if (!(c & 0x10)) { k = 3; cp = c & 0x0f; }
-    else if (!(c & 0x08)) { k = 4; cp = c & 0x07; }
-    else goto bad;
-    if (o + k - 1 >= n) goto bad;
-    for (size_t i = 1; i < k; i++) {
-        if ((s[o + i] & 0xc0) != 0x80) goto bad;
-        cp = (cp << 6) | (s[o + i] & 0x3f);
-    }
-    *off = o + k;
-    return cp > 0x10FFFF ? 0xFFFD : cp;
-bad:
-    *off = o + 1;
-    return 0xFFFD;
-}
-
-size_t tok_utf8_put(uint32_t cp, char *out)
-{
-    unsigned char *o = (unsigned char *)out;
-    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) {
-        o[0] = (unsigned char)(0xc0 | (cp >> 6));
-        o[1] = (unsigned char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xe0 | (cp >> 12));
-        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xf0 | (cp >> 18));
-    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (unsigned char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-int tok_ids_push(struct tok_ids *o, int32_t id)
-{
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 256;
-        int32_t *v = realloc(o->v, cap * sizeof *v);
-        if (!v) return -1;
-        o->v = v;
-        o->cap = cap;
-    }
-    o->v[o->n++] = id;
-    return 0;
-}
-
-uint64_t tok_hash_bytes(const char *s, size_t n, uint64_t h)
-{
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-static int hash_init(struct tok_hash *h, size_t n)
-{
-    size_t cap = 16;
-    while (cap < n * 2) cap <<= 1;
-    h->slots = malloc(cap * sizeof *h->slots);
-    if (!h->slots) return -1;
-    memset(h->slots, 0xff, cap * sizeof *h->slots);
-    h->mask = cap - 1;
-    return 0;
-}
-
-int32_t tok_find(const struct tok *t, const char *s, size_t n)
-{
-    uint64_t h = tok_hash_bytes(s, n, TOK_HASH_SEED);
-    uint32_t tag = (uint32_t)(h >> 32);
-    /* Bounded by the probe length (load factor <= 1/2). */
-    for (size_t i = h & t->vocab.mask;; i = (i + 1) & t->vocab.mask) {
-        struct tok_slot sl = t->vocab.slots[i];
-        if (sl.id < 0) return -1;
-        if (sl.tag == tag && t->len[sl.id] == n && memcmp(t->pool + t->off[sl.id], s, n) == 0)
-            return sl.id;
-    }
-}
-
-/* Inserts id; a later token with the same text replaces an earlier one. */
-static void vocab_insert(struct tok *t, int32_t id)
-{
-    const char *s = t->pool + t->off[id];
-    size_t n = t->len[id];
-    uint64_t h = tok_hash_bytes(s, n, TOK_HASH_SEED);
-    for (size_t i = h & t->vocab.mask;; i = (i + 1) & t->vocab.mask) {
-        int32_t o = t->vocab.slots[i].id;
-        if (o < 0 || (t->len[o] == n && memcmp(t->pool + t->off[o], s, n) == 0)) {
-            t->vocab.slots[i] = (struct tok_slot){(uint32_t)(h >> 32), id};
-            return;
-        }
-    }
-}
-
-/* Merge "left right" hashes as its whole text, so a lookup hashes left, ' ', right. */
-int32_t tok_merge_rank(const struct tok *t, const char *l, size_t ln, const char *r, size_t rn)
-{
-    uint64_t h = tok_hash_bytes(r, rn, tok_hash_bytes(" ", 1, tok_hash_bytes(l, ln, TOK_HASH_SEED)));
-    uint32_t tag = (uint32_t)(h >> 32);
-    for (size_t i = h & t->merges.mask;; i = (i + 1) & t->merges.mask) {
-        struct tok_slot sl = t->merges.slots[i];
-        int32_t m = sl.id;
-        if (m < 0) return -1;
-        if (sl.tag != tag) continue;
-        const char *s = t->mpool + t->moff[m];
-        if (t->msplit[m] == ln && t->mlen[m] == ln + 1 + rn && memcmp(s, l, ln) == 0 &&
-            memcmp(s + ln + 1, r, rn) == 0)
-            return m;
-    }
-}
-
-static bool merge_same(const struct tok *t, int32_t a, int32_t b)
-{
-    return t->msplit[a] == t->msplit[b] && t->mlen[a] == t->mlen[b] &&
-           memcmp(t->mpool + t->moff[a], t->mpool + t->moff[b], t->mlen[a]) == 0;
-}
-
-/* First occurrence keeps its rank, as in the reference. */
-static void merge_insert(struct tok *t, int32_t m)
-{
-    const char *s = t->mpool + t->moff[m];
-    uint64_t h = tok_hash_bytes(s, t->mlen[m], TOK_HASH_SEED);
-    for (size_t i = h & t->merges.mask;; i = (i + 1) & t->merges.mask) {
-        int32_t o = t->merges.slots[i].id;
-        if (o < 0) {
-            t->merges.slots[i] = (struct tok_slot){(uint32_t)(h >> 32), m};
-            return;
-        }
-        if (merge_same(t, o, m)) return;
-    }
-}
 
 /* --- loading -------------------------------------------------------------------- */
 
@@ -188,7 +42,7 @@ static int load_tokens(struct tok *t, const struct gguf_ctx *g, char *err, size_
     t->len = malloc(n * sizeof *t->len);
     t->score = calloc(n, sizeof *t->score);
     t->attr = malloc(n * sizeof *t->attr);
-    if (!t->pool || !t->off || !t->len || !t->score || !t->attr || hash_init(&t->vocab, n)) {
+    if (!t->pool || !t->off || !t->len || !t->score || !t->attr || tok_hash_init(&t->vocab, n)) {
         snprintf(err, errlen, "%s: out of memory for %zu tokens", key, n);
         return -1;
     }
@@ -205,7 +59,7 @@ static int load_tokens(struct tok *t, const struct gguf_ctx *g, char *err, size_
         p += t->len[i];
         t->pool[p++] = 0;
         t->attr[i] = TOK_ATTR_NORMAL;
-        vocab_insert(t, (int32_t)i);
+        tok_vocab_insert(t, (int32_t)i);
     }
     return 0;
 }
@@ -265,7 +119,7 @@ static int load_merges(struct tok *t, const struct gguf_ctx *g, char *err, size_
     t->moff = malloc((n + 1) * sizeof *t->moff);
     t->mlen = malloc((n + 1) * sizeof *t->mlen);
     t->msplit = malloc((n + 1) * sizeof *t->msplit);
-    if (!t->mpool || !t->moff || !t->mlen || !t->msplit || hash_init(&t->merges, n)) {
+    if (!t->mpool || !t->moff || !t->mlen || !t->msplit || tok_hash_init(&t->merges, n)) {
         snprintf(err, errlen, "%s: out of memory for %zu merges", key, n);
         return -1;
     }
@@ -285,7 +139,7 @@ static int load_merges(struct tok *t, const struct gguf_ctx *g, char *err, size_
         }
         p += t->mlen[i];
         t->mpool[p++] = 0;
-        merge_insert(t, (int32_t)i);
+        tok_merge_insert(t, (int32_t)i);
     }
     return 0;
 }
@@ -561,185 +415,6 @@ void tok_close(struct tok *t)
     free(t);
 }
 
-/* --- encoding -------------------------------------------------------------------- */
-
-/* A piece of the input: raw text [off, off+len) or one special token. */
-struct frag {
-    int32_t id; /* -1 for raw text */
-    size_t off, len;
-};
-
-struct frags {
-    struct frag *v;
-    size_t n, cap;
-};
-
-static int frag_push(struct frags *f, struct frag x)
-{
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 16;
-        struct frag *v = realloc(f->v, cap * sizeof *v);
-        if (!v) return -1;
-        f->v = v;
-        f->cap = cap;
-    }
-    f->v[f->n++] = x;
-    return 0;
-}
-
-static bool c_isspace(char c)
-{
-    return c == ' ' || (c >= '\t' && c <= '\r');
-}
-
-/* Splits one raw fragment at every occurrence of special token id. */
-static int split_one(const struct tok *t, const char *text, struct frag raw, int32_t id,
-                     struct frags *out)
-{
-    const char *s = t->pool + t->off[id];
-    size_t sl = t->len[id], off = raw.off, len = raw.len;
-    uint16_t a = t->attr[id];
-    for (;;) {
-        const char *m = len >= sl ? memmem(text + off, len, s, sl) : NULL;
-        if (!m) {
-            if (len && frag_push(out, (struct frag){-1, off, len})) return -1;
-            return 0;
-        }
-        size_t mpos = (size_t)(m - text), ll = mpos - off;
-        if (a & TOK_ATTR_LSTRIP)
-            while (ll && c_isspace(text[off + ll - 1])) ll--;
-        if (ll && frag_push(out, (struct frag){-1, off, ll})) return -1;
-        if (frag_push(out, (struct frag){id, 0, 0})) return -1;
-        size_t end = off + len;
-        off = mpos + sl;
-        len = end - off;
-        if (a & TOK_ATTR_RSTRIP)
-            while (len && c_isspace(text[off])) off++, len--;
-    }
-}
-
-/* The reference engine's special-token partition: each special token,
- * longest first, splits every remaining raw fragment. Bounded by
- * specials × fragments memmem scans. */
-static int partition(const struct tok *t, const char *text, size_t len, bool parse_special,
-                     struct frags *fr)
-{
-    struct frags tmp = {0};
-    fr->n = 0;
-    if (frag_push(fr, (struct frag){-1, 0, len})) return -1;
-    for (uint32_t k = 0; k < t->n_specials; k++) {
-        int32_t id = t->specials[k];
-        if (!parse_special && (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) continue;
-        const char *s = t->pool + t->off[id];
-        bool any = false;
-        for (size_t i = 0; i < fr->n && !any; i++)
-            any = fr->v[i].id < 0 && fr->v[i].len >= t->len[id] &&
-                  memmem(text + fr->v[i].off, fr->v[i].len, s, t->len[id]);
-        if (!any) continue;
-        tmp.n = 0;
-        for (size_t i = 0; i < fr->n; i++) {
-            int rc = fr->v[i].id < 0 ? split_one(t, text, fr->v[i], id, &tmp)
-                                      : frag_push(&tmp, fr->v[i]);
-            if (rc) {
-                free(tmp.v);
-                return -1;
-            }
-        }
-        struct frags sw = *fr;
-        *fr = tmp;
-        tmp = sw;
-    }
-    free(tmp.v);
-    return 0;
-}
-
-/* Copy of s with an optional leading space and every space as U+2581. */
-static char *escape_spaces(const char *s, size_t n, bool prefix, size_t *len)
-{
-    size_t spaces = prefix ? 1 : 0;
-    for (size_t i = 0; i < n; i++) spaces += s[i] == ' ';
-    char *buf = malloc(n + 2 * spaces + 4);
-    if (!buf) return NULL;
-    size_t o = 0;
-    if (prefix) {
-        memcpy(buf, "\xe2\x96\x81", 3);
-        o = 3;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == ' ') {
-            memcpy(buf + o, "\xe2\x96\x81", 3);
-            o += 3;
-        } else {
-            buf[o++] = s[i];
-        }
-    }
-    *len = o;
-    return buf;
-}
-
-/* SentencePiece fragment: optional leading space, spaces escaped. */
-static int encode_spm_frag(const struct tok *t, const char *s, size_t n, bool prefix,
-                           struct tok_ids *out)
-{
-    size_t len;
-    char *buf = escape_spaces(s, n, prefix, &len);
-    if (!buf) return -1;
-    int rc = tok_spm_encode(t, buf, len, out);
-    free(buf);
-    return rc;
-}
-
-/* BPE fragment; SentencePiece-style BPE (Gemma 4) escapes spaces first. */
-static int bpe_frag(const struct tok *t, const char *s, size_t n, struct tok_ids *out, char *err,
-                    size_t errlen)
-{
-    if (t->byte_level) return tok_bpe_encode(t, s, n, out, err, errlen);
-    size_t len;
-    char *buf = escape_spaces(s, n, false, &len);
-    if (!buf) {
-        snprintf(err, errlen, "tokenizer: out of memory encoding %zu bytes", n);
-        return -1;
-    }
-    int rc = tok_bpe_encode(t, buf, len, out, err, errlen);
-    free(buf);
-    return rc;
-}
-
-int64_t tok_encode(const struct tok *t, const char *text, size_t len, unsigned flags,
-                   int32_t *ids, int64_t cap, char *err, size_t errlen)
-{
-    struct tok_ids out = {0};
-    struct frags fr = {0};
-    int64_t rc = -1;
-    bool add = flags & TOK_ADD_BOS;
-    if (add && t->add_bos && t->bos >= 0 && tok_ids_push(&out, t->bos)) goto oom;
-    if (len && partition(t, text, len, flags & TOK_PARSE_SPECIAL, &fr)) goto oom;
-    bool prev_special = true; /* SPM: a space prefix starts the text and follows specials */
-    for (size_t i = 0; i < fr.n; i++) {
-        const struct frag *f = &fr.v[i];
-        if (f->id >= 0) {
-            if (tok_ids_push(&out, f->id)) goto oom;
-            prev_special = true;
-        } else if (t->type == TOK_SPM) {
-            if (encode_spm_frag(t, text + f->off, f->len, t->add_space_prefix && prev_special, &out))
-                goto oom;
-            prev_special = false;
-        } else if (bpe_frag(t, text + f->off, f->len, &out, err, errlen)) {
-            goto fail;
-        }
-    }
-    if (add && t->add_eos && t->eos >= 0 && tok_ids_push(&out, t->eos)) goto oom;
-    for (size_t i = 0; i < out.n && (int64_t)i < cap; i++) ids[i] = out.v[i];
-    rc = (int64_t)out.n;
-    goto fail;
-oom:
-    snprintf(err, errlen, "tokenizer: out of memory encoding %zu bytes", len);
-fail:
-    free(out.v);
-    free(fr.v);
-    return rc;
-}
-
 /* --- queries and decoding ------------------------------------------------------------ */
 
 int32_t tok_n_vocab(const struct tok *t) { return t->n_vocab; }
@@ -752,11 +427,6 @@ bool tok_adds_bos(const struct tok *t) { return t->add_bos; }
 const char *tok_model_name(const struct tok *t) { return t->model; }
 const char *tok_pre_name(const struct tok *t) { return t->pre; }
 
-static bool valid_id(const struct tok *t, int32_t id)
-{
-    return id >= 0 && id < t->n_vocab;
-}
-
 int32_t tok_find_text(const struct tok *t, const char *s)
 {
     return tok_find(t, s, strlen(s));
@@ -764,28 +434,28 @@ int32_t tok_find_text(const struct tok *t, const char *s)
 
 const char *tok_piece(const struct tok *t, int32_t id)
 {
-    return valid_id(t, id) ? t->pool + t->off[id] : "";
+    return tok_valid_id(t, id) ? t->pool + t->off[id] : "";
 }
 
 float tok_score(const struct tok *t, int32_t id)
 {
-    return valid_id(t, id) ? t->score[id] : 0.0f;
+    return tok_valid_id(t, id) ? t->score[id] : 0.0f;
 }
 
 bool tok_is_eog(const struct tok *t, int32_t id)
 {
-    return valid_id(t, id) && (t->attr[id] & TOK_ATTR_EOG);
+    return tok_valid_id(t, id) && (t->attr[id] & TOK_ATTR_EOG);
 }
 
 bool tok_is_special(const struct tok *t, int32_t id)
 {
-    return valid_id(t, id) &&
+    return tok_valid_id(t, id) &&
            (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNKNOWN));
 }
 
 enum tok_token_type tok_token_type(const struct tok *t, int32_t id)
 {
-    if (!valid_id(t, id)) return TOK_TYPE_UNDEFINED;
+    if (!tok_valid_id(t, id)) return TOK_TYPE_UNDEFINED;
     uint16_t a = t->attr[id];
     if (a & TOK_ATTR_BYTE) return TOK_TYPE_BYTE;
     if (a & TOK_ATTR_UNUSED) return TOK_TYPE_UNUSED;
@@ -796,157 +466,3 @@ enum tok_token_type tok_token_type(const struct tok *t, int32_t id)
     return TOK_TYPE_UNDEFINED;
 }
 
-static size_t copy_out(const char *s, size_t n, char *out, size_t cap)
-{
-    if (n > cap) n = cap;
-    memcpy(out, s, n);
-    return n;
-}
-
-size_t tok_decode_token(const struct tok *t, int32_t id, char *out, size_t cap)
-{
-    if (!valid_id(t, id)) return 0;
-    return copy_out(t->dec_pool + t->dec_off[id], t->dec_len[id], out, cap);
-}
-
-size_t tok_decode_token_special(const struct tok *t, int32_t id, char *out, size_t cap)
-{
-    if (!valid_id(t, id)) return 0;
-    if (t->attr[id] & (TOK_ATTR_UNKNOWN | TOK_ATTR_CONTROL))
-        return copy_out(t->pool + t->off[id], t->len[id], out, cap);
-    return tok_decode_token(t, id, out, cap);
-}
-
-size_t tok_max_piece(const struct tok *t)
-{
-    size_t m = 0;
-    for (int32_t i = 0; i < t->n_vocab; i++) m = t->len[i] > m ? t->len[i] : m;
-    return m;
-}
-
-/* One token's bytes (pointer into the tables); strips one leading space when asked. */
-static const char *piece_of(const struct tok *t, int32_t id, bool special, bool strip, size_t *n)
-{
-    const char *s;
-    if (!valid_id(t, id)) {
-        *n = 0;
-        return "";
-    }
-    if (special && (t->attr[id] & (TOK_ATTR_UNKNOWN | TOK_ATTR_CONTROL))) {
-        s = t->pool + t->off[id];
-        *n = t->len[id];
-    } else {
-        s = t->dec_pool + t->dec_off[id];
-        *n = t->dec_len[id];
-    }
-    if (strip && *n && s[0] == ' ') {
-        s++;
-        (*n)--;
-    }
-    return s;
-}
-
-size_t tok_decode(const struct tok *t, const int32_t *ids, size_t n, bool special, char *out,
-                  size_t cap)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t pn;
-        const char *p = piece_of(t, ids[i], special, i == 0 && t->add_space_prefix, &pn);
-        if (total < cap) memcpy(out + total, p, total + pn <= cap ? pn : cap - total);
-        total += pn;
-    }
-    if (cap) out[total < cap ? total : cap - 1] = 0;
-    return total;
-}
-
-/* --- streaming detokenizer ---------------------------------------------------------- */
-
-void tok_stream_init(struct tok_stream *s)
-{
-    memset(s, 0, sizeof *s);
-    s->first = true;
-}
-
-size_t tok_stream_cap(const struct tok *t)
-{
-    return (tok_max_piece(t) + 8) * 3 + 1;
-}
-
-/* Length of a complete valid UTF-8 sequence at p (n bytes available):
- * > 0 valid, 0 incomplete (a valid prefix), -1 invalid first byte. */
-static int utf8_check(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    int k;
-    uint32_t lo = 0x80, hi = 0xBF;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) k = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        k = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F; /* no surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        k = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        return -1;
-    }
-    for (int i = 1; i < k; i++) {
-        if ((size_t)i >= n) return 0;
-        if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xBF)) return -1;
-    }
-    return k;
-}
-
-/* Appends bytes to out (cap includes the NUL); returns false when full. */
-static bool put(char *out, size_t cap, size_t *o, const void *b, size_t n)
-{
-    if (*o + n + 1 > cap) return false;
-    memcpy(out + *o, b, n);
-    *o += n;
-    return true;
-}
-
-size_t tok_stream_push(const struct tok *t, struct tok_stream *s, int32_t id, char *out, size_t cap)
-{
-    size_t pn, o = 0;
-    const char *p = piece_of(t, id, false, s->first && t->add_space_prefix, &pn);
-    if (cap == 0) return 0;
-    out[0] = 0;
-    if (pn == 0) return 0;
-    s->first = false;
-    size_t n = s->n_pending + pn, i = 0;
-    unsigned char *buf = malloc(n);
-    if (!buf) return 0;
-    memcpy(buf, s->pending, s->n_pending);
-    memcpy(buf + s->n_pending, p, pn);
-    s->n_pending = 0;
-    /* Bounded by the token's bytes. */
-    while (i < n) {
-        int k = utf8_check(buf + i, n - i);
-        if (k == 0) { /* incomplete at the end: hold it back */
-            memcpy(s->pending, buf + i, n - i);
-            s->n_pending = n - i;
-            break;
-        }
-        bool ok = k > 0 ? put(out, cap, &o, buf + i, (size_t)k)
-                        : put(out, cap, &o, "\xef\xbf\xbd", 3);
-        if (!ok) break;
-        i += k > 0 ? (size_t)k : 1;
-    }
-    out[o] = 0;
-    free(buf);
-    return o;
-}
-
-size_t tok_stream_flush(struct tok_stream *s, char *out, size_t cap)
-{
-    size_t o = 0;
-    if (cap == 0) return 0;
-    if (s->n_pending) put(out, cap, &o, "\xef\xbf\xbd", 3);
-    s->n_pending = 0;
-    out[o] = 0;
-    return o;
-}

@@ -75,11 +75,19 @@ struct tok {
 };
 
 uint64_t tok_hash_bytes(const char *s, size_t n, uint64_t h);
+int tok_hash_init(struct tok_hash *h, size_t n);   /* room for n entries */
+void tok_vocab_insert(struct tok *t, int32_t id);  /* t->pool/off/len of id are set */
+void tok_merge_insert(struct tok *t, int32_t m);   /* t->mpool/moff/mlen/msplit of m are set */
 #define TOK_HASH_SEED 1469598103934665603ull
 /* Id of the token with exactly this text, or -1. */
 int32_t tok_find(const struct tok *t, const char *s, size_t n);
 /* Rank of merge (left, right), or -1. */
 int32_t tok_merge_rank(const struct tok *t, const char *l, size_t ln, const char *r, size_t rn);
+
+static inline bool tok_valid_id(const struct tok *t, int32_t id)
+{
+    return id >= 0 && id < t->n_vocab;
+}
 
 /* Byte length of a UTF-8 sequence from its first byte (reference engine's table). */
 static inline size_t tok_utf8_len(unsigned char c)
