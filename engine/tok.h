@@ -77,8 +77,10 @@ const char *tok_pre_name(const struct tok *t);    /* "smollm", "default", ... */
 struct tok_stream {
     unsigned char pending[8];
     size_t n_pending;
-    bool first;                /* strip the leading space of SPM output (set by init;
-                                * clear it when streaming a continuation, e.g. a reply) */
+    bool first;                /* strip one leading space (the SentencePiece space
+                                * prefix) from the first bytes: set it after init
+                                * when decoding a whole encoded text; generation
+                                * continues a prompt and leaves it false */
 };
 void tok_stream_init(struct tok_stream *s);
 /* Bytes an out buffer needs so that tok_stream_push never truncates. */

@@ -76,7 +76,6 @@ size_t tok_decode(const struct tok *t, const int32_t *ids, size_t n, bool specia
 void tok_stream_init(struct tok_stream *s)
 {
     memset(s, 0, sizeof *s);
-    s->first = true;
 }
 
 size_t tok_stream_cap(const struct tok *t)

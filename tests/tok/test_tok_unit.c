@@ -63,6 +63,7 @@ static void stream_roundtrip(const struct tok *t, const char *name, const char *
     char *frag = malloc(cap), all[2048] = "";
     struct tok_stream s;
     tok_stream_init(&s);
+    s.first = true; /* a whole encoded text: drop the SentencePiece space prefix */
     bool each_valid = true, held = false;
     size_t len = 0;
     for (int64_t i = 0; frag && i < n; i++) {
@@ -153,6 +154,35 @@ static void random_bytes(const struct tok *t, const char *name)
     ok(bad == 0, "%s: 300 random byte strings tokenize without error", name);
 }
 
+/* SentencePiece with add_space_prefix (the suite's Llama vocabulary): the
+ * encoder adds a leading space; a whole-text decode drops it, a stream
+ * continuing a prompt keeps it. */
+static void space_prefix(const char *shared)
+{
+    char path[1024], err[512], out[256];
+    snprintf(path, sizeof path, "%s/tokenizer-suite/ggml-vocab-llama-spm.gguf", shared);
+    struct gguf_ctx *g = gguf_open(path, err, sizeof err);
+    struct tok *t = g ? tok_open(g, err, sizeof err) : NULL;
+    if (g) gguf_close(g);
+    if (!ok(t != NULL, "open the suite's llama-spm vocabulary (%s)", t ? "ok" : err)) return;
+    int32_t ids[16];
+    int64_t n = tok_encode(t, "Hello world", 11, 0, ids, 16, err, sizeof err);
+    ok(n == 2 && strcmp(tok_piece(t, ids[0]), "\xe2\x96\x81Hello") == 0,
+       "the encoder adds the space prefix (first piece '%s')", n > 0 ? tok_piece(t, ids[0]) : "");
+    ok(tok_decode(t, ids, (size_t)n, false, out, sizeof out) == 11 && strcmp(out, "Hello world") == 0,
+       "tok_decode drops it: '%s'", out);
+    struct tok_stream s;
+    for (int first = 0; first < 2; first++) {
+        tok_stream_init(&s);
+        s.first = first;
+        size_t len = 0;
+        for (int64_t i = 0; i < n; i++) len += tok_stream_push(t, &s, ids[i], out + len, sizeof out - len);
+        ok(strcmp(out, first ? "Hello world" : " Hello world") == 0,
+           "a stream with first=%d gives '%s'", first, out);
+    }
+    tok_close(t);
+}
+
 /* A minimal vocabulary file: general.architecture plus the given kvs. */
 static struct gguf_ctx *vocab_file(struct gw *w, const char *model, const char *pre, bool tokens,
                                    bool merges, char *err, size_t errlen)
@@ -240,6 +270,9 @@ int main(void)
         random_bytes(ge, "gemma3");
         tok_close(ge);
     }
+    const char *shared = getenv("TERN_SHARED");
+    if (shared) space_prefix(shared);
+    else ok(0, "TERN_SHARED is not set");
     load_errors();
     return tap_done();
 }
