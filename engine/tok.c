@@ -344,6 +344,7 @@ static int build_pieces(struct tok *t)
     for (int32_t i = 0; i < t->n_vocab; i++) {
         t->dec_off[i] = (uint32_t)p;
         t->dec_len[i] = (uint32_t)render(t, i, t->dec_pool + p);
+        if (t->len[i] > t->max_piece) t->max_piece = t->len[i]; /* raw text >= any rendering */
         p += t->dec_len[i];
     }
     return 0;

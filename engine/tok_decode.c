@@ -30,9 +30,7 @@ size_t tok_decode_token_special(const struct tok *t, int32_t id, char *out, size
 
 size_t tok_max_piece(const struct tok *t)
 {
-    size_t m = 0;
-    for (int32_t i = 0; i < t->n_vocab; i++) m = t->len[i] > m ? t->len[i] : m;
-    return m;
+    return t->max_piece;
 }
 
 /* One token's bytes (pointer into the tables); strips one leading space when asked. */

@@ -56,6 +56,7 @@ struct tok {
     uint16_t *attr;
     char *dec_pool;      /* decoded bytes per token (non-special rendering) */
     uint32_t *dec_off, *dec_len;
+    size_t max_piece;    /* longest token text in bytes */
     struct tok_hash vocab; /* text → id */
 
     /* merges "left right", by rank (BPE only) */
