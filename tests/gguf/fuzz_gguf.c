@@ -54,6 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const struct gguf_kv *kv = gguf_kv_at(c, i);
         h += walk_kv(kv);
         uint32_t u;
+        int32_t i32;
+        uint64_t u64;
         float f;
         bool b;
         char key[64];
@@ -62,8 +64,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         key[n] = 0;
         const char *s = gguf_get_str(c, key);
         h += (s ? (unsigned)s[0] : 0) + gguf_get_u32(c, key, &u) + gguf_get_f32(c, key, &f) +
-             gguf_get_bool(c, key, &b);
+             gguf_get_bool(c, key, &b) + gguf_get_i32(c, key, &i32) + gguf_get_u64(c, key, &u64) +
+             (gguf_get_arr(c, key) != NULL) + (unsigned)gguf_vtype_name(kv->type)[0];
     }
+    h += (unsigned)(gguf_version(c) + gguf_file_size(c) + gguf_alignment(c) + gguf_data_offset(c));
     for (uint64_t i = 0; i < gguf_n_tensors(c); i++) {
         const struct gguf_tensor *t = gguf_tensor_at(c, i);
         h += walk_tensor(t) + (gguf_find_tensor(c, t->name) == t);

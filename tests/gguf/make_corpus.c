@@ -77,6 +77,14 @@ int main(int argc, char **argv)
     gw_u32(&w, GGUF_VT_STRING), gw_u64(&w, 2), gw_str(&w, "p"), gw_str(&w, "q");
     bad |= save(dir, "nested.gguf", &w, w.n);
     gw_free(&w);
+    gw_init(&w), gw_header(&w, 3, 0, 2), gw_kv_str(&w, "general.architecture", "x");
+    gw_kv_arr(&w, "deep", GGUF_VT_ARRAY, 1);
+    for (int i = 0; i < 9; i++) gw_u32(&w, GGUF_VT_ARRAY), gw_u64(&w, 1);
+    gw_u32(&w, GGUF_VT_U8), gw_u64(&w, 1), gw_u8(&w, 5);
+    bad |= save(dir, "nested-deep.gguf", &w, w.n);
+    w.p[4] = 0, w.p[7] = 3; /* version 3 written big-endian */
+    bad |= save(dir, "big-endian.gguf", &w, w.n);
+    gw_free(&w);
     gw_init(&w), gw_header(&w, 3, 1, 1), gw_kv_str(&w, "general.architecture", "x");
     gw_tensor(&w, "w", 2, (const uint64_t[]){256, 1}, QT_Q6_K, 4096);
     bad |= save(dir, "tensor-oob.gguf", &w, w.n);
