@@ -16,6 +16,7 @@
 /* Chunks per thread: threads claim chunks from a shared counter, so one
  * that the OS preempts (a shared machine) delays only its current chunk. */
 #define MM_CHUNKS_PER_THREAD 4
+#define MM_MAX_OPS 8
 /* From this many tokens on, quantizing x is itself split across threads. */
 #define MM_PAR_QUANT_MIN_N 8
 
@@ -105,35 +106,40 @@ static bool xq_reserve(struct mm_scratch *s, int64_t n, int64_t cols, struct mm_
     return true;
 }
 
+/* One call: up to MM_MAX_OPS matmuls sharing x (one quantization, one
+ * tp_run). Row chunks are numbered across the ops in order. */
 struct mm_job {
-    struct mm_task t;
-    mm_kernel_fn kernel;
+    struct mm_task t[MM_MAX_OPS];
+    mm_kernel_fn kernel[MM_MAX_OPS];
+    int64_t first_chunk[MM_MAX_OPS + 1]; /* chunk numbers where each op starts */
+    int n_ops;
+    int64_t chunk;           /* rows per claim */
     mm_quant_fn quant;
-    int64_t chunk;          /* rows per claim */
-    atomic_llong next_row;  /* first unclaimed row */
+    struct mm_xq xq;
+    const float *x;
+    int64_t cols, n;
+    atomic_llong next_chunk; /* first unclaimed chunk */
 };
 
-static void range_for(int64_t total, int64_t align, int ith, int nth, int64_t *lo, int64_t *hi)
+static void range_for(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
 {
     int64_t per = (total + nth - 1) / nth;
-    per = (per + align - 1) / align * align;
     *lo = per * ith < total ? per * ith : total;
     *hi = *lo + per < total ? *lo + per : total;
 }
 
 static void quant_tokens(const struct mm_job *job, int64_t j0, int64_t j1)
 {
-    const struct mm_task *t = &job->t;
     for (int64_t j = j0; j < j1; j++)
-        job->quant(t->x + j * t->cols, t->cols, t->xq.qs + j * t->cols,
-                   t->xq.d + j * t->xq.nb, t->xq.sum + j * t->xq.nb);
+        job->quant(job->x + j * job->cols, job->cols, job->xq.qs + j * job->cols,
+                   job->xq.d + j * job->xq.nb, job->xq.sum + j * job->xq.nb);
 }
 
 static void quant_worker(void *arg, int ith, int nth)
 {
     const struct mm_job *job = arg;
     int64_t lo, hi;
-    range_for(job->t.n, 1, ith, nth, &lo, &hi);
+    range_for(job->n, ith, nth, &lo, &hi);
     quant_tokens(job, lo, hi);
 }
 
@@ -141,39 +147,69 @@ static void mm_worker(void *arg, int ith, int nth)
 {
     struct mm_job *job = arg;
     (void)ith; (void)nth;
+    int k = 0;
     for (;;) {
-        int64_t lo = atomic_fetch_add_explicit(&job->next_row, job->chunk, memory_order_relaxed);
-        if (lo >= job->t.rows) break;
-        int64_t hi = lo + job->chunk < job->t.rows ? lo + job->chunk : job->t.rows;
-        job->kernel(&job->t, lo, hi);
+        int64_t c = atomic_fetch_add_explicit(&job->next_chunk, 1, memory_order_relaxed);
+        if (c >= job->first_chunk[job->n_ops]) break;
+        while (c >= job->first_chunk[k + 1]) k++;   /* chunks are claimed in increasing order */
+        const struct mm_task *t = &job->t[k];
+        int64_t lo = (c - job->first_chunk[k]) * job->chunk;
+        int64_t hi = lo + job->chunk < t->rows ? lo + job->chunk : t->rows;
+        job->kernel[k](t, lo, hi);
     }
+}
+
+void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,
+                      int n_ops, const struct mm_op *ops, int64_t cols,
+                      const float *x, int64_t n)
+{
+    struct mm_job job = { .n_ops = 0, .quant = quant_for(isa), .x = x, .cols = cols, .n = n };
+    bool want_xq = false;
+    int64_t total_rows = 0;
+    if (n <= 0 || n_ops <= 0) return;
+    if (n_ops > MM_MAX_OPS) {   /* more than one job's worth: split */
+        cpu_matmul_multi(tp, isa, scratch, MM_MAX_OPS, ops, cols, x, n);
+        cpu_matmul_multi(tp, isa, scratch, n_ops - MM_MAX_OPS, ops + MM_MAX_OPS, cols, x, n);
+        return;
+    }
+    for (int k = 0; k < n_ops; k++) {
+        mm_kernel_fn kern = kernel_for(isa, ops[k].wtype);
+        if (!kern || ops[k].rows <= 0) continue;   /* unsupported: see mm_supported */
+        struct mm_task *t = &job.t[job.n_ops];
+        *t = (struct mm_task){ .wtype = ops[k].wtype, .w = ops[k].w,
+                               .row_bytes = row_bytes(ops[k].wtype, cols), .rows = ops[k].rows,
+                               .cols = cols, .n = n, .x = x, .y = ops[k].y };
+        job.kernel[job.n_ops++] = kern;
+        want_xq |= mm_wants_xq(ops[k].wtype);
+        total_rows += ops[k].rows;
+    }
+    if (want_xq) {
+        if (!scratch || !xq_reserve(scratch, n, cols, &job.xq)) {
+            /* Out of memory: make the failure visible downstream rather
+             * than leaving stale numbers (mm_scratch_reserve reports it). */
+            for (int k = 0; k < job.n_ops; k++)
+                for (int64_t i = 0; i < n * job.t[k].rows; i++) job.t[k].y[i] = NAN;
+            return;
+        }
+        for (int k = 0; k < job.n_ops; k++) job.t[k].xq = job.xq;
+        if (n >= MM_PAR_QUANT_MIN_N && tp_n_threads(tp) > 1) tp_run(tp, quant_worker, &job);
+        else quant_tokens(&job, 0, n);
+    }
+    int64_t nth = tp_n_threads(tp);
+    job.chunk = nth == 1 ? total_rows
+                         : (total_rows + nth * MM_CHUNKS_PER_THREAD - 1) / (nth * MM_CHUNKS_PER_THREAD);
+    job.chunk = (job.chunk + MM_ROW_ALIGN - 1) / MM_ROW_ALIGN * MM_ROW_ALIGN;
+    job.first_chunk[0] = 0;
+    for (int k = 0; k < job.n_ops; k++)
+        job.first_chunk[k + 1] = job.first_chunk[k] + (job.t[k].rows + job.chunk - 1) / job.chunk;
+    atomic_init(&job.next_chunk, 0);
+    tp_run(tp, mm_worker, &job);
 }
 
 void cpu_matmul(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,
                 uint32_t wtype, const void *w, int64_t rows, int64_t cols,
                 const float *x, int64_t n, float *y)
 {
-    struct mm_job job = {
-        .t = { .wtype = wtype, .w = w, .row_bytes = row_bytes(wtype, cols),
-               .rows = rows, .cols = cols, .n = n, .x = x, .y = y },
-        .kernel = kernel_for(isa, wtype),
-        .quant = quant_for(isa),
-    };
-    if (!job.kernel || n <= 0 || rows <= 0) return;
-    if (mm_wants_xq(wtype)) {
-        if (!scratch || !xq_reserve(scratch, n, cols, &job.t.xq)) {
-            /* Out of memory: make the failure visible downstream rather
-             * than leaving stale numbers (mm_scratch_reserve reports it). */
-            for (int64_t i = 0; i < n * rows; i++) y[i] = NAN;
-            return;
-        }
-        if (n >= MM_PAR_QUANT_MIN_N && tp_n_threads(tp) > 1) tp_run(tp, quant_worker, &job);
-        else quant_tokens(&job, 0, n);
-    }
-    int nth = tp_n_threads(tp);
-    job.chunk = (rows + (int64_t)nth * MM_CHUNKS_PER_THREAD - 1) / ((int64_t)nth * MM_CHUNKS_PER_THREAD);
-    job.chunk = (job.chunk + MM_ROW_ALIGN - 1) / MM_ROW_ALIGN * MM_ROW_ALIGN;
-    if (nth == 1) job.chunk = rows;
-    atomic_init(&job.next_row, 0);
-    tp_run(tp, mm_worker, &job);
+    struct mm_op op = { .wtype = wtype, .w = w, .rows = rows, .y = y };
+    cpu_matmul_multi(tp, isa, scratch, 1, &op, cols, x, n);
 }

@@ -38,4 +38,18 @@ void cpu_matmul(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scra
                 uint32_t wtype, const void *w, int64_t rows, int64_t cols,
                 const float *x, int64_t n, float *y);
 
+/* Several matmuls that share x (q/k/v, gate/up): x is quantized once and
+ * all rows go through one tp_run, which saves a pool sync per extra matrix.
+ * Each op k computes ops[k].y (n × ops[k].rows) = x · W_kᵀ. Results are
+ * identical to separate cpu_matmul calls. */
+struct mm_op {
+    uint32_t wtype;
+    const void *w;   /* rows × cols, borrowed */
+    int64_t rows;
+    float *y;        /* n × rows */
+};
+void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,
+                      int n_ops, const struct mm_op *ops, int64_t cols,
+                      const float *x, int64_t n);
+
 #endif

@@ -164,6 +164,44 @@ static void check_quantizers(uint64_t *seed)
 #endif
 }
 
+/* cpu_matmul_multi: the same numbers as one cpu_matmul per matrix. */
+static void check_multi(struct threadpool *tp, struct mm_scratch *scr, uint64_t *seed)
+{
+    static const uint32_t mt[] = { QT_Q4_1, QT_Q8_0, QT_F16, QT_Q4_K, QT_Q6_K, QT_Q5_0 };
+    enum { K = sizeof mt / sizeof mt[0], COLS = 512 };
+    static const int64_t mrows[K] = { 37, 13, 9, 64, 8, 3 };
+    static const int64_t ns[] = { 1, 2, 20 };
+    struct mm_op ops[K];
+    float *ref[K];
+    for (int k = 0; k < K; k++) {
+        ops[k] = (struct mm_op){ .wtype = mt[k], .rows = mrows[k] };
+        ops[k].w = malloc(qtype_row_bytes(mt[k], COLS) * (size_t)mrows[k]);
+        td_weights(mt[k], (uint8_t *)ops[k].w, mrows[k], COLS, seed);
+        ops[k].y = malloc(sizeof(float) * 20 * (size_t)mrows[k]);
+        ref[k] = malloc(sizeof(float) * 20 * (size_t)mrows[k]);
+    }
+    float *x = malloc(sizeof(float) * 20 * COLS);
+    td_acts(x, 20, COLS, seed);
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_detect(); isa++) {
+            int64_t n = ns[ni];
+            for (int k = 0; k < K; k++)
+                cpu_matmul(tp, (enum cpu_isa)isa, scr, mt[k], ops[k].w, mrows[k], COLS, x, n, ref[k]);
+            cpu_matmul_multi(tp, (enum cpu_isa)isa, scr, K, ops, COLS, x, n);
+            int same = 1;
+            for (int k = 0; k < K; k++)
+                same &= memcmp(ref[k], ops[k].y, sizeof(float) * (size_t)(n * mrows[k])) == 0;
+            ok(same, "cpu_matmul_multi (%d matrices, n=%lld, %s, t=%d) equals separate calls", K,
+               (long long)n, cpu_isa_name((enum cpu_isa)isa), tp_n_threads(tp));
+        }
+    for (int k = 0; k < K; k++) {
+        free((void *)ops[k].w);
+        free(ops[k].y);
+        free(ref[k]);
+    }
+    free(x);
+}
+
 int main(void)
 {
     uint64_t seed = 12345;
@@ -188,6 +226,8 @@ int main(void)
     struct shape odd = { 9, 37, 3 };
     check_case(QT_F32, &odd, tp3, &scr, &seed);
     check_case(QT_F16, &odd, NULL, &scr, &seed);
+    check_multi(NULL, &scr, &seed);
+    check_multi(tp3, &scr, &seed);
     tp_close(tp3);
     mm_scratch_free(&scr);
     return tap_done();
