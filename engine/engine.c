@@ -232,6 +232,8 @@ struct cJSON *engine_snapshot_json(struct engine *e)
     cJSON_AddNumberToObject(o, "steps", (double)s.steps);
     cJSON_AddNumberToObject(o, "busy_s", s.busy_s);
     cJSON_AddNumberToObject(o, "backend_s", s.backend_s);
+    cJSON_AddNumberToObject(o, "busy_cpu_s", s.busy_cpu_s);
+    cJSON_AddNumberToObject(o, "backend_cpu_s", s.backend_cpu_s);
     cJSON_AddNumberToObject(o, "sched_overhead", s.sched_overhead);
     cJSON_AddNumberToObject(o, "prompt_tokens", (double)s.prompt_tokens);
     cJSON_AddNumberToObject(o, "cached_tokens", (double)s.cached_tokens);

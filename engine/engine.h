@@ -234,6 +234,9 @@ struct engine_stats {
     double busy_s;                   /* wall time inside steps */
     double backend_s;                /* of which inside backend_forward */
     double sched_overhead;           /* (busy - backend) / busy */
+    double busy_cpu_s, backend_cpu_s;/* the same in engine-thread CPU time: with a
+                                        one-thread backend, the overhead share
+                                        without other processes' interference */
     /* throughput */
     uint64_t prompt_tokens, cached_tokens, generated_tokens;
     double prompt_tok_s, gen_tok_s;  /* over busy time */

@@ -259,9 +259,17 @@ static void apply_item(struct engine *e, struct sched_item *it, struct item_out 
     free(o->message);
 }
 
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Plans and runs one step; returns the number of tokens run (0: idle). */
 static int32_t step(struct engine *e)
 {
+    double c0 = thread_cpu();
     double t0 = engine_now(e);
     int32_t n = sched_plan(&e->sched);
     struct sched_plan *p = &e->sched.plan;
@@ -274,9 +282,9 @@ static int32_t step(struct engine *e)
         return 0;
     }
     char err[256] = "";
-    double tb0 = engine_now(e);
+    double cb0 = thread_cpu(), tb0 = engine_now(e);
     int rc = backend_forward(e->be, &p->batch, e->logits, err, sizeof err);
-    double tb1 = engine_now(e);
+    double tb1 = engine_now(e), cb1 = thread_cpu();
     struct item_out outs_stack[64], *outs = outs_stack;
     if (p->n_items > 64) outs = malloc((size_t)p->n_items * sizeof *outs);
     if (rc == 0) {
@@ -294,7 +302,7 @@ static int32_t step(struct engine *e)
         else apply_item(e, &p->items[i], &outs[i], t0, t1);
     }
     double t2 = engine_now(e);
-    metrics_add_step(&e->mx, t2 - t0, tb1 - tb0, n);
+    metrics_add_step(&e->mx, t2 - t0, tb1 - tb0, n, thread_cpu() - c0, cb1 - cb0);
     publish(e);
     pthread_mutex_unlock(&e->mu);
     if (outs != outs_stack) free(outs);

@@ -118,8 +118,11 @@ void metrics_add_request(struct metrics *mx, const struct engine_metrics *m)
     if (metrics_met_slo(mx, m)) mx->slo_met++;
 }
 
-void metrics_add_step(struct metrics *mx, double step_s, double backend_s, int32_t n_tokens)
+void metrics_add_step(struct metrics *mx, double step_s, double backend_s, int32_t n_tokens,
+                      double step_cpu_s, double backend_cpu_s)
 {
+    mx->busy_cpu_s += step_cpu_s;
+    mx->backend_cpu_s += backend_cpu_s;
     mx->steps++;
     mx->busy_s += step_s;
     mx->backend_s += backend_s;
@@ -144,6 +147,8 @@ void metrics_fill_stats(const struct metrics *mx, double uptime_s, struct engine
     out->busy_s = mx->busy_s;
     out->backend_s = mx->backend_s;
     out->sched_overhead = mx->busy_s > 0 ? (mx->busy_s - mx->backend_s) / mx->busy_s : 0;
+    out->busy_cpu_s = mx->busy_cpu_s;
+    out->backend_cpu_s = mx->backend_cpu_s;
     out->prompt_tokens = mx->prompt_tokens;
     out->cached_tokens = mx->cached_tokens;
     out->generated_tokens = mx->generated_tokens;

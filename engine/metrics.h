@@ -43,13 +43,16 @@ struct metrics {
     uint64_t steps, submitted, finished[ENGINE_N_STATUS];
     uint64_t prompt_tokens, cached_tokens, generated_tokens, preemptions, slo_met;
     double busy_s, backend_s;
+    double busy_cpu_s, backend_cpu_s; /* engine thread CPU time */
 };
 
 void metrics_init(struct metrics *mx, double slo_ttft_s, double slo_tpot_s);
 /* Adds a finished request (metrics_finalize already applied). */
 void metrics_add_request(struct metrics *mx, const struct engine_metrics *m);
-/* Adds one engine step: wall time, time inside the backend, tokens run. */
-void metrics_add_step(struct metrics *mx, double step_s, double backend_s, int32_t n_tokens);
+/* Adds one engine step: wall time, time inside the backend, tokens run,
+ * and the engine thread's CPU time for both (insensitive to other load). */
+void metrics_add_step(struct metrics *mx, double step_s, double backend_s, int32_t n_tokens,
+                      double step_cpu_s, double backend_cpu_s);
 /* Whether a finished request met both SLOs (ok/stop/length only). */
 bool metrics_met_slo(const struct metrics *mx, const struct engine_metrics *m);
 /* Fills the metric parts of an engine snapshot. */

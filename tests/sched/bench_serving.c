@@ -6,7 +6,11 @@
  * outside the backend (scheduling, sampling, events). A benchmark, not a
  * test: run by hand, figures go to docs/SERVING.md.
  *
- * usage: bench_serving MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS]
+ * MODEL "fake" uses the zero-delay fake backend of the tests: then the step
+ * time is the engine's own cost (planning, sampling a 64-token vocabulary,
+ * events), the absolute scheduler overhead per step.
+ *
+ * usage: bench_serving MODEL|fake [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS]
  *                            [-s STEP_TOKENS] [C ...]   (default C: 1 8 32) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +18,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "fake_backend.h"
 #include "model.h"
 #include "tok.h"
 
@@ -43,7 +48,7 @@ static int32_t *text_tokens(struct tok *t, int32_t *n_out)
 }
 
 struct run_result {
-    double wall_s, gen_tok_s, step_ms, tokens_per_step, overhead;
+    double wall_s, gen_tok_s, step_ms, tokens_per_step, overhead, overhead_us, overhead_cpu;
 };
 
 static int run_one(struct engine *e, const int32_t *ids, int32_t n_ids, int conc, int32_t prompt,
@@ -84,6 +89,9 @@ static int run_one(struct engine *e, const int32_t *ids, int32_t n_ids, int conc
     out->gen_tok_s = (double)(s1.generated_tokens - s0.generated_tokens) / out->wall_s;
     out->step_ms = steps ? busy / (double)steps * 1e3 : 0;
     out->overhead = busy > 0 ? (busy - backend) / busy : 0;
+    out->overhead_us = steps ? (busy - backend) / (double)steps * 1e6 : 0;
+    double bc = s1.busy_cpu_s - s0.busy_cpu_s, bb = s1.backend_cpu_s - s0.backend_cpu_s;
+    out->overhead_cpu = bc > 0 ? (bc - bb) / bc : 0;
     out->tokens_per_step = steps ? (double)((s1.prompt_tokens - s0.prompt_tokens) -
                                             (s1.cached_tokens - s0.cached_tokens) +
                                             (s1.generated_tokens - s0.generated_tokens)) /
@@ -113,22 +121,35 @@ int main(int argc, char **argv)
         n_conc = 3;
     }
     char err[512];
-    struct model *m = model_open(argv[1], err, sizeof err);
-    struct tok *t = m ? tok_open(m->gguf, err, sizeof err) : NULL;
-    if (!t) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
+    bool fake = strcmp(argv[1], "fake") == 0;
+    struct fake *fk = NULL;
+    struct model *m = NULL;
+    struct tok *t = NULL;
     int32_t n_ids = 0;
-    int32_t *ids = text_tokens(t, &n_ids);
+    int32_t *ids = NULL;
+    if (fake) {
+        fk = fake_open(4096, 16);
+        n_ids = 1 << 16;
+        ids = malloc((size_t)n_ids * sizeof *ids);
+        for (int32_t i = 0; ids && i < n_ids; i++) ids[i] = 1 + (int32_t)((i * 2654435761u) >> 7) % 63;
+    } else {
+        m = model_open(argv[1], err, sizeof err);
+        t = m ? tok_open(m->gguf, err, sizeof err) : NULL;
+        if (!t) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        ids = text_tokens(t, &n_ids);
+    }
     if (!ids || n_ids < prompt * 2) {
         fprintf(stderr, "cannot read the prompt text (set TERN_SHARED)\n");
         return 1;
     }
     struct engine_config cfg;
     engine_config_default(&cfg);
-    cfg.parts.model = m;
+    cfg.parts.model = fake ? &fk->model : m;
     cfg.parts.tok = t;
+    if (fake) cfg.parts.backend = &fk->be;
     cfg.backend.kind = BACKEND_CPU;
     cfg.backend.threads = threads;
     if (step) cfg.step_tokens = step;
@@ -143,20 +164,22 @@ int main(int argc, char **argv)
     engine_snapshot(e, &st);
     printf("# %s, %s, prompt %d, gen %d, step budget %d\n", argv[1], info.backend.device, prompt,
            gen, st.step_tokens_budget);
-    printf("%6s %9s %10s %6s %9s %10s %9s\n", "conc", "wall_s", "gen_tok/s", "gain", "step_ms",
-           "tok/step", "overhead");
+    printf("%6s %9s %10s %6s %9s %10s %9s %12s %9s\n", "conc", "wall_s", "gen_tok/s", "gain",
+           "step_ms", "tok/step", "overhead", "overhead_us", "ovh_cpu");
     double base = 0;
     for (int i = 0; i < n_conc; i++) {
         struct run_result r;
         if (run_one(e, ids, n_ids, concs[i], prompt, gen, &r) != 0) return 1;
         if (i == 0) base = r.gen_tok_s;
-        printf("%6d %9.2f %10.1f %6.2f %9.2f %10.1f %8.2f%%\n", concs[i], r.wall_s, r.gen_tok_s,
-               base > 0 ? r.gen_tok_s / base : 0, r.step_ms, r.tokens_per_step, r.overhead * 100);
+        printf("%6d %9.2f %10.1f %6.2f %9.2f %10.1f %8.2f%% %12.1f %8.2f%%\n", concs[i],
+               r.wall_s, r.gen_tok_s, base > 0 ? r.gen_tok_s / base : 0, r.step_ms,
+               r.tokens_per_step, r.overhead * 100, r.overhead_us, r.overhead_cpu * 100);
         fflush(stdout);
     }
     engine_close(e);
     free(ids);
-    tok_close(t);
-    model_close(m);
+    if (t) tok_close(t);
+    if (m) model_close(m);
+    fake_free(fk);
     return 0;
 }

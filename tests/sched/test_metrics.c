@@ -81,7 +81,7 @@ int main(void)
     m2.tpot_s = 0.3;
     metrics_add_request(&mx, &m2);
     is_int((long long)mx.slo_met, 1, "slow TPOT misses the SLO");
-    metrics_add_step(&mx, 0.010, 0.0099, 64);
+    metrics_add_step(&mx, 0.010, 0.0099, 64, 0.010, 0.0099);
     struct engine_stats st = {0};
     metrics_fill_stats(&mx, 10.0, &st);
     is_near(st.sched_overhead, 0.01, 1e-9, "overhead fraction");
