@@ -23,6 +23,7 @@ struct fx {
     const int32_t *text;         /* token pool prompts are sliced from */
     int32_t n_text;
     int32_t gen;                 /* tokens to generate in comparisons */
+    int32_t bi_len_step;         /* batch invariance prompts: 9 + bi_len_step * i tokens */
     double timeout_s;            /* per scenario */
     void *ud;
 };
@@ -185,7 +186,7 @@ static void sc_batch_invariance(struct fx *fx)
     if (!ok(e != NULL, "%s: open", fx->name)) return;
     struct engine_request qs[N];
     struct res alone[N], conc[N];
-    for (int i = 0; i < N; i++) req_tokens(&qs[i], fx, 37 * i, 9 + 23 * i);
+    for (int i = 0; i < N; i++) req_tokens(&qs[i], fx, 37 * i, 9 + fx->bi_len_step * i);
     run_alone(fx, e, qs, alone, N);
     for (int i = 0; i < N; i++) submit_ok(e, &qs[i], &conc[i]);
     ok(collect(e, conc, N, fx->timeout_s, 0), "%s: 8 concurrent requests finish", fx->name);

@@ -83,7 +83,7 @@ int main(void)
         text[i] = 1 + (int32_t)((s >> 16) % (FAKE_VOCAB - 1));
     }
     struct fx fx = {.name = "fake", .open = fake_engine, .close = fake_engine_close,
-                    .text = text, .n_text = NT, .gen = 24, .timeout_s = 60};
+                    .text = text, .n_text = NT, .gen = 24, .bi_len_step = 23, .timeout_s = 60};
     sc_batch_invariance(&fx);
     sc_prefix_reuse(&fx, 300, 20);
     sc_preemption(&fx, 6, 40, 16);
