@@ -72,6 +72,99 @@ static char *slurp(const char *path, size_t *len)
     return b;
 }
 
+/* Collects one request's text (TOKEN fragments) and pieces per token. */
+struct textres {
+    char text[8192];
+    size_t len;
+    int32_t n_tok;
+    size_t end_of_tok[512];      /* text length after each token's event */
+    enum engine_status st;
+    char msg[128];
+};
+
+static void run_text(struct engine *e, const struct engine_request *q, struct textres *out)
+{
+    char err[512];
+    enum engine_status why;
+    memset(out, 0, sizeof *out);
+    uint64_t id = engine_submit(e, q, &why, err, sizeof err);
+    if (!id) {
+        tap_diag("submit: %s", err);
+        return;
+    }
+    struct engine_event evs[32];
+    for (bool done = false; !done;) {
+        engine_wait_events(e, id, 1.0);
+        int n = engine_poll_request(e, id, evs, 32);
+        for (int i = 0; i < n; i++) {
+            struct engine_event *ev = &evs[i];
+            if (ev->type == ENGINE_EV_TOKEN && ev->text) {
+                size_t l = strlen(ev->text);
+                if (out->len + l < sizeof out->text) {
+                    memcpy(out->text + out->len, ev->text, l + 1);
+                    out->len += l;
+                }
+                if (ev->token >= 0 && out->n_tok < 512) out->end_of_tok[out->n_tok++] = out->len;
+            }
+            if (ev->type == ENGINE_EV_FINISHED) {
+                done = true;
+                out->st = ev->status;
+                snprintf(out->msg, sizeof out->msg, "%s", ev->message ? ev->message : "");
+            }
+            engine_event_free(ev);
+        }
+    }
+}
+
+/* Stop strings (across token boundaries, never emitted) and EOS, with the
+ * same request without a stop string as the oracle of the text. */
+static void sc_text(struct fx *fx)
+{
+    struct engine_config cfg;
+    engine_config_default(&cfg);
+    struct engine *e = fx->open(fx, &cfg, 0);
+    if (!ok(e != NULL, "text: open")) return;
+    static struct textres full, cut, chat;
+    struct engine_message msg = {"user", "Write one long sentence about the sea."};
+    struct engine_request q = {.messages = &msg, .n_messages = 1, .max_tokens = 40,
+                               .ignore_eos = true};
+    engine_sampling_greedy(&q.sampling);
+    run_text(e, &q, &full);
+    ok(full.n_tok == 40 && full.len > 20, "reference reply: %d tokens, %zu bytes", full.n_tok,
+       full.len);
+    /* A stop string spanning tokens 10 and 11: last 2 bytes of 10, first 2 of 11. */
+    int32_t k = 10;
+    while (k < full.n_tok - 2 &&
+           (full.end_of_tok[k] - full.end_of_tok[k - 1] < 2 ||
+            full.end_of_tok[k + 1] - full.end_of_tok[k] < 2))
+        k++;
+    char stop[8] = "";
+    memcpy(stop, full.text + full.end_of_tok[k] - 2, 4);
+    const char *first = strstr(full.text, stop);
+    size_t want = first ? (size_t)(first - full.text) : 0;
+    const char *stops[] = {stop};
+    q.stop = stops;
+    q.n_stop = 1;
+    run_text(e, &q, &cut);
+    tap_diag("stop string \"%s\" spans tokens %d/%d", stop, k, k + 1);
+    ok(cut.st == ENGINE_STOP && strcmp(cut.msg, "stop string") == 0, "status stop (stop string)");
+    ok(cut.len == want && memcmp(cut.text, full.text, want) == 0,
+       "text is the reference up to the stop string (%zu bytes, want %zu)", cut.len, want);
+    ok(strstr(cut.text, stop) == NULL, "stop string never emitted");
+    /* EOS: a chat reply ends on its own before max_tokens. */
+    struct engine_message hi = {"user", "Say hi."};
+    struct engine_request qe = {.messages = &hi, .n_messages = 1, .max_tokens = 200};
+    engine_sampling_greedy(&qe.sampling);
+    run_text(e, &qe, &chat);
+    ok(chat.st == ENGINE_STOP && chat.n_tok < 200 && chat.len > 0,
+       "chat reply stops at end-of-turn (%d tokens: \"%s\")", chat.n_tok, chat.text);
+    ok(strstr(chat.text, "<|im_end|>") == NULL, "end-of-turn text not emitted");
+    char err[256];
+    int64_t nt = engine_count_chat_tokens(e, &hi, 1, err, sizeof err);
+    ok(nt > 5, "chat token count (%lld)", (long long)nt);
+    fx->close(fx, e);
+}
+
 int main(void)
 {
     char err[512];
@@ -118,15 +211,20 @@ int main(void)
     const int sanitized = 0;
 #endif
     if (sanitized) fx.bi_len_step = 6;
-    sc_batch_invariance(&fx);
-    sc_prefix_reuse(&fx, sanitized ? 64 : 200, 20);
-    sc_preemption(&fx, 4, 40, 7);
-    sc_cancel(&fx, sanitized ? 192 : 400);
-    sc_admission(&fx);
-    sc_priorities(&fx, sanitized ? 320 : 2000, sanitized ? 32 : 64);
-    sc_displace(&fx);
-    sc_stall(&fx);
-    sc_metrics(&fx);
+    /* TERN_SCENARIO=name runs one scenario (while debugging). */
+    const char *only = getenv("TERN_SCENARIO");
+#define RUN(name, call) \
+    if (!only || strcmp(only, name) == 0) call
+    RUN("batch", sc_batch_invariance(&fx));
+    RUN("prefix", sc_prefix_reuse(&fx, sanitized ? 64 : 200, 20));
+    RUN("preempt", sc_preemption(&fx, 4, 40, 7));
+    RUN("cancel", sc_cancel(&fx, sanitized ? 192 : 400));
+    RUN("admission", sc_admission(&fx));
+    RUN("priorities", sc_priorities(&fx, sanitized ? 320 : 2000, sanitized ? 32 : 64));
+    RUN("displace", sc_displace(&fx));
+    RUN("stall", sc_stall(&fx));
+    RUN("metrics", sc_metrics(&fx));
+    RUN("text", sc_text(&fx));
 
     free(ids);
     free(text);
