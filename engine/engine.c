@@ -184,6 +184,15 @@ void engine_snapshot(struct engine *e, struct engine_stats *out)
     pthread_mutex_unlock(&e->mu);
 }
 
+int engine_requests(struct engine *e, struct engine_req_info *out, int max)
+{
+    pthread_mutex_lock(&e->mu);
+    int n = e->n_pub_reqs;
+    for (int i = 0; i < n && i < max; i++) out[i] = e->pub_reqs[i];
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
 static void hist_json(cJSON *o, const char *name, const struct engine_hist *h)
 {
     cJSON *j = cJSON_AddObjectToObject(o, name);

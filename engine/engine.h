@@ -248,6 +248,22 @@ struct engine_stats {
     struct backend_info backend;
 };
 void engine_snapshot(struct engine *e, struct engine_stats *out);
+
+/* One live (waiting or running) request, as of the last step. */
+struct engine_req_info {
+    uint64_t id, tag;
+    enum engine_priority priority;
+    bool running;                    /* false: waiting (or requeued after preemption) */
+    int32_t n_prompt, n_cached;      /* prompt tokens, reused at the last admission */
+    int32_t n_computed;              /* tokens whose K/V are in the cache */
+    int32_t n_generated;
+    int32_t kv_blocks;               /* blocks in its table (shared ones included) */
+    int32_t n_preempted;
+    double t_arrival;
+};
+/* Copies up to max live requests (running first) into out; returns how
+ * many there are (may exceed max). */
+int engine_requests(struct engine *e, struct engine_req_info *out, int max);
 /* The same as JSON; caller frees with cJSON_Delete. NULL on out-of-memory. */
 struct cJSON *engine_snapshot_json(struct engine *e);
 /* One request's final metrics as JSON (for the store); caller frees. */

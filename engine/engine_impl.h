@@ -88,6 +88,8 @@ struct engine {
     struct evq evq;
     struct metrics mx;
     struct engine_stats stats;     /* KV and scheduler counters, published each step */
+    struct engine_req_info *pub_reqs; /* live requests, published each step */
+    int32_t n_pub_reqs, cap_pub_reqs;
     uint64_t next_id;
 };
 

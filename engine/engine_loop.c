@@ -112,8 +112,43 @@ static void sweep(struct engine *e, double now)
     }
 }
 
+static void publish_seq(struct engine *e, const struct sched_seq *q, bool running)
+{
+    const struct engine_req *r = q->ud;
+    struct engine_req_info *o = &e->pub_reqs[e->n_pub_reqs++];
+    o->id = r->id;
+    o->tag = r->tag;
+    o->priority = r->prio;
+    o->running = running;
+    o->n_prompt = q->n_prompt;
+    o->n_cached = q->n_cached;
+    o->n_computed = q->n_computed;
+    o->n_generated = r->m.n_generated;
+    o->kv_blocks = q->kv.n_blocks;
+    o->n_preempted = q->n_preempted;
+    o->t_arrival = r->m.t_arrival;
+}
+
+/* Live requests for engine_requests (lock held). */
+static void publish_reqs(struct engine *e)
+{
+    int32_t n = e->sched.n_running + e->sched.n_waiting;
+    if (n > e->cap_pub_reqs) {
+        int32_t cap = e->cap_pub_reqs ? e->cap_pub_reqs : 64;
+        while (cap < n) cap *= 2;
+        struct engine_req_info *np = realloc(e->pub_reqs, (size_t)cap * sizeof *np);
+        if (!np) return; /* keep the previous list */
+        e->pub_reqs = np;
+        e->cap_pub_reqs = cap;
+    }
+    e->n_pub_reqs = 0;
+    for (int32_t i = 0; i < e->sched.n_running; i++) publish_seq(e, e->sched.running[i], true);
+    for (int32_t i = 0; i < e->sched.n_waiting; i++) publish_seq(e, e->sched.waiting[i], false);
+}
+
 static void publish(struct engine *e)
 {
+    publish_reqs(e);
     struct engine_stats *s = &e->stats;
     s->kv_block_tokens = e->kv.block_tokens;
     s->kv_total = e->kv.n_blocks;
@@ -497,6 +532,7 @@ void engine_close(struct engine *e)
     evq_free(&e->evq, release_event_owner);
     trace_close(&e->trace);
     free(e->logits);
+    free(e->pub_reqs);
     sched_free(&e->sched);
     kv_free(&e->kv);
     if (e->own_be) backend_close(e->be);

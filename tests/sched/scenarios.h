@@ -189,6 +189,27 @@ static void sc_batch_invariance(struct fx *fx)
     for (int i = 0; i < N; i++) req_tokens(&qs[i], fx, 37 * i, 9 + fx->bi_len_step * i);
     run_alone(fx, e, qs, alone, N);
     for (int i = 0; i < N; i++) submit_ok(e, &qs[i], &conc[i]);
+    /* Per-request occupancy while they run. */
+    struct engine_req_info infos[N];
+    int n_info = 0, sane = 0, running = 0;
+    for (int k = 0; k < 2000 && running == 0; k++) {
+        n_info = engine_requests(e, infos, N);
+        running = 0;
+        for (int i = 0; i < n_info && i < N; i++) running += infos[i].running;
+        if (!running) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (int i = 0; i < n_info && i < N; i++) {
+        bool known = false;
+        for (int j = 0; j < N; j++) known = known || infos[i].id == conc[j].id;
+        sane += known && infos[i].kv_blocks * 16 >= infos[i].n_computed &&
+                (!infos[i].running || infos[i].kv_blocks > 0);
+    }
+    ok(running > 0 && n_info <= N && sane == n_info,
+       "live request list: %d listed, %d running, block tables cover their tokens", n_info,
+       running);
     ok(collect(e, conc, N, fx->timeout_s, 0), "%s: 8 concurrent requests finish", fx->name);
     int same = 0;
     for (int i = 0; i < N; i++) {
