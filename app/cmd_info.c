@@ -39,6 +39,7 @@ struct model_info {
     uint64_t params, weight_bytes, n_types, vocab;
     struct type_use types[64];
     uint32_t ctx, layers, embd, heads, kv_heads, key_len, val_len; /* 0 = absent */
+    uint32_t swa;           /* attention.sliding_window, 0 = none */
     int64_t bos, eos, eot;  /* -1 = none */
     uint64_t kv_per_token, budget, kv_tokens;
 };
@@ -145,6 +146,7 @@ static void gather(const struct gguf_ctx *g, const struct info_opts *o, struct m
     mi->val_len = arch_u32(g, mi->arch, "attention.value_length");
     if (!mi->key_len && mi->heads) mi->key_len = mi->embd / mi->heads;
     if (!mi->val_len) mi->val_len = mi->key_len;
+    mi->swa = arch_u32(g, mi->arch, "attention.sliding_window");
     gather_vocab(g, mi);
     plan_memory(mi, o);
 }
@@ -224,6 +226,9 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
            qtype_name(o->kv_type), (unsigned long long)mi->kv_per_token, mi->layers, mi->kv_heads,
            mi->key_len, mi->val_len,
            o->kv_type == QT_F32 ? "4 B" : o->kv_type == QT_F16 ? "2 B" : "34/32 B");
+    if (mi->swa)
+        printf("  (layers with a %u-token sliding window need less: this is an upper bound)\n",
+               mi->swa);
     printf("  budget %s%s: ", human(mi->budget, a, sizeof a), o->mem ? "" : " (physical memory)");
     if (mi->budget <= mi->weight_bytes) printf("the weights alone do not fit\n");
     else if (!mi->kv_per_token) printf("KV size unknown (hyperparameters missing)\n");
@@ -297,6 +302,7 @@ static int print_json(const struct gguf_ctx *g, const struct model_info *mi,
     cJSON_AddNumberToObject(j, "head_count_kv", mi->kv_heads);
     cJSON_AddNumberToObject(j, "key_length", mi->key_len);
     cJSON_AddNumberToObject(j, "value_length", mi->val_len);
+    cJSON_AddNumberToObject(j, "sliding_window", mi->swa);
     cJSON_AddItemToObject(j, "vocabulary", json_vocab(g, mi));
     cJSON *t = cJSON_AddObjectToObject(j, "chat_template");
     cJSON_AddStringToObject(t, "family", mi->tmpl_family);
