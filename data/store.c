@@ -608,7 +608,8 @@ int store_flush(struct store *s, char *err, size_t errlen)
 
 int64_t store_resolve(struct store *s, store_key key)
 {
-    if (!s || key >= 0) return key;
+    if (!s) return 0;
+    if (key >= 0) return key;
     char err[8];
     store_wait_writes(s, err, 0);
     pthread_mutex_lock(&s->mu);

@@ -53,7 +53,9 @@ int store_flush(struct store *s, char *err, size_t errlen);
  * the row could not be written. */
 int64_t store_resolve(struct store *s, store_key key);
 
-/* ---- writes (queued; return at once) ---- */
+/* ---- writes (queued; return at once) ----
+ * Every write accepts s == NULL (history off: it does nothing, returns 0),
+ * so callers need no branch per call when the store could not be opened. */
 
 /* params_json: the generation parameters as a JSON object (may be NULL). */
 store_key store_session_new(struct store *s, const char *title, const char *model,

@@ -227,6 +227,27 @@ static void test_stream_throttle(const char *path)
     free(final);
 }
 
+/* History off (the store could not be opened): every write is a no-op. */
+static void test_null(void)
+{
+    struct store *s = NULL;
+    char err[64];
+    store_key k = store_session_new(s, "t", "m", NULL);
+    store_key m = store_message_add(s, k, "user", "x", -1);
+    store_key r = store_reply_begin(s, k);
+    store_reply_append(s, r, "ab", 2);
+    store_reply_finish(s, r, "ok", 1);
+    struct store_request q = {.status = "ok"};
+    store_key rq = store_request_add(s, r, &q);
+    store_key run = store_run_add(s, "bench", NULL, NULL, NULL);
+    store_session_rename(s, k, "x");
+    store_session_delete(s, k);
+    ok(!k && !m && !r && !rq && !run, "writes to a NULL store return key 0");
+    ok(store_flush(s, err, sizeof err) == 0 && store_resolve(s, -1) == 0,
+       "flush and resolve of a NULL store are no-ops");
+    store_close(s);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/tern-store-XXXXXX";
@@ -236,6 +257,7 @@ int main(void)
     test_basic(path);
     test_stats(path);
     test_stream_throttle(path);
+    test_null();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) tap_diag("could not remove %s", dir);
