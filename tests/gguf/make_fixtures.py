@@ -15,6 +15,7 @@ Run by hand from the repository root; the outputs are committed:
 """
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -135,7 +136,10 @@ def field(r, key, default=None):
     return v
 
 
-REF_BIN = "/tmp/ref/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin/llama-tokenize"
+# The reference engine's llama-tokenize: $LLAMA_TOKENIZE, else on PATH, else
+# where this project's reference build lives.
+REF_BIN = (os.environ.get("LLAMA_TOKENIZE") or shutil.which("llama-tokenize")
+           or "/tmp/ref/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin/llama-tokenize")
 
 
 def reference_eot(path):

@@ -178,6 +178,15 @@ static void test_preamble_errors(void)
     gw_free(&w);
 }
 
+/* Starts a v3 file with no tensors and n_kv keys, the first of which is
+ * general.architecture; the test appends the others. */
+static void arch_only(struct gw *w, uint64_t n_kv)
+{
+    gw_init(w);
+    gw_header(w, 3, 0, n_kv);
+    gw_kv_str(w, "general.architecture", "x");
+}
+
 static void test_kv_errors(void)
 {
     struct gw w;
@@ -195,26 +204,20 @@ static void test_kv_errors(void)
     expect_err(&w, "missing required key 'general.architecture'", -1, "missing architecture");
     gw_free(&w);
 
-    gw_init(&w);
-    gw_header(&w, 3, 0, 2);
-    gw_kv_str(&w, "general.architecture", "x");
+    arch_only(&w, 2);
     size_t dup_at = w.n;
     gw_kv_str(&w, "general.architecture", "y");
     expect_err(&w, "duplicate key 'general.architecture'", (long)dup_at, "duplicate key");
     gw_free(&w);
 
-    gw_init(&w);
-    gw_header(&w, 3, 0, 2);
-    gw_kv_str(&w, "general.architecture", "x");
+    arch_only(&w, 2);
     gw_str(&w, "k");
     size_t type_at = w.n;
     gw_u32(&w, 13), gw_u32(&w, 0);
     expect_err(&w, "key 'k': unknown value type 13", (long)type_at, "unknown value type");
     gw_free(&w);
 
-    gw_init(&w);
-    gw_header(&w, 3, 0, 2);
-    gw_kv_str(&w, "general.architecture", "x");
+    arch_only(&w, 2);
     gw_kv_u32(&w, "general.alignment", 24);
     expect_err(&w, "general.alignment must be a u32 power of two", -1, "alignment not a power of two");
     gw_free(&w);
@@ -223,42 +226,32 @@ static void test_kv_errors(void)
 static void test_array_errors(void)
 {
     struct gw w;
-    gw_init(&w);
-    gw_header(&w, 3, 0, 2);
-    gw_kv_str(&w, "general.architecture", "x");
+    arch_only(&w, 2);
     gw_kv_arr(&w, "deep", GGUF_VT_ARRAY, 1);
     for (int i = 0; i < 20; i++) gw_u32(&w, GGUF_VT_ARRAY), gw_u64(&w, 1);
     gw_u32(&w, GGUF_VT_U8), gw_u64(&w, 0);
     expect_err(&w, "key 'deep': arrays nested deeper than 8", -1, "nesting depth limit");
     gw_free(&w);
 
-    gw_init(&w);
-    gw_header(&w, 3, 0, 2);
-    gw_kv_str(&w, "general.architecture", "x");
+    arch_only(&w, 2);
     gw_kv_arr(&w, "big", GGUF_VT_U32, 1ull << 62);
     expect_err(&w, "key 'big': array of 4611686018427387904 elements is longer than the file", -1,
                "array count past the end (no overflow)");
     gw_free(&w);
 
-    gw_init(&w);
-    gw_header(&w, 3, 0, 2);
-    gw_kv_str(&w, "general.architecture", "x");
+    arch_only(&w, 2);
     gw_kv_arr(&w, "strs", GGUF_VT_STRING, 1ull << 61);
     expect_err(&w, "array of 2305843009213693952 strings is longer than the file", -1,
                "string array count past the end");
     gw_free(&w);
 
-    gw_init(&w);
-    gw_header(&w, 3, 0, 2);
-    gw_kv_str(&w, "general.architecture", "x");
+    arch_only(&w, 2);
     gw_kv_arr(&w, "bools", GGUF_VT_BOOL, 3);
     gw_u8(&w, 0), gw_u8(&w, 1), gw_u8(&w, 255);
     expect_err(&w, "key 'bools': bool value 255 is not 0 or 1", (long)w.n - 1, "bool array element");
     gw_free(&w);
 
-    gw_init(&w);
-    gw_header(&w, 3, 0, 2);
-    gw_kv_str(&w, "general.architecture", "x");
+    arch_only(&w, 2);
     gw_kv_arr(&w, "elt", 42, 0);
     expect_err(&w, "key 'elt': unknown array element type 42", -1, "unknown element type");
     gw_free(&w);
