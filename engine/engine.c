@@ -42,7 +42,7 @@ void engine_config_default(struct engine_config *c)
     c->backend.kind = BACKEND_AUTO;
     c->backend.kv_type = KV_F16;
     c->backend.kv_block_tokens = ENGINE_BLOCK_TOKENS;
-    c->step_tokens = ENGINE_DEFAULT_STEP_TOKENS;
+    c->step_tokens = 0; /* by backend, once it is open */
     c->max_running = 64;
     c->max_queue = 256;
     c->event_limit = 4096;

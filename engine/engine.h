@@ -36,7 +36,8 @@ struct engine_config {
     const char *model_path;          /* GGUF file (ignored when parts.model is set) */
     struct backend_config backend;   /* kind, threads, kv_type, kv_bytes, ... */
     int32_t n_ctx;                   /* context per sequence; 0 = model's training context */
-    int32_t step_tokens;             /* token budget per step; 0 = measured default */
+    int32_t step_tokens;             /* token budget per step; 0 = measured default for
+                                        the backend (CPU 64, CUDA 512) */
     int32_t max_running;             /* cap on running sequences; 0 = default (64) */
     int32_t max_queue;               /* waiting queue bound; 0 = default (256) */
     int32_t event_limit;             /* undrained events per request before it ends

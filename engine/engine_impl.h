@@ -19,7 +19,12 @@
 #include "trace.h"
 
 #define ENGINE_BLOCK_TOKENS 16
-#define ENGINE_DEFAULT_STEP_TOKENS 256
+/* Default token budget per step, by backend (docs/SERVING.md: on the CPU
+ * backend prefill cost per token is nearly flat from 32-token chunks up,
+ * while a step's length, which every running stream waits for, grows with
+ * the chunk; a GPU needs larger batches to fill). */
+#define ENGINE_STEP_TOKENS_CPU 64
+#define ENGINE_STEP_TOKENS_GPU 512
 /* Logits rows a step may return beyond one per running sequence (scoring). */
 #define ENGINE_SCORE_ROWS 64
 

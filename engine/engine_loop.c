@@ -419,7 +419,8 @@ static int open_parts(struct engine *e, const struct engine_config *c, char *err
     } else {
         struct backend_config bc = c->backend;
         if (bc.kv_block_tokens <= 0) bc.kv_block_tokens = ENGINE_BLOCK_TOKENS;
-        struct sched_config sc = {.step_tokens = e->cfg.step_tokens,
+        struct sched_config sc = {.step_tokens = e->cfg.step_tokens > 0 ? e->cfg.step_tokens
+                                                                        : ENGINE_STEP_TOKENS_GPU,
                                   .max_running = e->cfg.max_running};
         bc.max_batch_tokens = sched_max_batch_tokens(&sc);
         bc.max_seqs = e->cfg.max_running + 1;
@@ -428,6 +429,10 @@ static int open_parts(struct engine *e, const struct engine_config *c, char *err
         e->own_be = true;
     }
     e->be->ops->get_info(e->be, &e->binfo);
+    if (e->cfg.step_tokens <= 0) {
+        bool gpu = e->binfo.name && strcmp(e->binfo.name, "cuda") == 0;
+        e->cfg.step_tokens = gpu ? ENGINE_STEP_TOKENS_GPU : ENGINE_STEP_TOKENS_CPU;
+    }
     return 0;
 }
 
@@ -435,7 +440,6 @@ static void fill_defaults(struct engine_config *c)
 {
     struct engine_config d;
     engine_config_default(&d);
-    if (c->step_tokens <= 0) c->step_tokens = d.step_tokens;
     if (c->max_running <= 0) c->max_running = d.max_running;
     if (c->max_queue <= 0) c->max_queue = d.max_queue;
     if (c->event_limit <= 0) c->event_limit = d.event_limit;

@@ -49,6 +49,7 @@ static int32_t *text_tokens(struct tok *t, int32_t *n_out)
 
 struct run_result {
     double wall_s, gen_tok_s, step_ms, tokens_per_step, overhead, overhead_us, overhead_cpu;
+    double cpu_us_per_token;     /* engine-thread CPU per computed token (1-thread backend) */
 };
 
 static int run_one(struct engine *e, const int32_t *ids, int32_t n_ids, int conc, int32_t prompt,
@@ -92,6 +93,10 @@ static int run_one(struct engine *e, const int32_t *ids, int32_t n_ids, int conc
     out->overhead_us = steps ? (busy - backend) / (double)steps * 1e6 : 0;
     double bc = s1.busy_cpu_s - s0.busy_cpu_s, bb = s1.backend_cpu_s - s0.backend_cpu_s;
     out->overhead_cpu = bc > 0 ? (bc - bb) / bc : 0;
+    double computed = (double)((s1.prompt_tokens - s0.prompt_tokens) -
+                               (s1.cached_tokens - s0.cached_tokens) +
+                               (s1.generated_tokens - s0.generated_tokens));
+    out->cpu_us_per_token = computed > 0 ? bc / computed * 1e6 : 0;
     out->tokens_per_step = steps ? (double)((s1.prompt_tokens - s0.prompt_tokens) -
                                             (s1.cached_tokens - s0.cached_tokens) +
                                             (s1.generated_tokens - s0.generated_tokens)) /
@@ -164,16 +169,17 @@ int main(int argc, char **argv)
     engine_snapshot(e, &st);
     printf("# %s, %s, prompt %d, gen %d, step budget %d\n", argv[1], info.backend.device, prompt,
            gen, st.step_tokens_budget);
-    printf("%6s %9s %10s %6s %9s %10s %9s %12s %9s\n", "conc", "wall_s", "gen_tok/s", "gain",
-           "step_ms", "tok/step", "overhead", "overhead_us", "ovh_cpu");
+    printf("%6s %9s %10s %6s %9s %10s %9s %12s %9s %11s\n", "conc", "wall_s", "gen_tok/s", "gain",
+           "step_ms", "tok/step", "overhead", "overhead_us", "ovh_cpu", "cpu_us/tok");
     double base = 0;
     for (int i = 0; i < n_conc; i++) {
         struct run_result r;
         if (run_one(e, ids, n_ids, concs[i], prompt, gen, &r) != 0) return 1;
         if (i == 0) base = r.gen_tok_s;
-        printf("%6d %9.2f %10.1f %6.2f %9.2f %10.1f %8.2f%% %12.1f %8.2f%%\n", concs[i],
+        printf("%6d %9.2f %10.1f %6.2f %9.2f %10.1f %8.2f%% %12.1f %8.2f%% %11.1f\n", concs[i],
                r.wall_s, r.gen_tok_s, base > 0 ? r.gen_tok_s / base : 0, r.step_ms,
-               r.tokens_per_step, r.overhead * 100, r.overhead_us, r.overhead_cpu * 100);
+               r.tokens_per_step, r.overhead * 100, r.overhead_us, r.overhead_cpu * 100,
+               r.cpu_us_per_token);
         fflush(stdout);
     }
     engine_close(e);

@@ -285,6 +285,7 @@ static void sc_preemption(struct fx *fx, int32_t n_req, int32_t prompt, int32_t 
 {
     struct engine_config cfg;
     engine_config_default(&cfg);
+    cfg.step_tokens = 256; /* admit them all at once: their growth must collide */
     struct engine *e = fx->open(fx, &cfg, pool_blocks);
     if (!ok(e != NULL, "%s: open with %d blocks", fx->name, pool_blocks)) return;
     struct engine_request qs[16];
