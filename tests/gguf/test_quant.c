@@ -139,6 +139,24 @@ static void check_q8_K(const char *dir)
     free_fixture(&fx);
 }
 
+/* Q8_0 with scale exactly 1 (amax 127): the quants are the inputs rounded,
+ * halves away from zero as ggml's roundf-based reference (libm is the oracle;
+ * gguf-py's floor(|x| + 0.5) differs at 0.49999997). */
+static void check_q8_0_ties(void)
+{
+    float x[QK8_0] = {127.0f, 0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, 126.5f, -126.5f,
+                      0.49999997f, -0.49999997f, 0.50000006f, 3.4999998f, 0.0f, -0.0f, 64.5f};
+    for (int j = 16; j < QK8_0; j++) x[j] = (float)(j - 24) + 0.25f * (float)(j % 4);
+    block_q8_0 b;
+    int bad = 0;
+    ok(quant_row_q8_0(x, &b, QK8_0) && fp16_to_f32(b.d) == 1.0f, "Q8_0 ties: scale 1");
+    for (int j = 0; j < QK8_0; j++)
+        if (b.qs[j] != (int8_t)roundf(x[j])) {
+            if (!bad++) tap_diag("  x=%.9g: got %d, roundf %g", x[j], b.qs[j], roundf(x[j]));
+        }
+    ok(bad == 0, "Q8_0 rounds halves away from zero like roundf (%d differ)", bad);
+}
+
 /* FNV-1a over little-endian u64 words, zero-padded (as make_fixtures.py). */
 struct fold {
     uint64_t h;
@@ -237,6 +255,7 @@ int main(int argc, char **argv)
     check_quant(dir, "Q4_0", q4_0);
     check_quant(dir, "Q4_1", q4_1);
     check_q8_K(dir);
+    check_q8_0_ties();
     check_conversions(dir);
     check_table();
     return tap_done();
