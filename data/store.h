@@ -150,7 +150,8 @@ int store_search(struct store *s, const char *query, const char *hl_open, const 
                  size_t limit, struct store_hits *out, char *err, size_t errlen);
 void store_hits_free(struct store_hits *h);
 
-/* TTFT/TPOT/E2E percentiles per model over stored requests with status ok. */
+/* TTFT/TPOT/E2E percentiles per model over completed requests (status ok,
+ * stop or length); n_ok counts those. */
 struct store_pcts {
     double p50, p90, p99, max;
 };

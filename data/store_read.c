@@ -373,8 +373,10 @@ int store_stats(struct store *s, struct store_stats *out, char *err, size_t errl
             int64_t *dst[3] = {&m->prompt_tokens, &m->cached_tokens, &m->generated_tokens};
             if (c > 0) *dst[k] += c;
         }
+        /* Completed generations: "ok", or the engine's own "stop"/"length". */
         const char *status = (const char *)sqlite3_column_text(st, 1);
-        if (!status || strcmp(status, "ok") != 0) continue;
+        if (!status || (strcmp(status, "ok") && strcmp(status, "stop") && strcmp(status, "length")))
+            continue;
         m->n_ok++;
         for (int k = 0; k < 3; k++) series_add(&sr[k], col_real(st, 2 + k));
     }

@@ -155,7 +155,8 @@ static void test_stats(const char *path)
         return;
     }
     for (int i = 100; i >= 1; i--) {
-        struct store_request q = {.model = "m-a", .status = "ok", .ttft_s = i / 1000.0,
+        struct store_request q = {.model = "m-a", .status = i % 3 ? "ok" : i % 2 ? "stop" : "length",
+                                  .ttft_s = i / 1000.0,
                                   .tpot_s = 0.01, .e2e_s = 1, .queue_s = -1, .prefill_s = -1,
                                   .decode_s = -1, .prompt_tokens = 10, .cached_tokens = 2,
                                   .generated_tokens = 5};
@@ -173,7 +174,7 @@ static void test_stats(const char *path)
     ok(m != NULL, "model m-a present");
     if (m) {
         is_int(m->n_requests, 101, "all requests counted");
-        is_int(m->n_ok, 100, "ok requests");
+        is_int(m->n_ok, 100, "completed requests (ok, stop, length)");
         is_near(m->ttft.p50, 0.0505, 1e-12, "ttft p50 (numpy)");
         is_near(m->ttft.p90, 0.0901, 1e-12, "ttft p90 (numpy)");
         is_near(m->ttft.p99, 0.09901, 1e-12, "ttft p99 (numpy)");
