@@ -179,8 +179,15 @@ static void input_key(struct app *a, const struct ui_key *k)
     case UI_KEY_WORD_LEFT: ui_input_word_left(in); break;
     case UI_KEY_CTRL_RIGHT:
     case UI_KEY_WORD_RIGHT: ui_input_word_right(in); break;
-    case KEY_HOME: ui_input_home(in); break;
-    case KEY_END: ui_input_end(in); break;
+    /* with nothing typed, Home/End move through the chat instead */
+    case KEY_HOME:
+        if (in->len == 0) a->st.scroll = 1 << 30;
+        else ui_input_home(in);
+        break;
+    case KEY_END:
+        if (in->len == 0) a->st.scroll = 0;
+        else ui_input_end(in);
+        break;
     case KEY_UP:
         if (!ui_input_line_up(in)) ui_input_hist_prev(in);
         break;

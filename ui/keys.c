@@ -3,9 +3,12 @@
 
 #include <string.h>
 
+/* The key code ncurses gives the sequence of terminfo capability name. */
 static int code_of(const char *name)
 {
-    int c = key_defined(name);
+    char *seq = tigetstr(name);
+    if (!seq || seq == (char *)-1) return 0;
+    int c = key_defined(seq);
     return c > 0 ? c : 0;
 }
 
@@ -20,6 +23,14 @@ void ui_keys_init(struct ui_keys *k, WINDOW *w)
     k->k_cend = code_of("kEND5");
     k->k_aup = code_of("kUP3");
     k->k_adown = code_of("kDN3");
+    /* Home/End as the other common terminals send them (vt220 style inside
+     * tmux/screen, xterm's normal and application modes), whatever TERM says */
+    static const char *const home[] = {"\033[1~", "\033[7~", "\033[H", "\033OH"};
+    static const char *const end[] = {"\033[4~", "\033[8~", "\033[F", "\033OF"};
+    for (size_t i = 0; i < 4; i++) {
+        if (key_defined(home[i]) <= 0) define_key(home[i], KEY_HOME);
+        if (key_defined(end[i]) <= 0) define_key(end[i], KEY_END);
+    }
 }
 
 static int next(struct ui_keys *k, wint_t *c)

@@ -91,9 +91,9 @@ static void set_modes(struct ui_term *t, bool no_color)
         start_color();
         use_default_colors();
     }
+    mousemask(BUTTON4_PRESSED | BUTTON5_PRESSED, NULL); /* the wheel scrolls the chat */
+    mouseinterval(0);
     if (!t->headless) {
-        mousemask(BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
-        mouseinterval(0);
         fputs("\033[?2004h", t->out); /* bracketed paste */
         fflush(t->out);
     }

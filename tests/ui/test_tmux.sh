@@ -118,6 +118,11 @@ ok $? "follow-up reply: timeline shows prompt tokens reused from the cache"
 sleep 1.5 # the gauges refresh at least once a second when idle
 cap | grep -Eq 'prefix hit +[1-9][0-9]*%'; ok $? "instruments show a prefix hit rate above 0"
 show "follow-up with prefix reuse"
+keys M-Up
+wait_for 'timeline F3 · reply 1 ' 5 && cap | grep -Eq 'prompt [0-9]+ tok: 0 cached'
+ok $? "Alt-Up selects the first reply for the timeline"
+keys M-Down
+wait_for 'timeline F3 · reply 2 ' 5; ok $? "Alt-Down selects the next reply"
 keys F3
 
 # 2. a new session, a long reply; quit asks while streaming; resize; Esc cancels
@@ -213,6 +218,33 @@ keys F2 F5
 wait_for 'Renamed chat' 5 && ! cap | grep -q 'Write a very'
 ok $? "rename and delete persist across a restart"
 show "after rename and delete"
+
+# 7b. scrollback: a 40-line message, Ctrl-Home, the mouse wheel, PgUp, End
+keys F5 C-n
+T set-buffer -b long "$(seq -f 'scroll line %g' 1 40)"
+T paste-buffer -p -b long -t chat
+keys Enter
+wait_for 'assistant · (streaming|waiting)' 60
+keys Escape
+wait_for 'cancelled' 30
+keys C-Home
+wait_for '↓ [0-9]+ more' 5 && cap | grep -q 'scroll line 1 *│'
+ok $? "Ctrl-Home scrolls to the top of the transcript"
+up=$(cap | sed -n 's/.*↓ \([0-9]*\) more.*/\1/p')
+text $'\e[<65;10;5M'   # mouse wheel down (SGR mouse report)
+sleep 0.5
+down=$(cap | sed -n 's/.*↓ \([0-9]*\) more.*/\1/p')
+[ -n "$up" ] && [ "${down:-0}" -eq $((up - 3)) ]
+ok $? "mouse wheel scrolls three lines ($up -> ${down:-0} lines below)"
+keys PPage
+sleep 0.3
+again=$(cap | sed -n 's/.*↓ \([0-9]*\) more.*/\1/p')
+[ "${again:-0}" -gt "${down:-0}" ]; ok $? "PgUp scrolls back up (${again:-0} lines below)"
+show "scrolled back"
+keys End
+sleep 0.3
+! cap | grep -q '↓ [0-9]* more' && cap | grep -q 'cancelled'
+ok $? "End (nothing typed) returns to the newest lines"
 keys C-c
 wait_for 'TERN-EXITED rc=0' 20
 ok $? "quit again"
