@@ -449,7 +449,10 @@ static struct breq *plan(struct bench *b, int p, int *n_out)
             r->conv = i / TURNS;
             r->turn = i % TURNS;
         }
+        /* A small --ctx: replies take at most half of it, the prompt the rest. */
+        if (r->max_tokens > ctx / 2) r->max_tokens = ctx / 2;
         if (r->prompt_tokens + r->max_tokens > ctx - 8) r->prompt_tokens = ctx - 8 - r->max_tokens;
+        if (r->prompt_tokens < 2) r->prompt_tokens = 2;
         r->prompt = make_text(b, r->prompt_tokens);
         if (b->o->rate > 0 && r->prio == ENGINE_PRIO_INTERACTIVE && r->turn <= 0) {
             arrival += -log(1.0 - rnd01(&b->rng)) / b->o->rate; /* Poisson process */
