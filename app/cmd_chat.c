@@ -49,22 +49,37 @@ static void unescape(char *s)
         }
         s++;
         switch (*s) {
-        case 'r': *o++ = '\r'; s++; break;
-        case 'n': *o++ = '\n'; s++; break;
-        case 't': *o++ = '\t'; s++; break;
-        case 'e': *o++ = 27; s++; break;
+        case 'r':
+            *o++ = '\r';
+            s++;
+            break;
+        case 'n':
+            *o++ = '\n';
+            s++;
+            break;
+        case 't':
+            *o++ = '\t';
+            s++;
+            break;
+        case 'e':
+            *o++ = 27;
+            s++;
+            break;
         case 'x': {
             unsigned v = 0;
             int n = 0;
             s++;
-            while (n < 2 && ((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f') || (*s >= 'A' && *s <= 'F'))) {
+            while (n < 2 && ((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f') ||
+                             (*s >= 'A' && *s <= 'F'))) {
                 v = v * 16 + (unsigned)(*s <= '9' ? *s - '0' : (*s | 32) - 'a' + 10);
                 s++, n++;
             }
             *o++ = (char)v;
             break;
         }
-        default: *o++ = *s++; break;
+        default:
+            *o++ = *s++;
+            break;
         }
     }
     *o = 0;
@@ -90,15 +105,20 @@ static int on_opt(int c, const char *arg, void *ud)
         a->o.engine.n_ctx = (int32_t)v;
         return 0;
     case OPT_BACKEND:
-        if (!strcmp(arg, "auto")) a->o.engine.backend.kind = BACKEND_AUTO;
-        else if (!strcmp(arg, "cpu")) a->o.engine.backend.kind = BACKEND_CPU;
-        else if (!strcmp(arg, "cuda")) a->o.engine.backend.kind = BACKEND_CUDA;
+        if (!strcmp(arg, "auto"))
+            a->o.engine.backend.kind = BACKEND_AUTO;
+        else if (!strcmp(arg, "cpu"))
+            a->o.engine.backend.kind = BACKEND_CPU;
+        else if (!strcmp(arg, "cuda"))
+            a->o.engine.backend.kind = BACKEND_CUDA;
         else {
             fprintf(stderr, "tern chat: --backend: '%s' is not auto, cpu or cuda\n", arg);
             return -1;
         }
         return 0;
-    case OPT_DB: a->o.db_path = arg; return 0;
+    case OPT_DB:
+        a->o.db_path = arg;
+        return 0;
     case OPT_TEMP:
         if (cli_double(a->cli, "--temp", arg, 0, 5, &a->o.temp) < 0) return -1;
         a->o.set_temp = true;
@@ -110,8 +130,12 @@ static int on_opt(int c, const char *arg, void *ud)
         if (cli_int(a->cli, "--max-tokens", arg, 1, 1 << 20, &v) < 0) return -1;
         a->o.max_tokens = (int32_t)v;
         return 0;
-    case OPT_SYSTEM: a->o.system = arg; return 0;
-    case OPT_NO_COLOR: a->o.no_color = true; return 0;
+    case OPT_SYSTEM:
+        a->o.system = arg;
+        return 0;
+    case OPT_NO_COLOR:
+        a->o.no_color = true;
+        return 0;
     case OPT_HEADLESS:
         if (cli_int(a->cli, "--headless-frames", arg, 1, 1L << 30, &v) < 0) return -1;
         a->o.headless = true;
@@ -131,7 +155,8 @@ static int on_opt(int c, const char *arg, void *ud)
         unescape(a->keys);
         a->o.keys = a->keys;
         return 0;
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
@@ -168,7 +193,8 @@ int cmd_chat(int argc, char **argv)
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &a, use);
     if (rc >= 0) goto done;
     if (cli.argc > 0) {
-        fprintf(stderr, "tern chat: unexpected argument '%s' (see 'tern chat --help')\n", cli.argv[0]);
+        fprintf(stderr, "tern chat: unexpected argument '%s' (see 'tern chat --help')\n",
+                cli.argv[0]);
         rc = CLI_EXIT_USAGE;
         goto done;
     }

@@ -109,16 +109,23 @@ static void dialog_done(struct app *a, enum ui_dialog_result r)
     int act = a->dlg.action;
     if (r == UI_DLG_OK) {
         switch (act) {
-        case ACT_QUIT: a->quit = true; break;
-        case ACT_DELETE: ui_bridge_delete_session(&a->br, st, st->sel); break;
+        case ACT_QUIT:
+            a->quit = true;
+            break;
+        case ACT_DELETE:
+            ui_bridge_delete_session(&a->br, st, st->sel);
+            break;
         case ACT_RENAME:
-            if (ui_dialog_text(&a->dlg)[0]) ui_bridge_rename_session(&a->br, st, st->sel, ui_dialog_text(&a->dlg));
+            if (ui_dialog_text(&a->dlg)[0])
+                ui_bridge_rename_session(&a->br, st, st->sel, ui_dialog_text(&a->dlg));
             break;
         case ACT_PARAMS:
-            if (ui_dialog_get_params(&a->dlg, &st->params) < 0) return; /* stays open with the error */
+            if (ui_dialog_get_params(&a->dlg, &st->params) < 0)
+                return; /* stays open with the error */
             ui_bridge_save_params(&a->br, st);
             break;
-        default: break;
+        default:
+            break;
         }
     }
     ui_dialog_close(&a->dlg);
@@ -128,8 +135,10 @@ static void sessions_key(struct app *a, const struct ui_key *k)
 {
     struct ui_state *st = &a->st;
     if (st->n_sessions == 0) return;
-    if (k->fn == KEY_UP && st->sel > 0) st->sel--;
-    else if (k->fn == KEY_DOWN && st->sel + 1 < st->n_sessions) st->sel++;
+    if (k->fn == KEY_UP && st->sel > 0)
+        st->sel--;
+    else if (k->fn == KEY_DOWN && st->sel + 1 < st->n_sessions)
+        st->sel++;
     else if (k->fn == 0 && k->ch == '\r') {
         if (ui_state_streaming(st)) {
             ui_state_set_status(st, false, "a reply is streaming: Esc cancels it first");
@@ -146,7 +155,8 @@ static void sessions_key(struct app *a, const struct ui_key *k)
             return;
         }
         char msg[160];
-        snprintf(msg, sizeof msg, "Delete \"%.100s\" and its messages?", st->sessions[st->sel].title);
+        snprintf(msg, sizeof msg, "Delete \"%.100s\" and its messages?",
+                 st->sessions[st->sel].title);
         ui_dialog_confirm(&a->dlg, ACT_DELETE, "delete session", msg);
     }
 }
@@ -162,31 +172,56 @@ static void input_key(struct app *a, const struct ui_key *k)
     struct ui_input *in = &a->in;
     switch (k->fn) {
     case 0:
-        if (k->ch == '\r') send_input(a);
-        else if (k->ch == 127 || k->ch == 8) ui_input_backspace(in);
-        else if (k->ch == 1) ui_input_home(in);            /* Ctrl-A */
-        else if (k->ch == 5) ui_input_end(in);             /* Ctrl-E */
-        else if (k->ch == 21) ui_input_clear(in);          /* Ctrl-U */
-        else if (k->ch == '\t') insert_cp(in, ' ');
-        else if (k->ch >= 0x20) insert_cp(in, k->ch);
+        if (k->ch == '\r')
+            send_input(a);
+        else if (k->ch == 127 || k->ch == 8)
+            ui_input_backspace(in);
+        else if (k->ch == 1)
+            ui_input_home(in); /* Ctrl-A */
+        else if (k->ch == 5)
+            ui_input_end(in); /* Ctrl-E */
+        else if (k->ch == 21)
+            ui_input_clear(in); /* Ctrl-U */
+        else if (k->ch == '\t')
+            insert_cp(in, ' ');
+        else if (k->ch >= 0x20)
+            insert_cp(in, k->ch);
         break;
-    case UI_KEY_NEWLINE: ui_input_insert(in, "\n", 1); break;
-    case KEY_BACKSPACE: ui_input_backspace(in); break;
-    case KEY_DC: ui_input_delete(in); break;
-    case KEY_LEFT: ui_input_left(in); break;
-    case KEY_RIGHT: ui_input_right(in); break;
+    case UI_KEY_NEWLINE:
+        ui_input_insert(in, "\n", 1);
+        break;
+    case KEY_BACKSPACE:
+        ui_input_backspace(in);
+        break;
+    case KEY_DC:
+        ui_input_delete(in);
+        break;
+    case KEY_LEFT:
+        ui_input_left(in);
+        break;
+    case KEY_RIGHT:
+        ui_input_right(in);
+        break;
     case UI_KEY_CTRL_LEFT:
-    case UI_KEY_WORD_LEFT: ui_input_word_left(in); break;
+    case UI_KEY_WORD_LEFT:
+        ui_input_word_left(in);
+        break;
     case UI_KEY_CTRL_RIGHT:
-    case UI_KEY_WORD_RIGHT: ui_input_word_right(in); break;
+    case UI_KEY_WORD_RIGHT:
+        ui_input_word_right(in);
+        break;
     /* with nothing typed, Home/End move through the chat instead */
     case KEY_HOME:
-        if (in->len == 0) a->st.scroll = 1 << 30;
-        else ui_input_home(in);
+        if (in->len == 0)
+            a->st.scroll = 1 << 30;
+        else
+            ui_input_home(in);
         break;
     case KEY_END:
-        if (in->len == 0) a->st.scroll = 0;
-        else ui_input_end(in);
+        if (in->len == 0)
+            a->st.scroll = 0;
+        else
+            ui_input_end(in);
         break;
     case KEY_UP:
         if (!ui_input_line_up(in)) ui_input_hist_prev(in);
@@ -194,7 +229,8 @@ static void input_key(struct app *a, const struct ui_key *k)
     case KEY_DOWN:
         if (!ui_input_line_down(in)) ui_input_hist_next(in);
         break;
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -210,8 +246,8 @@ static bool global_key(struct app *a, const struct ui_key *k)
     struct ui_view *v = &a->view;
     struct ui_state *st = &a->st;
     int fn = k->fn;
-    if (fn == 0 && k->ch == 3) fn = KEY_F(10);     /* Ctrl-C */
-    if (fn == 0 && k->ch == 14) {                  /* Ctrl-N */
+    if (fn == 0 && k->ch == 3) fn = KEY_F(10); /* Ctrl-C */
+    if (fn == 0 && k->ch == 14) {              /* Ctrl-N */
         if (ui_state_streaming(st)) {
             /* the reply belongs to the open transcript: it must end first */
             ui_state_set_status(st, false, "a reply is streaming: wait, or Esc cancels it");
@@ -222,7 +258,7 @@ static bool global_key(struct app *a, const struct ui_key *k)
         ui_state_set_status(st, false, "new session");
         return true;
     }
-    if (fn == 0 && k->ch == 12) {                  /* Ctrl-L */
+    if (fn == 0 && k->ch == 12) { /* Ctrl-L */
         clearok(curscr, TRUE);
         return true;
     }
@@ -231,30 +267,61 @@ static bool global_key(struct app *a, const struct ui_key *k)
         return true;
     }
     switch (fn) {
-    case KEY_F(1): v->show_help = true; return true;
-    case KEY_F(2): v->show_instruments = !v->show_instruments; return true;
-    case KEY_F(3): v->show_timeline = !v->show_timeline; return true;
-    case KEY_F(4): ui_dialog_params(&a->dlg, ACT_PARAMS, &st->params); return true;
+    case KEY_F(1):
+        v->show_help = true;
+        return true;
+    case KEY_F(2):
+        v->show_instruments = !v->show_instruments;
+        return true;
+    case KEY_F(3):
+        v->show_timeline = !v->show_timeline;
+        return true;
+    case KEY_F(4):
+        ui_dialog_params(&a->dlg, ACT_PARAMS, &st->params);
+        return true;
     case KEY_F(5):
         v->show_sessions = !v->show_sessions;
         v->focus_sessions = v->show_sessions;
         st->sel = st->cur;
         return true;
-    case KEY_F(10): request_quit(a); return true;
-    case UI_KEY_ESC:
-        if (ui_bridge_cancel(&a->br, st)) ui_state_set_status(st, false, "cancelling…");
-        else if (v->focus_sessions) v->focus_sessions = false;
+    case KEY_F(10):
+        request_quit(a);
         return true;
-    case KEY_PPAGE: st->scroll += page(a); return true;
-    case KEY_NPAGE: st->scroll -= page(a); return true;
-    case UI_KEY_WHEEL_UP: st->scroll += 3; return true;
-    case UI_KEY_WHEEL_DOWN: st->scroll -= 3; return true;
-    case UI_KEY_CTRL_HOME: st->scroll = 1 << 30; return true;
-    case UI_KEY_CTRL_END: st->scroll = 0; return true;
-    case UI_KEY_ALT_UP: select_reply(a, -1); return true;
-    case UI_KEY_ALT_DOWN: select_reply(a, 1); return true;
-    case KEY_RESIZE: ui_term_resize(&a->term); return true;
-    default: return false;
+    case UI_KEY_ESC:
+        if (ui_bridge_cancel(&a->br, st))
+            ui_state_set_status(st, false, "cancelling…");
+        else if (v->focus_sessions)
+            v->focus_sessions = false;
+        return true;
+    case KEY_PPAGE:
+        st->scroll += page(a);
+        return true;
+    case KEY_NPAGE:
+        st->scroll -= page(a);
+        return true;
+    case UI_KEY_WHEEL_UP:
+        st->scroll += 3;
+        return true;
+    case UI_KEY_WHEEL_DOWN:
+        st->scroll -= 3;
+        return true;
+    case UI_KEY_CTRL_HOME:
+        st->scroll = 1 << 30;
+        return true;
+    case UI_KEY_CTRL_END:
+        st->scroll = 0;
+        return true;
+    case UI_KEY_ALT_UP:
+        select_reply(a, -1);
+        return true;
+    case UI_KEY_ALT_DOWN:
+        select_reply(a, 1);
+        return true;
+    case KEY_RESIZE:
+        ui_term_resize(&a->term);
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -274,8 +341,10 @@ static void handle_key(struct app *a, const struct ui_key *k)
         return;
     }
     if (global_key(a, k)) return;
-    if (a->view.focus_sessions && a->view.layout.sessions) sessions_key(a, k);
-    else input_key(a, k);
+    if (a->view.focus_sessions && a->view.layout.sessions)
+        sessions_key(a, k);
+    else
+        input_key(a, k);
 }
 
 /* ---- headless key script ------------------------------------------------------ */
@@ -384,7 +453,8 @@ static void loop(struct app *a)
         }
         if (ui_bridge_drain(&a->br, &a->st)) {
             a->dirty = true;
-            if (!ui_state_streaming(&a->st)) a->last_snap = 0; /* show the finished reply's effect */
+            if (!ui_state_streaming(&a->st))
+                a->last_snap = 0; /* show the finished reply's effect */
         }
         /* keys are read after every wake-up: a resize interrupts poll() and
          * arrives as KEY_RESIZE */
@@ -457,8 +527,8 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     }
     ui_theme_init(&a.theme, a.term.color);
     ui_keys_init(&a.keys, stdscr);
-    a.view = (struct ui_view){.st = &a.st, .in = &a.in, .dlg = &a.dlg, .theme = &a.theme,
-                              .show_instruments = true};
+    a.view = (struct ui_view){
+        .st = &a.st, .in = &a.in, .dlg = &a.dlg, .theme = &a.theme, .show_instruments = true};
     int rc = 0;
     if (ui_bridge_open(&a.br, &a.st, &o->engine, o->db_path, o->model_error, err, errlen) < 0) {
         rc = 1;

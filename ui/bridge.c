@@ -47,7 +47,8 @@ int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine
     if (store_open(&b->db, db_path, STORE_READWRITE, serr, sizeof serr) < 0) {
         b->db = NULL;
         st->store_ok = false;
-        snprintf(st->alert[UI_ALERT_STORE], sizeof st->alert[0], "history off (nothing is saved): %s", serr);
+        snprintf(st->alert[UI_ALERT_STORE], sizeof st->alert[0],
+                 "history off (nothing is saved): %s", serr);
     } else {
         st->store_ok = true;
     }
@@ -107,19 +108,23 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     b->eng = b->loaded;
     if (!b->eng) {
         st->engine_ok = false;
-        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "model load failed: %s", b->load_err);
+        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "model load failed: %s",
+                 b->load_err);
         return;
     }
     struct engine_info info;
     engine_info(b->eng, &info);
     st->engine_ok = true;
-    copy_str(st->model_name, sizeof st->model_name, info.model_name ? info.model_name : b->model_file);
+    copy_str(st->model_name, sizeof st->model_name,
+             info.model_name ? info.model_name : b->model_file);
     copy_str(st->backend, sizeof st->backend, info.backend.name ? info.backend.name : "?");
     copy_str(st->device, sizeof st->device, info.backend.device);
     copy_str(st->backend_note, sizeof st->backend_note, info.backend.note);
     st->n_ctx = info.n_ctx;
-    if (info.backend.note[0]) ui_state_set_status(st, false, "%s", info.backend.note);
-    else ui_state_set_status(st, false, "model ready: %s on %s", st->model_name, st->backend);
+    if (info.backend.note[0])
+        ui_state_set_status(st, false, "%s", info.backend.note);
+    else
+        ui_state_set_status(st, false, "model ready: %s on %s", st->model_name, st->backend);
     ui_bridge_snapshot(b, st);
 }
 
@@ -143,9 +148,12 @@ void ui_params_from_json(struct ui_params *p, const char *json)
     cJSON *o = json ? cJSON_Parse(json) : NULL;
     if (!o) return;
     const cJSON *v;
-    if ((v = cJSON_GetObjectItem(o, "temperature")) && cJSON_IsNumber(v)) p->temp = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "top_p")) && cJSON_IsNumber(v)) p->top_p = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "max_tokens")) && cJSON_IsNumber(v)) p->max_tokens = v->valueint;
+    if ((v = cJSON_GetObjectItem(o, "temperature")) && cJSON_IsNumber(v))
+        p->temp = (float)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "top_p")) && cJSON_IsNumber(v))
+        p->top_p = (float)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "max_tokens")) && cJSON_IsNumber(v))
+        p->max_tokens = v->valueint;
     if ((v = cJSON_GetObjectItem(o, "system")) && cJSON_IsString(v))
         copy_str(p->system, sizeof p->system, v->valuestring);
     cJSON_Delete(o);
@@ -245,8 +253,9 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
     ui_params_from_json(&st->params, tr.session.params_json);
     for (size_t k = 0; k < tr.n; k++) {
         const struct store_message_info *mi = &tr.msgs[k];
-        enum ui_role role = !strcmp(mi->role, "user") ? UI_ROLE_USER
-                            : !strcmp(mi->role, "system") ? UI_ROLE_SYSTEM : UI_ROLE_ASSISTANT;
+        enum ui_role role = !strcmp(mi->role, "user")     ? UI_ROLE_USER
+                            : !strcmp(mi->role, "system") ? UI_ROLE_SYSTEM
+                                                          : UI_ROLE_ASSISTANT;
         struct ui_msg *m = ui_state_add_msg(st, role, mi->text);
         if (!m) break;
         m->key = mi->id;
@@ -263,7 +272,8 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
 void ui_bridge_new_session(struct ui_bridge *b, struct ui_state *st, const char *title)
 {
     (void)b;
-    if (ui_state_add_session(st, 0, title ? title : DEFAULT_TITLE, (double)time(NULL), true) < 0) return;
+    if (ui_state_add_session(st, 0, title ? title : DEFAULT_TITLE, (double)time(NULL), true) < 0)
+        return;
     st->cur = st->sel = 0;
     ui_state_clear_msgs(st);
     st->params = st->defaults;
@@ -282,8 +292,10 @@ void ui_bridge_delete_session(struct ui_bridge *b, struct ui_state *st, size_t i
     if (b->db && st->sessions[i].key) store_session_delete(b->db, st->sessions[i].key);
     ui_state_remove_session(st, i);
     if (was_open) {
-        if (st->n_sessions) ui_bridge_open_session(b, st, st->cur);
-        else ui_state_clear_msgs(st);
+        if (st->n_sessions)
+            ui_bridge_open_session(b, st, st->cur);
+        else
+            ui_state_clear_msgs(st);
     }
 }
 
@@ -319,7 +331,8 @@ static void add_error_reply(struct ui_state *st, const char *fmt, const char *de
 static int32_t build_messages(const struct ui_state *st, struct engine_message *v, int32_t cap)
 {
     int32_t n = 0;
-    if (st->params.system[0] && n < cap) v[n++] = (struct engine_message){"system", st->params.system};
+    if (st->params.system[0] && n < cap)
+        v[n++] = (struct engine_message){"system", st->params.system};
     for (size_t i = 0; i < st->n_msgs && n < cap; i++) {
         const struct ui_msg *m = &st->msgs[i];
         if (m->role == UI_ROLE_NOTE || m->status == UI_MSG_ERROR || m->len == 0) continue;
@@ -339,8 +352,9 @@ void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
     st->sessions[st->cur].n_messages++;
     st->scroll = 0;
     if (!b->eng) {
-        add_error_reply(st, "%s", st->loading ? "the model is still loading; send again when it is ready"
-                                              : "no model loaded (see the message at the top)");
+        add_error_reply(st, "%s",
+                        st->loading ? "the model is still loading; send again when it is ready"
+                                    : "no model loaded (see the message at the top)");
         return;
     }
     size_t cap = st->n_msgs + 1;
@@ -380,11 +394,16 @@ static const char *store_status(enum engine_status s)
     switch (s) {
     case ENGINE_OK:
     case ENGINE_STOP:
-    case ENGINE_LENGTH: return "ok";
-    case ENGINE_CANCELLED: return "cancelled";
-    case ENGINE_TIMEOUT: return "timeout";
-    case ENGINE_REJECTED: return "rejected";
-    default: return "error";
+    case ENGINE_LENGTH:
+        return "ok";
+    case ENGINE_CANCELLED:
+        return "cancelled";
+    case ENGINE_TIMEOUT:
+        return "timeout";
+    case ENGINE_REJECTED:
+        return "rejected";
+    default:
+        return "error";
     }
 }
 
@@ -414,7 +433,9 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ui_state_set_status(st, false, "reply cancelled; the partial text is kept");
         break;
     case ENGINE_OK:
-    case ENGINE_STOP: m->status = UI_MSG_DONE; break;
+    case ENGINE_STOP:
+        m->status = UI_MSG_DONE;
+        break;
     case ENGINE_LENGTH:
         m->status = UI_MSG_DONE;
         ui_msg_set_note(m, "(stopped at the token limit: F4 sets max tokens)");
@@ -429,17 +450,25 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
     }
     }
     m->req_id = 0;
-    if (ph->ttft_s >= 0 && m->status != UI_MSG_ERROR) ui_state_add_latency(st, ph->ttft_s, ph->tpot_s);
+    if (ph->ttft_s >= 0 && m->status != UI_MSG_ERROR)
+        ui_state_add_latency(st, ph->ttft_s, ph->tpot_s);
     if (!b->db || !m->key) return;
     store_reply_finish(b->db, m->key, store_status(ev->status), ph->n_generated);
     char *pj = ui_params_to_json(&st->params);
-    struct store_request sr = {
-        .model = st->model_name, .model_file = b->model_path, .backend = st->backend,
-        .params_json = pj, .status = store_status(ev->status),
-        .queue_s = ph->queue_s, .prefill_s = mt ? mt->prefill_s : -1, .ttft_s = ph->ttft_s,
-        .tpot_s = ph->tpot_s, .decode_s = ph->decode_s, .e2e_s = ph->e2e_s,
-        .prompt_tokens = ph->n_prompt, .cached_tokens = ph->n_cached,
-        .generated_tokens = ph->n_generated};
+    struct store_request sr = {.model = st->model_name,
+                               .model_file = b->model_path,
+                               .backend = st->backend,
+                               .params_json = pj,
+                               .status = store_status(ev->status),
+                               .queue_s = ph->queue_s,
+                               .prefill_s = mt ? mt->prefill_s : -1,
+                               .ttft_s = ph->ttft_s,
+                               .tpot_s = ph->tpot_s,
+                               .decode_s = ph->decode_s,
+                               .e2e_s = ph->e2e_s,
+                               .prompt_tokens = ph->n_prompt,
+                               .cached_tokens = ph->n_cached,
+                               .generated_tokens = ph->n_generated};
     store_request_add(b->db, m->key, &sr);
     free(pj);
 }
@@ -491,7 +520,9 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->n_preempted++;
         snprintf(ph->status, sizeof ph->status, "preempted");
         break;
-    case ENGINE_EV_FINISHED: finish(b, st, m, ev); break;
+    case ENGINE_EV_FINISHED:
+        finish(b, st, m, ev);
+        break;
     }
 }
 

@@ -20,11 +20,11 @@ struct ui_bridge {
     struct engine *eng;
     struct store *db;
     pthread_t loader;
-    bool loading;             /* loader thread running */
-    int load_pipe[2];         /* the loader writes one byte when done */
-    struct engine *loaded;    /* set by the loader */
+    bool loading;          /* loader thread running */
+    int load_pipe[2];      /* the loader writes one byte when done */
+    struct engine *loaded; /* set by the loader */
     char load_err[512];
-    char model_file[256];     /* basename, the store's model name */
+    char model_file[256]; /* basename, the store's model name */
 };
 
 /* Opens the store (db_path NULL: default location; a failure is shown in
@@ -58,7 +58,8 @@ void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st);
 /* Opens st->sessions[i]: its transcript and parameters. */
 void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i);
 void ui_bridge_new_session(struct ui_bridge *b, struct ui_state *st, const char *title);
-void ui_bridge_rename_session(struct ui_bridge *b, struct ui_state *st, size_t i, const char *title);
+void ui_bridge_rename_session(struct ui_bridge *b, struct ui_state *st, size_t i,
+                              const char *title);
 void ui_bridge_delete_session(struct ui_bridge *b, struct ui_state *st, size_t i);
 /* Stores the open session's parameters (st->params). */
 void ui_bridge_save_params(struct ui_bridge *b, struct ui_state *st);

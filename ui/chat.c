@@ -11,7 +11,7 @@ struct line {
     enum line_kind kind;
     const char *s;
     size_t n;
-    bool last_text;  /* the message's last text line (streaming cursor) */
+    bool last_text; /* the message's last text line (streaming cursor) */
 };
 
 typedef void (*emit_fn)(void *ctx, const struct line *l);
@@ -29,10 +29,14 @@ static const char *note_text(const struct ui_msg *m)
 {
     if (m->note) return m->note;
     switch (m->status) {
-    case UI_MSG_CANCELLED: return "[cancelled: partial reply kept]";
-    case UI_MSG_INTERRUPTED: return "[interrupted: the app stopped while this streamed]";
-    case UI_MSG_ERROR: return "[failed]";
-    default: return NULL;
+    case UI_MSG_CANCELLED:
+        return "[cancelled: partial reply kept]";
+    case UI_MSG_INTERRUPTED:
+        return "[interrupted: the app stopped while this streamed]";
+    case UI_MSG_ERROR:
+        return "[failed]";
+    default:
+        return NULL;
     }
 }
 
@@ -58,7 +62,10 @@ body:;
         size_t le = ls;
         while (le < n && s[le] != '\n') le++;
         bool fence = is_fence(s + ls, le - ls);
-        enum line_kind k = fence ? L_FENCE : code ? L_CODE : m->role == UI_ROLE_NOTE ? L_NOTE : L_TEXT;
+        enum line_kind k = fence                     ? L_FENCE
+                           : code                    ? L_CODE
+                           : m->role == UI_ROLE_NOTE ? L_NOTE
+                                                     : L_TEXT;
         if (fence) code = !code;
         struct ui_wrap w;
         size_t st, len;
@@ -120,23 +127,29 @@ int ui_chat_lines(struct ui_state *s, int pane_w)
 
 struct draw_ctx {
     WINDOW *w;
-    struct ui_rect r;       /* inside of the box */
+    struct ui_rect r; /* inside of the box */
     const struct ui_theme *t;
     const struct ui_msg *m;
     bool selected;
-    int line;               /* index of the next emitted line */
-    int first;              /* first visible line index */
+    int line;  /* index of the next emitted line */
+    int first; /* first visible line index */
 };
 
 static const char *status_word(const struct ui_msg *m)
 {
     switch (m->status) {
-    case UI_MSG_QUEUED: return "waiting";
-    case UI_MSG_STREAMING: return "streaming";
-    case UI_MSG_CANCELLED: return "cancelled";
-    case UI_MSG_ERROR: return "failed";
-    case UI_MSG_INTERRUPTED: return "interrupted";
-    default: return NULL;
+    case UI_MSG_QUEUED:
+        return "waiting";
+    case UI_MSG_STREAMING:
+        return "streaming";
+    case UI_MSG_CANCELLED:
+        return "cancelled";
+    case UI_MSG_ERROR:
+        return "failed";
+    case UI_MSG_INTERRUPTED:
+        return "interrupted";
+    default:
+        return NULL;
     }
 }
 
@@ -144,8 +157,9 @@ static void draw_head(struct draw_ctx *c, int y)
 {
     const struct ui_msg *m = c->m;
     const struct ui_theme *t = c->t;
-    const char *who = m->role == UI_ROLE_USER ? "you" : m->role == UI_ROLE_SYSTEM ? "system"
-                                                                                   : "assistant";
+    const char *who = m->role == UI_ROLE_USER     ? "you"
+                      : m->role == UI_ROLE_SYSTEM ? "system"
+                                                  : "assistant";
     attr_t a = m->role == UI_ROLE_USER ? t->a[UI_C_USER] : t->a[UI_C_ASSIST];
     int x = c->r.x;
     x += ui_draw_str(c->w, y, x, c->r.w, a, c->selected ? "▶ " : "▌ ");
@@ -168,21 +182,26 @@ static void draw_line(void *ctx, const struct line *l)
     int y = c->r.y + idx - c->first;
     const struct ui_theme *t = c->t;
     switch (l->kind) {
-    case L_HEAD: draw_head(c, y); break;
+    case L_HEAD:
+        draw_head(c, y);
+        break;
     case L_NOTE:
         ui_draw_text(c->w, y, c->r.x + INDENT, c->r.w - INDENT,
                      c->m->status == UI_MSG_ERROR ? t->a[UI_C_WARN] : t->a[UI_C_NOTE], l->s, l->n);
         break;
-    case L_BLANK: break;
+    case L_BLANK:
+        break;
     default: {
-        attr_t a = l->kind == L_CODE ? t->a[UI_C_CODE] : l->kind == L_FENCE ? t->a[UI_C_FENCE]
-                                                                              : t->a[UI_C_NORMAL];
+        attr_t a = l->kind == L_CODE    ? t->a[UI_C_CODE]
+                   : l->kind == L_FENCE ? t->a[UI_C_FENCE]
+                                        : t->a[UI_C_NORMAL];
         if (l->kind == L_CODE) ui_draw_str(c->w, y, c->r.x, 1, t->a[UI_C_FENCE], "┊");
         int x = c->r.x + INDENT;
         x += ui_draw_text(c->w, y, x, c->r.w - INDENT, a, l->s, l->n);
         bool live = c->m->status == UI_MSG_STREAMING || c->m->status == UI_MSG_QUEUED;
         if (live && l->last_text && x < c->r.x + c->r.w)
-            ui_draw_str(c->w, y, x, 1, t->a[UI_C_ASSIST], c->m->status == UI_MSG_QUEUED ? "…" : "▍");
+            ui_draw_str(c->w, y, x, 1, t->a[UI_C_ASSIST],
+                        c->m->status == UI_MSG_QUEUED ? "…" : "▍");
     }
     }
 }

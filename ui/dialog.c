@@ -43,8 +43,8 @@ void ui_dialog_prompt(struct ui_dialog *d, int action, const char *title, const 
     ui_input_set(&d->field[0], initial ? initial : "");
 }
 
-static const char *const param_labels[UI_DLG_FIELDS] = {
-    "temperature", "top-p", "max tokens", "system prompt"};
+static const char *const param_labels[UI_DLG_FIELDS] = {"temperature", "top-p", "max tokens",
+                                                        "system prompt"};
 
 void ui_dialog_params(struct ui_dialog *d, int action, const struct ui_params *p)
 {
@@ -125,18 +125,37 @@ static enum ui_dialog_result field_key(struct ui_dialog *d, const struct ui_key 
             ui_input_insert(in, b, ui_utf8_encode(k->ch, b));
         }
         return UI_DLG_OPEN;
-    case UI_KEY_ESC: return UI_DLG_CANCEL;
-    case KEY_BACKSPACE: ui_input_backspace(in); break;
-    case KEY_DC: ui_input_delete(in); break;
-    case KEY_LEFT: ui_input_left(in); break;
-    case KEY_RIGHT: ui_input_right(in); break;
-    case KEY_HOME: ui_input_home(in); break;
-    case KEY_END: ui_input_end(in); break;
+    case UI_KEY_ESC:
+        return UI_DLG_CANCEL;
+    case KEY_BACKSPACE:
+        ui_input_backspace(in);
+        break;
+    case KEY_DC:
+        ui_input_delete(in);
+        break;
+    case KEY_LEFT:
+        ui_input_left(in);
+        break;
+    case KEY_RIGHT:
+        ui_input_right(in);
+        break;
+    case KEY_HOME:
+        ui_input_home(in);
+        break;
+    case KEY_END:
+        ui_input_end(in);
+        break;
     case KEY_UP:
-    case KEY_BTAB: d->focus = (d->focus + d->n_fields - 1) % d->n_fields; break;
-    case KEY_DOWN: d->focus = (d->focus + 1) % d->n_fields; break;
-    case KEY_F(4): return UI_DLG_OK;
-    default: break;
+    case KEY_BTAB:
+        d->focus = (d->focus + d->n_fields - 1) % d->n_fields;
+        break;
+    case KEY_DOWN:
+        d->focus = (d->focus + 1) % d->n_fields;
+        break;
+    case KEY_F(4):
+        return UI_DLG_OK;
+    default:
+        break;
     }
     return UI_DLG_OPEN;
 }
@@ -145,7 +164,8 @@ enum ui_dialog_result ui_dialog_key(struct ui_dialog *d, const struct ui_key *k)
 {
     if (d->kind == UI_DLG_CONFIRM) {
         if (k->fn == 0 && (k->ch == 'y' || k->ch == 'Y')) return UI_DLG_OK;
-        if (k->fn == UI_KEY_ESC || (k->fn == 0 && (k->ch == 'n' || k->ch == 'N'))) return UI_DLG_CANCEL;
+        if (k->fn == UI_KEY_ESC || (k->fn == 0 && (k->ch == 'n' || k->ch == 'N')))
+            return UI_DLG_CANCEL;
         return UI_DLG_OPEN;
     }
     return field_key(d, k);

@@ -20,10 +20,10 @@ enum ui_dialog_result { UI_DLG_OPEN, UI_DLG_OK, UI_DLG_CANCEL };
 
 struct ui_dialog {
     enum ui_dialog_kind kind;
-    int action;                  /* what the caller does on OK */
+    int action; /* what the caller does on OK */
     char title[96];
     char message[256];
-    char error[128];             /* validation message of the params form */
+    char error[128]; /* validation message of the params form */
     struct ui_input field[UI_DLG_FIELDS];
     int n_fields, focus;
 };

@@ -31,8 +31,10 @@ void ui_gauge_split(int width, const double *val, int nseg, int *out)
         if (out[i] > out[biggest]) biggest = i;
     }
     /* rounding error goes to (or comes from) the largest segment */
-    if (sum > 0) out[biggest] += width - given;
-    else out[nseg - 1] = width;
+    if (sum > 0)
+        out[biggest] += width - given;
+    else
+        out[nseg - 1] = width;
 }
 
 void ui_gauge_bar(WINDOW *w, int y, int x, int width, const double *val, const attr_t *attr,

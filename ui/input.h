@@ -11,13 +11,13 @@
 struct ui_input {
     char *buf;
     size_t len, cap;
-    size_t cur;          /* cursor, byte offset at a grapheme boundary */
-    char **hist;         /* sent inputs, oldest first */
+    size_t cur;  /* cursor, byte offset at a grapheme boundary */
+    char **hist; /* sent inputs, oldest first */
     size_t n_hist, cap_hist;
-    size_t hist_pos;     /* == n_hist when not recalling */
-    char *draft;         /* the unsent text saved when recall starts */
-    long tokens;         /* token count of buf (-1: unknown), set by the app */
-    bool changed;        /* buf changed since the token count */
+    size_t hist_pos; /* == n_hist when not recalling */
+    char *draft;     /* the unsent text saved when recall starts */
+    long tokens;     /* token count of buf (-1: unknown), set by the app */
+    bool changed;    /* buf changed since the token count */
 };
 
 void ui_input_init(struct ui_input *in);
@@ -31,8 +31,8 @@ void ui_input_left(struct ui_input *in);
 void ui_input_right(struct ui_input *in);
 void ui_input_word_left(struct ui_input *in);
 void ui_input_word_right(struct ui_input *in);
-void ui_input_home(struct ui_input *in);  /* start of the cursor's line */
-void ui_input_end(struct ui_input *in);   /* end of the cursor's line */
+void ui_input_home(struct ui_input *in); /* start of the cursor's line */
+void ui_input_end(struct ui_input *in);  /* end of the cursor's line */
 /* Moves one logical line up/down keeping the column; returns false when the
  * cursor is already on the first/last line (the caller then recalls history). */
 bool ui_input_line_up(struct ui_input *in);

@@ -10,7 +10,6 @@ static int text_w(int box_w)
     return box_w - 2 > 1 ? box_w - 2 : 1;
 }
 
-
 /* Hard wrap (every grapheme kept, spaces included) so the cursor can sit on
  * any byte boundary: an input being edited is laid out without soft breaks
  * dropping spaces. Returns the line count; fills the cursor's line/col. */

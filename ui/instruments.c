@@ -7,11 +7,16 @@
 
 void ui_fmt_dur(char *buf, size_t n, double s)
 {
-    if (s < 0) snprintf(buf, n, "–");
-    else if (s < 1e-3) snprintf(buf, n, "%.0f µs", s * 1e6);
-    else if (s < 0.1) snprintf(buf, n, "%.1f ms", s * 1e3);
-    else if (s < 1.0) snprintf(buf, n, "%.0f ms", s * 1e3);
-    else snprintf(buf, n, "%.2f s", s);
+    if (s < 0)
+        snprintf(buf, n, "–");
+    else if (s < 1e-3)
+        snprintf(buf, n, "%.0f µs", s * 1e6);
+    else if (s < 0.1)
+        snprintf(buf, n, "%.1f ms", s * 1e3);
+    else if (s < 1.0)
+        snprintf(buf, n, "%.0f ms", s * 1e3);
+    else
+        snprintf(buf, n, "%.2f s", s);
 }
 
 struct pane {
@@ -64,8 +69,9 @@ static const struct ui_msg *last_reply(const struct ui_state *s)
 static void draw_model(struct pane *p, const struct ui_state *s)
 {
     const struct ui_theme *t = p->t;
-    if (room(p)) ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_ASSIST],
-                             s->model_name[0] ? s->model_name : "(no model)");
+    if (room(p))
+        ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_ASSIST],
+                    s->model_name[0] ? s->model_name : "(no model)");
     if (room(p)) {
         int x = p->in.x;
         x += ui_draw_fmt(p->w, p->y, x, p->in.w, t->a[UI_C_TITLE], "%s ",
@@ -81,17 +87,19 @@ static void draw_model(struct pane *p, const struct ui_state *s)
 static void draw_latency(struct pane *p, const struct ui_state *s)
 {
     const struct engine_stats *st = &s->stats;
-    double slo_ttft = s->have_stats ? st->slo_ttft_s : 0, slo_tpot = s->have_stats ? st->slo_tpot_s : 0;
+    double slo_ttft = s->have_stats ? st->slo_ttft_s : 0,
+           slo_tpot = s->have_stats ? st->slo_tpot_s : 0;
     const struct ui_msg *m = last_reply(s);
     section(p, "last reply");
     latency_row(p, "TTFT", m ? m->ph.ttft_s : -1, -3, slo_ttft);
     latency_row(p, "TPOT", m && m->ph.n_generated > 1 ? m->ph.tpot_s : -1, -3, slo_tpot);
     if (room(p))
-        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "tok/s %9.1f",
-                    s->tok_s);
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "tok/s %9.1f", s->tok_s);
     section(p, "session p50 / p90");
-    latency_row(p, "TTFT", ui_state_session_pct(s, 0, 50), ui_state_session_pct(s, 0, 90), slo_ttft);
-    latency_row(p, "TPOT", ui_state_session_pct(s, 1, 50), ui_state_session_pct(s, 1, 90), slo_tpot);
+    latency_row(p, "TTFT", ui_state_session_pct(s, 0, 50), ui_state_session_pct(s, 0, 90),
+                slo_ttft);
+    latency_row(p, "TPOT", ui_state_session_pct(s, 1, 50), ui_state_session_pct(s, 1, 90),
+                slo_tpot);
     section(p, "engine p50 / p90");
     bool h1 = s->have_stats && st->ttft.count > 0, h2 = s->have_stats && st->tpot.count > 0;
     latency_row(p, "TTFT", h1 ? st->ttft.p50 : -1, h1 ? st->ttft.p90 : -1, slo_ttft);

@@ -68,8 +68,10 @@ static bool after_esc(struct ui_keys *k, struct ui_key *out)
             if (c == '~' || (c >= 'A' && c <= 'Z')) break;
         }
         seq[n] = 0;
-        if (strcmp(seq, "200~") == 0) k->paste = true;
-        else if (strcmp(seq, "201~") == 0) k->paste = false;
+        if (strcmp(seq, "200~") == 0)
+            k->paste = true;
+        else if (strcmp(seq, "201~") == 0)
+            k->paste = false;
         return false;
     }
     return false; /* other Alt keys are not bound */
@@ -87,9 +89,11 @@ bool ui_keys_read(struct ui_keys *k, struct ui_key *out)
             if (getmouse(&ev) != OK) return false;
             if (ev.bstate & BUTTON4_PRESSED) *out = (struct ui_key){UI_KEY_WHEEL_UP, 0};
 #ifdef BUTTON5_PRESSED
-            else if (ev.bstate & BUTTON5_PRESSED) *out = (struct ui_key){UI_KEY_WHEEL_DOWN, 0};
+            else if (ev.bstate & BUTTON5_PRESSED)
+                *out = (struct ui_key){UI_KEY_WHEEL_DOWN, 0};
 #endif
-            else return false;
+            else
+                return false;
             return true;
         }
         if (code == KEY_ENTER) code = k->paste ? UI_KEY_NEWLINE : '\r';
@@ -97,12 +101,18 @@ bool ui_keys_read(struct ui_keys *k, struct ui_key *out)
             *out = (struct ui_key){0, '\r'};
             return true;
         }
-        if (k->k_cleft && code == k->k_cleft) code = UI_KEY_CTRL_LEFT;
-        else if (k->k_cright && code == k->k_cright) code = UI_KEY_CTRL_RIGHT;
-        else if (k->k_chome && code == k->k_chome) code = UI_KEY_CTRL_HOME;
-        else if (k->k_cend && code == k->k_cend) code = UI_KEY_CTRL_END;
-        else if (k->k_aup && code == k->k_aup) code = UI_KEY_ALT_UP;
-        else if (k->k_adown && code == k->k_adown) code = UI_KEY_ALT_DOWN;
+        if (k->k_cleft && code == k->k_cleft)
+            code = UI_KEY_CTRL_LEFT;
+        else if (k->k_cright && code == k->k_cright)
+            code = UI_KEY_CTRL_RIGHT;
+        else if (k->k_chome && code == k->k_chome)
+            code = UI_KEY_CTRL_HOME;
+        else if (k->k_cend && code == k->k_cend)
+            code = UI_KEY_CTRL_END;
+        else if (k->k_aup && code == k->k_aup)
+            code = UI_KEY_ALT_UP;
+        else if (k->k_adown && code == k->k_adown)
+            code = UI_KEY_ALT_DOWN;
         *out = (struct ui_key){code, 0};
         return true;
     }

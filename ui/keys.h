@@ -13,27 +13,27 @@
 enum {
     UI_KEY_BASE = KEY_MAX + 1,
     UI_KEY_ESC = UI_KEY_BASE,
-    UI_KEY_NEWLINE,          /* Alt-Enter, Ctrl-J, a newline inside a paste */
+    UI_KEY_NEWLINE, /* Alt-Enter, Ctrl-J, a newline inside a paste */
     UI_KEY_CTRL_LEFT,
     UI_KEY_CTRL_RIGHT,
     UI_KEY_CTRL_HOME,
     UI_KEY_CTRL_END,
     UI_KEY_ALT_UP,
     UI_KEY_ALT_DOWN,
-    UI_KEY_WORD_LEFT,        /* Alt-B */
-    UI_KEY_WORD_RIGHT,       /* Alt-F */
+    UI_KEY_WORD_LEFT,  /* Alt-B */
+    UI_KEY_WORD_RIGHT, /* Alt-F */
     UI_KEY_WHEEL_UP,
     UI_KEY_WHEEL_DOWN,
 };
 
 struct ui_key {
-    int fn;        /* KEY_* / UI_KEY_*, or 0 for a character */
-    uint32_t ch;   /* the character when fn == 0 */
+    int fn;      /* KEY_* / UI_KEY_*, or 0 for a character */
+    uint32_t ch; /* the character when fn == 0 */
 };
 
 struct ui_keys {
     WINDOW *w;
-    bool paste;                   /* inside a bracketed paste */
+    bool paste;                                             /* inside a bracketed paste */
     int k_cleft, k_cright, k_chome, k_cend, k_aup, k_adown; /* terminfo codes, 0 if unknown */
 };
 

@@ -16,9 +16,12 @@
 static void chat_title(const struct ui_state *s, char *buf, size_t n)
 {
     const char *t = s->n_sessions && s->sessions[s->cur].title && s->sessions[s->cur].title[0]
-                        ? s->sessions[s->cur].title : "new chat";
-    if (s->loading) snprintf(buf, n, "%s · loading model…", t);
-    else snprintf(buf, n, "%s", t);
+                        ? s->sessions[s->cur].title
+                        : "new chat";
+    if (s->loading)
+        snprintf(buf, n, "%s · loading model…", t);
+    else
+        snprintf(buf, n, "%s", t);
 }
 
 void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
@@ -29,7 +32,8 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
     v->cursor = false;
     if (rows < UI_MIN_ROWS || cols < UI_MIN_COLS) {
         ui_draw_fmt(w, 0, 0, cols, t->a[UI_C_WARN], "terminal too small (%dx%d);", cols, rows);
-        ui_draw_fmt(w, 1, 0, cols, t->a[UI_C_WARN], "need %dx%d. F10 quits.", UI_MIN_COLS, UI_MIN_ROWS);
+        ui_draw_fmt(w, 1, 0, cols, t->a[UI_C_WARN], "need %dx%d. F10 quits.", UI_MIN_COLS,
+                    UI_MIN_ROWS);
         return;
     }
     /* the input box's height depends on its own width, known from a first pass */

@@ -64,8 +64,8 @@ int ui_state_add_session(struct ui_state *s, int64_t key, const char *title, dou
                          bool front)
 {
     char *t = strdup(title ? title : "");
-    if (!t || grow((void **)&s->sessions, &s->cap_sessions, s->n_sessions + 1,
-                   sizeof *s->sessions) < 0) {
+    if (!t ||
+        grow((void **)&s->sessions, &s->cap_sessions, s->n_sessions + 1, sizeof *s->sessions) < 0) {
         free(t);
         return -1;
     }

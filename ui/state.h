@@ -15,11 +15,11 @@ enum ui_role { UI_ROLE_USER, UI_ROLE_ASSISTANT, UI_ROLE_SYSTEM, UI_ROLE_NOTE };
 enum { UI_ALERT_MODEL, UI_ALERT_STORE };
 enum ui_msg_status {
     UI_MSG_DONE,
-    UI_MSG_QUEUED,      /* submitted, no token yet */
+    UI_MSG_QUEUED, /* submitted, no token yet */
     UI_MSG_STREAMING,
     UI_MSG_CANCELLED,
-    UI_MSG_ERROR,       /* rejected, timed out, failed (see note) */
-    UI_MSG_INTERRUPTED  /* the app died while it streamed (from the store) */
+    UI_MSG_ERROR,      /* rejected, timed out, failed (see note) */
+    UI_MSG_INTERRUPTED /* the app died while it streamed (from the store) */
 };
 
 #define UI_MAX_CHUNKS 32
@@ -27,16 +27,16 @@ enum ui_msg_status {
 /* Where one reply's time went (seconds since the request arrived). */
 struct ui_phase {
     bool have;
-    double t0;                     /* arrival (engine clock) */
-    double queue_s;                /* waiting for admission */
-    int n_chunks;                  /* prefill chunks seen (PREFILL events) */
+    double t0;                       /* arrival (engine clock) */
+    double queue_s;                  /* waiting for admission */
+    int n_chunks;                    /* prefill chunks seen (PREFILL events) */
     double chunk_end[UI_MAX_CHUNKS]; /* end of each chunk, relative to t0 */
     int32_t chunk_done[UI_MAX_CHUNKS];
-    double prefill_end;            /* first token, relative to t0 */
+    double prefill_end; /* first token, relative to t0 */
     double decode_s;
     double ttft_s, tpot_s, e2e_s;
     int32_t n_prompt, n_cached, n_computed, n_generated, n_preempted;
-    char status[24];               /* "streaming", "stop", "cancelled", ... */
+    char status[24]; /* "streaming", "stop", "cancelled", ... */
 };
 
 struct ui_msg {
@@ -44,9 +44,9 @@ struct ui_msg {
     enum ui_msg_status status;
     char *text;
     size_t len, cap;
-    char *note;                    /* error or status line shown under the text */
-    int64_t key;                   /* store key (0: not stored) */
-    uint64_t req_id;               /* engine request while streaming */
+    char *note;      /* error or status line shown under the text */
+    int64_t key;     /* store key (0: not stored) */
+    uint64_t req_id; /* engine request while streaming */
     struct ui_phase ph;
     /* layout cache of the chat pane: line count at width lay_w for lay_len bytes */
     int lay_w, lay_lines;
@@ -61,9 +61,9 @@ struct ui_params {
 };
 
 struct ui_session {
-    int64_t key;                   /* store key (0: not stored) */
+    int64_t key; /* store key (0: not stored) */
     char *title;
-    double created;                /* unix seconds */
+    double created; /* unix seconds */
     int64_t n_messages;
 };
 
@@ -73,16 +73,16 @@ struct ui_state {
     /* sessions, newest first */
     struct ui_session *sessions;
     size_t n_sessions, cap_sessions;
-    size_t cur;                    /* open session index (valid when n_sessions > 0) */
-    size_t sel;                    /* selection in the sessions pane */
-    struct ui_params params;       /* of the open session */
-    struct ui_params defaults;     /* for new sessions (command-line options) */
+    size_t cur;                /* open session index (valid when n_sessions > 0) */
+    size_t sel;                /* selection in the sessions pane */
+    struct ui_params params;   /* of the open session */
+    struct ui_params defaults; /* for new sessions (command-line options) */
 
     /* transcript of the open session */
     struct ui_msg *msgs;
     size_t n_msgs, cap_msgs;
-    int scroll;                    /* lines scrolled up from the bottom */
-    size_t timeline_msg;           /* reply shown by the timeline (index into msgs) */
+    int scroll;          /* lines scrolled up from the bottom */
+    size_t timeline_msg; /* reply shown by the timeline (index into msgs) */
 
     /* instruments */
     char model_name[128], backend[32], device[160], backend_note[256];
@@ -91,16 +91,16 @@ struct ui_state {
     bool have_stats;
     double *sess_ttft, *sess_tpot; /* this session's replies */
     size_t n_sess_lat, cap_sess_lat;
-    double spark[UI_SPARK_N];      /* recent inter-token latencies, seconds */
+    double spark[UI_SPARK_N]; /* recent inter-token latencies, seconds */
     size_t spark_n, spark_head;
     double last_token_t;
-    double tok_s;                  /* decode speed of the last/current reply */
+    double tok_s; /* decode speed of the last/current reply */
 
     /* status */
-    char alert[2][600];            /* lasting problems shown above the chat: model, history */
-    char status[256];              /* transient message (errors, notes) */
+    char alert[2][600]; /* lasting problems shown above the chat: model, history */
+    char status[256];   /* transient message (errors, notes) */
     bool status_error;
-    bool loading;                  /* model still loading */
+    bool loading; /* model still loading */
     bool engine_ok;
     bool store_ok;
 };

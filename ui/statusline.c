@@ -10,12 +10,12 @@ struct hint {
 };
 
 static const struct hint chat_hints[] = {
-    {"F1", "help"},   {"Enter", "send"}, {"Esc", "cancel"}, {"F2", "gauges"},
-    {"F3", "timeline"}, {"F4", "params"}, {"F5", "sessions"}, {"F10", "quit"},
+    {"F1", "help"},     {"Enter", "send"}, {"Esc", "cancel"},  {"F2", "gauges"},
+    {"F3", "timeline"}, {"F4", "params"},  {"F5", "sessions"}, {"F10", "quit"},
 };
 static const struct hint list_hints[] = {
-    {"Enter", "open"}, {"^N", "new"}, {"r", "rename"}, {"Del", "delete"}, {"Tab", "chat"},
-    {"F1", "help"}, {"F10", "quit"},
+    {"Enter", "open"}, {"^N", "new"},  {"r", "rename"}, {"Del", "delete"},
+    {"Tab", "chat"},   {"F1", "help"}, {"F10", "quit"},
 };
 
 void ui_statusline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,

@@ -19,7 +19,8 @@ static volatile sig_atomic_t term_live;
 
 /* Leaves the alternate screen, turns off mouse reporting and bracketed
  * paste and shows the cursor: the sequences a crashed curses app leaves on. */
-static const char reset_seq[] = "\033[?2004l\033[?1000l\033[?1002l\033[?1006l\033[?25h\033[?1049l\033[0m";
+static const char reset_seq[] =
+    "\033[?2004l\033[?1000l\033[?1002l\033[?1006l\033[?25h\033[?1049l\033[0m";
 
 static void on_quit_signal(int sig)
 {
@@ -143,7 +144,8 @@ int ui_term_open(struct ui_term *t, bool headless, int rows, int cols, bool no_c
         if (open_headless(t, rows, cols, err, errlen) < 0) return -1;
     } else {
         if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-            snprintf(err, errlen, "tern chat needs a terminal (stdin and stdout are not both ttys)");
+            snprintf(err, errlen,
+                     "tern chat needs a terminal (stdin and stdout are not both ttys)");
             return -1;
         }
         if (tcgetattr(STDIN_FILENO, &saved_tio) == 0) saved_tio_ok = 1;

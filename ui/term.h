@@ -16,8 +16,8 @@
 struct ui_term {
     SCREEN *scr;
     FILE *out, *in;
-    int in_fd;          /* poll() this for keys */
-    int key_wr;         /* headless: write keys here; -1 otherwise */
+    int in_fd;  /* poll() this for keys */
+    int key_wr; /* headless: write keys here; -1 otherwise */
     bool headless, color, active;
     int rows, cols;
 };

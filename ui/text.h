@@ -46,10 +46,10 @@ size_t ui_text_fit(const char *s, size_t n, int cols, int *used);
 struct ui_wrap {
     const char *s;
     size_t n;
-    size_t pos;   /* next byte to lay out */
-    int width;    /* columns, >= 1 */
+    size_t pos; /* next byte to lay out */
+    int width;  /* columns, >= 1 */
     bool done;
-    bool soft;    /* the last line ended at a soft break */
+    bool soft; /* the last line ended at a soft break */
 };
 
 void ui_wrap_init(struct ui_wrap *w, const char *s, size_t n, int width);

@@ -11,8 +11,8 @@ bool ui_theme_no_color_env(void)
 
 struct pair_def {
     short fg, bg;
-    attr_t extra;  /* added to the colour pair */
-    attr_t mono;   /* used alone without colour */
+    attr_t extra; /* added to the colour pair */
+    attr_t mono;  /* used alone without colour */
 };
 
 /* -1 = the terminal's default colour (use_default_colors) */

@@ -10,23 +10,23 @@
 
 enum ui_color {
     UI_C_NORMAL,
-    UI_C_USER,      /* user turn header */
-    UI_C_ASSIST,    /* assistant turn header */
-    UI_C_CODE,      /* code block text */
-    UI_C_FENCE,     /* ``` lines */
-    UI_C_NOTE,      /* cancelled / info notes */
+    UI_C_USER,   /* user turn header */
+    UI_C_ASSIST, /* assistant turn header */
+    UI_C_CODE,   /* code block text */
+    UI_C_FENCE,  /* ``` lines */
+    UI_C_NOTE,   /* cancelled / info notes */
     UI_C_ERROR,
-    UI_C_WARN,      /* a value past its SLO */
+    UI_C_WARN, /* a value past its SLO */
     UI_C_GOOD,
     UI_C_DIM,
-    UI_C_TITLE,     /* pane titles and borders */
-    UI_C_SEL,       /* selected list row */
+    UI_C_TITLE, /* pane titles and borders */
+    UI_C_SEL,   /* selected list row */
     UI_C_KV_USED,
     UI_C_KV_CACHED,
     UI_C_KV_FREE,
-    UI_C_STATUS,    /* status line background */
-    UI_C_KEY,       /* key names in hints */
-    UI_C_QUEUE,     /* timeline phases */
+    UI_C_STATUS, /* status line background */
+    UI_C_KEY,    /* key names in hints */
+    UI_C_QUEUE,  /* timeline phases */
     UI_C_PREFILL,
     UI_C_DECODE,
     UI_C_N

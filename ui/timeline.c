@@ -81,13 +81,14 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
             x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL],
                              "█prefill %s ×%d ", pf, ph->n_chunks);
         else
-            x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], "█prefill %s ", pf);
+            x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], "█prefill %s ",
+                             pf);
         ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], "━decode %s", dc);
     }
     if (in.h >= 3)
         ui_draw_fmt(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL],
-                    "prompt %d tok: %d cached + %d computed · gen %d", ph->n_prompt,
-                    ph->n_cached, ph->n_computed, ph->n_generated);
+                    "prompt %d tok: %d cached + %d computed · gen %d", ph->n_prompt, ph->n_cached,
+                    ph->n_computed, ph->n_generated);
     if (in.h >= 4) {
         attr_t sa = m->status == UI_MSG_ERROR || m->status == UI_MSG_CANCELLED ? t->a[UI_C_WARN]
                                                                                : t->a[UI_C_GOOD];

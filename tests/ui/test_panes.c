@@ -52,13 +52,23 @@ static void fill_state(struct ui_state *s)
     ui_state_init(s);
     ui_state_add_session(s, 1, "Greetings 你好", 1700000000, false);
     ui_state_add_session(s, 2, "Code", 1700000100, true);
-    ui_state_add_msg(s, UI_ROLE_USER, "你好，世界！请用中文回答。这是一个很长的句子，需要换行显示。");
-    struct ui_msg *m = ui_state_add_msg(s, UI_ROLE_ASSISTANT,
+    ui_state_add_msg(s, UI_ROLE_USER,
+                     "你好，世界！请用中文回答。这是一个很长的句子，需要换行显示。");
+    struct ui_msg *m = ui_state_add_msg(
+        s, UI_ROLE_ASSISTANT,
         "Привет! Вот пример кода:\n```c\nint main(void) { return 0; }\n```\nГотово 😀.");
-    m->ph = (struct ui_phase){.have = true, .queue_s = 0.002, .n_chunks = 2,
-                              .chunk_end = {0.020, 0.041}, .prefill_end = 0.045,
-                              .decode_s = 0.8, .ttft_s = 0.045, .tpot_s = 0.0125,
-                              .e2e_s = 0.845, .n_prompt = 120, .n_cached = 96, .n_computed = 24,
+    m->ph = (struct ui_phase){.have = true,
+                              .queue_s = 0.002,
+                              .n_chunks = 2,
+                              .chunk_end = {0.020, 0.041},
+                              .prefill_end = 0.045,
+                              .decode_s = 0.8,
+                              .ttft_s = 0.045,
+                              .tpot_s = 0.0125,
+                              .e2e_s = 0.845,
+                              .n_prompt = 120,
+                              .n_cached = 96,
+                              .n_computed = 24,
                               .n_generated = 65};
     snprintf(m->ph.status, sizeof m->ph.status, "stop");
     struct ui_msg *u2 = ui_state_add_msg(s, UI_ROLE_USER, "Tell me a long story");
@@ -139,10 +149,12 @@ static void check_frames(const struct ui_theme *t)
         ok(screen_has(w, H, "█used 30") && screen_has(w, H, "·free 50"), "%s: KV bar legend", name);
         ok(screen_has(w, H, "12.5 ms"), "%s: TPOT of the last reply", name);
         ok(screen_has(w, H, "45.0 ms"), "%s: TTFT of the last reply", name);
-        ok(screen_has(w, H, "prompt 120 tok: 96 cached + 24 computed"), "%s: timeline tokens", name);
+        ok(screen_has(w, H, "prompt 120 tok: 96 cached + 24 computed"), "%s: timeline tokens",
+           name);
         ok(screen_has(w, H, "14 chars · 7 tokens"), "%s: input counts", name);
         ok(screen_has(w, H, "F1 help"), "%s: key hints", name);
-        ok(v.cursor && v.cur_y >= v.layout.r_input.y && v.cur_y < H - 1, "%s: cursor in the input box", name);
+        ok(v.cursor && v.cur_y >= v.layout.r_input.y && v.cur_y < H - 1,
+           "%s: cursor in the input box", name);
         char buf[4096];
         int bad = 0;
         for (int y = 0; y < H; y++) {
@@ -192,7 +204,8 @@ static void check_slo_colour(const struct ui_theme *t, const char *name)
     ui_screen_draw(w, 30, 100, &v);
     int ix = v.layout.r_instruments.x;
     is_int(attr_of(w, 30, "12.5 ms", ix), t->a[UI_C_WARN], name);
-    ok(attr_of(w, 30, "45.0 ms", ix) == t->a[UI_C_NORMAL], "%s: TTFT within its SLO is normal", name);
+    ok(attr_of(w, 30, "45.0 ms", ix) == t->a[UI_C_NORMAL], "%s: TTFT within its SLO is normal",
+       name);
     delwin(w);
     ui_input_free(&in);
     ui_state_free(&s);
@@ -213,11 +226,15 @@ static void check_layouts(void)
                 struct ui_layout L;
                 ui_layout_compute(&L, rows, cols, f & 1, f & 2, f & 4, 3);
                 struct ui_rect r[6] = {L.sessions ? L.r_sessions : (struct ui_rect){0},
-                                       L.r_chat, L.instruments ? L.r_instruments : (struct ui_rect){0},
+                                       L.r_chat,
+                                       L.instruments ? L.r_instruments : (struct ui_rect){0},
                                        L.timeline ? L.r_timeline : (struct ui_rect){0},
-                                       L.r_input, L.r_status};
+                                       L.r_input,
+                                       L.r_status};
                 for (int i = 0; i < 6; i++) {
-                    if (r[i].x < 0 || r[i].y < 0 || r[i].x + r[i].w > cols || r[i].y + r[i].h > rows) bad++;
+                    if (r[i].x < 0 || r[i].y < 0 || r[i].x + r[i].w > cols ||
+                        r[i].y + r[i].h > rows)
+                        bad++;
                     for (int j = i + 1; j < 6; j++) bad += overlap(r[i], r[j]);
                 }
                 if (L.r_chat.w < 30 || L.r_chat.h < 4) bad++;
@@ -275,10 +292,12 @@ static void check_dialog(void)
     ui_input_set(&d.field[0], "0.3");
     ui_input_set(&d.field[2], "64");
     ui_input_set(&d.field[3], "Answer briefly.");
-    ok(ui_dialog_get_params(&d, &p) == 0 && p.max_tokens == 64 && p.temp > 0.29f && p.temp < 0.31f &&
-       strcmp(p.system, "Answer briefly.") == 0, "params form parses");
+    ok(ui_dialog_get_params(&d, &p) == 0 && p.max_tokens == 64 && p.temp > 0.29f &&
+           p.temp < 0.31f && strcmp(p.system, "Answer briefly.") == 0,
+       "params form parses");
     ui_input_set(&d.field[1], "1.5");
-    ok(ui_dialog_get_params(&d, &p) < 0 && d.focus == 1, "top-p above 1 refused, focus moves there");
+    ok(ui_dialog_get_params(&d, &p) < 0 && d.focus == 1,
+       "top-p above 1 refused, focus moves there");
     struct ui_key esc = {UI_KEY_ESC, 0};
     is_int(ui_dialog_key(&d, &esc), UI_DLG_CANCEL, "Esc cancels the form");
     ui_dialog_confirm(&d, 2, "delete", "Delete session?");

@@ -127,7 +127,8 @@ static void check_wrap_examples(void)
 
 static void check_editing_steps(void)
 {
-    const char *s = "a\xcc\x81\xe4\xbd\xa0" "b"; /* a + acute, 你, b */
+    const char *s = "a\xcc\x81\xe4\xbd\xa0"
+                    "b"; /* a + acute, 你, b */
     size_t n = strlen(s);
     is_int((long long)ui_text_next(s, n, 0), 3, "next skips the base and its mark");
     is_int((long long)ui_text_next(s, n, 3), 6, "next skips a 3-byte ideograph");
