@@ -49,14 +49,14 @@ struct bopts {
     long requests, concurrency, threads, ctx;
     double rate, slo_ttft, slo_tpot, scale;
     unsigned long long seed;
-    const char *json, *trace, *texts, *db, *backend;
+    const char *json, *trace, *texts, *db, *backend, *requests_out;
     bool save, quiet;
 };
 
 enum {
     OPT_PROFILE = CLI_OPT_CMD + 0x40, OPT_REQUESTS, OPT_CONCURRENCY, OPT_RATE, OPT_SEED,
     OPT_SLO_TTFT, OPT_SLO_TPOT, OPT_JSON, OPT_TRACE, OPT_SAVE, OPT_TEXTS, OPT_DB, OPT_SCALE,
-    OPT_THREADS, OPT_CTX, OPT_BACKEND,
+    OPT_THREADS, OPT_CTX, OPT_BACKEND, OPT_REQUESTS_OUT,
 };
 
 /* One request of a profile, and what came back. */
@@ -85,6 +85,7 @@ struct bench {
     uint64_t rng;
     bool progress;
     cJSON *results;
+    FILE *requests_out;              /* --requests-out: one JSON line per request */
 };
 
 /* ------------------------------------------------------------ utilities */
@@ -669,6 +670,35 @@ static void print_profile(const char *name, const cJSON *o)
     printf("\n");
 }
 
+/* The raw figures behind a profile's summary, for the user's own analysis. */
+static void write_requests(FILE *f, const char *profile, const struct breq *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const struct engine_metrics *m = &v[i].m;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "profile", profile);
+        cJSON_AddNumberToObject(o, "index", i);
+        cJSON_AddStringToObject(o, "priority",
+                                v[i].prio == ENGINE_PRIO_BATCH ? "batch" : "interactive");
+        if (v[i].turn >= 0) cJSON_AddNumberToObject(o, "turn", v[i].turn + 1);
+        cJSON_AddStringToObject(o, "status", engine_status_name(v[i].status));
+        cJSON_AddNumberToObject(o, "prompt_tokens", m->n_prompt);
+        cJSON_AddNumberToObject(o, "cached_prompt_tokens", m->n_cached);
+        cJSON_AddNumberToObject(o, "generated_tokens", m->n_generated);
+        cJSON_AddNumberToObject(o, "preemptions", m->n_preempted);
+        double d[6] = {m->queue_s, m->prefill_s, m->ttft_s, m->tpot_s, m->decode_s, m->e2e_s};
+        const char *k[6] = {"queue_s", "prefill_s", "ttft_s", "tpot_s", "decode_s", "e2e_s"};
+        for (int j = 0; j < 6; j++) cJSON_AddNumberToObject(o, k[j], d[j]);
+        cJSON *itl = cJSON_AddArrayToObject(o, "itl_s");
+        for (int j = 1; m->token_t && j < m->n_generated; j++)
+            cJSON_AddItemToArray(itl, cJSON_CreateNumber(m->token_t[j] - m->token_t[j - 1]));
+        char *txt = cJSON_PrintUnformatted(o);
+        if (txt) fprintf(f, "%s\n", txt);
+        free(txt);
+        cJSON_Delete(o);
+    }
+}
+
 static int run_profile(struct bench *b, int p)
 {
     int n = 0;
@@ -682,6 +712,7 @@ static int run_profile(struct bench *b, int p)
     struct engine_stats st;
     engine_snapshot(b->e, &st);
     cJSON *o = summarize(b, p, v, n, dur, kv_peak, st.kv_total);
+    if (b->requests_out) write_requests(b->requests_out, profiles[p].name, v, n);
     free_plan(v, n);
     if (!o) return -1;
     if (!b->o->quiet) print_profile(profiles[p].name, o);
@@ -734,6 +765,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_SLO_TPOT: return cli_double(cli, "--slo-tpot", arg, 1e-6, 1e6, &o->slo_tpot);
     case OPT_JSON: o->json = arg; return 0;
     case OPT_TRACE: o->trace = arg; return 0;
+    case OPT_REQUESTS_OUT: o->requests_out = arg; return 0;
     case OPT_SAVE: o->save = true; return 0;
     case OPT_TEXTS: o->texts = arg; return 0;
     case OPT_DB: o->db = arg; return 0;
@@ -780,6 +812,7 @@ static const char usage[] =
     "      --scale F         multiply every prompt and reply length by F (default 1)\n"
     "      --json FILE       results, one object per profile\n"
     "      --trace FILE      Chrome trace of the engine (Perfetto, chrome://tracing)\n"
+    "      --requests-out FILE  every request's figures, one JSON object a line\n"
     "      --save            store the run in the history database (--db PATH)\n"
     "      --texts DIR       folder of .txt files to cut prompts from\n"
     "                        (default: the source tree's ../shared/texts, plus data/)\n"
@@ -798,6 +831,7 @@ static const struct option longopts[] = {
     {"slo-tpot", required_argument, 0, OPT_SLO_TPOT},
     {"json", required_argument, 0, OPT_JSON},
     {"trace", required_argument, 0, OPT_TRACE},
+    {"requests-out", required_argument, 0, OPT_REQUESTS_OUT},
     {"save", no_argument, 0, OPT_SAVE},
     {"texts", required_argument, 0, OPT_TEXTS},
     {"db", required_argument, 0, OPT_DB},
@@ -932,6 +966,11 @@ int bench_profiles_main(int argc, char **argv)
         printf("model %s · %s (%s) · %s\n\n", b.info.model_name, b.info.backend.name,
                b.info.backend.device,
                o.rate > 0 ? "Poisson arrivals" : "closed loop");
+    if (o.requests_out && !(b.requests_out = fopen(o.requests_out, "w"))) {
+        fprintf(stderr, "tern %s: --requests-out %s: %s\n", cli.cmd, o.requests_out,
+                strerror(errno));
+        goto close;
+    }
     b.results = cJSON_CreateObject();
     rc = CLI_EXIT_OK;
     for (int p = 0; p < N_PROFILES && rc == CLI_EXIT_OK; p++)
@@ -939,6 +978,7 @@ int bench_profiles_main(int argc, char **argv)
     if (rc == CLI_EXIT_OK) rc = finish(&b);
     cJSON_Delete(b.results);
 close:
+    if (b.requests_out && fclose(b.requests_out) != 0) rc = CLI_EXIT_FAIL;
     engine_close(b.e); /* writes the trace */
     free(b.corpus);
 out:

@@ -15,7 +15,7 @@ ok $? "default model available ($model)"
 
 "$bench" bench -m "$model" --profile all --requests 3 --concurrency 3 --scale 0.125 --seed 7 \
     --texts "$TERN_SHARED/texts" --json "$dir/b.json" --save --db "$dir/h.db" \
-    --trace "$dir/trace.json" > "$dir/out.txt" 2> "$dir/err.txt"
+    --trace "$dir/trace.json" --requests-out "$dir/req.jsonl" > "$dir/out.txt" 2> "$dir/err.txt"
 r=$?
 ok $r "bench --profile all ran (status $r)"
 [ $r = 0 ] || diag "$(tail -5 "$dir/err.txt")"
@@ -53,6 +53,30 @@ assert t[0]["cached_prompt_tokens"] == 0 and all(x["cached_prompt_tokens"] > 0 f
 assert set(b["mixed-priority"]["by_priority"]) == {"interactive", "batch"}
 PY
 ok $? "JSON complete and consistent for every profile"
+
+python3 - "$dir/b.json" "$dir/req.jsonl" <<'PY'
+import json, sys
+import numpy as np
+b = json.load(open(sys.argv[1]))
+reqs = [json.loads(l) for l in open(sys.argv[2])]
+done = ("ok", "stop", "length")
+for name, p in b.items():
+    r = [x for x in reqs if x["profile"] == name]
+    assert len(r) == p["requests"], name
+    for k in ("prompt_tokens", "cached_prompt_tokens", "generated_tokens", "preemptions"):
+        assert sum(x[k] for x in r) == p[k], (name, k)
+    series = {
+        "ttft": [x["ttft_s"] for x in r if x["generated_tokens"] > 0],
+        "tpot": [x["tpot_s"] for x in r if x["generated_tokens"] > 1],
+        "itl": [v for x in r for v in x["itl_s"]],
+        "e2e": [x["e2e_s"] for x in r if x["status"] in done],
+    }
+    for k, v in series.items():
+        want = list(np.percentile(v, [50, 90, 99])) + [max(v)]
+        got = [p[k][q] for q in ("p50", "p90", "p99", "max")]
+        assert np.allclose(got, want, rtol=1e-9, atol=1e-12), (name, k, got, want)
+PY
+ok $? "percentiles equal numpy's over the per-request figures (--requests-out), sums agree"
 
 python3 - "$dir/b.json" "$dir/h.db" <<'PY'
 import json, sqlite3, sys
