@@ -6,7 +6,8 @@
  *
  * The rendered text contains the template's own special-token text (BOS
  * included where the template writes bos_token): tokenize it with
- * TOK_PARSE_SPECIAL and without TOK_ADD_BOS. */
+ * TOK_PARSE_SPECIAL and without TOK_ADD_BOS. A struct tmpl is read-only
+ * after tmpl_init: renders may run from several threads at once. */
 #ifndef TERN_TEMPLATE_H
 #define TERN_TEMPLATE_H
 

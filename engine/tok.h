@@ -4,7 +4,13 @@
  * incremental detokenizer.
  *
  * Ownership: tok_open copies what it needs from the GGUF context; the gguf
- * context may be closed afterwards. */
+ * context may be closed afterwards. A struct tok is read-only after
+ * tok_open: several threads may encode and decode with it at once.
+ *
+ * Models: "llama" (SentencePiece), "gpt2" (byte-level BPE; pre-tokenizers
+ * default, gpt-2, llama3/llama-bpe, qwen2, qwen35, smollm, starcoder, refact,
+ * command-r, deepseek-llm, deepseek-coder, falcon, mpt, chatglm/glm4, ...),
+ * "gemma4" (SentencePiece-style BPE). */
 #ifndef TERN_TOK_H
 #define TERN_TOK_H
 
