@@ -338,9 +338,10 @@ static bool read_tensor_info(struct rd *r, struct gguf_ctx *ctx, uint64_t i)
         return rd_fail(r, dat, "tensor '%s': row of %llu elements is not a multiple of the %s block size %u",
                        t->name, (unsigned long long)t->ne[0], qi->name, qi->block_size);
     uint64_t rows = 1; /* ne[0] may be 0, so n_elements does not bound this product */
-    if (!mul_ok(rows, t->ne[1], &rows) || !mul_ok(rows, t->ne[2], &rows) ||
-        !mul_ok(rows, t->ne[3], &rows) ||
-        !mul_ok(qtype_row_bytes(t->type, t->ne[0]), rows, &t->nbytes))
+    uint64_t row_bytes = qtype_row_bytes(t->type, t->ne[0]); /* 0 on overflow */
+    if ((t->ne[0] && !row_bytes) || !mul_ok(rows, t->ne[1], &rows) ||
+        !mul_ok(rows, t->ne[2], &rows) || !mul_ok(rows, t->ne[3], &rows) ||
+        !mul_ok(row_bytes, rows, &t->nbytes))
         return rd_fail(r, dat, "tensor '%s': size overflows", t->name);
     return rd_u64(r, &t->offset, t->name);
 }

@@ -29,6 +29,20 @@ static unsigned walk_kv(const struct gguf_kv *kv)
     return h;
 }
 
+/* Invariants a consumer relies on: the byte size matches the element count
+ * exactly (so reading n_elements never runs past nbytes) and the data lies
+ * inside the input. Checked in 128 bits so the check cannot overflow. */
+static void check_tensor(const struct gguf_tensor *t, const uint8_t *buf, size_t size)
+{
+    const struct qtype_info *qi = qtype_get(t->type);
+    if (!qi) abort();
+    if ((unsigned __int128)t->nbytes * qi->block_size !=
+        (unsigned __int128)t->n_elements * qi->type_size)
+        abort();
+    const uint8_t *p = t->data;
+    if (p < buf || p > buf + size || t->nbytes > (size_t)(buf + size - p)) abort();
+}
+
 static unsigned walk_tensor(const struct gguf_tensor *t)
 {
     unsigned h = t->type;
@@ -70,6 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h += (unsigned)(gguf_version(c) + gguf_file_size(c) + gguf_alignment(c) + gguf_data_offset(c));
     for (uint64_t i = 0; i < gguf_n_tensors(c); i++) {
         const struct gguf_tensor *t = gguf_tensor_at(c, i);
+        check_tensor(t, data, size);
         h += walk_tensor(t) + (gguf_find_tensor(c, t->name) == t);
     }
     gguf_close(c);

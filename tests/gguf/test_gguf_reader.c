@@ -296,6 +296,9 @@ static void test_tensor_errors(void)
                16, &at);
     expect_err(&w, "tensor 'w': dimensions overflow", -1, "element count overflow");
     gw_free(&w);
+    one_tensor(&w, "w", 1, (const uint64_t[]){1ull << 62}, QT_F32, 0, 16, &at);
+    expect_err(&w, "tensor 'w': size overflows", -1, "row bytes overflow (2^62 f32)");
+    gw_free(&w);
     one_tensor(&w, "w", 4, (const uint64_t[]){0, 1ull << 40, 1ull << 40, 1ull << 40}, QT_F32, 0, 16, &at);
     expect_err(&w, "tensor 'w': size overflows", -1, "row count overflow with ne[0] = 0");
     gw_free(&w);
