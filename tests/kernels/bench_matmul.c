@@ -4,7 +4,8 @@
  * fixed cost of one tp_run / one tiny matmul. Decode cases cycle through
  * enough copies of the weights (≥ 256 MiB) that each call reads from DRAM,
  * as a forward pass does. Built, not registered as a test:
- *   bench_matmul [-t THREADS] [-s SECONDS_PER_CASE] [-f FILTER] [-c 1 (weights hot in cache)] */
+ *   bench_matmul [-t THREADS] [-s SECONDS_PER_CASE] [-f FILTER] [-c 1 (weights hot in cache)]
+ *   bench_matmul -m smollm2|gemma3 [-t THREADS]   (whole-model matmul pass) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,21 +162,105 @@ done:
     free(w); free(x); free(y);
 }
 
+/* A whole model's matmuls (random weights, real types and shapes): per
+ * layer q, k, v, o, gate, up, down, then the output projection for one
+ * token; decode (n = 1) and prefill (n = 512). Tokens/s of the matmuls
+ * alone: an upper bound for the forward pass, comparable to llama-bench. */
+struct model_shape {
+    const char *name;
+    int layers;
+    int64_t dim, qdim, kvdim, ff, vocab;
+    uint32_t t_attn, t_kv, t_ffn_up, t_ffn_down, t_out;
+};
+
+static const struct model_shape models[] = {
+    { "smollm2-135m-q4_1", 30, 576, 576, 192, 1536, 49152, QT_Q4_1, QT_Q4_1, QT_Q4_1, QT_Q4_1, QT_Q8_0 },
+    /* Gemma 3 270M Q4_K_M: q/k/v/gate/up Q5_0, o Q4_K, down Q4_K (half Q6_K), tied Q8_0 output */
+    { "gemma3-270m-q4_k_m", 18, 640, 1024, 256, 2048, 262144, QT_Q5_0, QT_Q5_0, QT_Q5_0, QT_Q4_K, QT_Q8_0 },
+};
+
+static void bench_model(struct threadpool *tp, const struct model_shape *ms, int reps)
+{
+    struct mat { uint32_t t; int64_t rows, cols; uint8_t *w; } per[7] = {
+        { ms->t_attn, ms->qdim, ms->dim, NULL }, { ms->t_kv, ms->kvdim, ms->dim, NULL },
+        { ms->t_kv, ms->kvdim, ms->dim, NULL }, { ms->t_ffn_down, ms->dim, ms->qdim, NULL },
+        { ms->t_ffn_up, ms->ff, ms->dim, NULL }, { ms->t_ffn_up, ms->ff, ms->dim, NULL },
+        { ms->t_ffn_down, ms->dim, ms->ff, NULL },
+    };
+    size_t layer_bytes = 0;
+    for (int k = 0; k < 7; k++) layer_bytes += qtype_row_bytes(per[k].t, (uint64_t)per[k].cols) * (size_t)per[k].rows;
+    size_t out_bytes = qtype_row_bytes(ms->t_out, (uint64_t)ms->dim) * (size_t)ms->vocab;
+    size_t total = layer_bytes * (size_t)ms->layers + out_bytes;
+    uint8_t *all = malloc(total);
+    float *x = malloc(sizeof(float) * 512 * (size_t)ms->ff), *y = malloc(sizeof(float) * 512 * (size_t)ms->ff);
+    float *logits = malloc(sizeof(float) * (size_t)ms->vocab);
+    if (!all || !x || !y || !logits) {
+        printf("%s: out of memory\n", ms->name);
+        goto done;
+    }
+    uint64_t seed = 3;
+    /* one random layer, copied: values do not change the speed */
+    size_t off = 0;
+    for (int k = 0; k < 7; k++) {
+        td_weights(per[k].t, all + off, per[k].rows, per[k].cols, &seed);
+        off += qtype_row_bytes(per[k].t, (uint64_t)per[k].cols) * (size_t)per[k].rows;
+    }
+    for (int l = 1; l < ms->layers; l++) memcpy(all + (size_t)l * layer_bytes, all, layer_bytes);
+    td_weights(ms->t_out, all + layer_bytes * (size_t)ms->layers, ms->vocab, ms->dim, &seed);
+    td_acts(x, 512, ms->ff, &seed);
+    struct mm_scratch scr = { 0 };
+    enum cpu_isa isa = cpu_isa_detect();
+    static const int64_t ns[] = { 1, 512 };
+    for (int ni = 0; ni < 2; ni++) {
+        int64_t n = ns[ni];
+        double best = 1e30;
+        for (int rep = 0; rep < reps + 1; rep++) {   /* first one warms up */
+            double t0 = now_s();
+            for (int l = 0; l < ms->layers; l++) {
+                const uint8_t *lw = all + (size_t)l * layer_bytes;
+                for (int k = 0; k < 7; k++) {
+                    cpu_matmul(tp, isa, &scr, per[k].t, lw, per[k].rows, per[k].cols, x, n, y);
+                    lw += qtype_row_bytes(per[k].t, (uint64_t)per[k].cols) * (size_t)per[k].rows;
+                }
+            }
+            cpu_matmul(tp, isa, &scr, ms->t_out, all + layer_bytes * (size_t)ms->layers, ms->vocab,
+                       ms->dim, x, 1, logits);
+            double t = now_s() - t0;
+            if (rep > 0 && t < best) best = t;
+        }
+        printf("model %-20s %s t=%d n=%-3lld matmuls only: %8.1f tok/s  (%.2f ms per pass, %.1f MB "
+               "weights, %.1f GB/s)\n", ms->name, cpu_isa_name(isa), tp_n_threads(tp), (long long)n,
+               (double)n / best, best * 1e3, (double)total / 1e6, (double)total / best / 1e9);
+        fflush(stdout);
+    }
+    mm_scratch_free(&scr);
+done:
+    free(all); free(x); free(y); free(logits);
+}
+
 int main(int argc, char **argv)
 {
     int threads = 1;
     double secs = 0.3;
     const char *filter = NULL;
-    bool hot = false;   /* -c: decode weights stay in cache (compute bound, not DRAM) */
+    bool hot = false;
+    const char *model = NULL;   /* -m NAME: whole-model matmul pass only */   /* -c: decode weights stay in cache (compute bound, not DRAM) */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-s")) secs = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-f")) filter = argv[i + 1];
         else if (!strcmp(argv[i], "-c")) hot = atoi(argv[i + 1]) != 0;
+        else if (!strcmp(argv[i], "-m")) model = argv[i + 1];
     }
     struct threadpool *tp = tp_open(threads);
     if (!tp) return 1;
     enum cpu_isa best = cpu_isa_detect();
+    if (model) {
+        for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
+            if (strstr(models[k].name, model)) bench_model(tp, &models[k], 3);
+        tp_close(tp);
+        return 0;
+    }
     printf("# cpu: %s, threads %d, physical cores %d\n", cpu_isa_name(best), threads,
            tp_physical_cores());
     struct stream_job sj = { .bytes = 512u << 20, .secs = secs * 2 };
