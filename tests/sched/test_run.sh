@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# tern run through the engine API, end to end on the default model: greedy
+# replies (raw and chat) equal the reference engine's (fixtures/run_expected.json,
+# from make_run_fixture.py with llama-cpp-python), stdin prompt, stop strings
+# (the reference reply cut before the stop string), --verbose timings on stderr
+# only, --trace JSON, refusals and usage errors.
+. "${TERN_SRC:?}/tests/app/tap.sh"
+tern=${TERN_BIN:?}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export XDG_CONFIG_HOME=$tmp/cfg
+fx=$TERN_SRC/tests/sched/fixtures/run_expected.json
+model=$("$TERN_SRC/packaging/fetch-model" --print-path)
+if [ -z "$model" ] || [ ! -r "$model" ]; then echo "Bail out! default model unavailable"; exit 1; fi
+field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d[sys.argv[2]][sys.argv[3]], end="")' "$fx" "$1" "$2"; }
+run() { "$tern" run -m "$model" -t 1 --temp 0 -n 16 "$@"; }
+
+# Raw prompt: the reply is printed as generated, then a newline.
+run --raw -p "$(field raw prompt)" > "$tmp/raw" 2> "$tmp/raw.err"; rc=$?
+ok $rc "raw run exits 0"
+printf '%s\n' "$(field raw reply)" > "$tmp/raw.want"
+cmp -s "$tmp/raw" "$tmp/raw.want"; ok $? "raw greedy reply equals the reference's"
+[ $? -eq 0 ] || diag "got: $(cat "$tmp/raw")" "want: $(cat "$tmp/raw.want")"
+
+# Chat template; the reply ends on end-of-turn like the reference's.
+run -p "$(field chat prompt)" > "$tmp/chat" 2>/dev/null; ok $? "chat run exits 0"
+printf '%s\n' "$(field chat reply)" > "$tmp/chat.want"
+cmp -s "$tmp/chat" "$tmp/chat.want"; ok $? "chat greedy reply equals the reference's"
+[ $? -eq 0 ] || diag "got: $(cat "$tmp/chat")" "want: $(cat "$tmp/chat.want")"
+
+# Prompt from stdin.
+field chat prompt | run > "$tmp/stdin" 2>/dev/null; ok $? "stdin run exits 0"
+cmp -s "$tmp/stdin" "$tmp/chat.want"; ok $? "prompt read from stdin gives the same reply"
+
+# Stop string: the reference reply cut before its first occurrence.
+run --raw -p "$(field raw prompt)" --stop "Public" > "$tmp/stop" 2>/dev/null; ok $? "stop run exits 0"
+want=$(field raw reply | python3 -c 'import sys; s=sys.stdin.read(); print(s[:s.index("Public")], end="")')
+printf '%s\n' "$want" > "$tmp/stop.want"
+cmp -s "$tmp/stop" "$tmp/stop.want"; ok $? "stop string cuts the reply and is not printed"
+[ $? -eq 0 ] || diag "got: $(cat "$tmp/stop")" "want: $want"
+
+# --verbose: timings on stderr, stdout unchanged.
+run -p "$(field chat prompt)" --verbose > "$tmp/v" 2> "$tmp/v.err"; ok $? "verbose run exits 0"
+cmp -s "$tmp/v" "$tmp/chat.want"; ok $? "--verbose leaves stdout to the reply"
+for k in "load duration:" "prompt eval count:" "prompt eval duration:" "time to first token:" \
+         "eval count:" "time per token:" "eval rate:"; do
+  grep -q "^$k" "$tmp/v.err"; ok $? "--verbose prints '$k'"
+done
+
+# --trace: Chrome trace-event JSON with request and step tracks.
+run -p "$(field chat prompt)" --trace "$tmp/trace.json" > /dev/null 2>&1; ok $? "trace run exits 0"
+python3 - "$tmp/trace.json" <<'PY'; ok $? "trace is JSON with queue, prefill, decode and step spans"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {(e["tid"] == 0, e["name"]) for e in ev if e["ph"] == "X"}
+need = {(True, "step"), (False, "queue"), (False, "prefill"), (False, "decode")}
+sys.exit(0 if need <= names and all(e["dur"] >= 0 for e in ev if e["ph"] == "X") else 1)
+PY
+
+# Refusals and usage errors.
+"$tern" run -m "$model" -t 1 --ctx 32 -n 100 -p "$(field chat prompt)" > /dev/null 2> "$tmp/big"; rc=$?
+[ $rc -eq 1 ] && grep -q "too large" "$tmp/big"; ok $? "oversized request: exit 1 with the reason (rc $rc)"
+"$tern" run -m "$tmp/none.gguf" -p x > /dev/null 2> "$tmp/nomodel"; rc=$?
+[ $rc -eq 1 ] && grep -q "none.gguf" "$tmp/nomodel"; ok $? "missing model file: exit 1 naming it (rc $rc)"
+"$tern" run -m "$model" --temp abc -p x > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ]; ok $? "bad option value: exit 2 (rc $rc)"
+"$tern" run -m "$model" --raw --system s -p x > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ]; ok $? "--system with --raw: exit 2 (rc $rc)"
+tap_done
