@@ -84,6 +84,20 @@ static void draw_model(struct pane *p, const struct ui_state *s)
                     (double)s->stats.backend.mem_total / 1073741824.0);
 }
 
+/* Time between consecutive tokens of the recent replies (per-token TPOT),
+ * newest on the right, scaled to the largest shown. */
+static void spark_row(struct pane *p, const struct ui_state *s)
+{
+    if (!room(p)) return;
+    int x = p->in.x;
+    x += ui_draw_str(p->w, p->y, x, p->in.w, p->t->a[UI_C_DIM], "      ");
+    double v[UI_SPARK_N];
+    for (size_t i = 0; i < s->spark_n; i++)
+        v[i] = s->spark[(s->spark_head + UI_SPARK_N - s->spark_n + i) % UI_SPARK_N];
+    ui_gauge_spark(p->w, p->y, x, p->in.x + p->in.w - x, p->t->a[UI_C_DECODE], v, s->spark_n);
+    p->y++;
+}
+
 static void draw_latency(struct pane *p, const struct ui_state *s)
 {
     const struct engine_stats *st = &s->stats;
@@ -93,6 +107,7 @@ static void draw_latency(struct pane *p, const struct ui_state *s)
     section(p, "last reply");
     latency_row(p, "TTFT", m ? m->ph.ttft_s : -1, -3, slo_ttft);
     latency_row(p, "TPOT", m && m->ph.n_generated > 1 ? m->ph.tpot_s : -1, -3, slo_tpot);
+    spark_row(p, s);
     if (room(p))
         ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "tok/s %9.1f", s->tok_s);
     section(p, "session p50 / p90");
@@ -104,15 +119,6 @@ static void draw_latency(struct pane *p, const struct ui_state *s)
     bool h1 = s->have_stats && st->ttft.count > 0, h2 = s->have_stats && st->tpot.count > 0;
     latency_row(p, "TTFT", h1 ? st->ttft.p50 : -1, h1 ? st->ttft.p90 : -1, slo_ttft);
     latency_row(p, "TPOT", h2 ? st->tpot.p50 : -1, h2 ? st->tpot.p90 : -1, slo_tpot);
-    if (room(p)) {
-        int x = p->in.x;
-        x += ui_draw_str(p->w, p->y, x, p->in.w, p->t->a[UI_C_DIM], "ITL   ");
-        double v[UI_SPARK_N];
-        for (size_t i = 0; i < s->spark_n; i++)
-            v[i] = s->spark[(s->spark_head + UI_SPARK_N - s->spark_n + i) % UI_SPARK_N];
-        ui_gauge_spark(p->w, p->y, x, p->in.x + p->in.w - x, p->t->a[UI_C_DECODE], v, s->spark_n);
-        p->y++;
-    }
 }
 
 static void draw_kv(struct pane *p, const struct ui_state *s)
