@@ -145,7 +145,7 @@ int ui_term_open(struct ui_term *t, bool headless, int rows, int cols, bool no_c
     } else {
         if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
             snprintf(err, errlen,
-                     "tern chat needs a terminal (stdin and stdout are not both ttys)");
+                     "needs a terminal: stdin and stdout are not both ttys (tests: --headless-frames)");
             return -1;
         }
         if (tcgetattr(STDIN_FILENO, &saved_tio) == 0) saved_tio_ok = 1;
