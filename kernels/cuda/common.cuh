@@ -23,17 +23,27 @@
 __device__ __forceinline__ float cu_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float cu_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
+// Butterfly reductions: every lane ends with the result. (The CPU emulation
+// of tests/cuda/emu does them in one exchange instead of five.)
 __device__ __forceinline__ float warp_sum(float v)
 {
+#ifdef TERN_CUDA_EMU
+    return emu_warp_reduce(v, false);
+#else
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+#endif
 }
 __device__ __forceinline__ float warp_max(float v)
 {
+#ifdef TERN_CUDA_EMU
+    return emu_warp_reduce(v, true);
+#else
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+#endif
 }
 
 // GLU activation: SiLU, or tanh-GELU with input and output rounded to f16 as

@@ -473,7 +473,9 @@ static void test_attention(struct threadpool *tp)
             float *q = frand_vec((size_t)n * nh * hd, 1.0f), *ref = malloc((size_t)n * nh * hd * 4);
             const int32_t *tabs[200];
             for (int i = 0; i < n; i++) tabs[i] = perm + toff[seq[i]];
-            struct attn_batch ab = { n, nh, nkv, hd, cfgs[ci].window, q, ref, pos, tabs };
+            struct attn_batch ab = { .n_tokens = n, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
+                                     .window = cfgs[ci].window, .q = q, .out = ref, .pos = pos,
+                                     .table = tabs, .scale = 1.0f };
             struct attn_scratch scr = { 0 };
             if (attn_forward(tp, &L, &ab, &scr) != 0) tap_bail("attn_forward scratch");
             attn_scratch_free(&scr);

@@ -29,10 +29,13 @@ def launch(m):
     name, cfg, args = m.group(1), split_top(m.group(2)), m.group(3)
     grid, block = cfg[0], cfg[1]
     smem = cfg[2] if len(cfg) > 2 else "0"
-    return f"emu_launch(dim3({grid}), dim3({block}), (size_t)({smem}), [=]() {{ {name}({args}); }});"
+    # arguments are evaluated at the launch (a graph keeps them), as CUDA does
+    return (f"{{ auto emu_args = std::make_tuple({args}); "
+            f"emu_launch(dim3({grid}), dim3({block}), (size_t)({smem}), "
+            f"[=]() {{ std::apply({name}, emu_args); }}); }}")
 
 
 src = open(sys.argv[1]).read()
 out = LAUNCH.sub(launch, src)
 out = re.sub(r"extern\s+__shared__\s+float\s+(\w+)\[\];", r"float *\1 = (float *)emu_dyn_smem;", out)
-open(sys.argv[2], "w").write(f'#line 1 "{sys.argv[1]}"\n' + out)
+open(sys.argv[2], "w").write(f'#include <tuple>\n#line 1 "{sys.argv[1]}"\n' + out)

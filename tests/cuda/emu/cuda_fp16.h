@@ -12,6 +12,7 @@
 
 #include "cuda_runtime_api.h"
 
+#define TERN_CUDA_EMU 1
 #define __global__
 #define __device__
 #define __host__
@@ -55,6 +56,7 @@ extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 extern void *emu_dyn_smem;
 void __syncthreads();
 float emu_shfl(float v, int lane_from_xor, bool is_xor);
+float emu_warp_reduce(float v, bool is_max);
 inline float __shfl_xor_sync(unsigned, float v, int o) { return emu_shfl(v, o, true); }
 inline float __shfl_sync(unsigned, float v, int src) { return emu_shfl(v, src, false); }
 cudaError_t emu_launch(dim3 grid, dim3 block, size_t smem, std::function<void()> body);
