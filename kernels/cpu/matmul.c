@@ -203,7 +203,7 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
     for (int k = 0; k < job.n_ops; k++)
         job.first_chunk[k + 1] = job.first_chunk[k] + (job.t[k].rows + job.chunk - 1) / job.chunk;
     atomic_init(&job.next_chunk, 0);
-    tp_run(tp, mm_worker, &job);
+    tp_run_any(tp, mm_worker, &job);   /* any thread may take every chunk */
 }
 
 void cpu_matmul(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,

@@ -23,6 +23,9 @@ struct tp_worker {
     struct threadpool *tp;
     int ith;
     pthread_t thread;
+    /* Last generation this worker started, or that tp_run_any skipped it
+     * for; whoever moves it from gen-1 to gen owns that slot. */
+    atomic_uint started;
 };
 
 struct threadpool {
@@ -91,6 +94,9 @@ static void *worker_main(void *p)
         }
         if (atomic_load(&tp->stop)) break;
         seen = atomic_load_explicit(&tp->gen, memory_order_acquire);
+        unsigned prev = seen - 1;
+        if (!atomic_compare_exchange_strong(&w->started, &prev, seen))
+            continue;   /* tp_run_any finished without us: skip this job */
         tp->fn(tp->arg, w->ith, tp->n);
         if (atomic_fetch_sub(&tp->pending, 1) == 1 && atomic_load(&tp->caller_sleeping)) {
             pthread_mutex_lock(&tp->mu);
@@ -123,6 +129,7 @@ struct threadpool *tp_open(int n_threads)
         struct tp_worker *w = &tp->workers[i - 1];
         w->tp = tp;
         w->ith = i;
+        atomic_init(&w->started, 0);
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             tp_close(tp);   /* joins the ones already started */
             return NULL;
@@ -179,7 +186,7 @@ static void wait_done(struct threadpool *tp)
     atomic_store(&tp->caller_sleeping, false);
 }
 
-void tp_run(struct threadpool *tp, tp_fn fn, void *arg)
+static void run(struct threadpool *tp, tp_fn fn, void *arg, bool skip_late)
 {
     if (!tp || tp->n == 1) {
         fn(arg, 0, 1);
@@ -188,14 +195,33 @@ void tp_run(struct threadpool *tp, tp_fn fn, void *arg)
     tp->fn = fn;
     tp->arg = arg;
     atomic_store_explicit(&tp->pending, tp->n - 1, memory_order_relaxed);
-    atomic_fetch_add(&tp->gen, 1);  /* seq_cst: publishes fn, arg, pending */
+    unsigned g = atomic_fetch_add(&tp->gen, 1) + 1;  /* seq_cst: publishes fn, arg, pending */
     if (atomic_load(&tp->n_sleeping) > 0) {
         pthread_mutex_lock(&tp->mu);
         pthread_cond_broadcast(&tp->cv_work);
         pthread_mutex_unlock(&tp->mu);
     }
     fn(arg, 0, tp->n);
+    if (skip_late) {
+        /* Workers that have not started yet (preempted, or still waking
+         * from the condition variable) are not waited for. */
+        for (int i = 0; i < tp->n - 1; i++) {
+            unsigned prev = g - 1;
+            if (atomic_compare_exchange_strong(&tp->workers[i].started, &prev, g))
+                atomic_fetch_sub(&tp->pending, 1);
+        }
+    }
     wait_done(tp);
+}
+
+void tp_run(struct threadpool *tp, tp_fn fn, void *arg)
+{
+    run(tp, fn, arg, false);
+}
+
+void tp_run_any(struct threadpool *tp, tp_fn fn, void *arg)
+{
+    run(tp, fn, arg, true);
 }
 
 /* Counts distinct (package, core) pairs in sysfs; falls back to the online

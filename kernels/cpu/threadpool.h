@@ -14,6 +14,11 @@ void tp_close(struct threadpool *tp);
 int tp_n_threads(const struct threadpool *tp);
 /* Runs fn(arg, i, n) for i in [0, n) and returns when all are done. */
 void tp_run(struct threadpool *tp, tp_fn fn, void *arg);
+/* Like tp_run, but when the caller's own fn(arg, 0, n) returns, workers
+ * that have not started yet are skipped instead of waited for. For jobs
+ * whose workers claim work from a shared counter (so index 0 alone can
+ * finish everything): a preempted or sleeping worker then costs nothing. */
+void tp_run_any(struct threadpool *tp, tp_fn fn, void *arg);
 /* Physical cores of this machine (sysfs topology), at least 1. */
 int tp_physical_cores(void);
 

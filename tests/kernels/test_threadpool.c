@@ -47,11 +47,51 @@ static void check_pool(int nth, int calls, int nap_every)
     tp_close(tp);
 }
 
+/* tp_run_any: items claimed from a shared counter; every item done once by
+ * the time it returns, whichever threads took part. */
+struct claim_job {
+    atomic_int next;
+    atomic_int done[64];
+};
+
+static void claim(void *arg, int ith, int nth)
+{
+    struct claim_job *j = arg;
+    (void)ith; (void)nth;
+    for (int i; (i = atomic_fetch_add(&j->next, 1)) < 64;) atomic_fetch_add(&j->done[i], 1);
+}
+
+static void check_any(int nth, int calls, int nap_every)
+{
+    struct threadpool *tp = tp_open(nth);
+    if (!ok(tp != NULL, "tp_open(%d) for tp_run_any", nth)) return;
+    struct job idx = { .want_nth = nth };
+    for (int i = 0; i < 8; i++) atomic_init(&idx.runs[i], 0);
+    atomic_init(&idx.bad_nth, 0);
+    int exact = 1, all_idx = 1;
+    for (int c = 1; c <= calls; c++) {
+        struct claim_job j;
+        atomic_init(&j.next, 0);
+        for (int i = 0; i < 64; i++) atomic_init(&j.done[i], 0);
+        tp_run_any(tp, claim, &j);
+        for (int i = 0; i < 64; i++) exact &= atomic_load(&j.done[i]) == 1;
+        /* a plain tp_run right after still runs every index */
+        tp_run(tp, count, &idx);
+        for (int i = 0; i < nth; i++) all_idx &= atomic_load(&idx.runs[i]) == c;
+        if (nap_every && c % nap_every == 0) nap_ms(1);
+    }
+    ok(exact, "tp_run_any, %d threads, %d calls: every item done exactly once", nth, calls);
+    ok(all_idx, "tp_run between tp_run_any calls: every index ran once per call");
+    tp_close(tp);
+}
+
 int main(void)
 {
     for (int nth = 1; nth <= 4; nth++) check_pool(nth, 500, 0);
     for (int nth = 2; nth <= 3; nth++) check_pool(nth, 40, 1);   /* workers asleep each call */
     check_pool(2, 300, 7);
+    for (int nth = 1; nth <= 4; nth++) check_any(nth, 300, 0);
+    check_any(3, 60, 3);
     tp_close(NULL);
     is_int(tp_n_threads(NULL), 1, "NULL pool counts as one thread");
     int pc = tp_physical_cores();
