@@ -1,18 +1,363 @@
-/* cmd_bench: 'tern bench' (its capability lands with a later change). */
+/* cmd_bench: 'tern bench' raw mode in the reference's llama-bench terms:
+ * ppN = one forward batch of N prompt tokens into an empty context, tgN =
+ * N single-token decode steps from an empty context; each repeated -r times
+ * after one warm-up, reporting the median and the spread. --profile hands
+ * over to the serving load profiles (bench_profiles.c); --synthetic runs a
+ * generated model of a known shape instead of a file. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
+#include "backend.h"
+#include "bench_profiles.h"
 #include "cli.h"
 #include "commands.h"
+#include "cpu/threadpool.h"
+#include "model.h"
+#include "quant.h"
+#include "synthetic.h"
+
+enum {
+    OPT_PP = CLI_OPT_CMD, OPT_TG, OPT_JSON, OPT_PROFILE, OPT_SYNTH, OPT_TYPE, OPT_KVTYPE,
+    OPT_BACKEND, OPT_SCALAR
+};
+
+struct bench_opts {
+    const struct cli *cli;
+    long pp, tg, reps, threads;
+    bool json, scalar;
+    const char *synthetic;
+    uint32_t synth_type;
+    enum kv_type kv_type;
+    enum backend_kind backend;
+};
+
+static const char *const kv_names[] = { [KV_F16] = "f16", [KV_F32] = "f32", [KV_Q8_0] = "q8_0" };
+
+static int on_opt(int c, const char *arg, void *ud)
+{
+    struct bench_opts *o = ud;
+    switch (c) {
+    case OPT_PP: return cli_int(o->cli, "--pp", arg, 0, 1 << 20, &o->pp);
+    case OPT_TG: return cli_int(o->cli, "--tg", arg, 0, 1 << 20, &o->tg);
+    case 'r': return cli_int(o->cli, "--repetitions", arg, 1, 1000, &o->reps);
+    case 't': return cli_int(o->cli, "--threads", arg, 1, 1024, &o->threads);
+    case OPT_JSON: o->json = true; return 0;
+    case OPT_SCALAR: o->scalar = true; return 0;
+    case OPT_SYNTH: o->synthetic = arg; return 0;
+    case OPT_TYPE:
+        if (!strcmp(arg, "q4_0")) o->synth_type = QT_Q4_0;
+        else if (!strcmp(arg, "q8_0")) o->synth_type = QT_Q8_0;
+        else if (!strcmp(arg, "f16")) o->synth_type = QT_F16;
+        else {
+            fprintf(stderr, "tern bench: --type: '%s' is not q4_0, q8_0 or f16\n", arg);
+            return -1;
+        }
+        return 0;
+    case OPT_KVTYPE:
+        for (int k = 0; k <= KV_Q8_0; k++) {
+            if (!strcmp(arg, kv_names[k])) {
+                o->kv_type = (enum kv_type)k;
+                return 0;
+            }
+        }
+        fprintf(stderr, "tern bench: --kv-type: '%s' is not f16, f32 or q8_0\n", arg);
+        return -1;
+    case OPT_BACKEND:
+        if (!strcmp(arg, "auto")) o->backend = BACKEND_AUTO;
+        else if (!strcmp(arg, "cpu")) o->backend = BACKEND_CPU;
+        else if (!strcmp(arg, "cuda")) o->backend = BACKEND_CUDA;
+        else {
+            fprintf(stderr, "tern bench: --backend: '%s' is not auto, cpu or cuda\n", arg);
+            return -1;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Buffers for one benchmark sequence of up to n positions. */
+struct run {
+    struct backend *be;
+    int32_t *tok, *pos, *seq, *table;
+    uint8_t *want;
+    float *logits;
+    int32_t n_blocks;
+};
+
+/* One forward of n tokens at positions p0.. (logits for the last only). */
+static int forward(struct run *r, int32_t n, int32_t p0, char *err, size_t errlen)
+{
+    for (int32_t i = 0; i < n; i++) {
+        r->pos[i] = p0 + i;
+        r->seq[i] = 0;
+        r->want[i] = i == n - 1;
+    }
+    const struct fwd_seq s = { r->table, r->n_blocks };
+    const struct fwd_batch b = { n, r->tok, r->pos, r->seq, r->want, 1, &s };
+    return backend_forward(r->be, &b, r->logits, err, errlen);
+}
+
+/* Tokens/s of one pp run (one batch) or one tg run (n single steps). */
+static int measure(struct run *r, bool prompt, int32_t n, double *tps, char *err, size_t errlen)
+{
+    const int32_t nv = r->be->model->hp.n_vocab;
+    uint32_t x = 12345u;
+    for (int32_t i = 0; prompt && i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        r->tok[i] = (int32_t)((x >> 8) % (uint32_t)nv);
+    }
+    const double t0 = now_s();
+    if (prompt) {
+        if (forward(r, n, 0, err, errlen)) return -1;
+    } else {
+        for (int32_t i = 0; i < n; i++) {
+            x = x * 1103515245u + 12345u;
+            r->tok[0] = (int32_t)((x >> 8) % (uint32_t)nv);
+            if (forward(r, 1, i, err, errlen)) return -1;
+        }
+    }
+    *tps = (double)n / (now_s() - t0);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+struct figures {
+    double median, min, max, mean, sd;
+};
+
+static struct figures summarize(const double *v, long n)
+{
+    double *s = malloc((size_t)n * sizeof *s);
+    struct figures f = { 0 };
+    if (!s || n < 1) {
+        free(s);
+        return f;
+    }
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    f.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    f.min = s[0];
+    f.max = s[n - 1];
+    for (long i = 0; i < n; i++) f.mean += s[i] / (double)n;
+    for (long i = 0; i < n; i++) f.sd += (s[i] - f.mean) * (s[i] - f.mean);
+    f.sd = n > 1 ? sqrt(f.sd / (double)(n - 1)) : 0.0;
+    free(s);
+    return f;
+}
+
+static void print_runs(const char *key, const double *v, long n)
+{
+    printf("\"%s\":[", key);
+    for (long i = 0; i < n; i++) printf("%s%.3f", i ? "," : "", v[i]);
+    printf("]");
+}
+
+static void report(const struct bench_opts *o, const char *model_name, const struct model *m,
+                   const struct backend_info *info, const double *pp, const double *tg)
+{
+    const struct figures fp = summarize(pp, o->reps), ft = summarize(tg, o->reps);
+    if (o->json) {
+        printf("{\"model\":\"%s\",\"arch\":\"%s\",\"params\":%llu,\"weight_bytes\":%llu,"
+               "\"backend\":\"%s\",\"device\":\"%s\",\"threads\":%ld,\"kv_type\":\"%s\","
+               "\"repetitions\":%ld,\"pp\":%ld,\"tg\":%ld,",
+               model_name, m->hp.arch_name, (unsigned long long)m->n_params,
+               (unsigned long long)m->weight_bytes, info->name, info->device, o->threads,
+               kv_names[o->kv_type], o->reps, o->pp, o->tg);
+        printf("\"pp_tok_s\":%.3f,\"pp_min\":%.3f,\"pp_max\":%.3f,\"pp_sd\":%.3f,", fp.median,
+               fp.min, fp.max, fp.sd);
+        printf("\"tg_tok_s\":%.3f,\"tg_min\":%.3f,\"tg_max\":%.3f,\"tg_sd\":%.3f,", ft.median,
+               ft.min, ft.max, ft.sd);
+        print_runs("pp_runs", pp, o->pp ? o->reps : 0);
+        printf(",");
+        print_runs("tg_runs", tg, o->tg ? o->reps : 0);
+        printf("}\n");
+        return;
+    }
+    printf("| model | size | params | backend | threads | test | t/s (median) | min - max |\n");
+    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+    const double mib = (double)m->weight_bytes / 1048576.0, mp = (double)m->n_params / 1e6;
+    if (o->pp)
+        printf("| %s | %.2f MiB | %.2f M | %s | %ld | pp%ld | %.2f | %.2f - %.2f |\n", model_name,
+               mib, mp, info->name, o->threads, o->pp, fp.median, fp.min, fp.max);
+    if (o->tg)
+        printf("| %s | %.2f MiB | %.2f M | %s | %ld | tg%ld | %.2f | %.2f - %.2f |\n", model_name,
+               mib, mp, info->name, o->threads, o->tg, ft.median, ft.min, ft.max);
+    fprintf(stderr, "device: %s%s%s\n", info->device, info->note[0] ? "; " : "", info->note);
+}
+
+static int alloc_run(struct run *r, int32_t n)
+{
+    const size_t k = (size_t)(n > 0 ? n : 1);
+    r->tok = malloc(k * sizeof *r->tok);
+    r->pos = malloc(k * sizeof *r->pos);
+    r->seq = malloc(k * sizeof *r->seq);
+    r->want = malloc(k);
+    r->table = malloc((size_t)r->n_blocks * sizeof *r->table);
+    r->logits = malloc((size_t)r->be->model->hp.n_vocab * sizeof(float));
+    if (!r->tok || !r->pos || !r->seq || !r->want || !r->table || !r->logits) return -1;
+    for (int32_t i = 0; i < r->n_blocks; i++) r->table[i] = i;
+    return 0;
+}
+
+static void free_run(struct run *r)
+{
+    free(r->tok);
+    free(r->pos);
+    free(r->seq);
+    free(r->want);
+    free(r->table);
+    free(r->logits);
+}
+
+static struct model *open_model(const struct bench_opts *o, const struct cli *cli, char *name,
+                                size_t namelen, char *err, size_t errlen)
+{
+    if (o->synthetic) {
+        snprintf(name, namelen, "synthetic:%s:%s", o->synthetic, qtype_name(o->synth_type));
+        return model_open_synthetic(o->synthetic, o->synth_type, 1, err, errlen);
+    }
+    char path[4096];
+    if (cli_model_path(cli, path, sizeof path, err, errlen)) return NULL;
+    const char *base = strrchr(path, '/');
+    snprintf(name, namelen, "%s", base ? base + 1 : path);
+    return model_open(path, err, errlen);
+}
+
+static int run_bench(const struct bench_opts *o, const struct cli *cli)
+{
+    char err[512], name[4200];
+    struct model *m = open_model(o, cli, name, sizeof name, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "tern bench: %s\n", err);
+        return CLI_EXIT_FAIL;
+    }
+    const long need = o->pp > o->tg ? o->pp : o->tg;
+    if (need > m->hp.n_ctx_train) {
+        fprintf(stderr, "tern bench: a test of %ld tokens exceeds the model's context of %d\n",
+                need, m->hp.n_ctx_train);
+        model_close(m);
+        return CLI_EXIT_FAIL;
+    }
+    const struct backend_config cfg = {
+        .kind = o->backend, .threads = (int)o->threads, .kv_type = o->kv_type,
+        .kv_block_tokens = 16, .max_batch_tokens = (int32_t)(o->pp > 0 ? o->pp : 1),
+        .max_seqs = 1, .force_scalar = o->scalar,
+    };
+    struct run r = { 0 };
+    int rc = CLI_EXIT_FAIL;
+    r.be = backend_open(m, &cfg, err, sizeof err);
+    if (!r.be) {
+        fprintf(stderr, "tern bench: %s\n", err);
+        goto out;
+    }
+    r.n_blocks = (int32_t)((need + 15) / 16);
+    if (r.n_blocks > r.be->kv_n_blocks) {
+        fprintf(stderr, "tern bench: %ld tokens need %d KV blocks, the cache holds %d\n", need,
+                r.n_blocks, r.be->kv_n_blocks);
+        goto out;
+    }
+    double *pp = calloc((size_t)o->reps, sizeof *pp), *tg = calloc((size_t)o->reps, sizeof *tg);
+    if (alloc_run(&r, (int32_t)(need > 0 ? need : 1)) || !pp || !tg) {
+        fprintf(stderr, "tern bench: out of memory\n");
+        free(pp);
+        free(tg);
+        goto out;
+    }
+    double warm;
+    /* warm-up (first-touch of weights and buffers), as llama-bench does */
+    if (measure(&r, true, (int32_t)(o->pp ? o->pp : 1), &warm, err, sizeof err) ||
+        (o->tg && measure(&r, false, 1, &warm, err, sizeof err)))
+        goto fail_run;
+    for (long i = 0; i < o->reps; i++) {
+        if (o->pp && measure(&r, true, (int32_t)o->pp, &pp[i], err, sizeof err)) goto fail_run;
+        if (o->tg && measure(&r, false, (int32_t)o->tg, &tg[i], err, sizeof err)) goto fail_run;
+    }
+    struct backend_info info;
+    r.be->ops->get_info(r.be, &info);
+    report(o, name, m, &info, pp, tg);
+    rc = CLI_EXIT_OK;
+    goto done;
+fail_run:
+    fprintf(stderr, "tern bench: %s\n", err);
+done:
+    free(pp);
+    free(tg);
+out:
+    free_run(&r);
+    backend_close(r.be);
+    model_close(m);
+    return rc;
+}
 
 int cmd_bench(int argc, char **argv)
 {
     static const char use[] =
         "usage: tern bench [OPTIONS]\n"
         "\n"
-        "Measures prompt processing and generation speed, and serving load profiles.\n";
+        "Measures prompt processing and generation speed (llama-bench terms), or serving\n"
+        "load profiles with --profile.\n"
+        "\n"
+        "  --pp N              prompt tokens, one batch into an empty context (512; 0 = skip)\n"
+        "  --tg N              generated tokens, one decode step each (128; 0 = skip)\n"
+        "  -r, --repetitions N runs of each test after one warm-up (5)\n"
+        "  -t, --threads N     CPU threads (physical cores)\n"
+        "  --json              one JSON object: pp_tok_s, tg_tok_s (medians), runs, ...\n"
+        "  --kv-type T         f16 (default), f32 or q8_0\n"
+        "  --backend B         auto (default), cpu or cuda\n"
+        "  --scalar            CPU: portable scalar kernels\n"
+        "  --synthetic NAME    generated model instead of -m (see --type)\n"
+        "  --type T            weights of the synthetic model: q4_0 (default), q8_0, f16\n"
+        "  --profile NAME      serving load profile (short, long-prompt, ..., all)\n";
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--profile") || !strncmp(argv[i], "--profile=", 10))
+            return bench_profiles_main(argc, argv);
+    static const struct option longopts[] = {
+        { "pp", required_argument, 0, OPT_PP },
+        { "tg", required_argument, 0, OPT_TG },
+        { "repetitions", required_argument, 0, 'r' },
+        { "threads", required_argument, 0, 't' },
+        { "json", no_argument, 0, OPT_JSON },
+        { "kv-type", required_argument, 0, OPT_KVTYPE },
+        { "backend", required_argument, 0, OPT_BACKEND },
+        { "scalar", no_argument, 0, OPT_SCALAR },
+        { "synthetic", required_argument, 0, OPT_SYNTH },
+        { "type", required_argument, 0, OPT_TYPE },
+        { 0, 0, 0, 0 },
+    };
     struct cli cli;
-    int rc = cli_parse(&cli, argc, argv, "", NULL, NULL, NULL, use);
-    if (rc < 0) rc = cli_not_yet("bench");
+    struct bench_opts o = { .pp = 512, .tg = 128, .reps = 5, .synth_type = QT_Q4_0,
+                            .kv_type = KV_F16, .backend = BACKEND_AUTO };
+    o.cli = &cli;
+    int rc = cli_parse(&cli, argc, argv, "r:t:", longopts, on_opt, &o, use);
+    if (rc >= 0) goto out;
+    if (cli.argc > 0) {
+        fprintf(stderr, "tern bench: unexpected argument '%s'\n", cli.argv[0]);
+        rc = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (!o.pp && !o.tg) {
+        fprintf(stderr, "tern bench: --pp and --tg are both 0: nothing to measure\n");
+        rc = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (!o.threads) o.threads = tp_physical_cores();
+    rc = run_bench(&o, &cli);
+out:
     cli_free(&cli);
     return rc;
 }

@@ -425,7 +425,8 @@ static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l)
         if (v->k_norm) norm_rows(k, k, v->k_norm, hp->n_head_kv, hd, hp->norm_eps);
         ops_rope_apply(q, hp->n_head, hd, hp->n_rot, cs, hp->rope_neox);
         ops_rope_apply(k, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_neox);
-        ops_scale(q, hp->query_scale, qd);
+        /* Gemma scales Q before attention; the others scale the scores. */
+        if (hp->arch == ARCH_GEMMA3) ops_scale(q, hp->query_scale, qd);
         const struct fwd_seq *s = &b->seqs[b->seq[i]];
         const int32_t p = b->pos[i];
         const size_t off = ((size_t)s->block_table[p / bt] * bt + (size_t)(p % bt)) * c->kv_row;
@@ -446,6 +447,7 @@ static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, cha
         .n_tokens = b->n_tokens, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hp->head_dim, .window = model_layer_is_swa(m, l) ? hp->sliding_window : 0,
         .q = c->a.q, .out = c->a.att, .pos = b->pos, .table = c->a.tables,
+        .scale = hp->arch == ARCH_GEMMA3 ? 1.0f : hp->query_scale,
     };
     if (attn_forward(c->tp, &L, &ab, &c->attn)) {
         snprintf(err, errlen, "forward: out of memory for attention scratch (layer %d)", l);
@@ -465,9 +467,11 @@ static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *e
     const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kd = (int64_t)hp->n_head_kv * hp->head_dim;
 
     norm_rows(a->xn, a->x, v->attn_norm, n, d, hp->norm_eps);
-    matmul(c, &w->wq, a->xn, n, a->q);
-    matmul(c, &w->wk, a->xn, n, a->k);
-    matmul(c, &w->wv, a->xn, n, a->v);
+    /* q, k, v (and gate, up) share their input: one quantization, one pool sync */
+    const struct mm_op qkv[3] = { { w->wq.type, w->wq.data, w->wq.rows, a->q },
+                                  { w->wk.type, w->wk.data, w->wk.rows, a->k },
+                                  { w->wv.type, w->wv.data, w->wv.rows, a->v } };
+    cpu_matmul_multi(c->tp, c->isa, &c->mm, 3, qkv, d, a->xn, n);
     add_bias(a->q, v->bq, n, qd);
     add_bias(a->k, v->bk, n, kd);
     add_bias(a->v, v->bv, n, kd);
@@ -478,8 +482,9 @@ static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *e
     ops_add(a->x, a->tmp, n * d);
 
     norm_rows(a->xn, a->x, v->ffn_norm, n, d, hp->norm_eps);
-    matmul(c, &w->w_gate, a->xn, n, a->gate);
-    matmul(c, &w->w_up, a->xn, n, a->up);
+    const struct mm_op gu[2] = { { w->w_gate.type, w->w_gate.data, w->w_gate.rows, a->gate },
+                                 { w->w_up.type, w->w_up.data, w->w_up.rows, a->up } };
+    cpu_matmul_multi(c->tp, c->isa, &c->mm, 2, gu, d, a->xn, n);
     if (hp->arch == ARCH_GEMMA3)
         ops_geglu(a->gate, a->up, n * hp->n_ff, c->gelu);
     else

@@ -1,8 +1,10 @@
 /* attention: paged, grouped-query attention on the CPU. Queries of one
  * sequence at consecutive positions form tiles of up to TILE tokens, so a
  * KV block is converted to f32 once per tile and KV head, not once per
- * query; each (tile, KV head) is one work item. Cost is bounded by reading
- * the KV rows (decode) or by the QK and PV dot products (prefill). */
+ * query; each (tile, KV head) is one work item. Scores are kept for the
+ * whole span of the tile (two passes: QK, then softmax-weighted V). Cost is
+ * bounded by reading the KV rows (decode) or by the QK and PV products
+ * (prefill). */
 #include "attention.h"
 
 #include <math.h>
@@ -61,68 +63,87 @@ static void load_block(const struct attn_layer *L, const void *pool, int32_t blo
     }
 }
 
-/* Online-softmax update of one query head with one block's scores. */
-static void update(float *restrict acc, float *m, float *l, const float *restrict sc,
-                   const float *restrict vbuf, int32_t jlo, int32_t jhi, int32_t hd)
+/* Softmax of one query's scores over [jlo, jhi] as the reference computes
+ * it (max, exp, sum in double, scale by the inverse), then each probability
+ * rounded to f16 as the reference rounds it before the product with V. */
+static void softmax_f16(float *restrict sc, int32_t n)
 {
-    float mb = -INFINITY;
-    for (int32_t j = jlo; j <= jhi; j++) mb = sc[j] > mb ? sc[j] : mb;
-    const float mn = mb > *m ? mb : *m;
-    const float corr = *m == -INFINITY ? 0.0f : ops_expf(*m - mn);
-    float lsum = 0.0f;
-    for (int32_t d = 0; d < hd; d++) acc[d] *= corr;
-    for (int32_t j = jlo; j <= jhi; j++) {
-        const float p = ops_expf(sc[j] - mn);
-        const float *v = vbuf + (size_t)j * hd;
-        lsum += p;
-        for (int32_t d = 0; d < hd; d++) acc[d] += p * v[d];
+    float mx = -INFINITY;
+    for (int32_t j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;
+    double sum = 0.0;
+    for (int32_t j = 0; j < n; j++) {
+        sc[j] = ops_expf(sc[j] - mx);
+        sum += (double)sc[j];
     }
-    *l = *l * corr + lsum;
-    *m = mn;
+    const float inv = (float)(1.0 / sum);
+    for (int32_t j = 0; j < n; j++) sc[j] *= inv;
+    ops_round_f16(sc, n);
 }
 
+/* One tile of T queries (consecutive positions of one sequence) against KV
+ * head g, in three passes over the blocks: scores, softmax, weighted V.
+ * Scores of query (tt, h) for key position kp sit at
+ * sc[(tt*G + h) * span + kp - lo_min]. */
 static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, float *ws)
 {
     const struct attn_layer *L = J->L;
     const struct attn_batch *b = J->b;
     const int32_t hd = b->head_dim, G = b->n_head / b->n_head_kv, bt = L->block_tokens;
     const int32_t qdim = b->n_head * hd;
-    float *kbuf = ws, *vbuf = kbuf + (size_t)bt * hd, *sc = vbuf + (size_t)bt * hd;
-    float *acc = sc + bt, *m = acc + (size_t)T * G * hd, *l = m + T * G;
     const int32_t p_last = b->pos[t0 + T - 1];
     const int32_t lo_min = window_lo(b->pos[t0], b->window);
+    const int32_t span = p_last - lo_min + 1;
     const int32_t *table = b->table[t0];
+    float *kbuf = ws, *qh = kbuf + (size_t)bt * hd, *sc = qh + (size_t)T * G * hd;
 
-    memset(acc, 0, (size_t)T * G * hd * sizeof(float));
-    for (int32_t i = 0; i < T * G; i++) {
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-    }
-    for (int32_t blk = lo_min / bt; blk <= p_last / bt; blk++) {
-        const int32_t base = blk * bt;
-        const int32_t j0 = lo_min - base > 0 ? lo_min - base : 0;
-        const int32_t j1 = p_last - base < bt - 1 ? p_last - base : bt - 1;
-        load_block(L, L->k, table[blk], g, hd, j0, j1, kbuf);
-        load_block(L, L->v, table[blk], g, hd, j0, j1, vbuf);
-        for (int32_t tt = 0; tt < T; tt++) {
-            const int32_t p = b->pos[t0 + tt], lo = window_lo(p, b->window);
-            if (p < base || lo > base + bt - 1) continue; /* block wholly masked */
-            const int32_t jlo = lo - base > 0 ? lo - base : 0;
-            const int32_t jhi = p - base < bt - 1 ? p - base : bt - 1;
-            for (int32_t h = 0; h < G; h++) {
-                const float *q = b->q + (size_t)(t0 + tt) * qdim + (size_t)(g * G + h) * hd;
-                for (int32_t j = jlo; j <= jhi; j++) sc[j] = dot(q, kbuf + (size_t)j * hd, hd);
-                const int32_t s = tt * G + h;
-                update(acc + (size_t)s * hd, &m[s], &l[s], sc, vbuf, jlo, jhi, hd);
-            }
-        }
-    }
+    /* Queries rounded to f16: the reference multiplies f16 K by f16 Q. */
     for (int32_t tt = 0; tt < T; tt++) {
         for (int32_t h = 0; h < G; h++) {
-            const int32_t s = tt * G + h;
-            float *o = b->out + (size_t)(t0 + tt) * qdim + (size_t)(g * G + h) * hd;
-            const float inv = l[s] > 0.0f ? 1.0f / l[s] : 0.0f;
-            for (int32_t d = 0; d < hd; d++) o[d] = acc[(size_t)s * hd + d] * inv;
+            float *d = qh + (size_t)(tt * G + h) * hd;
+            memcpy(d, b->q + (size_t)(t0 + tt) * qdim + (size_t)(g * G + h) * hd,
+                   (size_t)hd * sizeof(float));
+            ops_round_f16(d, hd);
+        }
+    }
+    for (int32_t pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            for (int32_t tt = 0; tt < T; tt++) {
+                const int32_t p = b->pos[t0 + tt], lo = window_lo(p, b->window);
+                for (int32_t h = 0; h < G; h++)
+                    softmax_f16(sc + (size_t)(tt * G + h) * span + (lo - lo_min), p - lo + 1);
+            }
+            for (int32_t i = 0; i < T * G; i++) {
+                float *o = b->out + (size_t)(t0 + i / G) * qdim + (size_t)(g * G + i % G) * hd;
+                memset(o, 0, (size_t)hd * sizeof(float));
+            }
+        }
+        for (int32_t blk = lo_min / bt; blk <= p_last / bt; blk++) {
+            const int32_t base = blk * bt;
+            const int32_t j0 = lo_min - base > 0 ? lo_min - base : 0;
+            const int32_t j1 = p_last - base < bt - 1 ? p_last - base : bt - 1;
+            load_block(L, pass ? L->v : L->k, table[blk], g, hd, j0, j1, kbuf);
+            for (int32_t tt = 0; tt < T; tt++) {
+                const int32_t p = b->pos[t0 + tt], lo = window_lo(p, b->window);
+                if (p < base || lo > base + bt - 1) continue; /* block wholly masked */
+                const int32_t jlo = lo - base > 0 ? lo - base : 0;
+                const int32_t jhi = p - base < bt - 1 ? p - base : bt - 1;
+                for (int32_t h = 0; h < G; h++) {
+                    const int32_t s = tt * G + h;
+                    float *row = sc + (size_t)s * span + (base - lo_min);
+                    if (pass == 0) {
+                        const float *q = qh + (size_t)s * hd;
+                        for (int32_t j = jlo; j <= jhi; j++)
+                            row[j] = dot(q, kbuf + (size_t)j * hd, hd) * b->scale;
+                    } else {
+                        float *restrict o = b->out + (size_t)(t0 + tt) * qdim +
+                                            (size_t)(g * G + h) * hd;
+                        for (int32_t j = jlo; j <= jhi; j++) {
+                            const float pj = row[j], *v = kbuf + (size_t)j * hd;
+                            for (int32_t d = 0; d < hd; d++) o[d] += pj * v[d];
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -161,7 +182,12 @@ int attn_forward(struct threadpool *tp, const struct attn_layer *L, const struct
     const int nth = tp ? tp_n_threads(tp) : 1;
     const size_t G = (size_t)(b->n_head / b->n_head_kv), hd = (size_t)b->head_dim;
     const size_t bt = (size_t)L->block_tokens;
-    const size_t per = 2 * bt * hd + bt + TILE * G * hd + 2 * TILE * G + 16;
+    int32_t span = 1;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        const int32_t w = b->window > 0 && b->pos[i] + 1 > b->window ? b->window : b->pos[i] + 1;
+        span = w + TILE > span ? w + TILE : span;
+    }
+    const size_t per = bt * hd + TILE * G * hd + TILE * G * (size_t)span + 16;
     if (s->cap < per * (size_t)nth) {
         float *nb = realloc(s->buf, per * (size_t)nth * sizeof(float));
         if (!nb) return -1;

@@ -6,8 +6,12 @@
  * ((b · block_tokens) + s) · row_bytes. A token at position p of a sequence
  * attends to positions [max(0, p - window + 1), p] of its block table.
  *
+ * Arithmetic follows the reference engine's (non-flash) attention: Q is
+ * rounded to f16 before the QK products, softmax is normalised in f32 and
+ * the probabilities are rounded to f16 before the product with V.
+ *
  * Results are independent of how tokens are batched or split over threads:
- * every query is reduced over whole KV blocks in position order. */
+ * each query is computed alone, over its keys in position order. */
 #ifndef TERN_ATTENTION_H
 #define TERN_ATTENTION_H
 
@@ -33,6 +37,7 @@ struct attn_batch {
     float *out;                 /* [n_tokens][n_head · head_dim] */
     const int32_t *pos;         /* [n_tokens] */
     const int32_t *const *table;/* [n_tokens] block table of the token's sequence */
+    float scale;                /* multiplies the QK scores */
 };
 
 /* Per-thread work buffers; grown by attn_forward, freed by attn_scratch_free. */

@@ -39,6 +39,9 @@ void ops_scale(float *y, float s, int64_t n);
 /* exp(x) for x <= 0.. any float, relative error < 2e-7 (vectorisable). */
 float ops_expf(float x);
 
+/* x[i] = the f16 value nearest x[i] (round to nearest even). */
+void ops_round_f16(float *x, int64_t n);
+
 /* KV row storage formats. */
 enum ops_kv_type { OPS_KV_F32, OPS_KV_F16, OPS_KV_Q8_0 };
 /* Bytes of n elements (n a multiple of 32 for q8_0). */
