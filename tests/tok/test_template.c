@@ -12,20 +12,7 @@
 #include "engine/template.h"
 #include "engine/tok.h"
 #include "tap.h"
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)(n > 0 ? n : 0) + 1);
-    size_t r = b ? fread(b, 1, (size_t)(n > 0 ? n : 0), f) : 0;
-    fclose(f);
-    if (b) b[r] = 0;
-    return b;
-}
+#include "tok_testutil.h"
 
 static void show_diff(const char *got, const char *want)
 {
@@ -38,7 +25,7 @@ static void golden_cases(const char *src)
 {
     char path[1024], err[256];
     snprintf(path, sizeof path, "%s/tests/tok/templates/golden.json", src);
-    char *js = slurp(path);
+    char *js = tt_slurp(path, NULL);
     cJSON *root = js ? cJSON_Parse(js) : NULL;
     free(js);
     if (!root) {
@@ -56,7 +43,7 @@ static void golden_cases(const char *src)
         bool agp = cJSON_IsTrue(cJSON_GetObjectItem(c, "agp"));
         cJSON *want = cJSON_GetObjectItem(c, "out");
         snprintf(path, sizeof path, "%s/tests/tok/templates/%s.jinja", src, name);
-        char *jinja = slurp(path);
+        char *jinja = tt_slurp(path, NULL);
         struct tmpl t;
         if (!jinja || tmpl_init(&t, jinja, NULL, cJSON_GetObjectItem(c, "bos")->valuestring,
                                 cJSON_GetObjectItem(c, "eos")->valuestring, err, sizeof err)) {
@@ -132,7 +119,7 @@ static char *golden_first(const char *src, const char *name)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/tok/templates/golden.json", src);
-    char *js = slurp(path), *res = NULL;
+    char *js = tt_slurp(path, NULL), *res = NULL;
     cJSON *root = js ? cJSON_Parse(js) : NULL, *c;
     free(js);
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases"))
@@ -156,17 +143,12 @@ static void model_file(const char *src, const char *fetch, enum tmpl_family want
         ok(0, "%s: no golden rendering for '%s'", fetch, golden_name);
         return;
     }
-    char cmd[1024], path[1024], err[512];
-    snprintf(cmd, sizeof cmd, "'%s/packaging/fetch-model' --model %s --print-path", src, fetch);
-    FILE *p = popen(cmd, "r");
-    char *r = p ? fgets(path, sizeof path, p) : NULL;
-    if (p) pclose(p);
-    if (!r) {
+    char path[1024], err[512];
+    if (tt_model_path(src, fetch, path, sizeof path)) {
         ok(0, "%s: fetch-model could not provide the model", fetch);
         free(first);
         return;
     }
-    path[strcspn(path, "\n")] = 0;
     struct gguf_ctx *g = gguf_open(path, err, sizeof err);
     struct tok *tk = g ? tok_open(g, err, sizeof err) : NULL;
     struct tmpl t;

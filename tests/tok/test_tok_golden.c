@@ -11,34 +11,7 @@
 #include "engine/gguf.h"
 #include "engine/tok.h"
 #include "tap.h"
-
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)(sz > 0 ? sz : 0) + 1);
-    size_t r = b ? fread(b, 1, (size_t)(sz > 0 ? sz : 0), f) : 0;
-    fclose(f);
-    if (b) b[r] = 0;
-    *n = r;
-    return b;
-}
-
-static int model_path(const char *src, const char *model, char *out, size_t n)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s/packaging/fetch-model' --model %s --print-path", src, model);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    char *r = fgets(out, (int)n, p);
-    int rc = pclose(p);
-    if (!r || rc != 0) return -1;
-    out[strcspn(out, "\n")] = 0;
-    return 0;
-}
+#include "tok_testutil.h"
 
 static uint64_t fnv_ids(const int32_t *ids, size_t n)
 {
@@ -120,7 +93,7 @@ static void run_model(const char *src, const char *shared, const char *key, cons
                       bool do_bench)
 {
     char path[1024], err[512], gpath[1024];
-    if (model_path(src, fetch, path, sizeof path)) {
+    if (tt_model_path(src, fetch, path, sizeof path)) {
         ok(0, "%s: packaging/fetch-model --model %s could not provide the model", key, fetch);
         return;
     }
@@ -133,7 +106,7 @@ static void run_model(const char *src, const char *shared, const char *key, cons
     }
     snprintf(gpath, sizeof gpath, "%s/tests/tok/golden/%s.ids", src, key);
     size_t gl;
-    char *gold = slurp(gpath, &gl);
+    char *gold = tt_slurp(gpath, &gl);
     if (!gold) {
         ok(0, "%s: cannot read %s", key, gpath);
         tok_close(t);
@@ -152,7 +125,7 @@ static void run_model(const char *src, const char *shared, const char *key, cons
         if (strcmp(srcname, "shared") == 0) snprintf(tpath, sizeof tpath, "%s/texts/%s", shared, name);
         else snprintf(tpath, sizeof tpath, "%s/tests/tok/golden/inputs/%s", src, name);
         size_t len;
-        char *text = slurp(tpath, &len);
+        char *text = tt_slurp(tpath, &len);
         if (!text) {
             ok(0, "%s %s: cannot read %s", key, name, tpath);
             continue;

@@ -11,28 +11,7 @@
 #include "engine/gguf.h"
 #include "engine/tok.h"
 #include "tap.h"
-
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *b = malloc(cap + 1);
-    size_t r;
-    while (b && (r = fread(b + len, 1, cap - len, f)) > 0) {
-        len += r;
-        if (len == cap) {
-            char *nb = realloc(b, cap * 2 + 1);
-            if (!nb) { free(b); b = NULL; break; }
-            b = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (b) b[len] = 0;
-    *n = len;
-    return b;
-}
+#include "tok_testutil.h"
 
 /* Lossless means: text comes back byte for byte. SentencePiece loses nothing;
  * byte-level BPE loses invalid UTF-8 (it becomes U+FFFD). User-defined tokens
@@ -71,7 +50,7 @@ static void run_vocab(const char *dir, const char *name)
     char pin[1100], pout[1100];
     snprintf(pin, sizeof pin, "%s.inp", path);
     snprintf(pout, sizeof pout, "%s.out", path);
-    char *inp = slurp(pin, &ni), *out = slurp(pout, &no);
+    char *inp = tt_slurp(pin, &ni), *out = tt_slurp(pout, &no);
     if (!inp || !out) {
         ok(0, "%s: cannot read .inp/.out", name);
         goto done;
@@ -100,8 +79,14 @@ static void run_vocab(const char *dir, const char *name)
         if (same) {
             pass++;
         } else {
-            tap_diag("%s case %d (%zu bytes) '%.*s': got %lld ids, want %d", name, cases, len,
-                     (int)(len > 60 ? 60 : len), p, (long long)n, nw);
+            char shown[256];
+            size_t k = 0;
+            for (size_t i = 0; i < len && k + 5 < sizeof shown; i++) /* one diag line: escape controls */
+                k += (size_t)snprintf(shown + k, sizeof shown - k, (unsigned char)p[i] < 0x20 ? "\\x%02x" : "%c",
+                                      (unsigned char)p[i]);
+            shown[k] = 0;
+            tap_diag("%s case %d (%zu bytes) '%s': got %lld ids, want %d", name, cases, len, shown,
+                     (long long)n, nw);
             for (int i = 0; i < nw || i < n; i++)
                 if (i >= nw || i >= n || got[i] != want[i]) {
                     tap_diag("  first difference at %d: got %d want %d", i, i < n ? got[i] : -1,

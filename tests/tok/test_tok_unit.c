@@ -11,19 +11,15 @@
 #include "engine/tok.h"
 #include "gguf/gguf_writer.h"
 #include "tap.h"
+#include "tok_testutil.h"
 
 static struct tok *open_model(const char *src, const char *fetch)
 {
-    char cmd[1024], path[1024], err[512];
-    snprintf(cmd, sizeof cmd, "'%s/packaging/fetch-model' --model %s --print-path", src, fetch);
-    FILE *p = popen(cmd, "r");
-    char *r = p ? fgets(path, sizeof path, p) : NULL;
-    if (p) pclose(p);
-    if (!r) {
+    char path[1024], err[512];
+    if (tt_model_path(src, fetch, path, sizeof path)) {
         ok(0, "%s: fetch-model could not provide the model", fetch);
         return NULL;
     }
-    path[strcspn(path, "\n")] = 0;
     struct gguf_ctx *g = gguf_open(path, err, sizeof err);
     struct tok *t = g ? tok_open(g, err, sizeof err) : NULL;
     if (g) gguf_close(g);
