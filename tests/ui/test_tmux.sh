@@ -187,6 +187,12 @@ keys Down Down Enter
 sleep 1
 cap | grep -q 'And what can you do?' && cap | grep -Eq 'assistant · [0-9]+ tok'
 ok $? "switching to the first session shows its transcript"
+keys F4
+wait_for 'max tokens +48 ' 5
+ok $? "F4 shows the session's stored max tokens (48)"
+keys Down Down C-u; text "20"; keys Enter
+wait_for 'stored with the session.s next reply' 5
+ok $? "F4 edit of an existing session is accepted"
 keys Tab r C-u; text "Renamed chat"; keys Enter
 wait_for '│▶ Renamed chat' 5
 ok $? "r renames the selected session"
@@ -217,6 +223,10 @@ start 80 24
 keys F2 F5
 wait_for 'Renamed chat' 5 && ! cap | grep -q 'Write a very'
 ok $? "rename and delete persist across a restart"
+keys F4
+wait_for 'max tokens +20 ' 5
+ok $? "the edited max tokens (20) came back with the session's last reply"
+keys Escape
 show "after rename and delete"
 
 # 7b. scrollback: a 40-line message, Ctrl-Home, the mouse wheel, PgUp, End
