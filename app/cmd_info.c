@@ -200,7 +200,10 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
            gguf_version(g));
     if (mi->name) printf("name          %s\n", mi->name);
     printf("architecture  %s\n", mi->arch);
-    printf("parameters    %.1fM (%llu)\n", (double)mi->params / 1e6, (unsigned long long)mi->params);
+    unsigned long long np = (unsigned long long)mi->params;
+    if (np >= 1000000000) printf("parameters    %.2fB (%llu)\n", (double)np / 1e9, np);
+    else if (np >= 1000000) printf("parameters    %.1fM (%llu)\n", (double)np / 1e6, np);
+    else printf("parameters    %llu\n", np);
     printf("tensors       %llu, %s\n", (unsigned long long)gguf_n_tensors(g),
            human(mi->weight_bytes, a, sizeof a));
     for (uint64_t i = 0; i < mi->n_types; i++)
@@ -208,9 +211,12 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
                (unsigned long long)mi->types[i].count, (unsigned long long)mi->types[i].bytes,
                human(mi->types[i].bytes, b, sizeof b),
                type_supported(mi->types[i].type) ? "" : "  not supported by tern's engine");
-    printf("context       %u tokens\n", mi->ctx);
-    printf("layers        %u, embedding %u, heads %u (kv %u), head dim %u\n", mi->layers, mi->embd,
-           mi->heads, mi->kv_heads, mi->key_len);
+    if (mi->ctx) printf("context       %u tokens\n", mi->ctx);
+    else printf("context       unknown (no %s.context_length)\n", mi->arch);
+    if (mi->layers)
+        printf("layers        %u, embedding %u, heads %u (kv %u), head dim %u\n", mi->layers,
+               mi->embd, mi->heads, mi->kv_heads, mi->key_len);
+    else printf("layers        unknown (no %s.block_count)\n", mi->arch);
     printf("vocabulary    %llu tokens, model %s, pre-tokenizer %s\n", (unsigned long long)mi->vocab,
            mi->tok_model ? mi->tok_model : "none", mi->tok_pre ? mi->tok_pre : "default");
     print_token(g, "BOS", mi->bos);
