@@ -4,7 +4,8 @@
  * (strings, arrays, tensor data) points into that mapping or into the
  * context's own tables and stays valid until gguf_close. Strings from the
  * file are NOT NUL-terminated in the mapping: use the (ptr, len) pairs, or
- * gguf_get_str which returns a NUL-terminated copy owned by the context. */
+ * gguf_get_str which returns a NUL-terminated copy owned by the context.
+ * A context is never modified after open, so threads may share it. */
 #ifndef TERN_GGUF_H
 #define TERN_GGUF_H
 
