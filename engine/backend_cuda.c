@@ -296,7 +296,7 @@ void cuda_rope_freqs(int32_t n_rot, float base, const float *factors, float *inv
  * tests/cuda/emu links it without the CUDA runtime). */
 #if defined(TERN_CUDA_HOST_ONLY)
 
-#elif !TERN_HAVE_CUDA
+#elif !TERN_HAVE_CUDA && !defined(TERN_CUDA_EMU) /* EMU: tests/cuda/emu stands in for CUDA */
 
 struct backend *backend_cuda_open(const struct model *m, const struct backend_config *cfg,
                                   char *err, size_t errlen)
@@ -636,8 +636,9 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
         if (L->bv) CU(cu_add_bias(c->v, L->bv, n, kvd, c->st));
         if (L->q_norm) CU(cu_rmsnorm(c->q, L->q_norm, c->q, n * hp->n_head, hd, hp->norm_eps, c->st));
         if (L->k_norm) CU(cu_rmsnorm(c->k, L->k_norm, c->k, n * hp->n_head_kv, hd, hp->norm_eps, c->st));
-        CU(cu_rope_store(c->q, c->k, c->v, &ab, &sh, L->swa ? c->freq_local : c->freq_global, pos_scale,
-                         hp->rope_neox, kc, vc, c->st));
+        /* sliding-window layers (gemma3) rotate with their own base, unscaled */
+        CU(cu_rope_store(c->q, c->k, c->v, &ab, &sh, L->swa ? c->freq_local : c->freq_global,
+                         L->swa ? 1.0f : pos_scale, hp->rope_neox, kc, vc, c->st));
         if (prefill)
             CU(cu_attn_prefill(c->q, kc, vc, &ab, &sh, mt.tiles, n_tiles, c->att, c->st));
         else
@@ -877,7 +878,7 @@ static int cu_rope_tables(struct cuda_be *c, char *err, size_t errlen)
     }
     cuda_rope_freqs(n_rot, hp->rope_base, factors, f);
     CU(cudaMemcpy(c->freq_global, f, (size_t)n_rot / 2 * 4, cudaMemcpyHostToDevice));
-    cuda_rope_freqs(n_rot, hp->rope_base_local > 0 ? hp->rope_base_local : hp->rope_base, factors, f);
+    cuda_rope_freqs(n_rot, hp->rope_base_local > 0 ? hp->rope_base_local : hp->rope_base, NULL, f);
     CU(cudaMemcpy(c->freq_local, f, (size_t)n_rot / 2 * 4, cudaMemcpyHostToDevice));
     return 0;
 fail:

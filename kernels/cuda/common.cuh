@@ -46,13 +46,15 @@ __device__ __forceinline__ float warp_max(float v)
 #endif
 }
 
-// GLU activation: SiLU, or tanh-GELU with input and output rounded to f16 as
-// the reference engine's lookup table does.
+// GLU activation: SiLU, or tanh-GELU as the reference engine computes it: a
+// table over f16 inputs holding f16 results, identity above 10, 0 below -10.
 __device__ __forceinline__ float cu_glu_act(float a, bool gelu)
 {
     if (!gelu) return a / (1.0f + expf(-a));
-    const float c = 0.7978845608028654f, x = __half2float(__float2half_rn(a)); // sqrt(2/pi)
-    return __half2float(__float2half_rn(0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)))));
+    if (a <= -10.0f) return 0.0f;
+    if (a >= 10.0f) return a;
+    const float c = 0.79788456080286535588f, x = __half2float(__float2half_rn(a)); // sqrt(2/pi)
+    return __half2float(__float2half_rn(0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)))));
 }
 
 __device__ __forceinline__ const uint8_t *cu_row(const cu_tensor &t, int64_t row)
