@@ -24,7 +24,7 @@
 
 #define N_PROFILES 7
 #define TURNS 4           /* multi-turn: turns per conversation */
-#define EVENT_LIMIT 32    /* undrained events before a consumer counts as stalled */
+#define EVENT_LIMIT 16    /* undrained events before a consumer counts as stalled */
 #define STALL_AFTER 4     /* slow-consumer: tokens read before a consumer walks away */
 
 struct profile {

@@ -13,7 +13,7 @@ model=$("$TERN_SRC/packaging/fetch-model" --print-path)
 ok $? "default model available ($model)"
 [ -d "$TERN_SHARED/texts" ]; ok $? "shared texts present ($TERN_SHARED/texts)"
 
-"$bench" bench -m "$model" --profile all --requests 3 --concurrency 3 --scale 0.125 --seed 7 \
+"$bench" bench -m "$model" --profile all --requests 3 --concurrency 3 --scale 0.0625 --seed 7 \
     --texts "$TERN_SHARED/texts" --json "$dir/b.json" --save --db "$dir/h.db" \
     --trace "$dir/trace.json" --requests-out "$dir/req.jsonl" > "$dir/out.txt" 2> "$dir/err.txt"
 r=$?
@@ -41,11 +41,11 @@ for n in names:
     assert 0 < p["kv_peak_blocks"] <= p["kv_total_blocks"], n
     assert p["slo_met"] == round(p["goodput_rps"] * p["duration_s"]), n
 assert b["multi-turn"]["requests"] == 4
-# Controlled lengths: long prompts of 1024 * 0.125 = 128 tokens (cut just under).
+# Controlled lengths: long prompts of 1024 * 0.0625 = 64 tokens (cut just under).
 lp = b["long-prompt"]["prompt_tokens"] / 3
-assert 115 <= lp <= 128, lp
-# long-reply: 384 * 0.125 = 48 tokens each, EOS ignored.
-assert b["long-reply"]["generated_tokens"] == 3 * 48 and b["long-reply"]["statuses"] == {"length": 3}
+assert 56 <= lp <= 64, lp
+# long-reply: 384 * 0.0625 = 24 tokens each, EOS ignored.
+assert b["long-reply"]["generated_tokens"] == 3 * 24 and b["long-reply"]["statuses"] == {"length": 3}
 assert b["cancel"]["statuses"].get("cancelled", 0) == 1, b["cancel"]["statuses"]
 assert b["slow-consumer"]["statuses"].get("consumer-stalled", 0) == 1, b["slow-consumer"]["statuses"]
 t = b["multi-turn"]["by_turn"]
@@ -94,7 +94,7 @@ ok $? "report printed per profile"
 [ ! -s "$dir/err.txt" ] || ! grep -q $'\r' "$dir/err.txt"
 ok $? "no progress bar when stderr is not a terminal"
 
-"$bench" bench -m "$model" --profile short --requests 4 --rate 50 --scale 0.125 \
+"$bench" bench -m "$model" --profile short --requests 4 --rate 50 --scale 0.0625 \
     --texts "$TERN_SHARED/texts" --json "$dir/r.json" -q > /dev/null 2>&1
 python3 -c "
 import json,sys; s=json.load(open(sys.argv[1]))['short']

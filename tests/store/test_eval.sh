@@ -1,8 +1,9 @@
 #!/bin/bash
 # test_eval: 'tern eval'. Perplexity of the default model on
-# ../shared/texts/gpl-3.0.txt (context 512, first 2 chunks) equals the reference
-# engine's llama-perplexity figure on the same chunks (ppl_ref.json, made by
-# make_ppl_ref.py) within 0.5 %, and is stored; the strided method runs; a
+# ../shared/texts/gpl-3.0.txt (context 512, first chunk) equals the reference
+# engine's figure for the same chunk and scored positions (ppl_ref.json, made
+# by make_ppl_ref.py with llama-cpp-python) within 0.5 %, tighter than an
+# off-by-one in the scored window would allow (>= 0.7 %), and is stored; the strided method runs; a
 # prompt set with malformed lines reports them by line number, skips them,
 # writes JSONL with timings, and its exact-match accuracy agrees with the
 # outputs. (TERN_BIN, TERN_SRC, TERN_SHARED from test_env)
@@ -15,25 +16,25 @@ ok $? "default model available"
 text=$TERN_SHARED/texts/gpl-3.0.txt
 [ -r "$text" ]; ok $? "shared text present ($text)"
 
-"$tern" eval -m "$model" --perplexity "$text" --ctx 512 --chunks 2 --json --db "$dir/h.db" \
+"$tern" eval -m "$model" --perplexity "$text" --ctx 512 --chunks 1 --json --db "$dir/h.db" \
     > "$dir/ppl.json" 2> "$dir/err"
 ok $? "eval --perplexity ran ($(tail -c 300 "$dir/err"))"
 python3 - "$dir/ppl.json" "$TERN_SRC/tests/store/ppl_ref.json" "$dir/h.db" <<'PY'
 import json, sqlite3, sys
 got = json.load(open(sys.argv[1]))["result"]
 ref = json.load(open(sys.argv[2]))
-want = ref["running"][1]  # llama-perplexity's running figure after 2 chunks
+want = ref["llama_cpp"]["running"][0]  # the reference, chunk 1 alone
 print(f"# tern {got['perplexity']:.4f}  reference {want:.4f}  "
       f"({100 * (got['perplexity'] / want - 1):+.2f} %)")
-assert got["chunks"] == 2 and ref["ctx"] == 512
-assert got["scored"] == 2 * (512 - 256 - 1)  # llama-perplexity scores n_ctx - n_ctx/2 - 1 per chunk
+assert got["chunks"] == 1 and ref["ctx"] == 512
+assert got["scored"] == 512 - 256 - 1  # llama-perplexity scores n_ctx - n_ctx/2 - 1 per chunk
 assert abs(got["perplexity"] / want - 1) <= 0.005
 row = sqlite3.connect(sys.argv[3]).execute(
     "select json_extract(summary, '$.perplexity'), json_extract(config, '$.ctx') from runs"
     " where kind = 'eval-perplexity'").fetchall()
 assert len(row) == 1 and abs(row[0][0] - got["perplexity"]) < 1e-9 and row[0][1] == 512, row
 PY
-ok $? "perplexity equals llama-perplexity's within 0.5 % and is stored"
+ok $? "perplexity equals the reference engine's within 0.5 % and is stored"
 
 "$tern" eval -m "$model" --perplexity "$text" --ctx 128 --stride 64 --chunks 2 --json --no-save \
     > "$dir/s.json" 2>/dev/null
