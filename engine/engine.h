@@ -209,7 +209,8 @@ bool engine_wait_events(struct engine *e, uint64_t id, double timeout_s);
  * engine thread. Returns NULL with a message naming what failed. */
 struct engine *engine_open(const struct engine_config *c, char *err, size_t errlen);
 /* Cancels what is running or waiting, stops the thread, writes the trace and
- * frees everything (undrained events too). */
+ * frees everything (undrained events too). No other thread may be inside an
+ * engine call (or about to make one) when it is called. */
 void engine_close(struct engine *e);
 
 struct engine_hist {                 /* from log-spaced buckets */
