@@ -1,7 +1,8 @@
 /* mm_scalar: portable matmul kernels for every weight type, one weight row
- * against one token at a time. This is the reference the SIMD paths are
- * tested against and the path every x86-64 (or other) CPU can run. Integer
- * dot products per block of 32 are exact; floats enter once per block. */
+ * at a time: a piece of the row is unpacked to small integers once, then
+ * dotted with every token. This is the reference the SIMD paths are tested
+ * against and the path every CPU can run (force_scalar). Integer dot
+ * products per block of 32 are exact; floats enter once per block. */
 #include "cpu/mm_impl.h"
 
 #include <math.h>
@@ -67,174 +68,161 @@ static float dot_bf16(const uint8_t *row, const struct mm_task *t, int64_t j)
     return s;
 }
 
-static float dot_q8_0(const uint8_t *row, const struct mm_task *t, int64_t j)
-{
-    struct xq_tok x = xq_token(t, j);
-    float s = 0.0f;
-    for (int64_t b = 0; b < t->xq.nb; b++) {
-        const block_q8_0 *w = (const block_q8_0 *)row + b;
-        int32_t is = 0;
-        for (int i = 0; i < 32; i++) is += w->qs[i] * x.qs[b * 32 + i];
-        s += mm_fp16_to_f32(w->d) * x.d[b] * (float)is;
-    }
-    return s;
-}
+/* ---- block-quantized types: unpack a piece of a weight row once, then
+ * dot it with every token. Plain int8 loops the compiler vectorizes even
+ * for baseline x86-64; bounded by those integer multiply-adds. ---- */
 
-/* Q4_0 / Q4_1: element i < 16 is the low nibble of qs[i], i ≥ 16 the high
- * nibble of qs[i - 16]. */
-static int32_t dot_nib32(const uint8_t *qs, const int8_t *xq)
-{
-    int32_t is = 0;
-    for (int i = 0; i < 16; i++)
-        is += (qs[i] & 0xF) * xq[i] + (qs[i] >> 4) * xq[i + 16];
-    return is;
-}
+#define PIECE_BLOCKS 64   /* blocks of 32 unpacked at a time (2 KiB of quants) */
 
-static float dot_q4_0(const uint8_t *row, const struct mm_task *t, int64_t j)
-{
-    struct xq_tok x = xq_token(t, j);
-    float s = 0.0f;
-    for (int64_t b = 0; b < t->xq.nb; b++) {
-        const block_q4_0 *w = (const block_q4_0 *)row + b;
-        int32_t is = dot_nib32(w->qs, x.qs + b * 32) - 8 * x.sum[b];
-        s += mm_fp16_to_f32(w->d) * x.d[b] * (float)is;
-    }
-    return s;
-}
+/* Block b (32 elements) of the piece: q[32] as small integers, with
+ *   w_i = dsc·q_i + msc        (Q4_0 .. Q5_K), or
+ *   w_i = dsc·sc16[h]·q_i      (Q6_K, h = i / 16). */
+struct piece {
+    int8_t q[PIECE_BLOCKS * 32];
+    float dsc[PIECE_BLOCKS], msc[PIECE_BLOCKS];
+    int8_t sc16[PIECE_BLOCKS * 2];
+};
 
-static float dot_q4_1(const uint8_t *row, const struct mm_task *t, int64_t j)
+static void unpack_nib(const uint8_t *qs, int8_t *q, int off)
 {
-    struct xq_tok x = xq_token(t, j);
-    float s = 0.0f;
-    for (int64_t b = 0; b < t->xq.nb; b++) {
-        const block_q4_1 *w = (const block_q4_1 *)row + b;
-        int32_t is = dot_nib32(w->qs, x.qs + b * 32);
-        s += mm_fp16_to_f32(w->d) * x.d[b] * (float)is
-           + mm_fp16_to_f32(w->m) * x.d[b] * (float)x.sum[b];
-    }
-    return s;
-}
-
-/* Q5_0 / Q5_1: the fifth bit of element i is bit i of the 32-bit qh. */
-static int32_t dot_q5_32(const uint8_t *qs, const uint8_t qh_bytes[4], const int8_t *xq)
-{
-    uint32_t qh = (uint32_t)qh_bytes[0] | (uint32_t)qh_bytes[1] << 8 |
-                  (uint32_t)qh_bytes[2] << 16 | (uint32_t)qh_bytes[3] << 24;
-    int32_t is = 0;
     for (int i = 0; i < 16; i++) {
-        int lo = (qs[i] & 0xF) | (int)((qh >> i) & 1) << 4;
-        int hi = (qs[i] >> 4) | (int)((qh >> (i + 16)) & 1) << 4;
-        is += lo * xq[i] + hi * xq[i + 16];
+        q[i] = (int8_t)((qs[i] & 0xF) - off);
+        q[i + 16] = (int8_t)((qs[i] >> 4) - off);
     }
-    return is;
 }
 
-static float dot_q5_0(const uint8_t *row, const struct mm_task *t, int64_t j)
+static void unpack_q5(const uint8_t *qs, const uint8_t qhb[4], int8_t *q, int off)
 {
-    struct xq_tok x = xq_token(t, j);
-    float s = 0.0f;
-    for (int64_t b = 0; b < t->xq.nb; b++) {
-        const block_q5_0 *w = (const block_q5_0 *)row + b;
-        int32_t is = dot_q5_32(w->qs, w->qh, x.qs + b * 32) - 16 * x.sum[b];
-        s += mm_fp16_to_f32(w->d) * x.d[b] * (float)is;
+    uint32_t qh = (uint32_t)qhb[0] | (uint32_t)qhb[1] << 8 | (uint32_t)qhb[2] << 16 |
+                  (uint32_t)qhb[3] << 24;
+    for (int i = 0; i < 16; i++) {
+        q[i] = (int8_t)(((qs[i] & 0xF) | (int)((qh >> i) & 1) << 4) - off);
+        q[i + 16] = (int8_t)(((qs[i] >> 4) | (int)((qh >> (i + 16)) & 1) << 4) - off);
     }
-    return s;
 }
 
-static float dot_q5_1(const uint8_t *row, const struct mm_task *t, int64_t j)
+/* Unpacks blocks [b0, b0 + nbk) of a row into p. */
+static void unpack_piece(uint32_t wtype, const uint8_t *row, int64_t b0, int nbk, struct piece *p)
 {
-    struct xq_tok x = xq_token(t, j);
-    float s = 0.0f;
-    for (int64_t b = 0; b < t->xq.nb; b++) {
-        const block_q5_1 *w = (const block_q5_1 *)row + b;
-        int32_t is = dot_q5_32(w->qs, w->qh, x.qs + b * 32);
-        s += mm_fp16_to_f32(w->d) * x.d[b] * (float)is
-           + mm_fp16_to_f32(w->m) * x.d[b] * (float)x.sum[b];
-    }
-    return s;
-}
-
-/* Q4_K: 8 sub-blocks of 32 (w = d·sc·q − dmin·m); sub-block 2c takes the low
- * nibbles of qs[32c .. 32c+31], sub-block 2c+1 the high nibbles. */
-static float dot_q4_K(const uint8_t *row, const struct mm_task *t, int64_t j)
-{
-    struct xq_tok x = xq_token(t, j);
-    float s = 0.0f;
-    for (int64_t b = 0; b < t->cols / QK_K; b++) {
-        const block_q4_K *w = (const block_q4_K *)row + b;
-        float d = mm_fp16_to_f32(w->d), dmin = mm_fp16_to_f32(w->dmin);
-        for (int sb = 0; sb < 8; sb++) {
-            int sc, m;
-            mm_k4_scale_min(sb, w->scales, &sc, &m);
-            const uint8_t *q = w->qs + 32 * (sb / 2);
-            int shift = (sb & 1) * 4;
-            int64_t xb = b * 8 + sb;
-            const int8_t *xq = x.qs + xb * 32;
-            int32_t is = 0;
-            for (int i = 0; i < 32; i++) is += ((q[i] >> shift) & 0xF) * xq[i];
-            s += x.d[xb] * (d * (float)sc * (float)is - dmin * (float)m * (float)x.sum[xb]);
+    for (int k = 0; k < nbk; k++) {
+        int64_t b = b0 + k;
+        int8_t *q = p->q + 32 * k;
+        p->msc[k] = 0.0f;
+        switch (wtype) {
+        case QT_Q8_0: {
+            const block_q8_0 *w = (const block_q8_0 *)row + b;
+            memcpy(q, w->qs, 32);
+            p->dsc[k] = mm_fp16_to_f32(w->d);
+            break;
         }
-    }
-    return s;
-}
-
-/* Q5_K: as Q4_K plus a fifth bit: bit sb of qh[i] for element i of sub-block sb. */
-static float dot_q5_K(const uint8_t *row, const struct mm_task *t, int64_t j)
-{
-    struct xq_tok x = xq_token(t, j);
-    float s = 0.0f;
-    for (int64_t b = 0; b < t->cols / QK_K; b++) {
-        const block_q5_K *w = (const block_q5_K *)row + b;
-        float d = mm_fp16_to_f32(w->d), dmin = mm_fp16_to_f32(w->dmin);
-        for (int sb = 0; sb < 8; sb++) {
-            int sc, m;
-            mm_k4_scale_min(sb, w->scales, &sc, &m);
-            const uint8_t *q = w->qs + 32 * (sb / 2);
+        case QT_Q4_0: {
+            const block_q4_0 *w = (const block_q4_0 *)row + b;
+            unpack_nib(w->qs, q, 8);
+            p->dsc[k] = mm_fp16_to_f32(w->d);
+            break;
+        }
+        case QT_Q4_1: {
+            const block_q4_1 *w = (const block_q4_1 *)row + b;
+            unpack_nib(w->qs, q, 0);
+            p->dsc[k] = mm_fp16_to_f32(w->d);
+            p->msc[k] = mm_fp16_to_f32(w->m);
+            break;
+        }
+        case QT_Q5_0: {
+            const block_q5_0 *w = (const block_q5_0 *)row + b;
+            unpack_q5(w->qs, w->qh, q, 16);
+            p->dsc[k] = mm_fp16_to_f32(w->d);
+            break;
+        }
+        case QT_Q5_1: {
+            const block_q5_1 *w = (const block_q5_1 *)row + b;
+            unpack_q5(w->qs, w->qh, q, 0);
+            p->dsc[k] = mm_fp16_to_f32(w->d);
+            p->msc[k] = mm_fp16_to_f32(w->m);
+            break;
+        }
+        case QT_Q4_K: case QT_Q5_K: {
+            /* sub-block sb of super-block b/8: 2c takes the low nibbles of
+             * qs[32c ..], 2c+1 the high ones; Q5_K's fifth bit is bit sb of qh[i] */
+            int sb = (int)(b & 7), sc, m;
+            const uint8_t *scales, *qs, *qh = NULL;
+            float d, dmin;
+            if (wtype == QT_Q4_K) {
+                const block_q4_K *w = (const block_q4_K *)row + b / 8;
+                scales = w->scales; qs = w->qs; d = mm_fp16_to_f32(w->d); dmin = mm_fp16_to_f32(w->dmin);
+            } else {
+                const block_q5_K *w = (const block_q5_K *)row + b / 8;
+                scales = w->scales; qs = w->qs; qh = w->qh;
+                d = mm_fp16_to_f32(w->d); dmin = mm_fp16_to_f32(w->dmin);
+            }
+            mm_k4_scale_min(sb, scales, &sc, &m);
+            const uint8_t *qq = qs + 32 * (sb / 2);
             int shift = (sb & 1) * 4;
-            int64_t xb = b * 8 + sb;
-            const int8_t *xq = x.qs + xb * 32;
-            int32_t is = 0;
             for (int i = 0; i < 32; i++) {
-                int v = ((q[i] >> shift) & 0xF) | ((w->qh[i] >> sb) & 1) << 4;
-                is += v * xq[i];
+                int v = (qq[i] >> shift) & 0xF;
+                if (qh) v |= ((qh[i] >> sb) & 1) << 4;
+                q[i] = (int8_t)v;
             }
-            s += x.d[xb] * (d * (float)sc * (float)is - dmin * (float)m * (float)x.sum[xb]);
+            p->dsc[k] = d * (float)sc;
+            p->msc[k] = -dmin * (float)m;
+            break;
+        }
+        case QT_Q6_K: {
+            /* block k32 of a super-block: half h, quarter c; element l takes
+             * its low bits from ql[64h + l + 32(c&1)] (nibble c/2) and its
+             * high bits from bits 2c of qh[32h + l] */
+            const block_q6_K *w = (const block_q6_K *)row + b / 8;
+            int k32 = (int)(b & 7), h = k32 >> 2, c = k32 & 3;
+            const uint8_t *ql = w->ql + 64 * h + 32 * (c & 1), *qh = w->qh + 32 * h;
+            for (int l = 0; l < 32; l++) {
+                int lo = (ql[l] >> (4 * (c >> 1))) & 0xF, hi = (qh[l] >> (2 * c)) & 3;
+                q[l] = (int8_t)((lo | hi << 4) - 32);
+            }
+            p->dsc[k] = mm_fp16_to_f32(w->d);
+            p->sc16[2 * k] = w->scales[8 * h + 2 * c];
+            p->sc16[2 * k + 1] = w->scales[8 * h + 2 * c + 1];
+            break;
+        }
+        default:
+            break;
         }
     }
-    return s;
 }
 
-/* Q6_K: 16 sub-blocks of 16 with int8 scales; q = (4 low bits | 2 high bits) − 32.
- * Per 128-element half h, element l + 32k (l < 32, k < 4) takes its low bits
- * from ql[64h + l + 32(k&1)] (nibble k/2) and its high bits from bits 2k of
- * qh[32h + l]. */
-static float dot_q6_K(const uint8_t *row, const struct mm_task *t, int64_t j)
+static int32_t dot16_i8(const int8_t *a, const int8_t *b)
 {
-    struct xq_tok x = xq_token(t, j);
-    float s = 0.0f;
-    for (int64_t b = 0; b < t->cols / QK_K; b++) {
-        const block_q6_K *w = (const block_q6_K *)row + b;
-        float d = mm_fp16_to_f32(w->d);
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = w->ql + 64 * h, *qh = w->qh + 32 * h;
-            for (int k = 0; k < 4; k++) {
-                int64_t xb = b * 8 + h * 4 + k;   /* activation block of 32 */
-                const int8_t *xq = x.qs + xb * 32;
-                int32_t is[2] = { 0, 0 };
-                for (int l = 0; l < 32; l++) {
-                    int lo = (ql[l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0xF;
-                    int hi = (qh[l] >> (2 * k)) & 3;
-                    is[l / 16] += ((lo | hi << 4) - 32) * xq[l];
-                }
-                const int8_t *sc = w->scales + 8 * h + 2 * k;
-                s += d * x.d[xb] * (float)(sc[0] * is[0] + sc[1] * is[1]);
-            }
-        }
-    }
+    int32_t s = 0;
+    for (int i = 0; i < 16; i++) s += a[i] * b[i];
     return s;
 }
 
-/* Bounded by scalar integer multiply-adds: about one element per cycle. */
+static void k_quant(const struct mm_task *t, int64_t r0, int64_t r1)
+{
+    struct piece p;
+    const int64_t nb = t->xq.nb;
+    const bool q6 = t->wtype == QT_Q6_K;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = t->w + (size_t)r * t->row_bytes;
+        for (int64_t j = 0; j < t->n; j++) t->y[j * t->rows + r] = 0.0f;
+        for (int64_t b0 = 0; b0 < nb; b0 += PIECE_BLOCKS) {
+            int nbk = nb - b0 < PIECE_BLOCKS ? (int)(nb - b0) : PIECE_BLOCKS;
+            unpack_piece(t->wtype, row, b0, nbk, &p);
+            for (int64_t j = 0; j < t->n; j++) {
+                struct xq_tok x = xq_token(t, j);
+                float s = 0.0f;
+                for (int k = 0; k < nbk; k++) {
+                    const int8_t *xb = x.qs + (b0 + k) * 32, *q = p.q + 32 * k;
+                    int32_t lo = dot16_i8(q, xb), hi = dot16_i8(q + 16, xb + 16);
+                    int32_t is = q6 ? p.sc16[2 * k] * lo + p.sc16[2 * k + 1] * hi : lo + hi;
+                    s += x.d[b0 + k] * (p.dsc[k] * (float)is + p.msc[k] * (float)x.sum[b0 + k]);
+                }
+                t->y[j * t->rows + r] += s;
+            }
+        }
+    }
+}
+
+/* Float weights: bounded by scalar multiply-adds, one element per cycle. */
 #define SCALAR_KERNEL(name, dot)                                              \
     static void name(const struct mm_task *t, int64_t r0, int64_t r1)        \
     {                                                                         \
@@ -247,14 +235,6 @@ static float dot_q6_K(const uint8_t *row, const struct mm_task *t, int64_t j)
 SCALAR_KERNEL(k_f32, dot_f32)
 SCALAR_KERNEL(k_f16, dot_f16)
 SCALAR_KERNEL(k_bf16, dot_bf16)
-SCALAR_KERNEL(k_q8_0, dot_q8_0)
-SCALAR_KERNEL(k_q4_0, dot_q4_0)
-SCALAR_KERNEL(k_q4_1, dot_q4_1)
-SCALAR_KERNEL(k_q5_0, dot_q5_0)
-SCALAR_KERNEL(k_q5_1, dot_q5_1)
-SCALAR_KERNEL(k_q4_K, dot_q4_K)
-SCALAR_KERNEL(k_q5_K, dot_q5_K)
-SCALAR_KERNEL(k_q6_K, dot_q6_K)
 
 mm_kernel_fn mm_scalar_kernel(uint32_t wtype)
 {
@@ -262,14 +242,8 @@ mm_kernel_fn mm_scalar_kernel(uint32_t wtype)
     case QT_F32: return k_f32;
     case QT_F16: return k_f16;
     case QT_BF16: return k_bf16;
-    case QT_Q8_0: return k_q8_0;
-    case QT_Q4_0: return k_q4_0;
-    case QT_Q4_1: return k_q4_1;
-    case QT_Q5_0: return k_q5_0;
-    case QT_Q5_1: return k_q5_1;
-    case QT_Q4_K: return k_q4_K;
-    case QT_Q5_K: return k_q5_K;
-    case QT_Q6_K: return k_q6_K;
+    case QT_Q8_0: case QT_Q4_0: case QT_Q4_1: case QT_Q5_0: case QT_Q5_1:
+    case QT_Q4_K: case QT_Q5_K: case QT_Q6_K: return k_quant;
     default: return NULL;
     }
 }
