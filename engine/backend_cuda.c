@@ -380,6 +380,7 @@ struct cuda_be {
     struct cu_layer *layers;
     cudaGraphExec_t graphs[8];      /* per bucket 1..64 */
     bool graphs_off;
+    bool flash_ok;                  /* prefill attention kernel usable on this GPU */
     struct nvml *nvml;
 };
 
@@ -708,7 +709,7 @@ static int cu_forward(struct backend *be, const struct fwd_batch *b, float *logi
     cu_meta_at(c, c->meta_host, &h);
     const int32_t max_tile = cu_attn_tile_tokens(hp->n_head, hp->n_head_kv);
     const int32_t n_tiles = cuda_batch_tiles(b, max_tile, h.tiles);
-    const bool prefill = n_tiles < n;
+    const bool prefill = n_tiles < n && c->flash_ok;
     int32_t bucket = !prefill && !c->graphs_off ? cuda_graph_bucket(n) : 0;
     if (bucket > p->max_batch_tokens) bucket = 0; /* buffers hold max_batch_tokens rows */
     const int32_t np = bucket ? bucket : n;
@@ -923,7 +924,10 @@ struct backend *backend_cuda_open(const struct model *m, const struct backend_co
     if ((e = cudaMalloc(&c->kv, p->kv_bytes)) != cudaSuccess) goto oom;
     c->kv_layer_bytes = p->kv_bytes / (2u * (uint64_t)m->hp.n_layer);
     if (cu_alloc_ws(c, err, errlen) || cu_rope_tables(c, err, errlen)) goto fail;
-    CU(cu_attn_prefill_init(m->hp.head_dim));
+    /* the flash kernel's shared memory (98 KiB at head_dim 256) exceeds what
+     * some GPUs allow (sm_75: 64 KiB): prefill then uses the decode kernel */
+    c->flash_ok = cu_attn_prefill_init(m->hp.head_dim) == cudaSuccess;
+    (void)cudaGetLastError();
     CUBLAS(cublasCreate(&c->blas));
     CUBLAS(cublasSetStream(c->blas, c->st));
     CUBLAS(cublasSetWorkspace(c->blas, c->blas_ws, c->wsz.cublas));
