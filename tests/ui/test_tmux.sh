@@ -4,8 +4,11 @@
 # the parameters dialog, Esc cancelling a long reply, a resize while
 # streaming, a Chinese and Russian round trip at 80x24 checked for
 # alignment (tests/ui/check_screen.py), quit and restart showing the
-# session and its transcript, and the help screen. Captured screens of
-# the run are printed as TAP comments.
+# session and its transcript, sessions (switch, rename, delete), input
+# editing, paste, scrollback, the help screen, and the terminal restored
+# after SIGTERM and a crash. Replies are greedy (--temp 0), so one build
+# gives the same text on every run. Captured screens are printed as TAP
+# comments.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
 # every check says when it passed (seconds into the run)
@@ -40,7 +43,7 @@ wait_for() {
 }
 start() {
     T new-session -d -x "$1" -y "$2" -s chat \
-        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL'; echo TERN-EXITED rc=\$?; sleep 600"
+        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0; echo TERN-EXITED rc=\$?; sleep 600"
     T set-option -t chat -g status off >/dev/null
     wait_for 'KV [0-9]+ blk' 120
 }
@@ -267,7 +270,7 @@ sleep 1
 
 # 8. a crash (SIGSEGV) still leaves the terminal usable
 T new-session -d -x 80 -y 24 -s chat \
-    "ulimit -c 0; env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL'; echo TERN-EXITED rc=\$?; sleep 600"
+    "ulimit -c 0; env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0; echo TERN-EXITED rc=\$?; sleep 600"
 wait_for 'KV [0-9]+ blk' 120
 pid=$(pgrep -P "$(T display -p -t chat '#{pane_pid}')" -x tern)
 [ -n "$pid" ] && kill -SEGV "$pid"
