@@ -82,7 +82,8 @@ static int encode_into(struct engine *e, struct engine_req *r, const char *text,
 static int build_prompt(struct engine *e, struct engine_req *r, const struct engine_request *q,
                         char *err, size_t errlen)
 {
-    int sources = (q->n_messages > 0) + (q->prompt != NULL) + (q->n_prompt_tokens > 0);
+    int sources = (q->n_messages > 0 && q->messages) + (q->prompt != NULL) +
+                  (q->n_prompt_tokens > 0 && q->prompt_tokens);
     if (sources != 1) {
         snprintf(err, errlen, "engine: a request needs exactly one of messages, prompt or "
                               "prompt_tokens (got %d)", sources);
@@ -130,7 +131,7 @@ static int check_size(const struct engine *e, const struct engine_request *q, in
 
 static int copy_stops(struct engine_req *r, const struct engine_request *q)
 {
-    if (q->n_stop <= 0) return 0;
+    if (q->n_stop <= 0 || !q->stop) return 0;
     r->stop = calloc((size_t)q->n_stop, sizeof *r->stop);
     if (!r->stop) return -1;
     for (int32_t i = 0; i < q->n_stop; i++) {
