@@ -73,6 +73,39 @@ static void sc_score(struct fx *fx)
     fake_engine_close(fx, e);
 }
 
+/* Malformed requests are refused at submit with ENGINE_ERROR and a reason. */
+static void sc_bad(struct fx *fx)
+{
+    struct engine_config cfg;
+    engine_config_default(&cfg);
+    struct engine *e = fake_engine(fx, &cfg, 0);
+    char err[256];
+    enum engine_status why;
+    struct engine_request q;
+    memset(&q, 0, sizeof q);
+    ok(engine_submit(e, &q, &why, err, sizeof err) == 0 && why == ENGINE_ERROR,
+       "no prompt: error (%s)", err);
+    req_tokens(&q, fx, 0, 10);
+    q.prompt = "text too";
+    ok(engine_submit(e, &q, &why, err, sizeof err) == 0 && why == ENGINE_ERROR,
+       "two prompt sources: error (%s)", err);
+    int32_t badtok[2] = {1, FAKE_VOCAB};
+    req_tokens(&q, fx, 0, 10);
+    q.prompt_tokens = badtok;
+    q.n_prompt_tokens = 2;
+    ok(engine_submit(e, &q, &why, err, sizeof err) == 0 && why == ENGINE_ERROR &&
+           strstr(err, "index 1"),
+       "token outside the vocabulary: error naming it (%s)", err);
+    struct engine_message m = {"user", "hi"};
+    memset(&q, 0, sizeof q);
+    q.messages = &m;
+    q.n_messages = 1;
+    ok(engine_submit(e, &q, &why, err, sizeof err) == 0 && why == ENGINE_ERROR,
+       "messages without a tokenizer: error (%s)", err);
+    ok(engine_cancel(e, 12345) != 0, "cancel of an unknown id refused");
+    fake_engine_close(fx, e);
+}
+
 int main(void)
 {
     enum { NT = 6000 };
@@ -94,5 +127,6 @@ int main(void)
     sc_stall(&fx);
     sc_metrics(&fx);
     sc_score(&fx);
+    sc_bad(&fx);
     return tap_done();
 }
