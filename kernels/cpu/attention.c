@@ -13,6 +13,11 @@
 
 #include "threadpool.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* ld16 is always inlined, so no vector ever crosses a call boundary. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 enum { TILE = 8 };
 
 struct attn_job {
@@ -29,18 +34,6 @@ void attn_scratch_free(struct attn_scratch *s)
     free(s->buf);
     free(s->tiles);
     memset(s, 0, sizeof *s);
-}
-
-/* Dot product with 8 fixed partial sums: vectorisable without letting the
- * compiler reorder the reduction, so the result never depends on ISA flags. */
-static float dot(const float *a, const float *b, int32_t n)
-{
-    float p[8] = { 0 };
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) p[k] += a[i + k] * b[i + k];
-    for (; i < n; i++) p[0] += a[i] * b[i];
-    return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
 static int32_t window_lo(int32_t p, int32_t window)
@@ -63,27 +56,96 @@ static void load_block(const struct attn_layer *L, const void *pool, int32_t blo
     }
 }
 
+/* Loads K rows [j0, j1] of one block transposed: buf[d * bt + j], so the
+ * QK products run across keys (one vector lane per key, no reductions). */
+static void load_block_t(const struct attn_layer *L, int32_t block, int32_t g, int32_t hd,
+                         int32_t j0, int32_t j1, float *buf, float *tmp)
+{
+    const int32_t bt = L->block_tokens;
+    const size_t head_off = ops_kv_row_bytes(L->type, (int64_t)g * hd);
+    const char *base = (const char *)L->k + (size_t)block * bt * L->row_bytes;
+    for (int32_t j = 0; j < bt; j++) {
+        if (j < j0 || j > j1) {
+            for (int32_t d = 0; d < hd; d++) buf[(size_t)d * bt + j] = 0.0f;
+            continue;
+        }
+        ops_kv_load(L->type, base + (size_t)j * L->row_bytes + head_off, tmp, hd);
+        for (int32_t d = 0; d < hd; d++) buf[(size_t)d * bt + j] = tmp[d];
+    }
+}
+
 /* Softmax of one query's scores over [jlo, jhi] as the reference computes
  * it (max, exp, sum in double, scale by the inverse), then each probability
  * rounded to f16 as the reference rounds it before the product with V. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 static void softmax_f16(float *restrict sc, int32_t n)
 {
     float mx = -INFINITY;
     for (int32_t j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;
+    for (int32_t j = 0; j < n; j++) sc[j] = ops_expf(sc[j] - mx);
     double sum = 0.0;
-    for (int32_t j = 0; j < n; j++) {
-        sc[j] = ops_expf(sc[j] - mx);
-        sum += (double)sc[j];
-    }
+    for (int32_t j = 0; j < n; j++) sum += (double)sc[j];
     const float inv = (float)(1.0 / sum);
     for (int32_t j = 0; j < n; j++) sc[j] *= inv;
     ops_round_f16(sc, n);
+}
+
+/* 16 floats as one vector (GCC/Clang vector extension): one zmm on
+ * AVX-512, two ymm on AVX2, four xmm otherwise, same arithmetic in each. */
+typedef float v16 __attribute__((vector_size(64)));
+
+static inline __attribute__((always_inline)) v16 ld16(const float *p)
+{
+    v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Scores of one query against one block, keys across vector lanes and the
+ * sum over d kept in registers (lanes = 16 keys: one block of 16 tokens). */
+static inline __attribute__((always_inline)) void qk_block(const float *restrict q,
+                                                           const float *restrict kt, int32_t hd,
+                                                           int32_t bt, float *restrict out)
+{
+    if (bt == 16) {
+        v16 acc = { 0 };
+        for (int32_t d = 0; d < hd; d++) acc += q[d] * ld16(kt + (size_t)d * 16);
+        memcpy(out, &acc, sizeof acc);
+        return;
+    }
+    for (int32_t j = 0; j < bt; j++) out[j] = 0.0f;
+    for (int32_t d = 0; d < hd; d++)
+        for (int32_t j = 0; j < bt; j++) out[j] += q[d] * kt[(size_t)d * bt + j];
+}
+
+/* o += Σ_j p_j v_j over one block, 16 output dims at a time in registers. */
+static inline __attribute__((always_inline)) void pv_block(float *restrict o,
+                                                           const float *restrict p,
+                                                           const float *restrict v, int32_t jlo,
+                                                           int32_t jhi, int32_t hd)
+{
+    int32_t d0 = 0;
+    for (; d0 + 16 <= hd; d0 += 16) {
+        v16 acc = ld16(o + d0);
+        for (int32_t j = jlo; j <= jhi; j++) acc += p[j] * ld16(v + (size_t)j * hd + d0);
+        memcpy(o + d0, &acc, sizeof acc);
+    }
+    for (; d0 < hd; d0++)
+        for (int32_t j = jlo; j <= jhi; j++) o[d0] += p[j] * v[(size_t)j * hd + d0];
 }
 
 /* One tile of T queries (consecutive positions of one sequence) against KV
  * head g, in three passes over the blocks: scores, softmax, weighted V.
  * Scores of query (tt, h) for key position kp sit at
  * sc[(tt*G + h) * span + kp - lo_min]. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* Compiled per ISA, picked at load time; every clone does the same
+ * operations in the same order (C11: no FMA contraction), so results do
+ * not depend on the CPU. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, float *ws)
 {
     const struct attn_layer *L = J->L;
@@ -94,7 +156,8 @@ static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, 
     const int32_t lo_min = window_lo(b->pos[t0], b->window);
     const int32_t span = p_last - lo_min + 1;
     const int32_t *table = b->table[t0];
-    float *kbuf = ws, *qh = kbuf + (size_t)bt * hd, *sc = qh + (size_t)T * G * hd;
+    float *kbuf = ws, *tmp = kbuf + (size_t)bt * hd, *sacc = tmp + hd;
+    float *qh = sacc + bt, *sc = qh + (size_t)T * G * hd;
 
     /* Queries rounded to f16: the reference multiplies f16 K by f16 Q. */
     for (int32_t tt = 0; tt < T; tt++) {
@@ -121,7 +184,10 @@ static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, 
             const int32_t base = blk * bt;
             const int32_t j0 = lo_min - base > 0 ? lo_min - base : 0;
             const int32_t j1 = p_last - base < bt - 1 ? p_last - base : bt - 1;
-            load_block(L, pass ? L->v : L->k, table[blk], g, hd, j0, j1, kbuf);
+            if (pass)
+                load_block(L, L->v, table[blk], g, hd, j0, j1, kbuf);
+            else
+                load_block_t(L, table[blk], g, hd, j0, j1, kbuf, tmp);
             for (int32_t tt = 0; tt < T; tt++) {
                 const int32_t p = b->pos[t0 + tt], lo = window_lo(p, b->window);
                 if (p < base || lo > base + bt - 1) continue; /* block wholly masked */
@@ -131,16 +197,12 @@ static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, 
                     const int32_t s = tt * G + h;
                     float *row = sc + (size_t)s * span + (base - lo_min);
                     if (pass == 0) {
-                        const float *q = qh + (size_t)s * hd;
-                        for (int32_t j = jlo; j <= jhi; j++)
-                            row[j] = dot(q, kbuf + (size_t)j * hd, hd) * b->scale;
+                        /* s_j = Σ_d q_d k_jd, summed over d in order for every key */
+                        qk_block(qh + (size_t)s * hd, kbuf, hd, bt, sacc);
+                        for (int32_t j = jlo; j <= jhi; j++) row[j] = sacc[j] * b->scale;
                     } else {
-                        float *restrict o = b->out + (size_t)(t0 + tt) * qdim +
-                                            (size_t)(g * G + h) * hd;
-                        for (int32_t j = jlo; j <= jhi; j++) {
-                            const float pj = row[j], *v = kbuf + (size_t)j * hd;
-                            for (int32_t d = 0; d < hd; d++) o[d] += pj * v[d];
-                        }
+                        pv_block(b->out + (size_t)(t0 + tt) * qdim + (size_t)(g * G + h) * hd,
+                                 row, kbuf, jlo, jhi, hd);
                     }
                 }
             }
@@ -187,7 +249,7 @@ int attn_forward(struct threadpool *tp, const struct attn_layer *L, const struct
         const int32_t w = b->window > 0 && b->pos[i] + 1 > b->window ? b->window : b->pos[i] + 1;
         span = w + TILE > span ? w + TILE : span;
     }
-    const size_t per = bt * hd + TILE * G * hd + TILE * G * (size_t)span + 16;
+    const size_t per = bt * hd + hd + bt + TILE * G * hd + TILE * G * (size_t)span + 16;
     if (s->cap < per * (size_t)nth) {
         float *nb = realloc(s->buf, per * (size_t)nth * sizeof(float));
         if (!nb) return -1;

@@ -101,25 +101,10 @@ void ops_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
     }
 }
 
-float ops_expf(float x)
-{
-    /* exp(x) = 2^n · e^r, r in [-ln2/2, ln2/2]; degree-6 polynomial.
-     * Clamped so 2^n stays a normal float (exp(-87.3) ~ 1e-38 → 0 below). */
-    x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
-    const float t = x * 1.44269504088896341f + 12582912.0f; /* round via 1.5·2^23 */
-    const float n = t - 12582912.0f;
-    const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int32_t e = (int32_t)(f32_bits(t) - f32_bits(12582912.0f));
-    return bits_f32(f32_bits(p) + ((uint32_t)e << 23));
-}
-
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* Same operations in every clone (C11: no FMA contraction). */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void ops_swiglu(float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -163,8 +148,26 @@ void ops_scale(float *y, float s, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] *= s;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("f16c,avx"))) static void round_f16_f16c(float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) x[i] = h2f(f2h(x[i]));
+}
+#endif
+
 void ops_round_f16(float *x, int64_t n)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("f16c")) {
+        round_f16_f16c(x, n);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) x[i] = h2f(f2h(x[i]));
 }
 

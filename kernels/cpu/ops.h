@@ -36,8 +36,26 @@ void ops_add(float *y, const float *x, int64_t n);
 /* y[i] *= s */
 void ops_scale(float *y, float s, int64_t n);
 
-/* exp(x) for x <= 0.. any float, relative error < 2e-7 (vectorisable). */
-float ops_expf(float x);
+/* exp(x), relative error < 4e-7, 0-ish below -87 (inline so loops over it
+ * vectorise: exp is a large share of softmax and SiLU). */
+static inline float ops_expf(float x)
+{
+    /* exp(x) = 2^n · e^r, r in [-ln2/2, ln2/2]; degree-6 polynomial (Cephes). */
+    union { float f; uint32_t u; } t, p, bias = { .f = 12582912.0f };
+    x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
+    t.f = x * 1.44269504088896341f + 12582912.0f; /* round to integer via 1.5·2^23 */
+    const float n = t.f - 12582912.0f;
+    const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+    float q = 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    p.f = q * r * r + r + 1.0f;
+    p.u += (t.u - bias.u) << 23;
+    return p.f;
+}
 
 /* x[i] = the f16 value nearest x[i] (round to nearest even). */
 void ops_round_f16(float *x, int64_t n);
