@@ -4,7 +4,7 @@
 # cancellations and stalled consumers where the profile makes them, cached
 # prompt tokens on later turns), --save stores the same summary, and
 # --rate (Poisson arrivals) runs. Lengths are scaled down to stay fast.
-# usage: test_bench.sh BENCH_DRIVER   (TERN_SRC, TERN_SHARED from test_env)
+# usage: test_bench.sh BENCH_DRIVER   (TERN_SRC, TERN_SHARED, TERN_BIN from test_env)
 . "$TERN_SRC/tests/app/tap.sh"
 bench=$1
 dir=$(mktemp -d /tmp/tern-bench-XXXXXX)
@@ -100,6 +100,13 @@ python3 -c "
 import json,sys; s=json.load(open(sys.argv[1]))['short']
 assert s['requests']==4 and sum(s['statuses'].values())==4" "$dir/r.json"
 ok $? "--rate: Poisson arrivals run"
+
+"$TERN_BIN" bench -m "$model" --profile cancel --requests 3 --scale 0.0625 \
+    --texts "$TERN_SHARED/texts" --json "$dir/t.json" -q > /dev/null 2>&1
+python3 -c "
+import json,sys; s=json.load(open(sys.argv[1]))['cancel']
+assert s['requests']==3 and s['statuses'].get('cancelled')==1" "$dir/t.json"
+ok $? "'tern bench --profile' runs the same profiles"
 
 "$bench" bench --profile nope 2>/dev/null; [ $? = 2 ]
 ok $? "unknown profile: usage error"
