@@ -7,7 +7,7 @@
 #define MM_PREFIX(name) mm_avx2_##name
 #define MR 4   /* 4 × 2 float accumulators + 4 weight vectors fit 16 registers */
 #define QT 2   /* decode: tokens per 8-row tile */
-#define QTT 4  /* prefill: tokens per transposed 8-row tile */
+#define QTT 8  /* prefill: tokens per transposed 8-row tile */
 #define MM_Q8_BIASED 0  /* see wt_signed */
 #define MT 2
 
