@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cpu/matmul.h"
 #include "cpu/mm_impl.h"
@@ -202,6 +204,33 @@ static void check_multi(struct threadpool *tp, struct mm_scratch *scr, uint64_t 
     free(x);
 }
 
+/* Weights that end exactly at an inaccessible page (as the last tensor of
+ * a mapped file may): any read past the matrix faults and fails the run. */
+static void check_guard(struct mm_scratch *scr, uint64_t *seed)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const int64_t rows = 9, cols = 256;
+        size_t bytes = qtype_row_bytes(types[k], cols) * rows;
+        size_t span = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
+        uint8_t *map = mmap(NULL, span + (size_t)page, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (!ok(map != MAP_FAILED, "mmap guard for %s", qtype_name(types[k]))) continue;
+        mprotect(map + span, (size_t)page, PROT_NONE);
+        uint8_t *w = map + span - bytes;
+        td_weights(types[k], w, rows, cols, seed);
+        float x[17 * 256], y[17 * 9];
+        td_acts(x, 17, cols, seed);
+        for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_detect(); isa++) {
+            cpu_matmul(NULL, (enum cpu_isa)isa, scr, types[k], w, rows, cols, x, 1, y);
+            cpu_matmul(NULL, (enum cpu_isa)isa, scr, types[k], w, rows, cols, x, 17, y);
+        }
+        ok(1, "%s: no read past the end of the weights (every ISA, n = 1 and 17)",
+           qtype_name(types[k]));
+        munmap(map, span + (size_t)page);
+    }
+}
+
 int main(void)
 {
     uint64_t seed = 12345;
@@ -226,6 +255,7 @@ int main(void)
     struct shape odd = { 9, 37, 3 };
     check_case(QT_F32, &odd, tp3, &scr, &seed);
     check_case(QT_F16, &odd, NULL, &scr, &seed);
+    check_guard(&scr, &seed);
     check_multi(NULL, &scr, &seed);
     check_multi(tp3, &scr, &seed);
     tp_close(tp3);
