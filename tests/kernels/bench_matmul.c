@@ -103,6 +103,14 @@ static void bench_overhead(struct threadpool *tp, double secs)
     }
     printf("tp_run (empty job), %d threads: %.2f us/call\n", tp_n_threads(tp),
            (now_s() - t0) / (double)calls * 1e6);
+    calls = 0;
+    t0 = now_s();
+    while (now_s() - t0 < secs) {
+        for (int i = 0; i < 1000; i++) tp_run_any(tp, noop, NULL);
+        calls += 1000;
+    }
+    printf("tp_run_any (empty job), %d threads: %.2f us/call\n", tp_n_threads(tp),
+           (now_s() - t0) / (double)calls * 1e6);
     static uint8_t w[8 * 18 * 20];
     static float x[576], y[8];
     uint64_t seed = 1;
