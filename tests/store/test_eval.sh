@@ -3,11 +3,13 @@
 # ../shared/texts/gpl-3.0.txt (context 512, first chunk) equals the reference
 # engine's figure for the same chunk and scored positions (ppl_ref.json, made
 # by make_ppl_ref.py with llama-cpp-python) within 0.5 %, tighter than an
-# off-by-one in the scored window would allow (>= 0.7 %), and is stored; the strided method runs; a
-# prompt set with malformed lines reports them by line number, skips them,
+# off-by-one in the scored window would allow (>= 0.7 %), and is stored; the
+# strided method runs; a prompt set with malformed lines reports them by line number, skips them,
 # writes JSONL with timings, and its exact-match accuracy agrees with the
-# outputs. (TERN_BIN, TERN_SRC, TERN_SHARED from test_env)
+# outputs; through the scheduler it equals the engine's own ppl_run figure.
+# usage: test_eval.sh PPL_DIRECT   (TERN_BIN, TERN_SRC, TERN_SHARED from test_env)
 . "$TERN_SRC/tests/app/tap.sh"
+ppl_direct=$1
 tern=$TERN_BIN
 dir=$(mktemp -d /tmp/tern-eval-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -35,6 +37,14 @@ row = sqlite3.connect(sys.argv[3]).execute(
 assert len(row) == 1 and abs(row[0][0] - got["perplexity"]) < 1e-9 and row[0][1] == 512, row
 PY
 ok $? "perplexity equals the reference engine's within 0.5 % and is stored"
+
+direct=$("$ppl_direct" "$model" "$text" 512 1)
+python3 -c "
+import json,sys
+got=json.load(open(sys.argv[1]))['result']; d,n=sys.argv[2].split()
+print(f'# through the scheduler {got[\"perplexity\"]:.6f}, ppl_run on the backend {float(d):.6f}')
+assert int(n)==got['scored'] and abs(got['perplexity']/float(d)-1) <= 1e-4" "$dir/ppl.json" "$direct"
+ok $? "equals the engine's own figure (engine/perplexity.h ppl_run) within 1e-4"
 
 "$tern" eval -m "$model" --perplexity "$text" --ctx 128 --stride 64 --chunks 2 --json --no-save \
     > "$dir/s.json" 2>/dev/null
