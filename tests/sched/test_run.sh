@@ -12,7 +12,7 @@ fx=$TERN_SRC/tests/sched/fixtures/run_expected.json
 model=$("$TERN_SRC/packaging/fetch-model" --print-path)
 if [ -z "$model" ] || [ ! -r "$model" ]; then echo "Bail out! default model unavailable"; exit 1; fi
 field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d[sys.argv[2]][sys.argv[3]], end="")' "$fx" "$1" "$2"; }
-run() { "$tern" run -m "$model" -t 1 --temp 0 -n 16 "$@"; }
+run() { "$tern" run -m "$model" -t 1 --temp 0 -n 12 "$@"; }
 
 # Raw prompt: the reply is printed as generated, then a newline.
 run --raw -p "$(field raw prompt)" > "$tmp/raw" 2> "$tmp/raw.err"; rc=$?
