@@ -11,19 +11,20 @@
 #include "cli.h"
 #include "commands.h"
 #include "engine.h"
+#include "store.h"
 
 enum {
     OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT,
     OPT_SEED, OPT_STOP, OPT_SYSTEM, OPT_CTX, OPT_KVMEM, OPT_KVTYPE, OPT_TRACE, OPT_BACKEND,
-    OPT_STEP, OPT_IGNORE_EOS
+    OPT_STEP, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB
 };
 
 #define RUN_MAX_STOP 16
 
 struct run_opts {
     const struct cli *cli;
-    const char *prompt, *system, *trace;
-    bool raw, verbose, ignore_eos;
+    const char *prompt, *system, *trace, *db_path;
+    bool raw, verbose, ignore_eos, no_history;
     long threads, max_tokens, ctx, step_tokens;
     unsigned long long kv_mem;
     enum kv_type kv_type;
@@ -60,6 +61,8 @@ static int on_opt(int c, const char *arg, void *ud)
     case 'v':
     case OPT_VERBOSE: o->verbose = true; return 0;
     case OPT_IGNORE_EOS: o->ignore_eos = true; return 0;
+    case OPT_NO_HISTORY: o->no_history = true; return 0;
+    case OPT_DB: o->db_path = arg; return 0;
     case 't': return cli_int(o->cli, "--threads", arg, 1, 1024, &o->threads);
     case 'n': return cli_int(o->cli, "--max-tokens", arg, 1, 1 << 24, &o->max_tokens);
     case OPT_CTX: return cli_int(o->cli, "--ctx", arg, 16, 1 << 22, &o->ctx);
@@ -138,16 +141,50 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Called once with the finished request: the place where `tern run` will
- * record its history (the store engineer's hook). Does nothing yet. */
-static void run_record(const struct run_opts *o, const char *model_path, const char *prompt,
-                       const char *reply, const struct engine_metrics *m)
+/* History of one `tern run` exchange, as `llm` logs every prompt: a session
+ * of its own, the user turn, and the reply written while it streams (so a
+ * killed run keeps all but the last second), then the request's phases.
+ * db == NULL means history is off: every store call accepts it. */
+struct run_history {
+    struct store *db;
+    store_key reply;
+};
+
+static void history_begin(struct run_history *h, const struct run_opts *o,
+                          const char *model_name, const char *prompt)
 {
-    (void)o;
-    (void)model_path;
-    (void)prompt;
-    (void)reply;
-    (void)m;
+    char err[512], title[80];
+    memset(h, 0, sizeof *h);
+    if (o->no_history) return;
+    if (store_open(&h->db, o->db_path, STORE_READWRITE, err, sizeof err) != 0) {
+        fprintf(stderr, "tern run: history off: %s\n", err);
+        h->db = NULL;
+        return;
+    }
+    size_t n = strcspn(prompt, "\n");
+    if (n >= sizeof title) n = sizeof title - 1;
+    memcpy(title, prompt, n);
+    title[n] = 0;
+    store_key ses = store_session_new(h->db, title, model_name, NULL);
+    if (o->system) store_message_add(h->db, ses, "system", o->system, -1);
+    store_message_add(h->db, ses, "user", prompt, -1);
+    h->reply = store_reply_begin(h->db, ses);
+}
+
+static void history_finish(struct run_history *h, const struct engine_info *info,
+                           const char *model_path, const struct engine_metrics *m)
+{
+    if (!h->db) return;
+    const char *status = engine_status_name(m->status);
+    store_reply_finish(h->db, h->reply, status, m->n_generated);
+    struct store_request r = {.model = info->model_name, .model_file = model_path,
+                              .backend = info->backend.name, .status = status,
+                              .queue_s = m->queue_s, .prefill_s = m->prefill_s,
+                              .ttft_s = m->ttft_s, .tpot_s = m->tpot_s,
+                              .decode_s = m->decode_s, .e2e_s = m->e2e_s,
+                              .prompt_tokens = m->n_prompt, .cached_tokens = m->n_cached,
+                              .generated_tokens = m->n_generated};
+    store_request_add(h->db, h->reply, &r);
 }
 
 static void print_ms(const char *what, double s)
@@ -183,7 +220,8 @@ static void print_verbose(const struct engine_info *info, double load_s, double 
 
 /* Streams the reply of request id to stdout; returns the final event's
  * metrics (caller frees) and the whole reply in *reply. */
-static int stream_reply(struct engine *e, uint64_t id, char **reply, struct engine_event *fin)
+static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist, char **reply,
+                        struct engine_event *fin)
 {
     size_t len = 0, cap = 256;
     char *buf = malloc(cap);
@@ -204,6 +242,7 @@ static int stream_reply(struct engine *e, uint64_t id, char **reply, struct engi
                 size_t tl = strlen(ev->text);
                 fwrite(ev->text, 1, tl, stdout);
                 fflush(stdout);
+                store_reply_append(hist->db, hist->reply, ev->text, tl);
                 if (len + tl + 1 > cap) {
                     while (len + tl + 1 > cap) cap *= 2;
                     char *nb = realloc(buf, cap);
@@ -249,7 +288,8 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     double load_s = mono_now() - t0;
     struct engine_info info;
     engine_info(e, &info);
-    if (info.backend.note[0] && o->verbose) fprintf(stderr, "tern run: %s\n", info.backend.note);
+    /* A fallback (e.g. "no usable GPU: ...; running on CPU") is always said. */
+    if (info.backend.note[0]) fprintf(stderr, "tern run: %s\n", info.backend.note);
 
     struct engine_message msgs[2];
     int32_t n_msgs = 0;
@@ -278,16 +318,19 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     sigaction(SIGINT, &sa, &old);
     char *reply = NULL;
     struct engine_event fin = {0};
-    int rc = stream_reply(e, id, &reply, &fin);
+    struct run_history hist;
+    history_begin(&hist, o, info.model_name, prompt);
+    int rc = stream_reply(e, id, &hist, &reply, &fin);
     sigaction(SIGINT, &old, NULL);
     if (rc != 0) {
         fprintf(stderr, "tern run: out of memory\n");
+        store_close(hist.db);
         engine_close(e);
         return CLI_EXIT_FAIL;
     }
     enum engine_status st = fin.status;
     if (fin.metrics) {
-        run_record(o, model_path, prompt, reply, fin.metrics);
+        history_finish(&hist, &info, model_path, fin.metrics);
         if (o->verbose) print_verbose(&info, load_s, tok_s, fin.metrics);
     }
     if (st == ENGINE_CANCELLED && run_interrupted) rc = 130;
@@ -296,6 +339,7 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
                 fin.message ? fin.message : "");
         rc = CLI_EXIT_FAIL;
     }
+    store_close(hist.db);
     engine_event_free(&fin);
     free(reply);
     engine_close(e);
@@ -329,6 +373,8 @@ int cmd_run(int argc, char **argv)
         "      --kv-type T         f16, f32 or q8_0 (default f16)\n"
         "      --step-tokens N     scheduler token budget per step\n"
         "      --trace FILE        write a Chrome trace-event JSON of the run\n"
+        "      --db PATH           history database (default ~/.local/share/tern/history.db)\n"
+        "      --no-history        do not record this exchange in the history\n"
         "  -v, --verbose           print load, prefill and decode timings to stderr\n";
     static const struct option longopts[] = {
         {"prompt", required_argument, 0, 'p'},
@@ -350,6 +396,8 @@ int cmd_run(int argc, char **argv)
         {"kv-type", required_argument, 0, OPT_KVTYPE},
         {"step-tokens", required_argument, 0, OPT_STEP},
         {"trace", required_argument, 0, OPT_TRACE},
+        {"db", required_argument, 0, OPT_DB},
+        {"no-history", no_argument, 0, OPT_NO_HISTORY},
         {"verbose", no_argument, 0, 'v'},
         {0, 0, 0, 0},
     };

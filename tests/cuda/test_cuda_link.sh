@@ -22,6 +22,7 @@ else
 fi
 
 model=$("$TERN_SRC/packaging/fetch-model" --print-path); ok $? "default model available ($model)"
+export XDG_DATA_HOME=$tmp/data
 if [ ! -e /dev/nvidia0 ]; then
   "$tern" run -m "$model" --backend cuda -n 2 --temp 0 -p Hi > "$tmp/o" 2> "$tmp/e"; rc=$?
   [ $rc -ne 0 ]; ok $? "run --backend cuda without a GPU fails (rc $rc)"
@@ -33,5 +34,6 @@ if [ ! -e /dev/nvidia0 ]; then
   "$tern" run -m "$model" --backend auto -n 2 --temp 0 -p Hi > "$tmp/o" 2> "$tmp/e"; rc=$?
   ok $rc "run --backend auto without a GPU answers on the CPU (rc $rc)"
   [ -s "$tmp/o" ]; ok $? "and prints a reply"
+  grep -q 'no usable GPU: .*; running on CPU' "$tmp/e"; ok $? "and says it fell back: $(head -c 200 "$tmp/e")"
 fi
 tap_done

@@ -11,6 +11,7 @@ export XDG_CONFIG_HOME=$tmp/cfg
 fx=$TERN_SRC/tests/sched/fixtures/run_expected.json
 model=$("$TERN_SRC/packaging/fetch-model" --print-path)
 if [ -z "$model" ] || [ ! -r "$model" ]; then echo "Bail out! default model unavailable"; exit 1; fi
+export XDG_DATA_HOME=$tmp/data   # history of these runs goes to a throw-away database
 field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d[sys.argv[2]][sys.argv[3]], end="")' "$fx" "$1" "$2"; }
 run() { "$tern" run -m "$model" -t 1 --temp 0 -n 12 "$@"; }
 
@@ -55,6 +56,27 @@ names = {(e["tid"] == 0, e["name"]) for e in ev if e["ph"] == "X"}
 need = {(True, "step"), (False, "queue"), (False, "prefill"), (False, "decode")}
 sys.exit(0 if need <= names and all(e["dur"] >= 0 for e in ev if e["ph"] == "X") else 1)
 PY
+
+# History: each run is a session of its own (user turn, reply, phase figures);
+# --no-history records nothing.
+"$tern" history list --json > "$tmp/h1.json"; ok $? "history lists the runs"
+python3 - "$tmp/h1.json" "$tmp/data/tern/history.db" "$(cat "$tmp/chat.want")" <<'PY'; ok $? "a chat run is stored: user turn, reply text, status and phase figures"
+import json, sqlite3, sys
+sessions = json.load(open(sys.argv[1]))
+assert len(sessions) >= 6, len(sessions)
+db = sqlite3.connect(sys.argv[2])
+msg, req = "messages", "requests"
+want = sys.argv[3]
+rows = db.execute(f"select role, text from {msg}").fetchall()
+assert any(r[0] == "assistant" and r[1] == want for r in rows), rows[:4]
+cols = [c[1] for c in db.execute(f"pragma table_info({req})")]
+figs = [dict(zip(cols, r)) for r in db.execute(f"select * from {req}")]
+assert figs and all(f["generated_tokens"] > 0 and f["ttft_s"] > 0 for f in figs), figs[:1]
+PY
+n_before=$("$tern" history list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+run --no-history -p hi > /dev/null 2>&1; ok $? "--no-history run exits 0"
+n_after=$("$tern" history list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+[ "$n_before" = "$n_after" ]; ok $? "--no-history records nothing ($n_before = $n_after)"
 
 # Refusals and usage errors.
 "$tern" run -m "$model" -t 1 --ctx 32 -n 100 -p "$(field chat prompt)" > /dev/null 2> "$tmp/big"; rc=$?
