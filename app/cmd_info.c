@@ -13,18 +13,21 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "backend_cuda.h"
 #include "gguf.h"
+#include "model.h"
 #include "quant.h"
 #include "template.h"
 #include "tok.h"
 
-enum { OPT_MEM = CLI_OPT_CMD, OPT_JSON, OPT_KV_TYPE };
+enum { OPT_MEM = CLI_OPT_CMD, OPT_JSON, OPT_KV_TYPE, OPT_GPU };
 
 struct info_opts {
     struct cli *cli;
     unsigned long long mem; /* budget in bytes; 0 = physical memory */
     bool json;
     uint32_t kv_type;       /* QT_F16, QT_F32 or QT_Q8_0 */
+    int gpu;                /* --gpu[=N]: device index for the GPU plan; -1 = no plan */
 };
 
 struct type_use {
@@ -343,8 +346,31 @@ static int on_opt(int c, const char *arg, void *ud)
             return -1;
         }
         return 0;
+    case OPT_GPU: {
+        long v = 0;
+        if (arg && cli_int(o->cli, "--gpu", arg, 0, 255, &v) != 0) return -1;
+        o->gpu = (int)v;
+        return 0;
+    }
     default: return -1;
     }
+}
+
+/* The CUDA backend's plan for this model on device o->gpu: weights + KV pool +
+ * workspace from the device's free memory, or why no GPU can be used. */
+static int gpu_plan(const char *path, const struct info_opts *o, char *out, size_t n)
+{
+    char err[1024];
+    struct model *m = model_open(path, err, sizeof err);
+    if (!m) {
+        snprintf(out, n, "%s", err);
+        return -1;
+    }
+    struct backend_config cfg = {.kind = BACKEND_CUDA, .gpu = o->gpu, .kv_block_tokens = 16,
+                                 .kv_type = KV_F16, .kv_bytes = o->mem};
+    int rc = backend_cuda_plan(m, &cfg, out, n);
+    model_close(m);
+    return rc;
 }
 
 int cmd_info(int argc, char **argv)
@@ -358,15 +384,18 @@ int cmd_info(int argc, char **argv)
         "  --mem SIZE       memory budget for weights + KV cache (e.g. 8G; default:\n"
         "                   physical memory)\n"
         "  --kv-type TYPE   KV cache element type for the plan (default f16)\n"
+        "  --gpu[=N]        also plan GPU N (default 0): weights + KV pool + workspace\n"
+        "                   from the device's free memory\n"
         "  --json           the same as one JSON object\n";
     static const struct option longopts[] = {
         {"mem", required_argument, 0, OPT_MEM},
         {"json", no_argument, 0, OPT_JSON},
         {"kv-type", required_argument, 0, OPT_KV_TYPE},
+        {"gpu", optional_argument, 0, OPT_GPU},
         {0, 0, 0, 0},
     };
     struct cli cli;
-    struct info_opts o = {&cli, 0, false, QT_F16};
+    struct info_opts o = {&cli, 0, false, QT_F16, -1};
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     char path[4096], err[1024];
@@ -394,6 +423,13 @@ int cmd_info(int argc, char **argv)
         rc = CLI_EXIT_OK;
     }
     gguf_close(g);
+    if (o.gpu >= 0) {
+        char plan[1024];
+        int prc = gpu_plan(path, &o, plan, sizeof plan);
+        if (o.json) fprintf(stderr, "gpu plan: %s\n", plan);
+        else printf("\nGPU plan (device %d)\n  %s\n", o.gpu, plan);
+        if (prc != 0 && rc == CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
+    }
 done:
     cli_free(&cli);
     return rc;

@@ -35,5 +35,8 @@ if [ ! -e /dev/nvidia0 ]; then
   ok $rc "run --backend auto without a GPU answers on the CPU (rc $rc)"
   [ -s "$tmp/o" ]; ok $? "and prints a reply"
   grep -q 'no usable GPU: .*; running on CPU' "$tmp/e"; ok $? "and says it fell back: $(head -c 200 "$tmp/e")"
+  "$tern" info -m "$model" --gpu > "$tmp/o" 2> "$tmp/e"; rc=$?
+  [ $rc -eq 1 ] && grep -q 'GPU plan (device 0)' "$tmp/o" && grep -q 'no usable GPU: ' "$tmp/o"
+  ok $? "info --gpu without a GPU prints the model and says why there is no GPU plan (rc $rc)"
 fi
 tap_done
