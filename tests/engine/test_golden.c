@@ -10,9 +10,11 @@
  * the reference a second time with flash attention (another valid rounding
  * of the same model): on these small models it reaches only 92-98 % top-1
  * and KL up to 0.009, so no implementation can be held to more. The
- * figures are printed; the limits are top-1 >= self - 3 %, mean KL <=
+ * figures are printed; the limits are top-1 >= self - 4 %, mean KL <=
  * 2 x self, max KL <= 3 x self, and summed greedy matches (each capped at
- * 16) no more than one prompt's worth below the reference's own.
+ * 16) at most two prompts' worth (32) below the reference's own: one
+ * near-tie ends a greedy match, so single prompts are chance. A broken
+ * layer scores far below all of these (KL > 1, top-1 < 50 %).
  *
  *   test_golden smollm2|gemma3 [--scalar] [--threads N] [--long N] [--ppl-chunks N]
  *               [--no-ppl]
@@ -306,7 +308,7 @@ int main(int argc, char **argv)
     self_kl /= self_rows;
     const double top1 = (double)total.top1_ok / (double)total.rows;
     const double kl_mean = total.kl_sum / (double)total.kl_rows;
-    const double lim_top1 = fmin(0.99, self_top1 - 0.03), lim_kl = fmax(0.005, 2.0 * self_kl);
+    const double lim_top1 = fmin(0.99, self_top1 - 0.04), lim_kl = fmax(0.005, 2.0 * self_kl);
     const double lim_kl_max = fmax(0.1, 3.0 * self_kl_max);
     ok(top1 >= lim_top1, "%s: top-1 agreement %.2f %% over %lld positions (>= %.2f %%; "
        "reference vs itself %.2f %%)", label, 100.0 * top1, (long long)total.rows,
@@ -315,9 +317,9 @@ int main(int argc, char **argv)
        "%.5f)", label, kl_mean, (long long)total.kl_rows, lim_kl, self_kl);
     ok(total.kl_max <= lim_kl_max, "%s: max KL %.5f (<= %.4f; reference vs itself %.5f)", label,
        total.kl_max, lim_kl_max, self_kl_max);
-    ok(greedy_ours >= greedy_self - 16, "%s: greedy tokens matched, each prompt capped at 16: "
+    ok(greedy_ours >= greedy_self - 32, "%s: greedy tokens matched, each prompt capped at 16: "
        "%d (reference vs itself %d, limit %d)", label, greedy_ours, greedy_self,
-       greedy_self - 16);
+       greedy_self - 32);
     if (!no_ppl) check_ppl(be, m, &g, ppl_chunks > 0 ? ppl_chunks : (int32_t)g.ppl_chunks, label);
 
     free(logits);
