@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops.h"
 #include "threadpool.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -77,9 +78,7 @@ static void load_block_t(const struct attn_layer *L, int32_t block, int32_t g, i
 /* Softmax of one query's scores over [jlo, jhi] as the reference computes
  * it (max, exp, sum in double, scale by the inverse), then each probability
  * rounded to f16 as the reference rounds it before the product with V. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+OPS_ISA_CLONES
 static void softmax_f16(float *restrict sc, int32_t n)
 {
     float mx = -INFINITY;
@@ -140,12 +139,10 @@ static inline __attribute__((always_inline)) void pv_block(float *restrict o,
  * head g, in three passes over the blocks: scores, softmax, weighted V.
  * Scores of query (tt, h) for key position kp sit at
  * sc[(tt*G + h) * span + kp - lo_min]. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 /* Compiled per ISA, picked at load time; every clone does the same
  * operations in the same order (C11: no FMA contraction), so results do
  * not depend on the CPU. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+OPS_ISA_CLONES
 static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, float *ws)
 {
     const struct attn_layer *L = J->L;

@@ -101,10 +101,8 @@ void ops_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 /* Same operations in every clone (C11: no FMA contraction). */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+OPS_ISA_CLONES
 void ops_swiglu(float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {

@@ -9,6 +9,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Per-ISA clones of a plain C loop (GCC ifunc). Not under TSan: its runtime
+ * is not set up yet when the ifunc resolvers run at load time, and every
+ * binary would crash before main. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
+#define OPS_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define OPS_ISA_CLONES
+#endif
+
 /* y = x / sqrt(mean(x²) + eps) * w (w may be NULL: no weight). y may alias x. */
 void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 
