@@ -14,9 +14,10 @@ model=$("$TERN_SRC/packaging/fetch-model" --print-path)
 ok $? "default model available"
 db=$dir/h.db
 export XDG_DATA_HOME=$dir/data XDG_CONFIG_HOME=$dir/config
-prompt='Count from 1 to 1000, separated by commas.'
+# A prompt whose greedy reply runs for many seconds (thousands of tokens).
+prompt='Write a very long story about a dragon, with many chapters.'
 
-"$TERN_BIN" chat -m "$model" --size 80x24 --db "$db" --max-tokens 4000 \
+"$TERN_BIN" chat -m "$model" --size 80x24 --db "$db" --max-tokens 4000 --temp 0 \
     --headless-frames 100000000 --keys "{wait}$prompt\r" > /dev/null 2> "$dir/err" &
 pid=$!
 
