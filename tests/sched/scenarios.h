@@ -192,7 +192,8 @@ static void sc_batch_invariance(struct fx *fx)
     /* Per-request occupancy while they run. */
     struct engine_req_info infos[N];
     int n_info = 0, sane = 0, running = 0;
-    for (int k = 0; k < 2000 && running == 0; k++) {
+    /* Up to 30 s (not a count of polls): a sanitizer build's first step is slow. */
+    for (int k = 0; k < 30000 && running == 0; k++) {
         n_info = engine_requests(e, infos, N);
         running = 0;
         for (int i = 0; i < n_info && i < N; i++) running += infos[i].running;
