@@ -261,6 +261,30 @@ int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned l
     return -1;
 }
 
+int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out)
+{
+    if (strcmp(arg, "f16") == 0) *out = KV_F16;
+    else if (strcmp(arg, "f32") == 0) *out = KV_F32;
+    else if (strcmp(arg, "q8_0") == 0) *out = KV_Q8_0;
+    else {
+        fprintf(stderr, "tern %s: --kv-type: '%s' is not f16, f32 or q8_0\n", cli->cmd, arg);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out)
+{
+    if (strcmp(arg, "auto") == 0) *out = BACKEND_AUTO;
+    else if (strcmp(arg, "cpu") == 0) *out = BACKEND_CPU;
+    else if (strcmp(arg, "cuda") == 0) *out = BACKEND_CUDA;
+    else {
+        fprintf(stderr, "tern %s: --backend: '%s' is not auto, cpu or cuda\n", cli->cmd, arg);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_not_yet(const char *cmd)
 {
     fprintf(stderr, "tern %s: not available yet\n", cmd);

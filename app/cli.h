@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "backend.h"
 #include "config.h"
 
 struct cli {
@@ -53,6 +54,10 @@ int cli_double(const struct cli *cli, const char *opt, const char *arg, double l
                double *out);
 /* Sizes like 512M, 8G, 1.5GiB. */
 int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned long long *out);
+
+/* --kv-type f16|f32|q8_0 and --backend auto|cpu|cuda, shared by run and bench. */
+int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out);
+int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out);
 
 /* For subcommands whose capability lands in a later change. */
 int cli_not_yet(const char *cmd);

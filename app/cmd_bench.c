@@ -56,24 +56,8 @@ static int on_opt(int c, const char *arg, void *ud)
             return -1;
         }
         return 0;
-    case OPT_KVTYPE:
-        for (int k = 0; k <= KV_Q8_0; k++) {
-            if (!strcmp(arg, kv_names[k])) {
-                o->kv_type = (enum kv_type)k;
-                return 0;
-            }
-        }
-        fprintf(stderr, "tern bench: --kv-type: '%s' is not f16, f32 or q8_0\n", arg);
-        return -1;
-    case OPT_BACKEND:
-        if (!strcmp(arg, "auto")) o->backend = BACKEND_AUTO;
-        else if (!strcmp(arg, "cpu")) o->backend = BACKEND_CPU;
-        else if (!strcmp(arg, "cuda")) o->backend = BACKEND_CUDA;
-        else {
-            fprintf(stderr, "tern bench: --backend: '%s' is not auto, cpu or cuda\n", arg);
-            return -1;
-        }
-        return 0;
+    case OPT_KVTYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
+    case OPT_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
 }

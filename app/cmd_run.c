@@ -89,24 +89,8 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_SYSTEM: o->system = arg; return 0;
     case OPT_TRACE: o->trace = arg; return 0;
     case OPT_KVMEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
-    case OPT_KVTYPE:
-        if (strcmp(arg, "f16") == 0) o->kv_type = KV_F16;
-        else if (strcmp(arg, "f32") == 0) o->kv_type = KV_F32;
-        else if (strcmp(arg, "q8_0") == 0) o->kv_type = KV_Q8_0;
-        else {
-            fprintf(stderr, "tern run: --kv-type: '%s' is not f16, f32 or q8_0\n", arg);
-            return -1;
-        }
-        return 0;
-    case OPT_BACKEND:
-        if (strcmp(arg, "auto") == 0) o->backend = BACKEND_AUTO;
-        else if (strcmp(arg, "cpu") == 0) o->backend = BACKEND_CPU;
-        else if (strcmp(arg, "cuda") == 0) o->backend = BACKEND_CUDA;
-        else {
-            fprintf(stderr, "tern run: --backend: '%s' is not auto, cpu or cuda\n", arg);
-            return -1;
-        }
-        return 0;
+    case OPT_KVTYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
+    case OPT_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
 }
