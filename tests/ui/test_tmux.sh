@@ -58,7 +58,7 @@ ok $? "chat starts at 100x30 and the model loads"
 max_tokens 96
 wait_for 'parameters set' 5
 ok $? "F4 parameters dialog saves max tokens"
-text "Hello! Who are you?"; keys Enter
+text "Hello! Who are you? Tell me a long story about your day."; keys Enter
 wait_for 'assistant · (streaming|waiting)' 30
 ok $? "reply starts streaming"
 # sample the reply while it streams: it must be seen at several lengths
