@@ -173,6 +173,14 @@ int engine_cancel(struct engine *e, uint64_t id)
     return rc;
 }
 
+void engine_pause(struct engine *e, bool paused)
+{
+    pthread_mutex_lock(&e->mu);
+    e->paused = paused;
+    pthread_cond_broadcast(&e->work_cond);
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* ---- snapshot ---------------------------------------------------------------------- */
 
 void engine_snapshot(struct engine *e, struct engine_stats *out)

@@ -140,6 +140,13 @@ uint64_t engine_submit(struct engine *e, const struct engine_request *r,
  * unknown or already finished. */
 int engine_cancel(struct engine *e, uint64_t id);
 
+/* Holds (paused = true) or releases the engine's steps. While held, requests
+ * are still taken in (QUEUED events), cancelled and timed out, but none is
+ * admitted or computed. Lets a caller submit a group that must be scheduled
+ * together (a benchmark wave, a test of contention) or freeze the engine
+ * while it inspects it. */
+void engine_pause(struct engine *e, bool paused);
+
 /* ---- events ------------------------------------------------------------------ */
 
 enum engine_event_type {

@@ -86,6 +86,7 @@ struct engine {
     pthread_cond_t ev_cond;        /* consumers: events queued */
     pthread_t thread;
     bool thread_started, stop;
+    bool paused;                   /* engine_pause: intake and timeouts only, no steps */
     struct engine_req *inbox_head, *inbox_tail;
     int32_t n_inbox;
     int32_t n_queued;              /* accepted, never admitted yet (max_queue) */

@@ -350,6 +350,19 @@ static int32_t step(struct engine *e)
     return n;
 }
 
+/* Waits on work_cond (mu held) for at most ns nanoseconds. */
+static void nap(struct engine *e, long ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ns;
+    while (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&e->work_cond, &e->mu, &ts);
+}
+
 void *engine_main(void *arg)
 {
     struct engine *e = arg;
@@ -363,19 +376,17 @@ void *engine_main(void *arg)
             pthread_cond_wait(&e->work_cond, &e->mu);
             continue;
         }
+        if (e->paused) {
+            /* Held: wake every 10 ms so queue timeouts still fire. */
+            nap(e, 10000000);
+            continue;
+        }
         pthread_mutex_unlock(&e->mu);
         int32_t n = step(e);
         pthread_mutex_lock(&e->mu);
         if (n == 0 && !e->stop && !e->inbox_head) {
             /* Nothing runnable (e.g. waiting for a cancellation): nap briefly. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 2000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&e->work_cond, &e->mu, &ts);
+            nap(e, 2000000);
         }
     }
     /* Closing: everything still known ends cancelled. */

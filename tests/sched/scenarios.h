@@ -291,9 +291,15 @@ static void sc_preemption(struct fx *fx, int32_t n_req, int32_t prompt, int32_t 
     if (!ok(e != NULL, "%s: open with %d blocks", fx->name, pool_blocks)) return;
     struct engine_request qs[16];
     struct res alone[16], conc[16];
-    for (int i = 0; i < n_req; i++) req_tokens(&qs[i], fx, 101 * i, prompt + i);
+    /* Lengths prompt, prompt - 1, ...: pass prompt just under a block
+     * boundary, so that generating crosses it and each needs a new block. */
+    for (int i = 0; i < n_req; i++) req_tokens(&qs[i], fx, 101 * i, prompt - i);
     run_alone(fx, e, qs, alone, n_req);
+    /* Held while submitting, so they all start together and their growth
+     * collides however slow the build (sanitizers) or fast the machine. */
+    engine_pause(e, true);
     for (int i = 0; i < n_req; i++) submit_ok(e, &qs[i], &conc[i]);
+    engine_pause(e, false);
     ok(collect(e, conc, n_req, fx->timeout_s, 0), "%s: all %d requests finish", fx->name, n_req);
     int same = 0, preempted = 0;
     for (int i = 0; i < n_req; i++) {
@@ -357,8 +363,12 @@ static void sc_cancel(struct fx *fx, int32_t long_prompt)
     bool mid = wait_for(e, &rb, ENGINE_EV_PREFILL, 1, fx->timeout_s);
     ok(mid && rb.last_prefill_done < long_prompt, "%s: long prompt is mid-prefill (%d/%d)",
        fx->name, rb.last_prefill_done, long_prompt);
+    /* Held, so the cancel lands between two chunks of the prompt however
+     * slow the build: at most the step in flight completes first. */
+    engine_pause(e, true);
     ok(engine_cancel(e, rd.id) == 0, "cancel queued request");
     ok(engine_cancel(e, rb.id) == 0, "cancel mid-prefill request");
+    engine_pause(e, false);
     wait_for(e, &rc, ENGINE_EV_TOKEN, 3, fx->timeout_s);
     ok(!rc.done && rc.n_tok >= 3, "third request is mid-decode (%d tokens)", rc.n_tok);
     ok(engine_cancel(e, rc.id) == 0, "cancel mid-decode request");

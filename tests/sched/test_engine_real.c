@@ -221,8 +221,8 @@ int main(void)
     if (!only || strcmp(only, name) == 0) call
     RUN("batch", sc_batch_invariance(&fx));
     RUN("prefix", sc_prefix_reuse(&fx, sanitized ? 48 : 200, 20));
-    RUN("preempt", sc_preemption(&fx, 4, 40, 7));
-    RUN("cancel", sc_cancel(&fx, sanitized ? 128 : 400));
+    RUN("preempt", sc_preemption(&fx, 4, 47, 7)); /* 3 blocks each, growing to 4 */
+    RUN("cancel", sc_cancel(&fx, sanitized ? 256 : 400));
     RUN("admission", sc_admission(&fx));
     RUN("priorities", sc_priorities(&fx, sanitized ? 192 : 2000, sanitized ? 32 : 64));
     RUN("displace", sc_displace(&fx));
