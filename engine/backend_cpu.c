@@ -14,6 +14,7 @@
 #include "cpu/matmul.h"
 #include "cpu/ops.h"
 #include "cpu/threadpool.h"
+#include "gguf.h"
 #include "model.h"
 #include "quant.h"
 
@@ -31,8 +32,18 @@ struct cpu_acts {
     const int32_t **tables;   /* [cap] block table of each token's sequence */
 };
 
+/* A layer's weight matrices as the kernels read them: the model's, or
+ * repacked copies (mm_pack) where this ISA has a faster layout. */
+struct cpu_mats {
+    struct wtensor wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
 struct cpu_be {
     struct backend be;
+    struct cpu_mats *lm;      /* [n_layer] */
+    struct wtensor output;
+    uint8_t *packed;          /* one allocation holding every repacked matrix */
+    size_t packed_bytes;
     struct threadpool *tp;
     enum cpu_isa isa;
     int n_threads;
@@ -133,6 +144,61 @@ static int check_weights(const struct model *m, char *err, size_t errlen)
                                          &w->w_gate, &w->w_up, &w->w_down };
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             if (check_matrix(mats[i], err, errlen)) return -1;
+    }
+    return 0;
+}
+
+/* Matrices of layer l (and the output) in a fixed order, for packing. */
+static int layer_mats(struct cpu_mats *lm, struct wtensor *out[7])
+{
+    struct wtensor *v[7] = { &lm->wq, &lm->wk, &lm->wv, &lm->wo, &lm->w_gate, &lm->w_up,
+                             &lm->w_down };
+    memcpy(out, v, sizeof v);
+    return 7;
+}
+
+/* Repacks every matrix that has a faster layout for c->isa into one
+ * allocation (the same bytes reordered: results are bit-identical), then
+ * drops the originals' file pages from memory so the resident size does
+ * not double. Decode reads each weight once per token, so the layout that
+ * streams best sets its speed (kernels/cpu/mm_simd.inc). */
+static int pack_weights(struct cpu_be *c, const struct model *m, char *err, size_t errlen)
+{
+    const int32_t nl = m->hp.n_layer;
+    c->lm = calloc((size_t)nl, sizeof *c->lm);
+    if (!c->lm) {
+        snprintf(err, errlen, "cpu backend: out of memory");
+        return -1;
+    }
+    c->output = m->output;
+    size_t total = mm_pack_size(c->isa, m->output.type, m->output.rows, m->output.cols);
+    for (int32_t l = 0; l < nl; l++) {
+        const struct layer_weights *w = &m->layers[l];
+        c->lm[l] = (struct cpu_mats){ w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down };
+        struct wtensor *v[7];
+        for (int k = 0; k < layer_mats(&c->lm[l], v); k++)
+            total += (mm_pack_size(c->isa, v[k]->type, v[k]->rows, v[k]->cols) + 63) & ~(size_t)63;
+    }
+    if (total == 0) return 0;
+    total += 64;
+    c->packed = aligned_alloc(64, (total + 63) & ~(size_t)63);
+    if (!c->packed) {
+        snprintf(err, errlen, "cpu backend: out of memory for %zu bytes of repacked weights", total);
+        return -1;
+    }
+    c->packed_bytes = total;
+    uint8_t *cur = c->packed;
+    for (int32_t l = -1; l < nl; l++) {
+        struct wtensor *v[7] = { &c->output };
+        int nk = l < 0 ? 1 : layer_mats(&c->lm[l], v);
+        for (int k = 0; k < nk; k++) {
+            size_t bytes = mm_pack_size(c->isa, v[k]->type, v[k]->rows, v[k]->cols);
+            if (!bytes) continue;
+            v[k]->type = mm_pack(c->isa, v[k]->type, v[k]->data, v[k]->rows, v[k]->cols, cur);
+            gguf_release_pages(m->gguf, v[k]->data, bytes);
+            v[k]->data = cur;
+            cur += (bytes + 63) & ~(size_t)63;
+        }
     }
     return 0;
 }
@@ -267,6 +333,8 @@ static void cpu_close(struct backend *be)
     free(c->kv);
     free(c->vecs);
     free(c->lv);
+    free(c->lm);
+    free(c->packed);
     free(c->gelu);
     free(c);
 }
@@ -297,6 +365,7 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
         goto fail;
     }
     c->isa = cfg->force_scalar ? CPU_ISA_SCALAR : cpu_isa_detect();
+    if (pack_weights(c, m, err, errlen)) goto fail;
     int32_t cap = cfg->max_batch_tokens > 0 ? cfg->max_batch_tokens : 512;
     if (reserve_acts(c, cap, err, errlen)) goto fail;
     describe_cpu(c);
@@ -460,7 +529,7 @@ static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *e
 {
     const struct model *m = c->be.model;
     const struct model_hparams *hp = &m->hp;
-    const struct layer_weights *w = &m->layers[l];
+    const struct cpu_mats *w = &c->lm[l];   /* matrices, repacked where faster */
     const struct cpu_layer *v = &c->lv[l];
     struct cpu_acts *a = &c->a;
     const int64_t n = b->n_tokens, d = hp->dim;
@@ -507,7 +576,7 @@ static void output(struct cpu_be *c, const struct fwd_batch *b, float *logits)
         n_out++;
     }
     if (!n_out) return;
-    matmul(c, &m->output, c->a.xn, n_out, logits);
+    matmul(c, &c->output, c->a.xn, n_out, logits);
     if (hp->logit_softcap > 0.0f) {
         const float s = hp->logit_softcap;
         for (int64_t i = 0; i < n_out * hp->n_vocab; i++) logits[i] = s * tanhf(logits[i] / s);

@@ -106,6 +106,13 @@ bool gguf_arr_f64(const struct gguf_kv *arr, uint64_t i, double *out);
 bool gguf_arr_i64(const struct gguf_kv *arr, uint64_t i, int64_t *out);
 
 /* Tensors. */
+/* Drops the pages of [p, p + n) that lie wholly inside the file mapping from
+ * this process's resident memory (they are read back from the file if
+ * touched again). For a reader that has copied the data elsewhere (repacked
+ * weights), so the copy does not double the resident size. A no-op for
+ * contexts not backed by a mapping. */
+void gguf_release_pages(const struct gguf_ctx *ctx, const void *p, size_t n);
+
 uint64_t gguf_n_tensors(const struct gguf_ctx *ctx);
 const struct gguf_tensor *gguf_tensor_at(const struct gguf_ctx *ctx, uint64_t i);
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_ctx *ctx, const char *name);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu/mm_impl.h"
 #include "cpu/threadpool.h"
@@ -36,7 +37,7 @@ void mm_scratch_free(struct mm_scratch *s)
 /* Bytes per weight row; 0 for types without a kernel. */
 static size_t row_bytes(uint32_t wtype, int64_t cols)
 {
-    switch (wtype) {
+    switch (wtype & ~MM_PACKED) {   /* packed: the same bytes, reordered */
     case QT_F32: return (size_t)cols * 4;
     case QT_F16: case QT_BF16: return (size_t)cols * 2;
     case QT_Q8_0: return (size_t)cols / 32 * sizeof(block_q8_0);
@@ -49,6 +50,58 @@ static size_t row_bytes(uint32_t wtype, int64_t cols)
     case QT_Q6_K: return (size_t)cols / QK_K * sizeof(block_q6_K);
     default: return 0;
     }
+}
+
+size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols)
+{
+    if (isa == CPU_ISA_SCALAR || rows <= 0 || rows % 8 != 0 || cols <= 0 || cols % 32 != 0)
+        return 0;
+    if (wtype != QT_Q4_1 && wtype != QT_Q8_0) return 0;
+#ifndef __x86_64__
+    return 0;   /* the packed kernels are x86-64 SIMD */
+#endif
+    return row_bytes(wtype, cols) * (size_t)rows;
+}
+
+/* Slot order of a tile's rows in the quant area: vector p holds rows p and
+ * p + 4, so the kernel's hadd reduction yields rows 0..7 in order. */
+uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, int64_t cols,
+                 void *out)
+{
+    if (!mm_pack_size(isa, wtype, rows, cols)) return 0;
+    const int64_t nb = cols / 32;
+    const size_t rb = row_bytes(wtype, cols), bb = rb / (size_t)nb;   /* row, block bytes */
+    const uint8_t *src = w;
+    uint8_t *dst = out;
+    for (int64_t t = 0; t < rows / 8; t++) {
+        for (int64_t b = 0; b < nb; b++, dst += 8 * bb) {
+            const uint8_t *blk[8];
+            for (int i = 0; i < 8; i++) blk[i] = src + (size_t)(8 * t + i) * rb + (size_t)b * bb;
+            if (wtype == QT_Q4_1) {
+                for (int i = 0; i < 8; i++) {
+                    const block_q4_1 *q = (const block_q4_1 *)blk[i];
+                    memcpy(dst + 2 * i, &q->d, 2);
+                    memcpy(dst + 16 + 2 * i, &q->m, 2);
+                }
+                for (int p = 0; p < 4; p++) {
+                    memcpy(dst + 32 + 32 * p, ((const block_q4_1 *)blk[p])->qs, 16);
+                    memcpy(dst + 32 + 32 * p + 16, ((const block_q4_1 *)blk[p + 4])->qs, 16);
+                }
+            } else {   /* Q8_0: halves of rows p and p + 4 side by side */
+                for (int i = 0; i < 8; i++) memcpy(dst + 2 * i, &((const block_q8_0 *)blk[i])->d, 2);
+                for (int p = 0; p < 4; p++) {
+                    const int8_t *a = ((const block_q8_0 *)blk[p])->qs;
+                    const int8_t *c = ((const block_q8_0 *)blk[p + 4])->qs;
+                    uint8_t *o = dst + 16 + 64 * p;
+                    memcpy(o, a, 16);
+                    memcpy(o + 16, c, 16);
+                    memcpy(o + 32, a + 16, 16);
+                    memcpy(o + 48, c + 16, 16);
+                }
+            }
+        }
+    }
+    return wtype | MM_PACKED;
 }
 
 static mm_kernel_fn kernel_for(enum cpu_isa isa, uint32_t wtype)

@@ -38,6 +38,19 @@ void cpu_matmul(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scra
                 uint32_t wtype, const void *w, int64_t rows, int64_t cols,
                 const float *x, int64_t n, float *y);
 
+/* Repacking for faster kernels: the rows of a weight matrix interleaved 8
+ * at a time, with each block's 8 scales side by side, so one vector holds
+ * two rows' quants and the scales need no gather. Same bytes in another
+ * order (no precision change: results equal the plain layout's bit for bit).
+ * mm_pack_size returns the bytes needed, or 0 when (isa, wtype, shape) has
+ * no packed form (then use the plain weights). mm_pack fills out and returns
+ * the packed type to pass as wtype, with out as w, to cpu_matmul(_multi)
+ * under the same isa only. Packed: Q4_1 and Q8_0 on AVX2 / AVX-512, rows a
+ * multiple of 8. */
+size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols);
+uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, int64_t cols,
+                 void *out);
+
 /* Several matmuls that share x (q/k/v, gate/up): x is quantized once and
  * all rows go through one tp_run, which saves a pool sync per extra matrix.
  * Each op k computes ops[k].y (n × ops[k].rows) = x · W_kᵀ. Results are

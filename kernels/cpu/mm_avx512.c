@@ -17,6 +17,13 @@ static inline __attribute__((always_inline)) __m256i dot_u8s8(__m256i u, __m256i
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }
 
+/* Σ u0·s0 + u1·s1 per int32 lane (packed weights: two half blocks). */
+static inline __attribute__((always_inline)) __m256i dot2_u8s8(__m256i u0, __m256i s0, __m256i u1,
+                                                                __m256i s1)
+{
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
+}
+
 static inline __attribute__((always_inline)) __m256i dot_s8s8(__m256i w, __m256i s)
 {
     return dot_u8s8(_mm256_abs_epi8(w), _mm256_sign_epi8(s, w));

@@ -20,6 +20,10 @@ struct mm_xq {
     int64_t nb;     /* blocks per token = cols / 32 */
 };
 
+/* Flag on a weight type: the rows were repacked by mm_pack (8-row tiles,
+ * see mm_simd.inc); only the SIMD kernels read that layout. */
+#define MM_PACKED 0x100u
+
 /* One matmul call as the kernels see it. */
 struct mm_task {
     uint32_t wtype;

@@ -130,7 +130,7 @@ static void bench_overhead(struct threadpool *tp, double secs)
 }
 
 static void bench_case(struct threadpool *tp, enum cpu_isa isa, const struct bench_case *c,
-                       int64_t n, double secs, bool hot)
+                       int64_t n, double secs, bool hot, bool pack)
 {
     size_t rb = qtype_row_bytes(c->wtype, (uint64_t)c->cols);
     size_t wbytes = rb * (size_t)c->rows;
@@ -148,20 +148,29 @@ static void bench_case(struct threadpool *tp, enum cpu_isa isa, const struct ben
     td_weights(c->wtype, w, c->rows, c->cols, &seed);
     for (size_t k = 1; k < copies; k++) memcpy(w + k * wbytes, w, wbytes);
     td_acts(x, n, c->cols, &seed);
+    uint32_t wtype = c->wtype;
+    if (pack) {   /* mm_pack's layout: same bytes, reordered */
+        uint8_t *pw = malloc(wbytes * copies);
+        if (!pw) goto done;
+        for (size_t k = 0; k < copies; k++)
+            wtype = mm_pack(isa, c->wtype, w + k * wbytes, c->rows, c->cols, pw + k * wbytes);
+        free(w);
+        w = pw;
+    }
     struct mm_scratch scr = { 0 };
-    cpu_matmul(tp, isa, &scr, c->wtype, w, c->rows, c->cols, x, n, y);   /* warm-up */
+    cpu_matmul(tp, isa, &scr, wtype, w, c->rows, c->cols, x, n, y);   /* warm-up */
     long calls = 0;
     double t0 = now_s(), c0 = cpu_s(), t;
     do {
-        cpu_matmul(tp, isa, &scr, c->wtype, w + (size_t)(calls % (long)copies) * wbytes,
+        cpu_matmul(tp, isa, &scr, wtype, w + (size_t)(calls % (long)copies) * wbytes,
                    c->rows, c->cols, x, n, y);
         calls++;
         t = now_s() - t0;
     } while (t < secs);
     /* one thread: CPU time (immune to other processes); more: wall time */
     double per = (tp_n_threads(tp) == 1 ? cpu_s() - c0 : t) / (double)calls;
-    printf("%-20s %-5s %6lldx%-5lld n=%-4lld %-6s t=%d%s %9.1f us  %6.1f GB/s  %7.1f GOP/s\n",
-           c->what, qtype_name(c->wtype), (long long)c->rows, (long long)c->cols, (long long)n,
+    printf("%-20s %-5s%s %6lldx%-5lld n=%-4lld %-6s t=%d%s %9.1f us  %6.1f GB/s  %7.1f GOP/s\n",
+           c->what, qtype_name(c->wtype), pack ? "x8" : "  ", (long long)c->rows, (long long)c->cols, (long long)n,
            cpu_isa_name(isa), tp_n_threads(tp), hot ? " hot" : "", per * 1e6, (double)wbytes / per / 1e9,
            2.0 * (double)c->rows * (double)c->cols * (double)n / per / 1e9);
     fflush(stdout);
@@ -283,9 +292,12 @@ int main(int argc, char **argv)
         if (filter && !strstr(qtype_name(c->wtype), filter) && !strstr(c->what, filter)) continue;
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
             if (ns[ni] == 512 && c->rows > 4096) continue;   /* keep the run short */
-            for (int isa = best; isa >= CPU_ISA_AVX2; isa--)
-                bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot);
-            if (ns[ni] == 1) bench_case(tp, CPU_ISA_SCALAR, c, 1, secs, hot);
+            for (int isa = best; isa >= CPU_ISA_AVX2; isa--) {
+                bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, false);
+                if (mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols))
+                    bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, true);
+            }
+            if (ns[ni] == 1) bench_case(tp, CPU_ISA_SCALAR, c, 1, secs, hot, false);
         }
     }
     tp_close(tp);

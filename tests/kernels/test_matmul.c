@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -231,6 +232,50 @@ static void check_guard(struct mm_scratch *scr, uint64_t *seed)
     }
 }
 
+/* Packed weights (mm_pack) give exactly the plain layout's results on every
+ * SIMD ISA: decode tiles (n < 16), prefill tiles and their token tails, one
+ * and three threads; and types or shapes without a packed form say so. */
+static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t *seed)
+{
+    static const uint32_t pt[] = { QT_Q4_1, QT_Q8_0 };
+    static const struct shape ps[] = { { 8, 32, 1 }, { 64, 576, 1 }, { 96, 576, 2 },
+                                       { 40, 1536, 3 }, { 16, 256, 4 }, { 24, 576, 5 },
+                                       { 48, 576, 17 }, { 56, 512, 37 } };
+    for (size_t k = 0; k < sizeof pt / sizeof pt[0]; k++) {
+        for (size_t si = 0; si < sizeof ps / sizeof ps[0]; si++) {
+            const struct shape *s = &ps[si];
+            size_t rb = qtype_row_bytes(pt[k], (uint64_t)s->cols), ny = (size_t)(s->n * s->rows);
+            uint8_t *w = malloc(rb * (size_t)s->rows);
+            float *x = malloc(sizeof(float) * (size_t)(s->n * s->cols));
+            float *y0 = malloc(sizeof(float) * ny), *y1 = malloc(sizeof(float) * ny);
+            td_weights(pt[k], w, s->rows, s->cols, seed);
+            td_acts(x, s->n, s->cols, seed);
+            for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detect(); isa++) {
+                size_t bytes = mm_pack_size((enum cpu_isa)isa, pt[k], s->rows, s->cols);
+                uint8_t *pw = malloc(bytes ? bytes : 1);
+                uint32_t ptype = bytes ? mm_pack((enum cpu_isa)isa, pt[k], w, s->rows, s->cols, pw) : 0;
+                ok(bytes == rb * (size_t)s->rows && ptype != 0 && ptype != pt[k],
+                   "%s %lldx%lld packs for %s", qtype_name(pt[k]), (long long)s->rows,
+                   (long long)s->cols, cpu_isa_name((enum cpu_isa)isa));
+                cpu_matmul(tp, (enum cpu_isa)isa, scr, pt[k], w, s->rows, s->cols, x, s->n, y0);
+                for (size_t i = 0; i < ny; i++) y1[i] = NAN;
+                if (ptype) cpu_matmul(tp, (enum cpu_isa)isa, scr, ptype, pw, s->rows, s->cols, x, s->n, y1);
+                size_t bad = 0;
+                for (size_t i = 0; i < ny; i++) bad += memcmp(&y0[i], &y1[i], sizeof(float)) != 0;
+                ok(bad == 0, "%s %lldx%lld n=%lld t=%d %s: packed equals plain bit for bit "
+                   "(%zu of %zu differ)", qtype_name(pt[k]), (long long)s->rows,
+                   (long long)s->cols, (long long)s->n, tp_n_threads(tp),
+                   cpu_isa_name((enum cpu_isa)isa), bad, ny);
+                free(pw);
+            }
+            free(w); free(x); free(y0); free(y1);
+        }
+    }
+    ok(mm_pack_size(CPU_ISA_SCALAR, QT_Q4_1, 64, 576) == 0, "no packed form for the scalar path");
+    ok(mm_pack_size(CPU_ISA_AVX2, QT_Q4_1, 63, 576) == 0, "no packed form for rows not a multiple of 8");
+    ok(mm_pack_size(CPU_ISA_AVX2, QT_Q4_K, 64, 512) == 0, "no packed form for Q4_K (plain layout used)");
+}
+
 int main(void)
 {
     uint64_t seed = 12345;
@@ -258,6 +303,8 @@ int main(void)
     check_guard(&scr, &seed);
     check_multi(NULL, &scr, &seed);
     check_multi(tp3, &scr, &seed);
+    check_packed(NULL, &scr, &seed);
+    check_packed(tp3, &scr, &seed);
     tp_close(tp3);
     mm_scratch_free(&scr);
     return tap_done();
