@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,15 +57,66 @@ size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols
 {
     if (isa == CPU_ISA_SCALAR || rows <= 0 || rows % 8 != 0 || cols <= 0 || cols % 32 != 0)
         return 0;
-    if (wtype != QT_Q4_1 && wtype != QT_Q8_0) return 0;
+    if (wtype != QT_Q4_0 && wtype != QT_Q4_1 && wtype != QT_Q5_0 && wtype != QT_Q5_1 &&
+        wtype != QT_Q8_0)
+        return 0;
 #ifndef __x86_64__
     return 0;   /* the packed kernels are x86-64 SIMD */
 #endif
     return row_bytes(wtype, cols) * (size_t)rows;
 }
 
-/* Slot order of a tile's rows in the quant area: vector p holds rows p and
- * p + 4, so the kernel's hadd reduction yields rows 0..7 in order. */
+/* Packed layout of one 8-row tile, per block of 32 columns (the bytes of
+ * the 8 plain blocks, reordered):
+ *   f16 d[8], in row order
+ *   f16 m[8]                       Q4_1, Q5_1
+ *   u32 h[8]: fifth bits, pair p:  Q5_0, Q5_1
+ *         h[2p] = bits 0-15 of row p | bits 0-15 of row p+4 << 16,
+ *         h[2p+1] = bits 16-31 of row p | bits 16-31 of row p+4 << 16
+ *   quants, pair p = rows p and p+4 side by side, 32 bytes per half:
+ *     4-bit types: row p's 16 bytes, then row p+4's (low nibbles = elements
+ *                  0-15, high = 16-31, as in the plain block)
+ *     Q8_0:        row p bytes 0-15, row p+4 bytes 0-15, then bytes 16-31 of each
+ * so one 32-byte vector holds 16 elements of two rows and the kernel's hadd
+ * reduction yields the 8 rows in order. */
+static void pack_block(uint32_t wtype, const uint8_t *const blk[8], uint8_t *dst)
+{
+    const bool q5 = wtype == QT_Q5_0 || wtype == QT_Q5_1;
+    const bool has_m = wtype == QT_Q4_1 || wtype == QT_Q5_1;
+    size_t qs_off = wtype == QT_Q4_1 ? offsetof(block_q4_1, qs) : wtype == QT_Q5_0 ? offsetof(block_q5_0, qs)
+                  : wtype == QT_Q5_1 ? offsetof(block_q5_1, qs) : wtype == QT_Q4_0 ? offsetof(block_q4_0, qs)
+                  : offsetof(block_q8_0, qs);
+    size_t qh_off = wtype == QT_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+    for (int i = 0; i < 8; i++) {
+        memcpy(dst + 2 * i, blk[i], 2);                        /* d is every type's first field */
+        if (has_m) memcpy(dst + 16 + 2 * i, blk[i] + 2, 2);   /* m follows d */
+    }
+    uint8_t *q = dst + 16 + (has_m ? 16 : 0);
+    if (q5) {
+        for (int p = 0; p < 4; p++) {
+            uint32_t a, c;
+            memcpy(&a, blk[p] + qh_off, 4);
+            memcpy(&c, blk[p + 4] + qh_off, 4);
+            uint32_t h0 = (a & 0xFFFFu) | (c << 16), h1 = (a >> 16) | (c & 0xFFFF0000u);
+            memcpy(q + 8 * p, &h0, 4);
+            memcpy(q + 8 * p + 4, &h1, 4);
+        }
+        q += 32;
+    }
+    for (int p = 0; p < 4; p++) {
+        const uint8_t *a = blk[p] + qs_off, *c = blk[p + 4] + qs_off;
+        if (wtype == QT_Q8_0) {
+            memcpy(q + 64 * p, a, 16);
+            memcpy(q + 64 * p + 16, c, 16);
+            memcpy(q + 64 * p + 32, a + 16, 16);
+            memcpy(q + 64 * p + 48, c + 16, 16);
+        } else {
+            memcpy(q + 32 * p, a, 16);
+            memcpy(q + 32 * p + 16, c, 16);
+        }
+    }
+}
+
 uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, int64_t cols,
                  void *out)
 {
@@ -77,28 +129,7 @@ uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, 
         for (int64_t b = 0; b < nb; b++, dst += 8 * bb) {
             const uint8_t *blk[8];
             for (int i = 0; i < 8; i++) blk[i] = src + (size_t)(8 * t + i) * rb + (size_t)b * bb;
-            if (wtype == QT_Q4_1) {
-                for (int i = 0; i < 8; i++) {
-                    const block_q4_1 *q = (const block_q4_1 *)blk[i];
-                    memcpy(dst + 2 * i, &q->d, 2);
-                    memcpy(dst + 16 + 2 * i, &q->m, 2);
-                }
-                for (int p = 0; p < 4; p++) {
-                    memcpy(dst + 32 + 32 * p, ((const block_q4_1 *)blk[p])->qs, 16);
-                    memcpy(dst + 32 + 32 * p + 16, ((const block_q4_1 *)blk[p + 4])->qs, 16);
-                }
-            } else {   /* Q8_0: halves of rows p and p + 4 side by side */
-                for (int i = 0; i < 8; i++) memcpy(dst + 2 * i, &((const block_q8_0 *)blk[i])->d, 2);
-                for (int p = 0; p < 4; p++) {
-                    const int8_t *a = ((const block_q8_0 *)blk[p])->qs;
-                    const int8_t *c = ((const block_q8_0 *)blk[p + 4])->qs;
-                    uint8_t *o = dst + 16 + 64 * p;
-                    memcpy(o, a, 16);
-                    memcpy(o + 16, c, 16);
-                    memcpy(o + 32, a + 16, 16);
-                    memcpy(o + 48, c + 16, 16);
-                }
-            }
+            pack_block(wtype, blk, dst);
         }
     }
     return wtype | MM_PACKED;

@@ -237,7 +237,7 @@ static void check_guard(struct mm_scratch *scr, uint64_t *seed)
  * and three threads; and types or shapes without a packed form say so. */
 static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t *seed)
 {
-    static const uint32_t pt[] = { QT_Q4_1, QT_Q8_0 };
+    static const uint32_t pt[] = { QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q8_0 };
     static const struct shape ps[] = { { 8, 32, 1 }, { 64, 576, 1 }, { 96, 576, 2 },
                                        { 40, 1536, 3 }, { 16, 256, 4 }, { 24, 576, 5 },
                                        { 48, 576, 17 }, { 56, 512, 37 } };
