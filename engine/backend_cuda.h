@@ -6,6 +6,7 @@
 #ifndef TERN_BACKEND_CUDA_H
 #define TERN_BACKEND_CUDA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,5 +72,32 @@ int32_t cuda_batch_tiles(const struct fwd_batch *b, int32_t max_tile, int32_t *t
 /* RoPE inverse frequencies of the n_rot/2 rotated pairs:
  * base^(-2i/n_rot) / factors[i] (factors: the llama3 rope_freqs tensor, or NULL). */
 void cuda_rope_freqs(int32_t n_rot, float base, const float *factors, float *inv_freq);
+
+/* ---- shared by backend_cuda.c and backend_cuda_rt.c (not a public API) ---- */
+
+#define CUDA_GIB (1024.0 * 1024.0 * 1024.0)
+
+struct model_hparams;
+struct wtensor;
+
+/* Workspace of a forward call of up to T tokens and S sequences. */
+struct cuda_ws {
+    uint64_t x, h, q, k, v, att, o, g, u;  /* f32 activations, bytes each */
+    uint64_t attn;                          /* decode partials */
+    uint64_t xh, wtile;                     /* f16 GEMM operands */
+    uint64_t logit_rows, logits;            /* gathered rows, one chunk of logits */
+    uint64_t meta;                          /* int32 batch description */
+    uint64_t cublas;
+    uint64_t total;
+};
+
+static inline uint64_t al256(uint64_t v) { return (v + 255) & ~255ull; }
+void cuda_ws_size(const struct model_hparams *hp, int32_t T, int32_t S, int32_t max_bps,
+                  struct cuda_ws *w);
+/* Bytes per block and elements per block of the formats the kernels read. */
+bool cuda_fmt(uint32_t type, uint32_t *block, uint32_t *bytes);
+bool cuda_present(const struct wtensor *t);
+/* Output projection shares the token embedding. */
+bool cuda_tied(const struct model *m);
 
 #endif

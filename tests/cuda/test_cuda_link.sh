@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CUDA build and CPU fallback of the tern binary: in a CUDA build the kernels
-# and the CUDA backend are linked in; on a machine without a GPU, --backend
-# cuda fails naming the reason and --backend auto still answers (on the CPU).
+# and the CUDA backend are in the module libtern_cuda.so, which the binary
+# loads only when a CUDA driver is present; on a machine without a GPU,
+# --backend cuda fails naming the reason and --backend auto still answers
+# (on the CPU).
 . "$TERN_SRC/tests/app/tap.sh"
 tern=${TERN_BIN:?}
 build=${TERN_BUILD:?}
@@ -11,14 +13,22 @@ have_cuda=$(sed -n 's/^#define TERN_HAVE_CUDA \([01]\)$/\1/p' "$build/tern_confi
 [ -n "$have_cuda" ]; ok $? "tern_config.h says whether CUDA is built ($have_cuda)"
 nm -C "$tern" > "$tmp/syms" 2>/dev/null; ok $? "nm reads the tern binary"
 grep -q ' T backend_cuda_open' "$tmp/syms"; ok $? "backend_cuda_open is linked"
+module=$build/engine/libtern_cuda.so
 if [ "$have_cuda" = 1 ]; then
+  # The CUDA half is a module loaded only where a driver exists.
+  [ -f "$module" ]; ok $? "CUDA build makes the module libtern_cuda.so"
+  nm -C "$module" > "$tmp/msyms" 2>/dev/null; ok $? "nm reads the module"
   for s in cu_matvec cu_attn_decode cu_attn_prefill cu_dequant_f16 cu_rope_store 'k_matvec<2, 1>' 'k_attn_prefill<128>' nvml_open; do
-    grep -q "$s" "$tmp/syms"; ok $? "CUDA build links $s"
+    grep -q "$s" "$tmp/msyms"; ok $? "the module links $s"
   done
-  { grep -q 'cudaGetDeviceCount' "$tmp/syms" || ldd "$tern" | grep -q libcudart; }; ok $? "cudart is linked"
-  { grep -q 'cublasGemmEx' "$tmp/syms" || ldd "$tern" | grep -q libcublas; }; ok $? "cuBLAS is linked"
+  nm -D --defined-only "$module" | grep -q ' T tern_cuda_module_open$'; ok $? "the module exports tern_cuda_module_open"
+  ldd "$module" | grep -q libcudart; ok $? "the module links cudart"
+  ldd "$module" | grep -q libcublas; ok $? "the module links cuBLAS"
+  ! ldd "$tern" | grep -Eq 'libcudart|libcublas'; ok $? "the tern binary does not map the CUDA libraries"
+  ! grep -q ' cu_matvec' "$tmp/syms"; ok $? "the tern binary has no CUDA kernels of its own"
 else
   ! grep -q 'cu_matvec' "$tmp/syms"; ok $? "CPU-only build has no CUDA kernels"
+  [ ! -e "$module" ]; ok $? "CPU-only build makes no CUDA module"
 fi
 
 model=$("$TERN_SRC/packaging/fetch-model" --print-path); ok $? "default model available ($model)"
@@ -35,6 +45,17 @@ if [ ! -e /dev/nvidia0 ]; then
   ok $rc "run --backend auto without a GPU answers on the CPU (rc $rc)"
   [ -s "$tmp/o" ]; ok $? "and prints a reply"
   grep -q 'no usable GPU: .*; running on CPU' "$tmp/e"; ok $? "and says it fell back: $(head -c 200 "$tmp/e")"
+  if [ "$have_cuda" = 1 ] && command -v cc > /dev/null; then
+    # A stand-in driver library: the module is then loaded, and the reason
+    # comes from the CUDA runtime inside it.
+    mkdir -p "$tmp/drv" && echo 'int tern_stub_driver;' > "$tmp/drv/stub.c"
+    cc -shared -fPIC -o "$tmp/drv/libcuda.so.1" "$tmp/drv/stub.c"
+    LD_LIBRARY_PATH=$tmp/drv "$tern" run -m "$model" --backend cuda -n 2 -p Hi > "$tmp/o" 2> "$tmp/e"; rc=$?
+    [ $rc -ne 0 ] && grep -q 'cudaGetDeviceCount' "$tmp/e"
+    ok $? "with a driver library present the module loads and reports the runtime's reason: $(head -c 200 "$tmp/e")"
+    LD_LIBRARY_PATH=$tmp/drv TERN_CUDA_MODULE=$module "$tern" info -m "$model" --gpu > "$tmp/o" 2>&1
+    grep -q 'no usable GPU: .*cudaGetDeviceCount' "$tmp/o"; ok $? "TERN_CUDA_MODULE names the module; info --gpu goes through it"
+  fi
   "$tern" info -m "$model" --gpu > "$tmp/o" 2> "$tmp/e"; rc=$?
   [ $rc -eq 1 ] && grep -q 'GPU plan (device 0)' "$tmp/o" && grep -q 'no usable GPU: ' "$tmp/o"
   ok $? "info --gpu without a GPU prints the model and says why there is no GPU plan (rc $rc)"
