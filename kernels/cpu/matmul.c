@@ -135,6 +135,45 @@ uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, 
     return wtype | MM_PACKED;
 }
 
+/* Inverse of pack_block for row i (0..7) of the tile block at src. */
+static void unpack_block(uint32_t wtype, const uint8_t *src, int i, uint8_t *blk)
+{
+    const bool q5 = wtype == QT_Q5_0 || wtype == QT_Q5_1;
+    const bool has_m = wtype == QT_Q4_1 || wtype == QT_Q5_1;
+    size_t qs_off = wtype == QT_Q4_1 ? offsetof(block_q4_1, qs) : wtype == QT_Q5_0 ? offsetof(block_q5_0, qs)
+                  : wtype == QT_Q5_1 ? offsetof(block_q5_1, qs) : wtype == QT_Q4_0 ? offsetof(block_q4_0, qs)
+                  : offsetof(block_q8_0, qs);
+    size_t qh_off = wtype == QT_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+    const int p = i % 4, second = i / 4;   /* pair p holds rows p and p + 4 */
+    memcpy(blk, src + 2 * i, 2);
+    if (has_m) memcpy(blk + 2, src + 16 + 2 * i, 2);
+    const uint8_t *q = src + 16 + (has_m ? 16 : 0);
+    if (q5) {
+        uint32_t h0, h1, h;
+        memcpy(&h0, q + 8 * p, 4);
+        memcpy(&h1, q + 8 * p + 4, 4);
+        h = second ? (h0 >> 16) | (h1 & 0xFFFF0000u) : (h0 & 0xFFFFu) | (h1 << 16);
+        memcpy(blk + qh_off, &h, 4);
+        q += 32;
+    }
+    if (wtype == QT_Q8_0) {
+        memcpy(blk + qs_off, q + 64 * p + 16 * second, 16);
+        memcpy(blk + qs_off + 16, q + 64 * p + 32 + 16 * second, 16);
+    } else {
+        memcpy(blk + qs_off, q + 32 * p + 16 * second, 16);
+    }
+}
+
+void mm_unpack_row(uint32_t ptype, const void *w, int64_t cols, int64_t row, void *out)
+{
+    const uint32_t wtype = ptype & ~MM_PACKED;
+    const int64_t nb = cols / 32;
+    const size_t rb = row_bytes(wtype, cols), bb = rb / (size_t)nb;
+    const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * 8 * rb;
+    for (int64_t b = 0; b < nb; b++)
+        unpack_block(wtype, tile + (size_t)b * 8 * bb, (int)(row % 8), (uint8_t *)out + (size_t)b * bb);
+}
+
 static mm_kernel_fn kernel_for(enum cpu_isa isa, uint32_t wtype)
 {
     mm_kernel_fn k = NULL;

@@ -51,6 +51,12 @@ size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols
 uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, int64_t cols,
                  void *out);
 
+/* Row `row` of a packed matrix (ptype from mm_pack) in its plain layout
+ * (row_bytes of the base type, written to out): lets a reader that needs
+ * single rows, such as an embedding lookup on a tied output matrix, use the
+ * packed copy instead of the file pages it replaced. */
+void mm_unpack_row(uint32_t ptype, const void *w, int64_t cols, int64_t row, void *out);
+
 /* Several matmuls that share x (q/k/v, gate/up): x is quantized once and
  * all rows go through one tp_run, which saves a pool sync per extra matrix.
  * Each op k computes ops[k].y (n × ops[k].rows) = x · W_kᵀ. Results are

@@ -266,6 +266,18 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
                    "(%zu of %zu differ)", qtype_name(pt[k]), (long long)s->rows,
                    (long long)s->cols, (long long)s->n, tp_n_threads(tp),
                    cpu_isa_name((enum cpu_isa)isa), bad, ny);
+                if (ptype && isa == CPU_ISA_AVX2 && tp == NULL) {
+                    uint8_t *row = malloc(rb);
+                    int64_t same = 0;
+                    for (int64_t r = 0; r < s->rows; r++) {
+                        mm_unpack_row(ptype, pw, s->cols, r, row);
+                        same += memcmp(row, w + (size_t)r * rb, rb) == 0;
+                    }
+                    ok(same == s->rows, "%s %lldx%lld: every row unpacks to its plain bytes (%lld of %lld)",
+                       qtype_name(pt[k]), (long long)s->rows, (long long)s->cols, (long long)same,
+                       (long long)s->rows);
+                    free(row);
+                }
                 free(pw);
             }
             free(w); free(x); free(y0); free(y1);
