@@ -174,12 +174,14 @@ static int pack_weights(struct cpu_be *c, const struct model *m, char *err, size
         return -1;
     }
     c->output = m->output;
-    size_t total = mm_pack_size(c->isa, m->output.type, m->output.rows, m->output.cols);
+    size_t total = (mm_pack_size(c->isa, m->output.type, m->output.rows, m->output.cols) + 63) &
+                   ~(size_t)63;
     for (int32_t l = 0; l < nl; l++) {
         const struct layer_weights *w = &m->layers[l];
         c->lm[l] = (struct cpu_mats){ w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down };
         struct wtensor *v[7];
-        for (int k = 0; k < layer_mats(&c->lm[l], v); k++)
+        const int nk = layer_mats(&c->lm[l], v);
+        for (int k = 0; k < nk; k++)
             total += (mm_pack_size(c->isa, v[k]->type, v[k]->rows, v[k]->cols) + 63) & ~(size_t)63;
     }
     if (total == 0) return 0;
