@@ -22,7 +22,7 @@
 #define REPLY_WRITE_PERIOD 1.0
 
 enum job_kind {
-    J_SESSION_NEW, J_SESSION_RENAME, J_SESSION_DELETE, J_MESSAGE, J_REPLY_BEGIN,
+    J_SESSION_NEW, J_SESSION_RENAME, J_SESSION_PARAMS, J_SESSION_DELETE, J_MESSAGE, J_REPLY_BEGIN,
     J_REPLY_FINISH, J_REQUEST, J_RUN,
 };
 
@@ -181,6 +181,17 @@ static void job_session_rename(struct store *s, struct store_job *j)
     exec_stmt(s, st, "renaming a session");
 }
 
+static void job_session_params(struct store *s, struct store_job *j)
+{
+    sqlite3_stmt *st = prep(s, "UPDATE sessions SET params = ?2, updated_at = ?3 WHERE id = ?1",
+                            "set session params");
+    if (!st) return;
+    sqlite3_bind_int64(st, 1, row_of(s, j->ref));
+    bind_text(st, 2, j->str[0]);
+    sqlite3_bind_double(st, 3, j->t);
+    exec_stmt(s, st, "setting a session's parameters");
+}
+
 static void job_session_delete(struct store *s, struct store_job *j)
 {
     sqlite3_stmt *st = prep(s, "DELETE FROM sessions WHERE id = ?1", "delete session");
@@ -300,6 +311,7 @@ static void run_job(struct store *s, struct store_job *j)
     switch (j->kind) {
     case J_SESSION_NEW: job_session_new(s, j); break;
     case J_SESSION_RENAME: job_session_rename(s, j); break;
+    case J_SESSION_PARAMS: job_session_params(s, j); break;
     case J_SESSION_DELETE: job_session_delete(s, j); break;
     case J_MESSAGE:
     case J_REPLY_BEGIN: job_message(s, j); break;
@@ -459,6 +471,13 @@ void store_session_rename(struct store *s, store_key session, const char *title)
 {
     struct store_job *j = job_new(J_SESSION_RENAME, session);
     if (j) j->str[0] = dup_or_null(title);
+    enqueue(s, j, false);
+}
+
+void store_session_set_params(struct store *s, store_key session, const char *params_json)
+{
+    struct store_job *j = job_new(J_SESSION_PARAMS, session);
+    if (j) j->str[0] = dup_or_null(params_json);
     enqueue(s, j, false);
 }
 

@@ -61,6 +61,8 @@ int64_t store_resolve(struct store *s, store_key key);
 store_key store_session_new(struct store *s, const char *title, const char *model,
                             const char *params_json);
 void store_session_rename(struct store *s, store_key session, const char *title);
+/* Replaces the session's generation parameters (JSON object, or NULL). */
+void store_session_set_params(struct store *s, store_key session, const char *params_json);
 void store_session_delete(struct store *s, store_key session);
 
 /* role: "system", "user" or "assistant"; n_tokens < 0 when unknown. */

@@ -66,7 +66,17 @@ static const char step3[] =
     "ALTER TABLE messages ADD COLUMN writer_pid INTEGER;"
     "CREATE INDEX requests_by_model ON requests(model, created_at);";
 
-static const char *const steps[STORE_SCHEMA_VERSION] = {step1, step2, step3};
+/* v4: a session's parameters are kept on its row (store_session_set_params).
+ * Before, edits made after a session was created lived only on its reply
+ * requests: carry the newest of those onto the session. */
+static const char step4[] =
+    "UPDATE sessions SET params = ("
+    "  SELECT r.params FROM requests r JOIN messages m ON m.id = r.message_id"
+    "  WHERE m.session_id = sessions.id AND r.params IS NOT NULL ORDER BY r.id DESC LIMIT 1)"
+    " WHERE EXISTS (SELECT 1 FROM requests r JOIN messages m ON m.id = r.message_id"
+    "  WHERE m.session_id = sessions.id AND r.params IS NOT NULL);";
+
+static const char *const steps[STORE_SCHEMA_VERSION] = {step1, step2, step3, step4};
 
 int store_schema_version(sqlite3 *db, const char *path, char *err, size_t errlen)
 {

@@ -261,9 +261,6 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
         m->key = mi->id;
         m->status = status_of(mi->status);
         if (mi->req) {
-            /* the parameters in force at the newest reply win over those the
-             * session was created with (edits are stored with each request) */
-            if (mi->req->params_json) ui_params_from_json(&st->params, mi->req->params_json);
             phase_from_store(&m->ph, mi->req);
             if (mi->req->ttft_s >= 0) ui_state_add_latency(st, mi->req->ttft_s, mi->req->tpot_s);
         }
@@ -304,14 +301,16 @@ void ui_bridge_delete_session(struct ui_bridge *b, struct ui_state *st, size_t i
 
 void ui_bridge_save_params(struct ui_bridge *b, struct ui_state *st)
 {
-    (void)b;
-    /* A session row gets its parameters when it is first stored; the store
-     * has no call to update them afterwards, so later edits are kept with
-     * each reply's request row, and reopening takes the newest. */
-    if (st->n_sessions && st->sessions[st->cur].key)
-        ui_state_set_status(st, false, "parameters set; stored with the session's next reply");
-    else
+    /* A session not stored yet gets them with its first message. */
+    if (!st->n_sessions || !st->sessions[st->cur].key) {
         ui_state_set_status(st, false, "parameters set; stored with the session's first message");
+        return;
+    }
+    char *pj = ui_params_to_json(&st->params);
+    store_session_set_params(b->db, st->sessions[st->cur].key, pj);
+    free(pj);
+    ui_state_set_status(st, false, b->db ? "parameters saved with the session"
+                                         : "parameters set (history is off)");
 }
 
 /* ---- requests ------------------------------------------------------------ */

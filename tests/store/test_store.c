@@ -95,6 +95,7 @@ static void test_basic(const char *path)
     is_int(store_transcript(s, 999999, &t, err, sizeof err), 1, "unknown session id: 1");
 
     store_session_rename(s, ses, "quokkas");
+    store_session_set_params(s, ses, "{\"temp\":0.2}");
     store_key ses2 = store_session_new(s, "second", "gemma.gguf", NULL);
     store_message_add(s, ses2, "user", "What is a wombat's diet?", -1);
     store_key r2 = store_reply_begin(s, ses2);
@@ -106,6 +107,7 @@ static void test_basic(const char *path)
     if (l.n == 2) {
         is_str(l.v[0].title, "second", "newest first");
         is_str(l.v[1].title, "quokkas", "rename applied");
+        is_str(l.v[1].params_json, "{\"temp\":0.2}", "parameters replaced");
         is_int(l.v[1].n_messages, 3, "message count of the first");
     }
     store_session_list_free(&l);

@@ -66,13 +66,14 @@ static void test_fresh(void)
  * reply left streaming by a killed process. */
 static void fill(sqlite3 *db, int v)
 {
-    sql(db, "INSERT INTO sessions(id, title, model, created_at, updated_at)"
-            " VALUES (7, 'old chat', 'old.gguf', 100, 100)");
+    sql(db, "INSERT INTO sessions(id, title, model, params, created_at, updated_at)"
+            " VALUES (7, 'old chat', 'old.gguf', '{\"max_tokens\":96}', 100, 100)");
     sql(db, "INSERT INTO messages(id, session_id, role, text, status, created_at, updated_at)"
             " VALUES (1, 7, 'user', 'how do platypuses find food', 'ok', 100, 100),"
             " (2, 7, 'assistant', 'By electroreception', 'streaming', 101, 101)");
-    sql(db, "INSERT INTO requests(message_id, created_at, model, status, ttft_s)"
-            " VALUES (2, 101, 'old.gguf', 'ok', 0.25)");
+    /* an edit made after the session was created lived on the request only */
+    sql(db, "INSERT INTO requests(message_id, created_at, model, params, status, ttft_s)"
+            " VALUES (2, 101, 'old.gguf', '{\"max_tokens\":20}', 'ok', 0.25)");
     if (v >= 3) sql(db, "UPDATE messages SET writer_pid = 999999999 WHERE id = 2");
 }
 
@@ -102,6 +103,9 @@ static void test_migrate_from(int v)
                strcmp(t.msgs[1].text, "By electroreception") == 0,
            "v%d reply left streaming by a dead process is interrupted, text kept", v);
         ok(t.n == 2 && t.msgs[1].req && t.msgs[1].req->ttft_s == 0.25, "old request kept");
+        ok(t.session.params_json && strcmp(t.session.params_json, "{\"max_tokens\":20}") == 0,
+           "v%d session takes the parameters of its newest request (%s)", v,
+           t.session.params_json ? t.session.params_json : "NULL");
         store_transcript_free(&t);
     }
     store_key k = store_session_new(s, "new", "m", NULL);

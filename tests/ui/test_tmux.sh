@@ -199,8 +199,8 @@ keys F4
 wait_for 'max tokens +96 ' 5
 ok $? "F4 shows the session's stored max tokens (96)"
 keys Down Down C-u; text "20"; keys Enter
-wait_for 'stored with the session.s next reply' 5
-ok $? "F4 edit of an existing session is accepted"
+wait_for 'parameters saved with the session' 5
+ok $? "F4 edit of an existing session is saved"
 keys Tab r C-u; text "Renamed chat"; keys Enter
 wait_for '│▶ Renamed chat' 5
 ok $? "r renames the selected session"
@@ -233,7 +233,7 @@ wait_for 'Renamed chat' 5 && ! cap | grep -q 'Write a very'
 ok $? "rename and delete persist across a restart"
 keys F4
 wait_for 'max tokens +20 ' 5
-ok $? "the edited max tokens (20) came back with the session's last reply"
+ok $? "the edited max tokens (20) came back with the session"
 keys Escape
 sleep 0.5   # a key right after Esc would be read as Alt-key (ESCDELAY)
 show "after rename and delete"
