@@ -66,6 +66,24 @@ size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols
     return row_bytes(wtype, cols) * (size_t)rows;
 }
 
+/* Where the fields of a plain block of a packable type sit. */
+struct plain_block {
+    bool q5, has_m;          /* fifth bits (Q5_0, Q5_1); a min (Q4_1, Q5_1) */
+    size_t qs_off, qh_off;   /* quants; fifth bits */
+};
+
+static struct plain_block plain_block_of(uint32_t wtype)
+{
+    struct plain_block pb = { wtype == QT_Q5_0 || wtype == QT_Q5_1,
+                              wtype == QT_Q4_1 || wtype == QT_Q5_1, offsetof(block_q8_0, qs),
+                              wtype == QT_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh) };
+    if (wtype == QT_Q4_0) pb.qs_off = offsetof(block_q4_0, qs);
+    else if (wtype == QT_Q4_1) pb.qs_off = offsetof(block_q4_1, qs);
+    else if (wtype == QT_Q5_0) pb.qs_off = offsetof(block_q5_0, qs);
+    else if (wtype == QT_Q5_1) pb.qs_off = offsetof(block_q5_1, qs);
+    return pb;
+}
+
 /* Packed layout of one 8-row tile, per block of 32 columns (the bytes of
  * the 8 plain blocks, reordered):
  *   f16 d[8], in row order
@@ -81,12 +99,9 @@ size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols
  * reduction yields the 8 rows in order. */
 static void pack_block(uint32_t wtype, const uint8_t *const blk[8], uint8_t *dst)
 {
-    const bool q5 = wtype == QT_Q5_0 || wtype == QT_Q5_1;
-    const bool has_m = wtype == QT_Q4_1 || wtype == QT_Q5_1;
-    size_t qs_off = wtype == QT_Q4_1 ? offsetof(block_q4_1, qs) : wtype == QT_Q5_0 ? offsetof(block_q5_0, qs)
-                  : wtype == QT_Q5_1 ? offsetof(block_q5_1, qs) : wtype == QT_Q4_0 ? offsetof(block_q4_0, qs)
-                  : offsetof(block_q8_0, qs);
-    size_t qh_off = wtype == QT_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+    const struct plain_block pb = plain_block_of(wtype);
+    const bool q5 = pb.q5, has_m = pb.has_m;
+    const size_t qs_off = pb.qs_off, qh_off = pb.qh_off;
     for (int i = 0; i < 8; i++) {
         memcpy(dst + 2 * i, blk[i], 2);                        /* d is every type's first field */
         if (has_m) memcpy(dst + 16 + 2 * i, blk[i] + 2, 2);   /* m follows d */
@@ -138,12 +153,9 @@ uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, 
 /* Inverse of pack_block for row i (0..7) of the tile block at src. */
 static void unpack_block(uint32_t wtype, const uint8_t *src, int i, uint8_t *blk)
 {
-    const bool q5 = wtype == QT_Q5_0 || wtype == QT_Q5_1;
-    const bool has_m = wtype == QT_Q4_1 || wtype == QT_Q5_1;
-    size_t qs_off = wtype == QT_Q4_1 ? offsetof(block_q4_1, qs) : wtype == QT_Q5_0 ? offsetof(block_q5_0, qs)
-                  : wtype == QT_Q5_1 ? offsetof(block_q5_1, qs) : wtype == QT_Q4_0 ? offsetof(block_q4_0, qs)
-                  : offsetof(block_q8_0, qs);
-    size_t qh_off = wtype == QT_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+    const struct plain_block pb = plain_block_of(wtype);
+    const bool q5 = pb.q5, has_m = pb.has_m;
+    const size_t qs_off = pb.qs_off, qh_off = pb.qh_off;
     const int p = i % 4, second = i / 4;   /* pair p holds rows p and p + 4 */
     memcpy(blk, src + 2 * i, 2);
     if (has_m) memcpy(blk + 2, src + 16 + 2 * i, 2);
