@@ -204,18 +204,20 @@ static int pack_weights(struct cpu_be *c, const struct model *m, char *err, size
         for (int k = 0; k < nk; k++) {
             size_t bytes = mm_pack_size(c->isa, v[k]->type, v[k]->rows, v[k]->cols);
             if (!bytes) continue;
-            /* In slices of whole 8-row tiles (a tile's packed bytes sit where
-             * its plain rows were), releasing each slice's file pages at once:
+            /* In slices of whole 8-row tiles (tile t's packed bytes start at
+             * 8t rows of packed size), releasing each slice's file pages at once:
              * the peak stays one slice above the final size, even for a
              * 178 MB output matrix. */
-            const size_t rb = bytes / (size_t)v[k]->rows;
+            /* plain and packed bytes per row (Q4_K's packed rows are larger) */
+            const size_t rb = qtype_row_bytes(v[k]->type, (uint64_t)v[k]->cols);
+            const size_t pb = bytes / (size_t)v[k]->rows;
             const int64_t slice = ((int64_t)(PACK_SLICE_BYTES / rb) + 7) / 8 * 8;
             const uint8_t *src = v[k]->data;
             uint32_t ptype = 0;
             for (int64_t r0 = 0; r0 < v[k]->rows; r0 += slice) {
                 const int64_t nr = v[k]->rows - r0 < slice ? v[k]->rows - r0 : slice;
                 ptype = mm_pack(c->isa, v[k]->type, src + (size_t)r0 * rb, nr, v[k]->cols,
-                                cur + (size_t)r0 * rb);
+                                cur + (size_t)r0 * pb);
                 gguf_release_pages(m->gguf, src + (size_t)r0 * rb, (size_t)nr * rb);
             }
             v[k]->type = ptype;

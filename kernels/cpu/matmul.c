@@ -53,17 +53,76 @@ static size_t row_bytes(uint32_t wtype, int64_t cols)
     }
 }
 
+/* Packed bytes per 8 rows × 256 columns (one Q4_K super-block of 8 rows:
+ * the plain 8 × 144 with the 6-bit scales widened to bytes). */
+#define PK_Q4K_SUPER 1184
+
 size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols)
 {
     if (isa == CPU_ISA_SCALAR || rows <= 0 || rows % 8 != 0 || cols <= 0 || cols % 32 != 0)
         return 0;
-    if (wtype != QT_Q4_0 && wtype != QT_Q4_1 && wtype != QT_Q5_0 && wtype != QT_Q5_1 &&
-        wtype != QT_Q8_0)
+    if (wtype == QT_Q4_K) {
+        if (cols % QK_K != 0) return 0;
+    } else if (wtype != QT_Q4_0 && wtype != QT_Q4_1 && wtype != QT_Q5_0 && wtype != QT_Q5_1 &&
+               wtype != QT_Q8_0) {
         return 0;
+    }
 #ifndef __x86_64__
     return 0;   /* the packed kernels are x86-64 SIMD */
 #endif
+    if (wtype == QT_Q4_K) return (size_t)(rows / 8) * (size_t)(cols / QK_K) * PK_Q4K_SUPER;
     return row_bytes(wtype, cols) * (size_t)rows;
+}
+
+/* Q4_K, one super-block of 8 rows: f16 d[8], f16 dmin[8], u8 sc[sub-block][row] (64),
+ * u8 m[sub-block][row] (64), then for each sub-block pair c (the plain
+ * layout's qs[32c .. 32c+31]: low nibbles sub-block 2c, high 2c+1) and
+ * pair p: row p bytes 0-15, row p+4 bytes 0-15, row p bytes 16-31, row p+4
+ * bytes 16-31. Scales are widened so the kernel needs no 6-bit decoding. */
+static void pack_q4k(const block_q4_K *const blk[8], uint8_t *dst)
+{
+    for (int i = 0; i < 8; i++) {
+        memcpy(dst + 2 * i, &blk[i]->d, 2);
+        memcpy(dst + 16 + 2 * i, &blk[i]->dmin, 2);
+        for (int sb = 0; sb < 8; sb++) {
+            int sc, m;
+            mm_k4_scale_min(sb, blk[i]->scales, &sc, &m);
+            dst[32 + 8 * sb + i] = (uint8_t)sc;
+            dst[96 + 8 * sb + i] = (uint8_t)m;
+        }
+    }
+    for (int c = 0; c < 4; c++)
+        for (int p = 0; p < 4; p++) {
+            uint8_t *o = dst + 160 + 256 * c + 64 * p;
+            memcpy(o, blk[p]->qs + 32 * c, 16);
+            memcpy(o + 16, blk[p + 4]->qs + 32 * c, 16);
+            memcpy(o + 32, blk[p]->qs + 32 * c + 16, 16);
+            memcpy(o + 48, blk[p + 4]->qs + 32 * c + 16, 16);
+        }
+}
+
+/* Inverse of pack_q4k for row i: the 6-bit scales are packed back exactly
+ * (all 96 bits of the 12 bytes carry scale bits). */
+static void unpack_q4k(const uint8_t *src, int i, block_q4_K *blk)
+{
+    memcpy(&blk->d, src + 2 * i, 2);
+    memcpy(&blk->dmin, src + 16 + 2 * i, 2);
+    uint8_t sc[8], m[8];
+    for (int sb = 0; sb < 8; sb++) {
+        sc[sb] = src[32 + 8 * sb + i];
+        m[sb] = src[96 + 8 * sb + i];
+    }
+    for (int k = 0; k < 4; k++) {
+        blk->scales[k] = (uint8_t)(sc[k] | (sc[k + 4] >> 4) << 6);
+        blk->scales[k + 4] = (uint8_t)(m[k] | (m[k + 4] >> 4) << 6);
+        blk->scales[k + 8] = (uint8_t)((sc[k + 4] & 0xF) | (m[k + 4] & 0xF) << 4);
+    }
+    const int p = i % 4, second = i / 4;
+    for (int c = 0; c < 4; c++) {
+        const uint8_t *o = src + 160 + 256 * c + 64 * p;
+        memcpy(blk->qs + 32 * c, o + 16 * second, 16);
+        memcpy(blk->qs + 32 * c + 16, o + 32 + 16 * second, 16);
+    }
 }
 
 /* Where the fields of a plain block of a packable type sit. */
@@ -140,6 +199,16 @@ uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, 
     const size_t rb = row_bytes(wtype, cols), bb = rb / (size_t)nb;   /* row, block bytes */
     const uint8_t *src = w;
     uint8_t *dst = out;
+    if (wtype == QT_Q4_K) {
+        for (int64_t t = 0; t < rows / 8; t++)
+            for (int64_t S = 0; S < cols / QK_K; S++, dst += PK_Q4K_SUPER) {
+                const block_q4_K *blk[8];
+                for (int i = 0; i < 8; i++)
+                    blk[i] = (const block_q4_K *)(src + (size_t)(8 * t + i) * rb) + S;
+                pack_q4k(blk, dst);
+            }
+        return wtype | MM_PACKED;
+    }
     for (int64_t t = 0; t < rows / 8; t++) {
         for (int64_t b = 0; b < nb; b++, dst += 8 * bb) {
             const uint8_t *blk[8];
@@ -181,6 +250,12 @@ void mm_unpack_row(uint32_t ptype, const void *w, int64_t cols, int64_t row, voi
     const uint32_t wtype = ptype & ~MM_PACKED;
     const int64_t nb = cols / 32;
     const size_t rb = row_bytes(wtype, cols), bb = rb / (size_t)nb;
+    if (wtype == QT_Q4_K) {
+        const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * (size_t)(cols / QK_K) * PK_Q4K_SUPER;
+        for (int64_t S = 0; S < cols / QK_K; S++)
+            unpack_q4k(tile + (size_t)S * PK_Q4K_SUPER, (int)(row % 8), (block_q4_K *)out + S);
+        return;
+    }
     const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * 8 * rb;
     for (int64_t b = 0; b < nb; b++)
         unpack_block(wtype, tile + (size_t)b * 8 * bb, (int)(row % 8), (uint8_t *)out + (size_t)b * bb);
