@@ -19,6 +19,7 @@
 
 #include "bench_profiles.h"
 #include "cli.h"
+#include "clock.h"
 #include "engine.h"
 #include "store.h"
 
@@ -89,13 +90,6 @@ struct bench {
 };
 
 /* ------------------------------------------------------------ utilities */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void sleep_s(double s)
 {
@@ -350,11 +344,11 @@ static void progress(const struct bench *b, const char *name, int done, int n, d
 static double run_requests(struct bench *b, const char *name, struct breq *v, int n,
                            int32_t *kv_peak)
 {
-    double t0 = now_s(), last_draw = 0, last_kv = 0;
+    double t0 = app_now_s(), last_draw = 0, last_kv = 0;
     int done = 0;
     *kv_peak = 0;
     while (done < n) {
-        double t = now_s() - t0;
+        double t = app_now_s() - t0;
         int active = 0;
         /* Interactive work arrives once the batch backlog is in the engine. */
         bool has_batch = false, backlog = false;
@@ -407,7 +401,7 @@ static double run_requests(struct bench *b, const char *name, struct breq *v, in
         if (!got) sleep_s(0.001);
     }
     if (b->progress) fprintf(stderr, "\r%*s\r", 60, "");
-    return now_s() - t0;
+    return app_now_s() - t0;
 }
 
 /* ------------------------------------------------------------- profiles */

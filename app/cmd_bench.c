@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "bench_profiles.h"
 #include "cli.h"
+#include "clock.h"
 #include "commands.h"
 #include "cpu/threadpool.h"
 #include "model.h"
@@ -62,13 +63,6 @@ static int on_opt(int c, const char *arg, void *ud)
     return -1;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Buffers for one benchmark sequence of up to n positions. */
 struct run {
     struct backend *be;
@@ -100,7 +94,7 @@ static int measure(struct run *r, bool prompt, int32_t n, double *tps, char *err
         x = x * 1103515245u + 12345u;
         r->tok[i] = (int32_t)((x >> 8) % (uint32_t)nv);
     }
-    const double t0 = now_s();
+    const double t0 = app_now_s();
     if (prompt) {
         if (forward(r, n, 0, err, errlen)) return -1;
     } else {
@@ -110,7 +104,7 @@ static int measure(struct run *r, bool prompt, int32_t n, double *tps, char *err
             if (forward(r, 1, i, err, errlen)) return -1;
         }
     }
-    *tps = (double)n / (now_s() - t0);
+    *tps = (double)n / (app_now_s() - t0);
     return 0;
 }
 

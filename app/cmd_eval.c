@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "commands.h"
 #include "engine.h"
 #include "gguf.h"
@@ -39,16 +40,9 @@ struct eval {
     double t0, last_draw;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void progress(struct eval *ev, const char *what, double done, double total)
 {
-    double t = now_s() - ev->t0;
+    double t = app_now_s() - ev->t0;
     if (!ev->tty || (t - ev->last_draw < 0.1 && done < total)) return;
     ev->last_draw = t;
     int w = 30, f = total > 0 ? (int)(done / total * w) : 0;
@@ -277,9 +271,9 @@ static int do_perplexity(struct eval *ev)
     }
     double nll = 0;
     int64_t count = 0;
-    ev->t0 = now_s();
+    ev->t0 = app_now_s();
     int rc = run_chunks(ev, tokens, n_chunk, n_ctx, step, first, add_bos ? bos : -1, &nll, &count);
-    double dur = now_s() - ev->t0;
+    double dur = app_now_s() - ev->t0;
     free(tokens);
     if (rc != 0 || count <= 0) {
         fprintf(stderr, "tern eval: perplexity failed\n");
@@ -555,7 +549,7 @@ static cJSON *item_json(const struct item *it)
 static void run_items(struct eval *ev, struct item *v, int n, FILE *out)
 {
     int next = 0, written = 0;
-    ev->t0 = now_s();
+    ev->t0 = app_now_s();
     while (written < n) {
         int inflight = 0;
         for (int i = written; i < next; i++) inflight += !v[i].finished;
@@ -654,7 +648,7 @@ static int do_prompts(struct eval *ev)
         return CLI_EXIT_FAIL;
     }
     run_items(ev, v, n, out);
-    double dur = now_s() - ev->t0;
+    double dur = app_now_s() - ev->t0;
     if (out != stdout) fclose(out);
     cJSON *summary = prompts_summary(v, n, bad, dur), *config = cJSON_CreateObject();
     cJSON_AddStringToObject(config, "file", o->prompts);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "commands.h"
 #include "engine.h"
 #include "store.h"
@@ -116,13 +117,6 @@ static char *read_stdin(void)
     }
     if (buf) buf[len] = 0;
     return buf;
-}
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* History of one `tern run` exchange, as `llm` logs every prompt: a session
@@ -263,13 +257,13 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     cfg.n_ctx = (int32_t)o->ctx;
     if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
     cfg.trace_path = o->trace;
-    double t0 = mono_now();
+    double t0 = app_now_s();
     struct engine *e = engine_open(&cfg, err, sizeof err);
     if (!e) {
         fprintf(stderr, "tern run: %s\n", err);
         return CLI_EXIT_FAIL;
     }
-    double load_s = mono_now() - t0;
+    double load_s = app_now_s() - t0;
     struct engine_info info;
     engine_info(e, &info);
     /* A fallback (e.g. "no usable GPU: ...; running on CPU") is always said. */
@@ -289,9 +283,9 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
         q.n_messages = n_msgs;
     }
     enum engine_status why;
-    t0 = mono_now();
+    t0 = app_now_s();
     uint64_t id = engine_submit(e, &q, &why, err, sizeof err);
-    double tok_s = mono_now() - t0;
+    double tok_s = app_now_s() - t0;
     if (!id) {
         fprintf(stderr, "tern run: %s: %s\n", engine_status_name(why), err);
         engine_close(e);
