@@ -63,26 +63,17 @@ static int on_opt(int c, const char *arg, void *ud)
     return -1;
 }
 
-/* Buffers for one benchmark sequence of up to n positions. */
+/* One benchmark sequence: the backend and its single-sequence buffers. */
 struct run {
     struct backend *be;
-    int32_t *tok, *pos, *seq, *table;
-    uint8_t *want;
-    float *logits;
-    int32_t n_blocks;
+    struct fwd_single s;
 };
 
 /* One forward of n tokens at positions p0.. (logits for the last only). */
 static int forward(struct run *r, int32_t n, int32_t p0, char *err, size_t errlen)
 {
-    for (int32_t i = 0; i < n; i++) {
-        r->pos[i] = p0 + i;
-        r->seq[i] = 0;
-        r->want[i] = i == n - 1;
-    }
-    const struct fwd_seq s = { r->table, r->n_blocks };
-    const struct fwd_batch b = { n, r->tok, r->pos, r->seq, r->want, 1, &s };
-    return backend_forward(r->be, &b, r->logits, err, errlen);
+    for (int32_t i = 0; i < n; i++) r->s.want[i] = i == n - 1;
+    return fwd_single_forward(r->be, &r->s, n, p0, err, errlen);
 }
 
 /* Tokens/s of one pp run (one batch) or one tg run (n single steps). */
@@ -92,7 +83,7 @@ static int measure(struct run *r, bool prompt, int32_t n, double *tps, char *err
     uint32_t x = 12345u;
     for (int32_t i = 0; prompt && i < n; i++) {
         x = x * 1103515245u + 12345u;
-        r->tok[i] = (int32_t)((x >> 8) % (uint32_t)nv);
+        r->s.tok[i] = (int32_t)((x >> 8) % (uint32_t)nv);
     }
     const double t0 = app_now_s();
     if (prompt) {
@@ -100,7 +91,7 @@ static int measure(struct run *r, bool prompt, int32_t n, double *tps, char *err
     } else {
         for (int32_t i = 0; i < n; i++) {
             x = x * 1103515245u + 12345u;
-            r->tok[0] = (int32_t)((x >> 8) % (uint32_t)nv);
+            r->s.tok[0] = (int32_t)((x >> 8) % (uint32_t)nv);
             if (forward(r, 1, i, err, errlen)) return -1;
         }
     }
@@ -178,29 +169,6 @@ static void report(const struct bench_opts *o, const char *model_name, const str
     fprintf(stderr, "device: %s%s%s\n", info->device, info->note[0] ? "; " : "", info->note);
 }
 
-static int alloc_run(struct run *r, int32_t n)
-{
-    const size_t k = (size_t)(n > 0 ? n : 1);
-    r->tok = malloc(k * sizeof *r->tok);
-    r->pos = malloc(k * sizeof *r->pos);
-    r->seq = malloc(k * sizeof *r->seq);
-    r->want = malloc(k);
-    r->table = malloc((size_t)r->n_blocks * sizeof *r->table);
-    r->logits = malloc((size_t)r->be->model->hp.n_vocab * sizeof(float));
-    if (!r->tok || !r->pos || !r->seq || !r->want || !r->table || !r->logits) return -1;
-    for (int32_t i = 0; i < r->n_blocks; i++) r->table[i] = i;
-    return 0;
-}
-
-static void free_run(struct run *r)
-{
-    free(r->tok);
-    free(r->pos);
-    free(r->seq);
-    free(r->want);
-    free(r->table);
-    free(r->logits);
-}
 
 static struct model *open_model(const struct bench_opts *o, const struct cli *cli, char *name,
                                 size_t namelen, char *err, size_t errlen)
@@ -243,14 +211,15 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
         fprintf(stderr, "tern bench: %s\n", err);
         goto out;
     }
-    r.n_blocks = (int32_t)((need + 15) / 16);
-    if (r.n_blocks > r.be->kv_n_blocks) {
+    const int32_t n_blocks = (int32_t)((need + 15) / 16);
+    if (n_blocks > r.be->kv_n_blocks) {
         fprintf(stderr, "tern bench: %ld tokens need %d KV blocks, the cache holds %d\n", need,
-                r.n_blocks, r.be->kv_n_blocks);
+                n_blocks, r.be->kv_n_blocks);
         goto out;
     }
     double *pp = calloc((size_t)o->reps, sizeof *pp), *tg = calloc((size_t)o->reps, sizeof *tg);
-    if (alloc_run(&r, (int32_t)(need > 0 ? need : 1)) || !pp || !tg) {
+    if (fwd_single_alloc(&r.s, (int32_t)(need > 0 ? need : 1), n_blocks, 1,
+                         m->hp.n_vocab) || !pp || !tg) {
         fprintf(stderr, "tern bench: out of memory\n");
         free(pp);
         free(tg);
@@ -276,7 +245,7 @@ done:
     free(pp);
     free(tg);
 out:
-    free_run(&r);
+    fwd_single_free(&r.s);
     backend_close(r.be);
     model_close(m);
     return rc;

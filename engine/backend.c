@@ -4,6 +4,8 @@
 #include "backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend_cpu.h"
 
@@ -30,4 +32,42 @@ struct backend *backend_open(const struct model *m, const struct backend_config 
 void backend_close(struct backend *be)
 {
     if (be) be->ops->close(be);
+}
+
+int fwd_single_alloc(struct fwd_single *s, int32_t cap, int32_t n_blocks, int32_t logit_rows,
+                     int32_t n_vocab)
+{
+    memset(s, 0, sizeof *s);
+    const size_t k = (size_t)(cap > 0 ? cap : 1);
+    s->tok = malloc(k * sizeof *s->tok);
+    s->pos = malloc(k * sizeof *s->pos);
+    s->seq = calloc(k, sizeof *s->seq);   /* every token is sequence 0 */
+    s->want = calloc(k, 1);
+    s->table = malloc((size_t)(n_blocks > 0 ? n_blocks : 1) * sizeof *s->table);
+    s->logits = malloc((size_t)(logit_rows > 0 ? logit_rows : 1) * (size_t)n_vocab * sizeof(float));
+    if (!s->tok || !s->pos || !s->seq || !s->want || !s->table || !s->logits) return -1;
+    for (int32_t i = 0; i < n_blocks; i++) s->table[i] = i;
+    s->cap = (int32_t)k;
+    s->n_blocks = n_blocks;
+    return 0;
+}
+
+void fwd_single_free(struct fwd_single *s)
+{
+    free(s->tok);
+    free(s->pos);
+    free(s->seq);
+    free(s->want);
+    free(s->table);
+    free(s->logits);
+    memset(s, 0, sizeof *s);
+}
+
+int fwd_single_forward(struct backend *be, struct fwd_single *s, int32_t n, int32_t p0,
+                       char *err, size_t errlen)
+{
+    for (int32_t i = 0; i < n; i++) s->pos[i] = p0 + i;
+    const struct fwd_seq q = { s->table, s->n_blocks };
+    const struct fwd_batch b = { n, s->tok, s->pos, s->seq, s->want, 1, &q };
+    return backend_forward(be, &b, s->logits, err, errlen);
 }

@@ -89,6 +89,24 @@ static inline int backend_forward(struct backend *be, const struct fwd_batch *b,
 }
 void backend_close(struct backend *be);
 
+/* One sequence driven straight through backend_forward, outside the
+ * scheduler (perplexity, raw benchmarks): it owns KV blocks 0..n_blocks-1
+ * and each call takes up to cap tokens and returns up to logit_rows rows. */
+struct fwd_single {
+    int32_t *tok, *pos, *seq, *table;
+    uint8_t *want;
+    float *logits;
+    int32_t cap, n_blocks;
+};
+/* Returns 0, or -1 when out of memory (s is then safe to free). */
+int fwd_single_alloc(struct fwd_single *s, int32_t cap, int32_t n_blocks, int32_t logit_rows,
+                     int32_t n_vocab);
+void fwd_single_free(struct fwd_single *s);
+/* Forwards s->tok[0..n) at positions p0.. with the caller's s->want[0..n);
+ * logits of the wanted tokens land in s->logits, in order. */
+int fwd_single_forward(struct backend *be, struct fwd_single *s, int32_t n, int32_t p0,
+                       char *err, size_t errlen);
+
 /* Per-backend constructors (backend_open dispatches to these). */
 struct backend *backend_cpu_open(const struct model *m, const struct backend_config *cfg,
                                  char *err, size_t errlen);

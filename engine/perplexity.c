@@ -19,42 +19,19 @@ double ppl_log_softmax(const float *logits, int32_t n_vocab, int32_t target)
     return (double)(logits[target] - mx) - log(sum);
 }
 
-struct ppl_bufs {
-    int32_t *tok, *pos, *seq, *table;
-    uint8_t *want;
-    float *logits;
-};
-
-static void free_bufs(struct ppl_bufs *b)
-{
-    free(b->tok);
-    free(b->pos);
-    free(b->seq);
-    free(b->table);
-    free(b->want);
-    free(b->logits);
-}
-
 /* One chunk: forward in sub-batches, accumulate NLL of the scored half. */
 static int run_chunk(struct backend *be, const int32_t *chunk, const struct ppl_params *p,
-                     int32_t nb, struct ppl_bufs *b, double *nll, double *nll2, char *err,
-                     size_t errlen)
+                     struct fwd_single *b, double *nll, double *nll2, char *err, size_t errlen)
 {
     const int32_t n_vocab = be->model->hp.n_vocab, first = p->n_ctx / 2;
-    const struct fwd_seq s = { b->table, nb };
     for (int32_t start = 0; start < p->n_ctx; start += p->n_batch) {
         const int32_t n = p->n_ctx - start < p->n_batch ? p->n_ctx - start : p->n_batch;
-        int32_t n_out = 0;
         for (int32_t k = 0; k < n; k++) {
             const int32_t j = start + k;
             b->tok[k] = j == 0 && p->bos >= 0 ? p->bos : chunk[j];
-            b->pos[k] = j;
-            b->seq[k] = 0;
             b->want[k] = j >= first && j < p->n_ctx - 1;
-            n_out += b->want[k];
         }
-        const struct fwd_batch fb = { n, b->tok, b->pos, b->seq, b->want, 1, &s };
-        if (backend_forward(be, &fb, b->logits, err, errlen)) return -1;
+        if (fwd_single_forward(be, b, n, start, err, errlen)) return -1;
         int32_t row = 0;
         for (int32_t k = 0; k < n; k++) {
             if (!b->want[k]) continue;
@@ -71,7 +48,7 @@ int ppl_run(struct backend *be, const int32_t *tokens, int64_t n_tokens,
             const struct ppl_params *pin, struct ppl_result *out, char *err, size_t errlen)
 {
     struct ppl_params p = *pin;
-    struct ppl_bufs b = { 0 };
+    struct fwd_single b = { 0 };
     int rc = -1;
     if (p.n_batch <= 0) p.n_batch = 128;
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
@@ -88,22 +65,14 @@ int ppl_run(struct backend *be, const int32_t *tokens, int64_t n_tokens,
                  p.n_ctx, nb, be->kv_n_blocks);
         return -1;
     }
-    const size_t n = (size_t)p.n_batch;
-    b.tok = malloc(n * sizeof *b.tok);
-    b.pos = malloc(n * sizeof *b.pos);
-    b.seq = malloc(n * sizeof *b.seq);
-    b.want = malloc(n);
-    b.table = malloc((size_t)nb * sizeof *b.table);
-    b.logits = malloc(n * (size_t)be->model->hp.n_vocab * sizeof(float));
-    if (!b.tok || !b.pos || !b.seq || !b.want || !b.table || !b.logits) {
-        snprintf(err, errlen, "perplexity: out of memory for %zu logit rows", n);
+    if (fwd_single_alloc(&b, p.n_batch, nb, p.n_batch, be->model->hp.n_vocab)) {
+        snprintf(err, errlen, "perplexity: out of memory for %d logit rows", p.n_batch);
         goto fail;
     }
-    for (int32_t i = 0; i < nb; i++) b.table[i] = i;
     double nll = 0.0, nll2 = 0.0;
     int64_t count = 0;
     for (int32_t c = 0; c < n_chunks; c++) {
-        if (run_chunk(be, tokens + (size_t)c * p.n_ctx, &p, nb, &b, &nll, &nll2, err, errlen))
+        if (run_chunk(be, tokens + (size_t)c * p.n_ctx, &p, &b, &nll, &nll2, err, errlen))
             goto fail;
         count += p.n_ctx - p.n_ctx / 2 - 1;
         if (p.progress) p.progress(p.ud, c + 1, n_chunks, exp(nll / (double)count));
@@ -117,6 +86,6 @@ int ppl_run(struct backend *be, const int32_t *tokens, int64_t n_tokens,
     out->n_scored = count;
     rc = 0;
 fail:
-    free_bufs(&b);
+    fwd_single_free(&b);
     return rc;
 }
