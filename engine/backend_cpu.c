@@ -520,7 +520,8 @@ static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l)
     const int32_t hd = hp->head_dim, bt = c->be.kv_block_tokens;
     const int64_t qd = (int64_t)hp->n_head * hd, kd = (int64_t)hp->n_head_kv * hd;
     const bool swa = model_layer_is_swa(m, l);
-    char *kpool = c->kv + (size_t)l * 2 * c->kv_pool, *vpool = kpool + c->kv_pool;
+    char *kpool = c->kv + (size_t)l * 2 * c->kv_pool;
+    const struct attn_layer L = { kpool, kpool + c->kv_pool, c->okv, bt, c->kv_row };
     for (int32_t i = 0; i < b->n_tokens; i++) {
         float *q = c->a.q + (size_t)i * qd, *k = c->a.k + (size_t)i * kd;
         const float *cs = (swa ? c->a.rope_l : c->a.rope_g) + (size_t)i * hp->n_rot;
@@ -532,9 +533,8 @@ static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l)
         if (hp->arch == ARCH_GEMMA3) ops_scale(q, hp->query_scale, qd);
         const struct fwd_seq *s = &b->seqs[b->seq[i]];
         const int32_t p = b->pos[i];
-        const size_t off = ((size_t)s->block_table[p / bt] * bt + (size_t)(p % bt)) * c->kv_row;
-        ops_kv_store(c->okv, kpool + off, k, kd);
-        ops_kv_store(c->okv, vpool + off, c->a.v + (size_t)i * kd, kd);
+        attn_kv_store(&L, hp->n_head_kv, hd, s->block_table[p / bt], p % bt, k,
+                      c->a.v + (size_t)i * kd);
     }
 }
 

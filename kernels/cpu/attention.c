@@ -8,6 +8,7 @@
 #include "attention.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,13 +43,61 @@ static int32_t window_lo(int32_t p, int32_t window)
     return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
 }
 
-/* Loads rows [j0, j1] of one block for KV head g into buf (bt × hd), zeroing the rest. */
-static void load_block(const struct attn_layer *L, const void *pool, int32_t block, int32_t g,
-                       int32_t hd, int32_t j0, int32_t j1, float *buf)
+/* f16 and f32 blocks are stored head-major (see attention.h); q8_0 keeps
+ * token rows, its quantization blocks run along the row. */
+static bool kv_planar(enum ops_kv_type t)
 {
+    return t != OPS_KV_Q8_0;
+}
+
+static size_t kv_elem_bytes(enum ops_kv_type t)
+{
+    return t == OPS_KV_F16 ? 2 : 4;
+}
+
+void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
+                   int32_t block, int32_t slot, const float *k, const float *v)
+{
+    const int32_t bt = L->block_tokens, hd = head_dim;
+    char *kb = (char *)L->k + (size_t)block * bt * L->row_bytes;
+    char *vb = (char *)L->v + (size_t)block * bt * L->row_bytes;
+    if (!kv_planar(L->type)) {
+        ops_kv_store(L->type, kb + (size_t)slot * L->row_bytes, k, (int64_t)n_head_kv * hd);
+        ops_kv_store(L->type, vb + (size_t)slot * L->row_bytes, v, (int64_t)n_head_kv * hd);
+        return;
+    }
+    const size_t es = kv_elem_bytes(L->type);
+    for (int32_t g = 0; g < n_head_kv; g++)
+        ops_kv_store(L->type, vb + ((size_t)g * bt + slot) * hd * es, v + (size_t)g * hd, hd);
+    /* K element (g, d) of this token sits at ((g·hd + d)·bt + slot): convert
+     * in short runs, then scatter with stride bt. */
+    enum { RUN = 64 };
+    unsigned char conv[RUN * 4];
+    const int64_t kd = (int64_t)n_head_kv * hd;
+    for (int64_t i0 = 0; i0 < kd; i0 += RUN) {
+        const int64_t n = kd - i0 < RUN ? kd - i0 : RUN;
+        ops_kv_store(L->type, conv, k + i0, n);
+        for (int64_t i = 0; i < n; i++)
+            memcpy(kb + ((size_t)(i0 + i) * bt + slot) * es, conv + (size_t)i * es, es);
+    }
+}
+
+/* Loads V rows [j0, j1] of one block for KV head g into buf (bt × hd). Rows
+ * outside are zeroed in the row layout and left as stored in the planar
+ * one: pv_block reads only [j0, j1]. */
+static void load_block(const struct attn_layer *L, int32_t block, int32_t g, int32_t hd,
+                       int32_t j0, int32_t j1, float *buf)
+{
+    const int32_t bt = L->block_tokens;
+    const char *base = (const char *)L->v + (size_t)block * bt * L->row_bytes;
+    if (kv_planar(L->type)) {
+        const size_t es = kv_elem_bytes(L->type);
+        ops_kv_load(L->type, base + ((size_t)g * bt + j0) * hd * es, buf + (size_t)j0 * hd,
+                    (int64_t)(j1 - j0 + 1) * hd);
+        return;
+    }
     const size_t head_off = ops_kv_row_bytes(L->type, (int64_t)g * hd);
-    const char *base = (const char *)pool + (size_t)block * L->block_tokens * L->row_bytes;
-    for (int32_t j = 0; j < L->block_tokens; j++) {
+    for (int32_t j = 0; j < bt; j++) {
         float *dst = buf + (size_t)j * hd;
         if (j < j0 || j > j1)
             memset(dst, 0, (size_t)hd * sizeof(float));
@@ -57,14 +106,22 @@ static void load_block(const struct attn_layer *L, const void *pool, int32_t blo
     }
 }
 
-/* Loads K rows [j0, j1] of one block transposed: buf[d * bt + j], so the
- * QK products run across keys (one vector lane per key, no reductions). */
+/* Loads K rows [j0, j1] of one block transposed, buf[d * bt + j], so the QK
+ * products run across keys (one vector lane per key, no reductions). The
+ * planar layout is stored that way: one conversion of bt · hd elements.
+ * Lanes outside [j0, j1] hold whatever the slots hold; lanes never mix and
+ * their scores are not read. */
 static void load_block_t(const struct attn_layer *L, int32_t block, int32_t g, int32_t hd,
                          int32_t j0, int32_t j1, float *buf, float *tmp)
 {
     const int32_t bt = L->block_tokens;
-    const size_t head_off = ops_kv_row_bytes(L->type, (int64_t)g * hd);
     const char *base = (const char *)L->k + (size_t)block * bt * L->row_bytes;
+    if (kv_planar(L->type)) {
+        ops_kv_load(L->type, base + (size_t)g * hd * bt * kv_elem_bytes(L->type), buf,
+                    (int64_t)hd * bt);
+        return;
+    }
+    const size_t head_off = ops_kv_row_bytes(L->type, (int64_t)g * hd);
     for (int32_t j = 0; j < bt; j++) {
         if (j < j0 || j > j1) {
             for (int32_t d = 0; d < hd; d++) buf[(size_t)d * bt + j] = 0.0f;
@@ -182,7 +239,7 @@ static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, 
             const int32_t j0 = lo_min - base > 0 ? lo_min - base : 0;
             const int32_t j1 = p_last - base < bt - 1 ? p_last - base : bt - 1;
             if (pass)
-                load_block(L, L->v, table[blk], g, hd, j0, j1, kbuf);
+                load_block(L, table[blk], g, hd, j0, j1, kbuf);
             else
                 load_block_t(L, table[blk], g, hd, j0, j1, kbuf, tmp);
             for (int32_t tt = 0; tt < T; tt++) {

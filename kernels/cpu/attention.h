@@ -1,10 +1,14 @@
 /* attention: causal (optionally sliding-window) multi-head attention with
  * grouped KV heads over a paged KV cache, softmax in f32.
  *
- * KV layout, one layer: K and V pools of n_blocks blocks; block b, slot s
- * holds token row (n_head_kv · head_dim elements, type `type`) at byte
- * ((b · block_tokens) + s) · row_bytes. A token at position p of a sequence
- * attends to positions [max(0, p - window + 1), p] of its block table.
+ * KV layout, one layer: K and V pools of n_blocks blocks of block_tokens
+ * slots, block_tokens · row_bytes bytes each. attn_kv_store writes a token
+ * and owns the layout inside a block: for f16 and f32, K is [head][dim][slot]
+ * (a block of one head converts in one contiguous pass and is already
+ * transposed for the QK products, which run across keys) and V is
+ * [head][slot][dim]; q8_0 (blocks of 32 along the row) keeps token rows. A
+ * token at position p of a sequence attends to positions
+ * [max(0, p - window + 1), p] of its block table.
  *
  * Arithmetic follows the reference engine's (non-flash) attention: Q is
  * rounded to f16 before the QK products, softmax is normalised in f32 and
@@ -23,7 +27,7 @@
 struct threadpool;
 
 struct attn_layer {
-    const void *k, *v;          /* layer's pools */
+    void *k, *v;                /* layer's pools */
     enum ops_kv_type type;
     int32_t block_tokens;
     size_t row_bytes;           /* bytes of one token's K (or V) row */
@@ -48,6 +52,11 @@ struct attn_scratch {
     size_t tiles_cap;           /* pairs */
 };
 void attn_scratch_free(struct attn_scratch *s);
+
+/* Writes one token's K and V rows (n_head_kv · head_dim floats each) into
+ * slot `slot` of block `block`. */
+void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
+                   int32_t block, int32_t slot, const float *k, const float *v);
 
 /* Returns 0, or -1 when the scratch cannot be allocated. */
 int attn_forward(struct threadpool *tp, const struct attn_layer *L, const struct attn_batch *b,

@@ -159,11 +159,14 @@ static void test_attention(enum ops_kv_type type, double tol, const char *name)
             K[t * NKV * HDA + i] = frand();
             V[t * NKV * HDA + i] = frand();
         }
-        const size_t off = ((size_t)table[t / BT] * BT + t % BT) * row;
-        ops_kv_store(type, kp + off, K + t * NKV * HDA, NKV * HDA);
-        ops_kv_store(type, vp + off, V + t * NKV * HDA, NKV * HDA);
-        ops_kv_load(type, kp + off, K + t * NKV * HDA, NKV * HDA); /* reference sees stored values */
-        ops_kv_load(type, vp + off, V + t * NKV * HDA, NKV * HDA);
+        const struct attn_layer L = { kp, vp, type, BT, row };
+        attn_kv_store(&L, NKV, HDA, table[t / BT], t % BT, K + t * NKV * HDA, V + t * NKV * HDA);
+        /* the reference sees the stored (rounded) values */
+        char stored[NKV * HDA * 4];
+        ops_kv_store(type, stored, K + t * NKV * HDA, NKV * HDA);
+        ops_kv_load(type, stored, K + t * NKV * HDA, NKV * HDA);
+        ops_kv_store(type, stored, V + t * NKV * HDA, NKV * HDA);
+        ops_kv_load(type, stored, V + t * NKV * HDA, NKV * HDA);
         for (int i = 0; i < NHA * HDA; i++) q[t * NHA * HDA + i] = frand() * 0.7f;
         pos[t] = t;
         tabs[t] = table;
