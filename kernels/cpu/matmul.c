@@ -59,12 +59,15 @@ static size_t row_bytes(uint32_t wtype, int64_t cols)
 /* Packed bytes per 8 rows × 256 columns (one Q4_K super-block of 8 rows:
  * the plain 8 × 144 with the 6-bit scales widened to bytes). */
 #define PK_Q4K_SUPER 1184
+/* Q6_K: the plain 8 × 210 bytes, reordered (see pack_q6k). */
+#define PK_Q6K_SUPER 1680
+#define PK_Q6K_BLOCK 208
 
 size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols)
 {
     if (isa == CPU_ISA_SCALAR || rows <= 0 || rows % 8 != 0 || cols <= 0 || cols % 32 != 0)
         return 0;
-    if (wtype == QT_Q4_K) {
+    if (wtype == QT_Q4_K || wtype == QT_Q6_K) {
         if (cols % QK_K != 0) return 0;
     } else if (wtype != QT_Q4_0 && wtype != QT_Q4_1 && wtype != QT_Q5_0 && wtype != QT_Q5_1 &&
                wtype != QT_Q8_0) {
@@ -74,7 +77,72 @@ size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols
     return 0;   /* the packed kernels are x86-64 SIMD */
 #endif
     if (wtype == QT_Q4_K) return (size_t)(rows / 8) * (size_t)(cols / QK_K) * PK_Q4K_SUPER;
-    return row_bytes(wtype, cols) * (size_t)rows;
+    return row_bytes(wtype, cols) * (size_t)rows;   /* Q6_K: 8 × 210 = 1680 per super-block */
+}
+
+/* Q6_K element e (0..255) of a plain super-block as its 6-bit code: halves
+ * of 128, in each the low nibbles of elements l and l + 64 share ql[l'] and
+ * four elements 32 apart share a qh byte. */
+static int q6k_code(const block_q6_K *w, int e)
+{
+    const int h = e / 128, k = e % 128 / 32, j = e % 32;
+    const int lo = w->ql[64 * h + 32 * (k & 1) + j] >> (4 * (k >> 1)) & 0xF;
+    const int hi = w->qh[32 * h + j] >> (2 * k) & 3;
+    return lo | hi << 4;
+}
+
+static void q6k_set_code(block_q6_K *w, int e, int code)
+{
+    const int h = e / 128, k = e % 128 / 32, j = e % 32;
+    w->ql[64 * h + 32 * (k & 1) + j] |= (uint8_t)((code & 0xF) << (4 * (k >> 1)));
+    w->qh[32 * h + j] |= (uint8_t)((code >> 4) << (2 * k));
+}
+
+/* Q6_K, one super-block of 8 rows: f16 d[8], then per block b of 32
+ * columns (208 bytes):
+ *   i8 sc[half][row] (16)           the sub-block scales of elements 0-15 / 16-31
+ *   u8 H[2][32]                     high 2 bits; H[p / 2] byte 16·s + k holds, at
+ *                                   bit 4·(p % 2) + 2·(k / 16), element k of row p + 4s
+ *   u8 L[4][32]                     low nibbles, pair p: row p's 16 bytes, then
+ *                                   row p + 4's (element k in byte k % 16, high
+ *                                   nibble for k ≥ 16), as the 4-bit types
+ * so the kernel rebuilds the pair vectors of the other packed types. */
+static void pack_q6k(const block_q6_K *const blk[8], uint8_t *dst)
+{
+    for (int i = 0; i < 8; i++) memcpy(dst + 2 * i, &blk[i]->d, 2);
+    for (int b = 0; b < 8; b++) {
+        uint8_t *o = dst + 16 + PK_Q6K_BLOCK * b;
+        memset(o, 0, PK_Q6K_BLOCK);
+        for (int i = 0; i < 8; i++) {
+            const int p = i % 4, second = i / 4;
+            o[i] = (uint8_t)blk[i]->scales[2 * b];
+            o[8 + i] = (uint8_t)blk[i]->scales[2 * b + 1];
+            for (int k = 0; k < 32; k++) {
+                const int code = q6k_code(blk[i], 32 * b + k), at = 16 * second + k % 16;
+                o[80 + 32 * p + at] |= (uint8_t)((code & 0xF) << (4 * (k / 16)));
+                o[16 + 32 * (p / 2) + at] |= (uint8_t)((code >> 4) << (4 * (p % 2) + 2 * (k / 16)));
+            }
+        }
+    }
+}
+
+/* Inverse of pack_q6k for row i. */
+static void unpack_q6k(const uint8_t *src, int i, block_q6_K *blk)
+{
+    memset(blk, 0, sizeof *blk);
+    memcpy(&blk->d, src + 2 * i, 2);
+    const int p = i % 4, second = i / 4;
+    for (int b = 0; b < 8; b++) {
+        const uint8_t *o = src + 16 + PK_Q6K_BLOCK * b;
+        blk->scales[2 * b] = (int8_t)o[i];
+        blk->scales[2 * b + 1] = (int8_t)o[8 + i];
+        for (int k = 0; k < 32; k++) {
+            const int at = 16 * second + k % 16;
+            const int lo = o[80 + 32 * p + at] >> (4 * (k / 16)) & 0xF;
+            const int hi = o[16 + 32 * (p / 2) + at] >> (4 * (p % 2) + 2 * (k / 16)) & 3;
+            q6k_set_code(blk, 32 * b + k, lo | hi << 4);
+        }
+    }
 }
 
 /* Q4_K, one super-block of 8 rows: f16 d[8], f16 dmin[8], u8 sc[sub-block][row] (64),
@@ -212,6 +280,16 @@ uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, 
             }
         return wtype | MM_PACKED;
     }
+    if (wtype == QT_Q6_K) {
+        for (int64_t t = 0; t < rows / 8; t++)
+            for (int64_t S = 0; S < cols / QK_K; S++, dst += PK_Q6K_SUPER) {
+                const block_q6_K *blk[8];
+                for (int i = 0; i < 8; i++)
+                    blk[i] = (const block_q6_K *)(src + (size_t)(8 * t + i) * rb) + S;
+                pack_q6k(blk, dst);
+            }
+        return wtype | MM_PACKED;
+    }
     for (int64_t t = 0; t < rows / 8; t++) {
         for (int64_t b = 0; b < nb; b++, dst += 8 * bb) {
             const uint8_t *blk[8];
@@ -257,6 +335,12 @@ void mm_unpack_row(uint32_t ptype, const void *w, int64_t cols, int64_t row, voi
         const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * (size_t)(cols / QK_K) * PK_Q4K_SUPER;
         for (int64_t S = 0; S < cols / QK_K; S++)
             unpack_q4k(tile + (size_t)S * PK_Q4K_SUPER, (int)(row % 8), (block_q4_K *)out + S);
+        return;
+    }
+    if (wtype == QT_Q6_K) {
+        const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * (size_t)(cols / QK_K) * PK_Q6K_SUPER;
+        for (int64_t S = 0; S < cols / QK_K; S++)
+            unpack_q6k(tile + (size_t)S * PK_Q6K_SUPER, (int)(row % 8), (block_q6_K *)out + S);
         return;
     }
     const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * 8 * rb;
