@@ -57,8 +57,10 @@ static size_t row_bytes(uint32_t wtype, int64_t cols)
 }
 
 /* Packed bytes per 8 rows × 256 columns (one Q4_K super-block of 8 rows:
- * the plain 8 × 144 with the 6-bit scales widened to bytes). */
+ * the plain 8 × 144 with the 6-bit scales widened to bytes; Q5_K adds its
+ * 8 × 32 bytes of fifth bits, 8 × 176 + 32 in all). */
 #define PK_Q4K_SUPER 1184
+#define PK_Q5K_SUPER 1440
 /* Q6_K: the plain 8 × 210 bytes, reordered (see pack_q6k). */
 #define PK_Q6K_SUPER 1680
 #define PK_Q6K_BLOCK 208
@@ -67,7 +69,7 @@ size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols
 {
     if (isa == CPU_ISA_SCALAR || rows <= 0 || rows % 8 != 0 || cols <= 0 || cols % 32 != 0)
         return 0;
-    if (wtype == QT_Q4_K || wtype == QT_Q6_K) {
+    if (wtype == QT_Q4_K || wtype == QT_Q5_K || wtype == QT_Q6_K) {
         if (cols % QK_K != 0) return 0;
     } else if (wtype != QT_Q4_0 && wtype != QT_Q4_1 && wtype != QT_Q5_0 && wtype != QT_Q5_1 &&
                wtype != QT_Q8_0) {
@@ -76,7 +78,9 @@ size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols
 #ifndef __x86_64__
     return 0;   /* the packed kernels are x86-64 SIMD */
 #endif
-    if (wtype == QT_Q4_K) return (size_t)(rows / 8) * (size_t)(cols / QK_K) * PK_Q4K_SUPER;
+    if (wtype == QT_Q4_K || wtype == QT_Q5_K)
+        return (size_t)(rows / 8) * (size_t)(cols / QK_K) *
+               (wtype == QT_Q4_K ? PK_Q4K_SUPER : PK_Q5K_SUPER);
     return row_bytes(wtype, cols) * (size_t)rows;   /* Q6_K: 8 × 210 = 1680 per super-block */
 }
 
@@ -149,50 +153,92 @@ static void unpack_q6k(const uint8_t *src, int i, block_q6_K *blk)
  * u8 m[sub-block][row] (64), then for each sub-block pair c (the plain
  * layout's qs[32c .. 32c+31]: low nibbles sub-block 2c, high 2c+1) and
  * pair p: row p bytes 0-15, row p+4 bytes 0-15, row p bytes 16-31, row p+4
- * bytes 16-31. Scales are widened so the kernel needs no 6-bit decoding. */
-static void pack_q4k(const block_q4_K *const blk[8], uint8_t *dst)
+ * bytes 16-31. Scales are widened so the kernel needs no 6-bit decoding.
+ * Q5_K: the same, with the fifth bits between the scales and the quants
+ * (PK_Q5K_H): per sub-block sb and pair p two u32, h0 = bits of elements
+ * 0-15 of row p | of row p+4 << 16, h1 = the same for elements 16-31, as
+ * the packed Q5_0 keeps them. Q4_K and Q5_K blocks share d, dmin and the
+ * 12 scale bytes at the same offsets. */
+#define PK_K4_Q 160                      /* Q4_K quants */
+#define PK_Q5K_H 160                     /* Q5_K fifth bits (256 bytes) */
+#define PK_Q5K_Q (PK_Q5K_H + 256)        /* Q5_K quants */
+
+static void pack_k4(uint32_t wtype, const uint8_t *const blk[8], uint8_t *dst)
 {
+    const bool q5 = wtype == QT_Q5_K;
+    const size_t qs_off = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+    const size_t scales_off = offsetof(block_q4_K, scales);
     for (int i = 0; i < 8; i++) {
-        memcpy(dst + 2 * i, &blk[i]->d, 2);
-        memcpy(dst + 16 + 2 * i, &blk[i]->dmin, 2);
+        memcpy(dst + 2 * i, blk[i], 2);                       /* d */
+        memcpy(dst + 16 + 2 * i, blk[i] + 2, 2);              /* dmin */
         for (int sb = 0; sb < 8; sb++) {
             int sc, m;
-            mm_k4_scale_min(sb, blk[i]->scales, &sc, &m);
+            mm_k4_scale_min(sb, blk[i] + scales_off, &sc, &m);
             dst[32 + 8 * sb + i] = (uint8_t)sc;
             dst[96 + 8 * sb + i] = (uint8_t)m;
         }
     }
+    uint8_t *q = dst + (q5 ? PK_Q5K_Q : PK_K4_Q);
     for (int c = 0; c < 4; c++)
         for (int p = 0; p < 4; p++) {
-            uint8_t *o = dst + 160 + 256 * c + 64 * p;
-            memcpy(o, blk[p]->qs + 32 * c, 16);
-            memcpy(o + 16, blk[p + 4]->qs + 32 * c, 16);
-            memcpy(o + 32, blk[p]->qs + 32 * c + 16, 16);
-            memcpy(o + 48, blk[p + 4]->qs + 32 * c + 16, 16);
+            uint8_t *o = q + 256 * c + 64 * p;
+            memcpy(o, blk[p] + qs_off + 32 * c, 16);
+            memcpy(o + 16, blk[p + 4] + qs_off + 32 * c, 16);
+            memcpy(o + 32, blk[p] + qs_off + 32 * c + 16, 16);
+            memcpy(o + 48, blk[p + 4] + qs_off + 32 * c + 16, 16);
+        }
+    if (!q5) return;
+    for (int sb = 0; sb < 8; sb++)
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *ha = blk[p] + offsetof(block_q5_K, qh);
+            const uint8_t *hc = blk[p + 4] + offsetof(block_q5_K, qh);
+            uint32_t h0 = 0, h1 = 0;
+            for (int j = 0; j < 16; j++) {
+                h0 |= (uint32_t)(ha[j] >> sb & 1) << j | (uint32_t)(hc[j] >> sb & 1) << (16 + j);
+                h1 |= (uint32_t)(ha[16 + j] >> sb & 1) << j | (uint32_t)(hc[16 + j] >> sb & 1) << (16 + j);
+            }
+            memcpy(dst + PK_Q5K_H + 32 * sb + 8 * p, &h0, 4);
+            memcpy(dst + PK_Q5K_H + 32 * sb + 8 * p + 4, &h1, 4);
         }
 }
 
-/* Inverse of pack_q4k for row i: the 6-bit scales are packed back exactly
+/* Inverse of pack_k4 for row i: the 6-bit scales are packed back exactly
  * (all 96 bits of the 12 bytes carry scale bits). */
-static void unpack_q4k(const uint8_t *src, int i, block_q4_K *blk)
+static void unpack_k4(uint32_t wtype, const uint8_t *src, int i, uint8_t *blk)
 {
-    memcpy(&blk->d, src + 2 * i, 2);
-    memcpy(&blk->dmin, src + 16 + 2 * i, 2);
+    const bool q5 = wtype == QT_Q5_K;
+    const size_t qs_off = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+    uint8_t *scales = blk + offsetof(block_q4_K, scales);
+    memcpy(blk, src + 2 * i, 2);
+    memcpy(blk + 2, src + 16 + 2 * i, 2);
     uint8_t sc[8], m[8];
     for (int sb = 0; sb < 8; sb++) {
         sc[sb] = src[32 + 8 * sb + i];
         m[sb] = src[96 + 8 * sb + i];
     }
     for (int k = 0; k < 4; k++) {
-        blk->scales[k] = (uint8_t)(sc[k] | (sc[k + 4] >> 4) << 6);
-        blk->scales[k + 4] = (uint8_t)(m[k] | (m[k + 4] >> 4) << 6);
-        blk->scales[k + 8] = (uint8_t)((sc[k + 4] & 0xF) | (m[k + 4] & 0xF) << 4);
+        scales[k] = (uint8_t)(sc[k] | (sc[k + 4] >> 4) << 6);
+        scales[k + 4] = (uint8_t)(m[k] | (m[k + 4] >> 4) << 6);
+        scales[k + 8] = (uint8_t)((sc[k + 4] & 0xF) | (m[k + 4] & 0xF) << 4);
     }
     const int p = i % 4, second = i / 4;
+    const uint8_t *q = src + (q5 ? PK_Q5K_Q : PK_K4_Q);
     for (int c = 0; c < 4; c++) {
-        const uint8_t *o = src + 160 + 256 * c + 64 * p;
-        memcpy(blk->qs + 32 * c, o + 16 * second, 16);
-        memcpy(blk->qs + 32 * c + 16, o + 32 + 16 * second, 16);
+        const uint8_t *o = q + 256 * c + 64 * p;
+        memcpy(blk + qs_off + 32 * c, o + 16 * second, 16);
+        memcpy(blk + qs_off + 32 * c + 16, o + 32 + 16 * second, 16);
+    }
+    if (!q5) return;
+    uint8_t *qh = blk + offsetof(block_q5_K, qh);
+    memset(qh, 0, QK_K / 8);
+    for (int sb = 0; sb < 8; sb++) {
+        uint32_t h0, h1;
+        memcpy(&h0, src + PK_Q5K_H + 32 * sb + 8 * p, 4);
+        memcpy(&h1, src + PK_Q5K_H + 32 * sb + 8 * p + 4, 4);
+        for (int j = 0; j < 16; j++) {
+            qh[j] |= (uint8_t)((h0 >> (16 * second + j) & 1) << sb);
+            qh[16 + j] |= (uint8_t)((h1 >> (16 * second + j) & 1) << sb);
+        }
     }
 }
 
@@ -270,23 +316,16 @@ uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, 
     const size_t rb = row_bytes(wtype, cols), bb = rb / (size_t)nb;   /* row, block bytes */
     const uint8_t *src = w;
     uint8_t *dst = out;
-    if (wtype == QT_Q4_K) {
+    if (wtype == QT_Q4_K || wtype == QT_Q5_K || wtype == QT_Q6_K) {   /* per 256-column super-block */
+        const size_t sup = wtype == QT_Q4_K ? PK_Q4K_SUPER : wtype == QT_Q5_K ? PK_Q5K_SUPER
+                                                                               : PK_Q6K_SUPER;
+        const size_t sbb = rb / (size_t)(cols / QK_K);   /* plain super-block bytes */
         for (int64_t t = 0; t < rows / 8; t++)
-            for (int64_t S = 0; S < cols / QK_K; S++, dst += PK_Q4K_SUPER) {
-                const block_q4_K *blk[8];
-                for (int i = 0; i < 8; i++)
-                    blk[i] = (const block_q4_K *)(src + (size_t)(8 * t + i) * rb) + S;
-                pack_q4k(blk, dst);
-            }
-        return wtype | MM_PACKED;
-    }
-    if (wtype == QT_Q6_K) {
-        for (int64_t t = 0; t < rows / 8; t++)
-            for (int64_t S = 0; S < cols / QK_K; S++, dst += PK_Q6K_SUPER) {
-                const block_q6_K *blk[8];
-                for (int i = 0; i < 8; i++)
-                    blk[i] = (const block_q6_K *)(src + (size_t)(8 * t + i) * rb) + S;
-                pack_q6k(blk, dst);
+            for (int64_t S = 0; S < cols / QK_K; S++, dst += sup) {
+                const uint8_t *blk[8];
+                for (int i = 0; i < 8; i++) blk[i] = src + (size_t)(8 * t + i) * rb + (size_t)S * sbb;
+                if (wtype == QT_Q6_K) pack_q6k((const block_q6_K *const *)blk, dst);
+                else pack_k4(wtype, blk, dst);
             }
         return wtype | MM_PACKED;
     }
@@ -331,16 +370,16 @@ void mm_unpack_row(uint32_t ptype, const void *w, int64_t cols, int64_t row, voi
     const uint32_t wtype = ptype & ~MM_PACKED;
     const int64_t nb = cols / 32;
     const size_t rb = row_bytes(wtype, cols), bb = rb / (size_t)nb;
-    if (wtype == QT_Q4_K) {
-        const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * (size_t)(cols / QK_K) * PK_Q4K_SUPER;
-        for (int64_t S = 0; S < cols / QK_K; S++)
-            unpack_q4k(tile + (size_t)S * PK_Q4K_SUPER, (int)(row % 8), (block_q4_K *)out + S);
-        return;
-    }
-    if (wtype == QT_Q6_K) {
-        const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * (size_t)(cols / QK_K) * PK_Q6K_SUPER;
-        for (int64_t S = 0; S < cols / QK_K; S++)
-            unpack_q6k(tile + (size_t)S * PK_Q6K_SUPER, (int)(row % 8), (block_q6_K *)out + S);
+    if (wtype == QT_Q4_K || wtype == QT_Q5_K || wtype == QT_Q6_K) {
+        const size_t sup = wtype == QT_Q4_K ? PK_Q4K_SUPER : wtype == QT_Q5_K ? PK_Q5K_SUPER
+                                                                               : PK_Q6K_SUPER;
+        const size_t sbb = rb / (size_t)(cols / QK_K);
+        const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * (size_t)(cols / QK_K) * sup;
+        for (int64_t S = 0; S < cols / QK_K; S++) {
+            uint8_t *o = (uint8_t *)out + (size_t)S * sbb;
+            if (wtype == QT_Q6_K) unpack_q6k(tile + (size_t)S * sup, (int)(row % 8), (block_q6_K *)o);
+            else unpack_k4(wtype, tile + (size_t)S * sup, (int)(row % 8), o);
+        }
         return;
     }
     const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * 8 * rb;

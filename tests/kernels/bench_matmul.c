@@ -150,7 +150,7 @@ static void bench_case(struct threadpool *tp, enum cpu_isa isa, const struct ben
     td_acts(x, n, c->cols, &seed);
     uint32_t wtype = c->wtype;
     size_t stride = wbytes;   /* bytes per copy as the kernel reads it */
-    if (pack) {   /* mm_pack's layout (Q4_K's is 2.8 % larger) */
+    if (pack) {   /* mm_pack's layout (Q4_K's and Q5_K's are 2-3 % larger) */
         stride = mm_pack_size(isa, c->wtype, c->rows, c->cols);
         uint8_t *pw = malloc(stride * copies);
         if (!pw) goto done;

@@ -237,7 +237,7 @@ static void check_guard(struct mm_scratch *scr, uint64_t *seed)
  * and three threads; and types or shapes without a packed form say so. */
 static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t *seed)
 {
-    static const uint32_t pt[] = { QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q6_K };
+    static const uint32_t pt[] = { QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K };
     static const struct shape ps[] = { { 8, 32, 1 }, { 64, 576, 1 }, { 96, 576, 2 },
                                        { 40, 1536, 3 }, { 16, 256, 4 }, { 24, 576, 5 },
                                        { 48, 576, 17 }, { 56, 512, 37 }, { 64, 2048, 1 },
@@ -245,7 +245,7 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
     for (size_t k = 0; k < sizeof pt / sizeof pt[0]; k++) {
         for (size_t si = 0; si < sizeof ps / sizeof ps[0]; si++) {
             const struct shape *s = &ps[si];
-            if (s->cols % qtype_get(pt[k])->block_size) continue;   /* Q4_K, Q6_K: 256 */
+            if (s->cols % qtype_get(pt[k])->block_size) continue;   /* K-quants: 256 */
             size_t rb = qtype_row_bytes(pt[k], (uint64_t)s->cols), ny = (size_t)(s->n * s->rows);
             uint8_t *w = malloc(rb * (size_t)s->rows);
             float *x = malloc(sizeof(float) * (size_t)(s->n * s->cols));
@@ -287,7 +287,8 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
     }
     ok(mm_pack_size(CPU_ISA_SCALAR, QT_Q4_1, 64, 576) == 0, "no packed form for the scalar path");
     ok(mm_pack_size(CPU_ISA_AVX2, QT_Q4_1, 63, 576) == 0, "no packed form for rows not a multiple of 8");
-    ok(mm_pack_size(CPU_ISA_AVX2, QT_Q5_K, 64, 512) == 0, "no packed form for Q5_K (plain layout used)");
+    ok(mm_pack_size(CPU_ISA_AVX2, QT_F16, 64, 512) == 0, "no packed form for F16 (plain layout used)");
+    ok(mm_pack_size(CPU_ISA_AVX2, QT_Q5_K, 64, 576) == 0, "no packed Q5_K for columns not a multiple of 256");
     ok(mm_pack_size(CPU_ISA_AVX2, QT_Q6_K, 64, 576) == 0, "no packed Q6_K for columns not a multiple of 256");
     ok(mm_pack_size(CPU_ISA_AVX2, QT_Q4_K, 64, 576) == 0, "no packed Q4_K for columns not a multiple of 256");
 }
