@@ -159,30 +159,55 @@ static inline __attribute__((always_inline)) v16 ld16(const float *p)
     return v;
 }
 
-/* Scores of one query against one block, keys across vector lanes and the
- * sum over d kept in registers (lanes = 16 keys: one block of 16 tokens). */
-static inline __attribute__((always_inline)) void qk_block(const float *restrict q,
-                                                           const float *restrict kt, int32_t hd,
-                                                           int32_t bt, float *restrict out)
+/* Scores of N queries (rows q[0..N-1], each hd long) against one block,
+ * keys across vector lanes, out[i · bt + j]. Each score is summed over d in
+ * order; the N rows are independent chains, so the FMA latency of one
+ * chain hides behind the others (one chain alone ran at a quarter of the
+ * FMA throughput), and each K vector is loaded once for N rows. */
+static inline __attribute__((always_inline)) void qk_rows(const float *const *q, const int N,
+                                                          const float *restrict kt, int32_t hd,
+                                                          int32_t bt, float *restrict out)
 {
     if (bt == 16) {
-        v16 acc = { 0 };
-        for (int32_t d = 0; d < hd; d++) acc += q[d] * ld16(kt + (size_t)d * 16);
-        memcpy(out, &acc, sizeof acc);
+        v16 acc[4] = { { 0 } };
+        for (int32_t d = 0; d < hd; d++) {
+            const v16 k = ld16(kt + (size_t)d * 16);
+            for (int i = 0; i < N; i++) acc[i] += q[i][d] * k;
+        }
+        for (int i = 0; i < N; i++) memcpy(out + (size_t)i * 16, &acc[i], sizeof acc[i]);
         return;
     }
-    for (int32_t j = 0; j < bt; j++) out[j] = 0.0f;
-    for (int32_t d = 0; d < hd; d++)
-        for (int32_t j = 0; j < bt; j++) out[j] += q[d] * kt[(size_t)d * bt + j];
+    for (int i = 0; i < N; i++) {
+        float *o = out + (size_t)i * bt;
+        for (int32_t j = 0; j < bt; j++) o[j] = 0.0f;
+        for (int32_t d = 0; d < hd; d++)
+            for (int32_t j = 0; j < bt; j++) o[j] += q[i][d] * kt[(size_t)d * bt + j];
+    }
 }
 
-/* o += Σ_j p_j v_j over one block, 16 output dims at a time in registers. */
+/* o += Σ_j p_j v_j over one block: 64 output dims at a time in four
+ * independent register chains (then 16), each summed over j in order. */
 static inline __attribute__((always_inline)) void pv_block(float *restrict o,
                                                            const float *restrict p,
                                                            const float *restrict v, int32_t jlo,
                                                            int32_t jhi, int32_t hd)
 {
     int32_t d0 = 0;
+    for (; d0 + 64 <= hd; d0 += 64) {
+        v16 a0 = ld16(o + d0), a1 = ld16(o + d0 + 16), a2 = ld16(o + d0 + 32),
+            a3 = ld16(o + d0 + 48);
+        for (int32_t j = jlo; j <= jhi; j++) {
+            const float *vj = v + (size_t)j * hd + d0;
+            a0 += p[j] * ld16(vj);
+            a1 += p[j] * ld16(vj + 16);
+            a2 += p[j] * ld16(vj + 32);
+            a3 += p[j] * ld16(vj + 48);
+        }
+        memcpy(o + d0, &a0, sizeof a0);
+        memcpy(o + d0 + 16, &a1, sizeof a1);
+        memcpy(o + d0 + 32, &a2, sizeof a2);
+        memcpy(o + d0 + 48, &a3, sizeof a3);
+    }
     for (; d0 + 16 <= hd; d0 += 16) {
         v16 acc = ld16(o + d0);
         for (int32_t j = jlo; j <= jhi; j++) acc += p[j] * ld16(v + (size_t)j * hd + d0);
@@ -190,6 +215,28 @@ static inline __attribute__((always_inline)) void pv_block(float *restrict o,
     }
     for (; d0 < hd; d0++)
         for (int32_t j = jlo; j <= jhi; j++) o[d0] += p[j] * v[(size_t)j * hd + d0];
+}
+
+/* Scaled scores of query rows rows[0..nq-1] (nq ≤ 4) of a tile against the
+ * block at key position base, into their rows of sc. */
+static inline __attribute__((always_inline)) void score_rows(
+    const struct attn_batch *b, int32_t t0, int32_t G, int32_t base, int32_t lo_min, int32_t span,
+    int32_t bt, int32_t hd, const float *kbuf, const float *qh, const int32_t *rows, int32_t nq,
+    float *sacc, float *sc)
+{
+    const float *qs[4];
+    for (int32_t i = 0; i < nq; i++) qs[i] = qh + (size_t)rows[i] * hd;
+    if (nq == 4) qk_rows(qs, 4, kbuf, hd, bt, sacc);
+    else if (nq == 3) qk_rows(qs, 3, kbuf, hd, bt, sacc);
+    else if (nq == 2) qk_rows(qs, 2, kbuf, hd, bt, sacc);
+    else qk_rows(qs, 1, kbuf, hd, bt, sacc);
+    for (int32_t i = 0; i < nq; i++) {
+        const int32_t p = b->pos[t0 + rows[i] / G], lo = window_lo(p, b->window);
+        const int32_t jlo = lo - base > 0 ? lo - base : 0;
+        const int32_t jhi = p - base < bt - 1 ? p - base : bt - 1;
+        float *row = sc + (size_t)rows[i] * span + (base - lo_min);
+        for (int32_t j = jlo; j <= jhi; j++) row[j] = sacc[(size_t)i * bt + j] * b->scale;
+    }
 }
 
 /* One tile of T queries (consecutive positions of one sequence) against KV
@@ -211,7 +258,7 @@ static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, 
     const int32_t span = p_last - lo_min + 1;
     const int32_t *table = b->table[t0];
     float *kbuf = ws, *tmp = kbuf + (size_t)bt * hd, *sacc = tmp + hd;
-    float *qh = sacc + bt, *sc = qh + (size_t)T * G * hd;
+    float *qh = sacc + 4 * (size_t)bt, *sc = qh + (size_t)T * G * hd;
 
     /* Queries rounded to f16: the reference multiplies f16 K by f16 Q. */
     for (int32_t tt = 0; tt < T; tt++) {
@@ -242,6 +289,20 @@ static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, 
                 load_block(L, table[blk], g, hd, j0, j1, kbuf);
             else
                 load_block_t(L, table[blk], g, hd, j0, j1, kbuf, tmp);
+            if (pass == 0) {
+                /* s_j = Σ_d q_d k_jd, summed over d in order for every key;
+                 * the query rows that see this block go 4 at a time */
+                int32_t rows[4], nq = 0;
+                for (int32_t s = 0; s < T * G; s++) {
+                    const int32_t p = b->pos[t0 + s / G], lo = window_lo(p, b->window);
+                    if (p >= base && lo <= base + bt - 1) rows[nq++] = s; /* else wholly masked */
+                    if (nq == 4 || (nq > 0 && s == T * G - 1)) {
+                        score_rows(b, t0, G, base, lo_min, span, bt, hd, kbuf, qh, rows, nq, sacc, sc);
+                        nq = 0;
+                    }
+                }
+                continue;
+            }
             for (int32_t tt = 0; tt < T; tt++) {
                 const int32_t p = b->pos[t0 + tt], lo = window_lo(p, b->window);
                 if (p < base || lo > base + bt - 1) continue; /* block wholly masked */
@@ -249,15 +310,8 @@ static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, 
                 const int32_t jhi = p - base < bt - 1 ? p - base : bt - 1;
                 for (int32_t h = 0; h < G; h++) {
                     const int32_t s = tt * G + h;
-                    float *row = sc + (size_t)s * span + (base - lo_min);
-                    if (pass == 0) {
-                        /* s_j = Σ_d q_d k_jd, summed over d in order for every key */
-                        qk_block(qh + (size_t)s * hd, kbuf, hd, bt, sacc);
-                        for (int32_t j = jlo; j <= jhi; j++) row[j] = sacc[j] * b->scale;
-                    } else {
-                        pv_block(b->out + (size_t)(t0 + tt) * qdim + (size_t)(g * G + h) * hd,
-                                 row, kbuf, jlo, jhi, hd);
-                    }
+                    pv_block(b->out + (size_t)(t0 + tt) * qdim + (size_t)(g * G + h) * hd,
+                             sc + (size_t)s * span + (base - lo_min), kbuf, jlo, jhi, hd);
                 }
             }
         }
@@ -303,7 +357,7 @@ int attn_forward(struct threadpool *tp, const struct attn_layer *L, const struct
         const int32_t w = b->window > 0 && b->pos[i] + 1 > b->window ? b->window : b->pos[i] + 1;
         span = w + TILE > span ? w + TILE : span;
     }
-    const size_t per = bt * hd + hd + bt + TILE * G * hd + TILE * G * (size_t)span + 16;
+    const size_t per = bt * hd + hd + 4 * bt + TILE * G * hd + TILE * G * (size_t)span + 16;
     if (s->cap < per * (size_t)nth) {
         float *nb = realloc(s->buf, per * (size_t)nth * sizeof(float));
         if (!nb) return -1;

@@ -121,9 +121,35 @@ void ops_gelu_table_init(float *table)
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The scalar loop below, 8 at a time: F16C rounds to the table index as
+ * f2h does (nearest even) and a gather reads the table. The scalar f2h was
+ * 5 % of Gemma's prefill. */
+__attribute__((target("avx2,f16c"))) static int64_t geglu_avx2(float *g, const float *u, int64_t n,
+                                                              const float *table)
+{
+    const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+        __m256 y = _mm256_i32gather_ps(table, _mm256_cvtepu16_epi32(h), 4);
+        y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LE_OQ));
+        y = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, hi, _CMP_GE_OQ));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(y, _mm256_loadu_ps(u + i)));
+    }
+    return i;
+}
+#endif
+
 void ops_geglu(float *g, const float *u, int64_t n, const float *table)
 {
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i0 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+        i0 = geglu_avx2(g, u, n, table);
+#endif
+    for (int64_t i = i0; i < n; i++) {
         const float x = g[i];
         float y;
         if (x <= -10.0f)

@@ -111,6 +111,27 @@ static void test_geglu(void)
         worst = fmax(worst, fabs(g - ref) / fmax(1.0, fabs(ref)));
     }
     ok(worst < 4e-3, "geglu (f16 table) within f16 precision of GELU-tanh (%.2g)", worst);
+    /* Whole rows take the vector path (F16C index, gather) on CPUs that have
+     * it; every element must equal the one-at-a-time scalar result, at the
+     * ±10 clamps, infinities, f16 overflow, subnormals and ties too. */
+    enum { NV = 2411 };
+    float *gv = malloc(NV * sizeof *gv), *uv = malloc(NV * sizeof *uv);
+    const float edge[] = { -10.0f, 10.0f, -9.9999990f, 9.9999990f, INFINITY, -INFINITY, 70000.0f,
+                           -70000.0f, 1e-6f, -3e-8f, 0.0f, -0.0f, 1.00048828125f, 65504.0f };
+    for (int i = 0; i < NV; i++) {
+        gv[i] = i < (int)(sizeof edge / sizeof edge[0]) ? edge[i] : (frand() - 0.5f) * 30.0f;
+        uv[i] = frand() + 0.5f;
+    }
+    size_t same = 0;
+    float *gs = malloc(NV * sizeof *gs);
+    memcpy(gs, gv, NV * sizeof *gs);
+    ops_geglu(gv, uv, NV, t);
+    for (int i = 0; i < NV; i++) {
+        ops_geglu(&gs[i], &uv[i], 1, t);
+        same += memcmp(&gs[i], &gv[i], sizeof(float)) == 0;
+    }
+    ok(same == NV, "geglu over a row equals element-wise geglu bit for bit (%zu of %d)", same, NV);
+    free(gv); free(uv); free(gs);
     free(t);
     float g = 2.0f, u = 3.0f;
     ops_swiglu(&g, &u, 1);
