@@ -51,10 +51,15 @@ static inline uint16_t f2h(float f)
 
 void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 {
-    /* Sum in double as the reference does: the result then does not depend
-     * on the summation order the compiler picks. */
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    /* Sum in double as the reference does, so the order of the sum does not
+     * show in the float result; 8 fixed lanes instead of one dependent chain
+     * of adds (3.5 % of Gemma's prefill, with its per-head q/k norms). */
+    double lane[8] = { 0 };
+    int64_t i0 = 0;
+    for (; i0 + 8 <= n; i0 += 8)
+        for (int k = 0; k < 8; k++) lane[k] += (double)(x[i0 + k] * x[i0 + k]);
+    double sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    for (; i0 < n; i0++) sum += (double)(x[i0] * x[i0]);
     const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
     if (w) {
         for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
