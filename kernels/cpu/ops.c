@@ -210,13 +210,30 @@ size_t ops_kv_row_bytes(enum ops_kv_type t, int64_t n)
     return 0;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* F16C rounds to nearest even, as f2h does. */
+__attribute__((target("f16c,avx"))) static int64_t store_f16_f16c(uint16_t *d, const float *s,
+                                                                int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    return i;
+}
+#endif
+
 void ops_kv_store(enum ops_kv_type t, void *dst, const float *src, int64_t n)
 {
     if (t == OPS_KV_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
     } else if (t == OPS_KV_F16) {
         uint16_t *d = dst;
-        for (int64_t i = 0; i < n; i++) d[i] = f2h(src[i]);
+        int64_t i0 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (n >= 8 && __builtin_cpu_supports("f16c")) i0 = store_f16_f16c(d, src, n);
+#endif
+        for (int64_t i = i0; i < n; i++) d[i] = f2h(src[i]);
     } else {
         quant_row_q8_0(src, dst, n);
     }
