@@ -452,7 +452,22 @@ static void test_attention(struct threadpool *tp)
         }
         int32_t *dtab = dev_copy(perm, sizeof perm), *dtoff = dev_copy(toff, sizeof toff);
         int32_t *dtlen = dev_copy(tlen, sizeof tlen);
-        struct attn_layer L = { kp, vp, OPS_KV_F16, bt, row * 2 };
+        /* The same K and V for the CPU attention, in its own block layout
+         * (attn_kv_store); the CUDA pools keep token rows. */
+        uint16_t *ckp = malloc(pool_el * 2), *cvp = malloc(pool_el * 2);
+        struct attn_layer L = { ckp, cvp, OPS_KV_F16, bt, row * 2 };
+        float *krow = malloc(row * 4), *vrow = malloc(row * 4);
+        for (int blk = 0; blk < n_blocks; blk++)
+            for (int j = 0; j < bt; j++) {
+                const size_t at = ((size_t)blk * bt + (size_t)j) * row;
+                for (size_t i = 0; i < row; i++) {
+                    krow[i] = fp16_to_f32(kp[at + i]);
+                    vrow[i] = fp16_to_f32(vp[at + i]);
+                }
+                attn_kv_store(&L, nkv, hd, blk, j, krow, vrow);
+            }
+        free(krow);
+        free(vrow);
         struct cu_attn_shape sh = { nh, nkv, hd, hd, bt, cfgs[ci].window, 1.0f };
         CK(cu_attn_prefill_init(hd));
         for (int mode = 0; mode < 2; mode++) {
@@ -515,6 +530,8 @@ static void test_attention(struct threadpool *tp)
             cudaFree((void *)b.seq);
         }
         free(kp);
+        free(ckp);
+        free(cvp);
         free(vp);
         cudaFree(dk);
         cudaFree(dv);
