@@ -56,14 +56,6 @@ static size_t row_bytes(uint32_t wtype, int64_t cols)
     }
 }
 
-/* Packed bytes per 8 rows × 256 columns (one Q4_K super-block of 8 rows:
- * the plain 8 × 144 with the 6-bit scales widened to bytes; Q5_K adds its
- * 8 × 32 bytes of fifth bits, 8 × 176 + 32 in all). */
-#define PK_Q4K_SUPER 1184
-#define PK_Q5K_SUPER 1440
-/* Q6_K: the plain 8 × 210 bytes, reordered (see pack_q6k). */
-#define PK_Q6K_SUPER 1680
-#define PK_Q6K_BLOCK 208
 
 size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols)
 {
@@ -78,10 +70,9 @@ size_t mm_pack_size(enum cpu_isa isa, uint32_t wtype, int64_t rows, int64_t cols
 #ifndef __x86_64__
     return 0;   /* the packed kernels are x86-64 SIMD */
 #endif
-    if (wtype == QT_Q4_K || wtype == QT_Q5_K)
-        return (size_t)(rows / 8) * (size_t)(cols / QK_K) *
-               (wtype == QT_Q4_K ? PK_Q4K_SUPER : PK_Q5K_SUPER);
-    return row_bytes(wtype, cols) * (size_t)rows;   /* Q6_K: 8 × 210 = 1680 per super-block */
+    if (wtype == QT_Q4_K || wtype == QT_Q5_K || wtype == QT_Q6_K)
+        return (size_t)(rows / 8) * (size_t)(cols / QK_K) * mm_pk_super_bytes(wtype);
+    return row_bytes(wtype, cols) * (size_t)rows;
 }
 
 /* Q6_K element e (0..255) of a plain super-block as its 6-bit code: halves
@@ -115,8 +106,8 @@ static void pack_q6k(const block_q6_K *const blk[8], uint8_t *dst)
 {
     for (int i = 0; i < 8; i++) memcpy(dst + 2 * i, &blk[i]->d, 2);
     for (int b = 0; b < 8; b++) {
-        uint8_t *o = dst + 16 + PK_Q6K_BLOCK * b;
-        memset(o, 0, PK_Q6K_BLOCK);
+        uint8_t *o = dst + 16 + MM_PK_Q6K_BLOCK * b;
+        memset(o, 0, MM_PK_Q6K_BLOCK);
         for (int i = 0; i < 8; i++) {
             const int p = i % 4, second = i / 4;
             o[i] = (uint8_t)blk[i]->scales[2 * b];
@@ -137,7 +128,7 @@ static void unpack_q6k(const uint8_t *src, int i, block_q6_K *blk)
     memcpy(&blk->d, src + 2 * i, 2);
     const int p = i % 4, second = i / 4;
     for (int b = 0; b < 8; b++) {
-        const uint8_t *o = src + 16 + PK_Q6K_BLOCK * b;
+        const uint8_t *o = src + 16 + MM_PK_Q6K_BLOCK * b;
         blk->scales[2 * b] = (int8_t)o[i];
         blk->scales[2 * b + 1] = (int8_t)o[8 + i];
         for (int k = 0; k < 32; k++) {
@@ -155,14 +146,10 @@ static void unpack_q6k(const uint8_t *src, int i, block_q6_K *blk)
  * pair p: row p bytes 0-15, row p+4 bytes 0-15, row p bytes 16-31, row p+4
  * bytes 16-31. Scales are widened so the kernel needs no 6-bit decoding.
  * Q5_K: the same, with the fifth bits between the scales and the quants
- * (PK_Q5K_H): per sub-block sb and pair p two u32, h0 = bits of elements
+ * (MM_PK_Q5K_H): per sub-block sb and pair p two u32, h0 = bits of elements
  * 0-15 of row p | of row p+4 << 16, h1 = the same for elements 16-31, as
  * the packed Q5_0 keeps them. Q4_K and Q5_K blocks share d, dmin and the
  * 12 scale bytes at the same offsets. */
-#define PK_K4_Q 160                      /* Q4_K quants */
-#define PK_Q5K_H 160                     /* Q5_K fifth bits (256 bytes) */
-#define PK_Q5K_Q (PK_Q5K_H + 256)        /* Q5_K quants */
-
 static void pack_k4(uint32_t wtype, const uint8_t *const blk[8], uint8_t *dst)
 {
     const bool q5 = wtype == QT_Q5_K;
@@ -178,7 +165,7 @@ static void pack_k4(uint32_t wtype, const uint8_t *const blk[8], uint8_t *dst)
             dst[96 + 8 * sb + i] = (uint8_t)m;
         }
     }
-    uint8_t *q = dst + (q5 ? PK_Q5K_Q : PK_K4_Q);
+    uint8_t *q = dst + (q5 ? MM_PK_Q5K_Q : MM_PK_K4_Q);
     for (int c = 0; c < 4; c++)
         for (int p = 0; p < 4; p++) {
             uint8_t *o = q + 256 * c + 64 * p;
@@ -197,8 +184,8 @@ static void pack_k4(uint32_t wtype, const uint8_t *const blk[8], uint8_t *dst)
                 h0 |= (uint32_t)(ha[j] >> sb & 1) << j | (uint32_t)(hc[j] >> sb & 1) << (16 + j);
                 h1 |= (uint32_t)(ha[16 + j] >> sb & 1) << j | (uint32_t)(hc[16 + j] >> sb & 1) << (16 + j);
             }
-            memcpy(dst + PK_Q5K_H + 32 * sb + 8 * p, &h0, 4);
-            memcpy(dst + PK_Q5K_H + 32 * sb + 8 * p + 4, &h1, 4);
+            memcpy(dst + MM_PK_Q5K_H + 32 * sb + 8 * p, &h0, 4);
+            memcpy(dst + MM_PK_Q5K_H + 32 * sb + 8 * p + 4, &h1, 4);
         }
 }
 
@@ -222,7 +209,7 @@ static void unpack_k4(uint32_t wtype, const uint8_t *src, int i, uint8_t *blk)
         scales[k + 8] = (uint8_t)((sc[k + 4] & 0xF) | (m[k + 4] & 0xF) << 4);
     }
     const int p = i % 4, second = i / 4;
-    const uint8_t *q = src + (q5 ? PK_Q5K_Q : PK_K4_Q);
+    const uint8_t *q = src + (q5 ? MM_PK_Q5K_Q : MM_PK_K4_Q);
     for (int c = 0; c < 4; c++) {
         const uint8_t *o = q + 256 * c + 64 * p;
         memcpy(blk + qs_off + 32 * c, o + 16 * second, 16);
@@ -233,8 +220,8 @@ static void unpack_k4(uint32_t wtype, const uint8_t *src, int i, uint8_t *blk)
     memset(qh, 0, QK_K / 8);
     for (int sb = 0; sb < 8; sb++) {
         uint32_t h0, h1;
-        memcpy(&h0, src + PK_Q5K_H + 32 * sb + 8 * p, 4);
-        memcpy(&h1, src + PK_Q5K_H + 32 * sb + 8 * p + 4, 4);
+        memcpy(&h0, src + MM_PK_Q5K_H + 32 * sb + 8 * p, 4);
+        memcpy(&h1, src + MM_PK_Q5K_H + 32 * sb + 8 * p + 4, 4);
         for (int j = 0; j < 16; j++) {
             qh[j] |= (uint8_t)((h0 >> (16 * second + j) & 1) << sb);
             qh[16 + j] |= (uint8_t)((h1 >> (16 * second + j) & 1) << sb);
@@ -317,8 +304,7 @@ uint32_t mm_pack(enum cpu_isa isa, uint32_t wtype, const void *w, int64_t rows, 
     const uint8_t *src = w;
     uint8_t *dst = out;
     if (wtype == QT_Q4_K || wtype == QT_Q5_K || wtype == QT_Q6_K) {   /* per 256-column super-block */
-        const size_t sup = wtype == QT_Q4_K ? PK_Q4K_SUPER : wtype == QT_Q5_K ? PK_Q5K_SUPER
-                                                                               : PK_Q6K_SUPER;
+        const size_t sup = mm_pk_super_bytes(wtype);
         const size_t sbb = rb / (size_t)(cols / QK_K);   /* plain super-block bytes */
         for (int64_t t = 0; t < rows / 8; t++)
             for (int64_t S = 0; S < cols / QK_K; S++, dst += sup) {
@@ -371,8 +357,7 @@ void mm_unpack_row(uint32_t ptype, const void *w, int64_t cols, int64_t row, voi
     const int64_t nb = cols / 32;
     const size_t rb = row_bytes(wtype, cols), bb = rb / (size_t)nb;
     if (wtype == QT_Q4_K || wtype == QT_Q5_K || wtype == QT_Q6_K) {
-        const size_t sup = wtype == QT_Q4_K ? PK_Q4K_SUPER : wtype == QT_Q5_K ? PK_Q5K_SUPER
-                                                                               : PK_Q6K_SUPER;
+        const size_t sup = mm_pk_super_bytes(wtype);
         const size_t sbb = rb / (size_t)(cols / QK_K);
         const uint8_t *tile = (const uint8_t *)w + (size_t)(row / 8) * (size_t)(cols / QK_K) * sup;
         for (int64_t S = 0; S < cols / QK_K; S++) {

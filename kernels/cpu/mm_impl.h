@@ -24,6 +24,21 @@ struct mm_xq {
  * see mm_simd.inc); only the SIMD kernels read that layout. */
 #define MM_PACKED 0x100u
 
+/* Packed K-quant super-blocks (8 rows × 256 columns; layouts in matmul.c,
+ * pack_k4 and pack_q6k), shared by the packer and the kernels. */
+#define MM_PK_Q4K_SUPER 1184                  /* the plain 8 × 144, scales widened */
+#define MM_PK_Q5K_SUPER 1440                  /* Q4_K's plus 8 × 32 fifth-bit bytes */
+#define MM_PK_Q6K_SUPER 1680                  /* the plain 8 × 210, reordered */
+#define MM_PK_K4_Q 160                        /* Q4_K quants */
+#define MM_PK_Q5K_H 160                       /* Q5_K fifth bits (256 bytes) */
+#define MM_PK_Q5K_Q (MM_PK_Q5K_H + 256)       /* Q5_K quants */
+#define MM_PK_Q6K_BLOCK 208                   /* Q6_K bytes per 32 columns after d[8] */
+
+static inline size_t mm_pk_super_bytes(uint32_t wtype)
+{
+    return wtype == QT_Q4_K ? MM_PK_Q4K_SUPER : wtype == QT_Q5_K ? MM_PK_Q5K_SUPER : MM_PK_Q6K_SUPER;
+}
+
 /* One matmul call as the kernels see it. */
 struct mm_task {
     uint32_t wtype;
