@@ -13,7 +13,7 @@ have_cuda=$(sed -n 's/^#define TERN_HAVE_CUDA \([01]\)$/\1/p' "$build/tern_confi
 [ -n "$have_cuda" ]; ok $? "tern_config.h says whether CUDA is built ($have_cuda)"
 nm -C "$tern" > "$tmp/syms" 2>/dev/null; ok $? "nm reads the tern binary"
 grep -q ' T backend_cuda_open' "$tmp/syms"; ok $? "backend_cuda_open is linked"
-module=$build/engine/libtern_cuda.so
+module=$build/engine/backend/libtern_cuda.so
 if [ "$have_cuda" = 1 ]; then
   # The CUDA half is a module loaded only where a driver exists.
   [ -f "$module" ]; ok $? "CUDA build makes the module libtern_cuda.so"

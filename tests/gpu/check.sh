@@ -46,7 +46,7 @@ else
   meson configure "$build" -Dcuda=enabled -Dcuda-arch=sm_90 > "$out/setup.log" 2>&1 || build_rc=$?
 fi
 if [ $build_rc -eq 0 ]; then
-  ninja -C "$build" -j "$(nproc)" app/tern engine/libtern_cuda.so tests/cuda/test_cuda_kernels tests/cuda/test_cuda_e2e \
+  ninja -C "$build" -j "$(nproc)" app/tern engine/backend/libtern_cuda.so tests/cuda/test_cuda_kernels tests/cuda/test_cuda_e2e \
     tests/cuda/bench_cuda tests/cuda/test_cuda_host > "$out/build.log" 2>&1 || build_rc=$?
 fi
 if [ $build_rc -ne 0 ]; then

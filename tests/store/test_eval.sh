@@ -44,7 +44,7 @@ import json,sys
 got=json.load(open(sys.argv[1]))['result']; d,n=sys.argv[2].split()
 print(f'# through the scheduler {got[\"perplexity\"]:.6f}, ppl_run on the backend {float(d):.6f}')
 assert int(n)==got['scored'] and abs(got['perplexity']/float(d)-1) <= 1e-4" "$dir/ppl.json" "$direct"
-ok $? "equals the engine's own figure (engine/perplexity.h ppl_run) within 1e-4"
+ok $? "equals the engine's own figure (engine/core/perplexity.h ppl_run) within 1e-4"
 
 "$tern" eval -m "$model" --perplexity "$text" --ctx 128 --stride 64 --chunks 2 --json --no-save \
     > "$dir/s.json" 2>/dev/null

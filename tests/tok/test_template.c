@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "engine/template.h"
-#include "engine/tok.h"
+#include "gguf.h"
+#include "template.h"
+#include "tok.h"
 #include "tap.h"
 #include "tok_testutil.h"
 

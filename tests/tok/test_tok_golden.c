@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/gguf.h"
-#include "engine/tok.h"
+#include "gguf.h"
+#include "tok.h"
 #include "tap.h"
 #include "tok_testutil.h"
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "engine/tok.h"
+#include "gguf.h"
+#include "tok.h"
 #include "gguf/gguf_writer.h"
 #include "tap.h"
 #include "tok_testutil.h"

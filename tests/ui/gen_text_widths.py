@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes text_widths.txt: display widths of mixed-script strings computed by
 the Python `wcwidth` package (an oracle independent of the C library's
-wcwidth that ui/text.c uses). Run by hand; the output is committed.
+wcwidth that ui/tui/text.c uses). Run by hand; the output is committed.
 
 Format per line: <UTF-8 string> TAB <columns> TAB <code points>
 """
