@@ -87,9 +87,13 @@ static float *take_vec(const struct wtensor *w, float **cursor)
     return v;
 }
 
-static int load_vectors(struct cpu_be *c, const struct model *m, char *err, size_t errlen)
+static int load_vectors(struct cpu_be *c, const struct model *m, int32_t n_ctx, char *err,
+                        size_t errlen)
 {
-    size_t n = vec_len(&m->output_norm) + vec_len(&m->rope_freqs);
+    const struct wtensor none = { 0 };
+    const struct wtensor *rf = model_rope_factors(m, n_ctx);
+    if (!rf) rf = &none;
+    size_t n = vec_len(&m->output_norm) + vec_len(rf);
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const struct layer_weights *w = &m->layers[l];
         n += vec_len(&w->attn_norm) + vec_len(&w->ffn_norm) + vec_len(&w->q_norm) +
@@ -105,7 +109,7 @@ static int load_vectors(struct cpu_be *c, const struct model *m, char *err, size
     }
     float *cur = c->vecs;
     c->out_norm = take_vec(&m->output_norm, &cur);
-    c->rope_factors = take_vec(&m->rope_freqs, &cur);
+    c->rope_factors = take_vec(rf, &cur);
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const struct layer_weights *w = &m->layers[l];
         struct cpu_layer *v = &c->lv[l];
@@ -403,7 +407,7 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
     c->be.model = m;
     c->be.impl = c;
     if (model_validate(m, err, errlen) || check_weights(m, err, errlen)) goto fail;
-    if (load_vectors(c, m, err, errlen) || alloc_kv(c, m, cfg, err, errlen)) goto fail;
+    if (load_vectors(c, m, cfg->n_ctx, err, errlen) || alloc_kv(c, m, cfg, err, errlen)) goto fail;
     c->gelu = malloc(65536 * sizeof(float));
     if (!c->gelu) {
         snprintf(err, errlen, "cpu backend: out of memory");
@@ -529,11 +533,15 @@ static void rope_tables(struct cpu_be *c, const struct fwd_batch *b)
     const struct model_hparams *hp = &c->be.model->hp;
     const float fs = 1.0f / hp->rope_scale;
     for (int32_t i = 0; i < b->n_tokens; i++) {
-        ops_rope_cache(c->a.rope_g + (size_t)i * hp->n_rot, hp->n_rot, b->pos[i], hp->rope_base,
-                       fs, c->rope_factors);
+        float *g = c->a.rope_g + (size_t)i * hp->n_rot, *lc = c->a.rope_l + (size_t)i * hp->n_rot;
+        ops_rope_cache(g, hp->n_rot, b->pos[i], hp->rope_base, fs, c->rope_factors);
         if (hp->sliding_window > 0)
-            ops_rope_cache(c->a.rope_l + (size_t)i * hp->n_rot, hp->n_rot, b->pos[i],
-                           hp->rope_base_local, 1.0f, NULL);
+            ops_rope_cache(lc, hp->n_rot, b->pos[i], hp->rope_base_local, 1.0f, NULL);
+        /* cos and sin times the factor, as ggml (0: a synthetic model, none) */
+        if (hp->rope_attn_factor > 0.0f && hp->rope_attn_factor != 1.0f) {
+            ops_scale(g, hp->rope_attn_factor, hp->n_rot);
+            if (hp->sliding_window > 0) ops_scale(lc, hp->rope_attn_factor, hp->n_rot);
+        }
     }
 }
 
@@ -556,7 +564,7 @@ static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l)
         ops_rope_apply(q, hp->n_head, hd, hp->n_rot, cs, hp->rope_neox);
         ops_rope_apply(k, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_neox);
         /* Gemma scales Q before attention; the others scale the scores. */
-        if (hp->arch == ARCH_GEMMA3) ops_scale(q, hp->query_scale, qd);
+        if (model_scales_q(m)) ops_scale(q, hp->query_scale, qd);
         const struct fwd_seq *s = &b->seqs[b->seq[i]];
         const int32_t p = b->pos[i];
         attn_kv_store(&L, hp->n_head_kv, hd, s->block_table[p / bt], p % bt, k,
@@ -576,7 +584,7 @@ static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, cha
         .n_tokens = b->n_tokens, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hp->head_dim, .window = model_layer_is_swa(m, l) ? hp->sliding_window : 0,
         .q = c->a.q, .out = c->a.att, .pos = b->pos, .table = c->a.tables,
-        .scale = hp->arch == ARCH_GEMMA3 ? 1.0f : hp->query_scale,
+        .scale = model_scales_q(m) ? 1.0f : hp->query_scale,
     };
     if (attn_forward(c->tp, &L, &ab, &c->attn)) {
         snprintf(err, errlen, "forward: out of memory for attention scratch (layer %d)", l);

@@ -17,9 +17,9 @@
 
 static const char *const arch_names[] = {
     [ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_QWEN3] = "qwen3",
-    [ARCH_GEMMA3] = "gemma3", [ARCH_QWEN3MOE] = "qwen3moe",
+    [ARCH_GEMMA3] = "gemma3", [ARCH_QWEN3MOE] = "qwen3moe", [ARCH_PHI3] = "phi3",
 };
-#define SUPPORTED_ARCHS "llama (dense or with experts), qwen2, qwen3, qwen3moe, gemma3"
+#define SUPPORTED_ARCHS "llama (dense or with experts), qwen2, qwen3, qwen3moe, gemma3, phi3"
 
 const char *model_arch_name(enum model_arch a)
 {
@@ -132,8 +132,9 @@ static int read_rope(struct loader *L)
             return fail(L, "hyperparameter '%s.rope.scaling.factor' is %g, expected > 0",
                         hp->arch_name, (double)factor);
         hp->rope_scale = factor;
-    } else if (strcmp(type, "llama3") != 0) {
-        /* llama3 scaling arrives as the rope_freqs tensor, bound below. */
+    } else if (strcmp(type, "llama3") != 0 && strcmp(type, "longrope") != 0) {
+        /* llama3 scaling arrives as the rope_freqs tensor, LongRoPE as
+         * rope_factors_long/short, bound below. */
         return fail(L, "unsupported rope scaling '%s' in '%s'", type, key);
     }
     return 0;
@@ -229,6 +230,15 @@ static int read_hparams(struct loader *L)
     if (read_rope(L)) return -1;
     if (hp->arch == ARCH_GEMMA3 && read_gemma3(L)) return -1;
     if (read_moe(L)) return -1;
+    hp->rope_attn_factor = 1.0f;
+    hp->n_ctx_orig = hp->n_ctx_train;
+    if (get_float(L, "rope.scaling.attn_factor", &hp->rope_attn_factor, false) ||
+        get_int(L, "rope.scaling.original_context_length", &hp->n_ctx_orig, false))
+        return -1;
+    if (!(hp->rope_attn_factor > 0.0f))
+        return fail(L, "hyperparameter '%s.rope.scaling.attn_factor' is %g, expected > 0",
+                    hp->arch_name, (double)hp->rope_attn_factor);
+    if (hp->arch == ARCH_PHI3) hp->query_scale = 1.0f / sqrtf((float)hp->head_dim);
     if (!hp->rope_base_local) hp->rope_base_local = hp->rope_base;
     return 0;
 }
@@ -333,6 +343,7 @@ static int bind_layer(struct loader *L, int32_t l)
     const bool llama = hp->arch == ARCH_LLAMA;
     const bool post = hp->arch == ARCH_GEMMA3;
     const bool moe = hp->n_expert > 0;
+    const bool phi3 = hp->arch == ARCH_PHI3;   /* gate and up fused in ffn_up */
     char qkv_name[96];
     snprintf(qkv_name, sizeof qkv_name, "blk.%d.attn_qkv.weight", l);
     const bool fused = gguf_find_tensor(L->g, qkv_name) != NULL;
@@ -353,8 +364,8 @@ static int bind_layer(struct loader *L, int32_t l)
         { &w->k_norm, "attn_k_norm", hp->head_dim, 1, 0, qk_norm ? 1 : -1 },
         { &w->post_attn_norm, "post_attention_norm", d, 1, 0, post ? 1 : -1 },
         { &w->ffn_norm, "ffn_norm", d, 1, 0, 1 },
-        { &w->w_gate, "ffn_gate", d, ff, 0, moe ? -1 : 1 },
-        { &w->w_up, "ffn_up", d, ff, 0, moe ? -1 : 1 },
+        { &w->w_gate, "ffn_gate", d, ff, 0, moe || phi3 ? -1 : 1 },
+        { &w->w_up, "ffn_up", d, phi3 ? 2 * ff : ff, 0, moe ? -1 : 1 },
         { &w->w_down, "ffn_down", ff, d, 0, moe ? -1 : 1 },
         { &w->b_gate, "ffn_gate.bias", ff, 1, 0, llama && !moe ? 0 : -1 },
         { &w->b_up, "ffn_up.bias", ff, 1, 0, llama && !moe ? 0 : -1 },
@@ -373,6 +384,11 @@ static int bind_layer(struct loader *L, int32_t l)
         if (bind3(L, t[i].w, name, t[i].c, t[i].r, t[i].e, t[i].req == 1)) return -1;
     }
     if (fused && bind_fused_qkv(L, w, l, d, q, kv)) return -1;
+    if (phi3 && w->w_up.data) {   /* rows [0, ff) gate, [ff, 2 ff) up, as ggml_swiglu splits */
+        const struct wtensor up = w->w_up;
+        w->w_gate = row_slice(&up, 0, ff);
+        w->w_up = row_slice(&up, ff, ff);
+    }
     /* The reference adds Q/K/V biases only when all three are there. */
     const int nb = (w->bq.data != NULL) + (w->bk.data != NULL) + (w->bv.data != NULL);
     if (nb != 0 && nb != 3)
@@ -415,6 +431,10 @@ static int bind_tensors(struct loader *L)
         bind(L, &m->output_norm, "output_norm.weight", hp->dim, 1, true) ||
         bind(L, &m->output, "output.weight", hp->dim, hp->n_vocab, false) ||
         bind(L, &m->rope_freqs, "rope_freqs.weight", hp->n_rot / 2, 1, false))
+        return -1;
+    if (hp->arch == ARCH_PHI3 &&
+        (bind(L, &m->rope_long, "rope_factors_long.weight", hp->n_rot / 2, 1, false) ||
+         bind(L, &m->rope_short, "rope_factors_short.weight", hp->n_rot / 2, 1, false)))
         return -1;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
@@ -484,12 +504,28 @@ void model_close(struct model *m)
 const char *model_extra_feature(const struct model *m)
 {
     if (m->hp.n_expert > 0) return "mixture of experts";
+    if (m->hp.arch == ARCH_PHI3) return "phi3 (fused layers, LongRoPE)";
+    if (m->hp.rope_attn_factor != 1.0f && m->hp.rope_attn_factor != 0.0f)
+        return "rope attention factor";
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const struct layer_weights *w = &m->layers[l];
         if (w->bo.data) return "attention output bias";
         if (w->b_gate.data || w->b_up.data || w->b_down.data) return "feed-forward biases";
     }
     return NULL;
+}
+
+const struct wtensor *model_rope_factors(const struct model *m, int32_t n_ctx)
+{
+    if (m->rope_freqs.data) return &m->rope_freqs;
+    if (n_ctx <= 0) n_ctx = m->hp.n_ctx_train;
+    const struct wtensor *t = n_ctx > m->hp.n_ctx_orig ? &m->rope_long : &m->rope_short;
+    return t->data ? t : NULL;
+}
+
+bool model_scales_q(const struct model *m)
+{
+    return m->hp.arch == ARCH_GEMMA3 || m->hp.arch == ARCH_PHI3;
 }
 
 bool model_layer_is_swa(const struct model *m, int32_t l)

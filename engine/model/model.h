@@ -12,7 +12,8 @@
 
 struct gguf_ctx;
 
-enum model_arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE };
+enum model_arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE,
+                  ARCH_PHI3 };
 
 /* A weight matrix or vector: rows of `cols` elements, stored in GGML type `type`. */
 struct wtensor {
@@ -72,6 +73,11 @@ struct model_hparams {
      * reference's build_moe_ffn with norm_w for llama and qwen3moe). */
     int32_t n_expert, n_expert_used;
     int32_t n_ff_exp;          /* rows of one expert's gate/up */
+    /* rope.scaling.attn_factor: multiplies cos and sin (LongRoPE's
+     * magnitude correction; 1 = none), and the context the LongRoPE
+     * factors were trained for (rope.scaling.original_context_length) */
+    float rope_attn_factor;
+    int32_t n_ctx_orig;
 };
 
 struct model {
@@ -81,6 +87,7 @@ struct model {
     struct wtensor output_norm;        /* (dim) */
     struct wtensor output;             /* (n_vocab, dim); == tok_embd when tied */
     struct wtensor rope_freqs;         /* (n_rot/2) f32 frequency divisors (llama3 scaling), or absent */
+    struct wtensor rope_long, rope_short; /* phi3 LongRoPE divisors (n_rot/2), or absent */
     struct layer_weights *layers;      /* [n_layer] */
     uint64_t n_params;
     uint64_t weight_bytes;
@@ -111,5 +118,13 @@ const char *model_arch_name(enum model_arch a);
  * name of the first feature beyond it ("mixture of experts", "attention
  * output bias", ...), for backends that implement only the plain block. */
 const char *model_extra_feature(const struct model *m);
+/* The RoPE frequency divisors a context of n_ctx tokens uses (0 = the
+ * training context), as the reference picks them: rope_freqs if present,
+ * else LongRoPE's long factors beyond the original context, the short ones
+ * within it; NULL when the model has none. */
+const struct wtensor *model_rope_factors(const struct model *m, int32_t n_ctx);
+/* Whether Q is scaled before attention (and scores then by 1), as the
+ * reference's graph does for gemma3 and phi3, instead of the scores. */
+bool model_scales_q(const struct model *m);
 
 #endif

@@ -193,6 +193,12 @@ SPECS = [
          qk_norm=True),
     dict(name="qwen3moe", arch="qwen3moe", vocab="ggml-vocab-gpt-2.gguf", heads=(4, 2),
          head_dim=128, qk_norm=True, experts=(16, 4), ff_exp=256),
+    # phi3: fused attn_qkv and gate/up, LongRoPE; the fixtures run a
+    # 256-token context, so orig_ctx 1024 picks the short factors, 128 the long
+    dict(name="phi3", arch="phi3", vocab="ggml-vocab-phi-3.gguf", heads=(4, 4), fused=True,
+         longrope=1024),
+    dict(name="phi3-long", arch="phi3", vocab="ggml-vocab-phi-3.gguf", heads=(4, 2), fused=True,
+         longrope=128, types=[QT.Q8_0]),
     dict(name="gemma3", arch="gemma3", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 1),
          head_dim=128, qk_norm=True, tied=True, layers=3),
 ]
@@ -269,6 +275,13 @@ def write_model(path, name, spec, qt):
     norm(w, rng, "output_norm.weight", D)
     if not spec.get("tied"):
         tensor(w, rng, "output.weight", qt, n_vocab, D, 4.0 / np.sqrt(D))
+    if spec.get("longrope"):
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", spec["longrope"])
+        w.add_float32(f"{arch}.rope.scaling.attn_factor", 1.1902381)
+        w.add_tensor("rope_factors_long.weight",
+                     np.linspace(1.0, 40.0, hd // 2, dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight",
+                     np.linspace(1.0, 2.5, hd // 2, dtype=np.float32))
     if spec.get("rope_freqs"):
         # llama3 scaling as the converter writes it: divisors 1 for high
         # frequencies, 8 for low, a smooth ramp between
@@ -278,8 +291,8 @@ def write_model(path, name, spec, qt):
     for l in range(nl):
         b = f"blk.{l}."
         norm(w, rng, b + "attn_norm.weight", D)
-        if "fused_qkv" in spec:   # attn_qkv, rows off by fused_qkv
-            tensor(w, rng, b + "attn_qkv.weight", qt, qd + 2 * kd + spec["fused_qkv"], D,
+        if "fused_qkv" in spec or spec.get("fused"):   # attn_qkv (rows off by fused_qkv)
+            tensor(w, rng, b + "attn_qkv.weight", qt, qd + 2 * kd + spec.get("fused_qkv", 0), D,
                    1.5 / np.sqrt(D))
         else:
             tensor(w, rng, b + "attn_q.weight", qt, qd, D, 1.5 / np.sqrt(D))
@@ -306,6 +319,9 @@ def write_model(path, name, spec, qt):
             tensor(w, rng, b + "ffn_gate_exps.weight", qt, fe, D, 1.0 / np.sqrt(D), ne)
             tensor(w, rng, b + "ffn_up_exps.weight", qt, fe, D, 1.0 / np.sqrt(D), ne)
             tensor(w, rng, b + "ffn_down_exps.weight", qt, D, fe, 1.0 / np.sqrt(fe), ne)
+        elif spec.get("fused"):   # phi3: gate rows then up rows in ffn_up
+            tensor(w, rng, b + "ffn_up.weight", qt, 2 * FF, D, 1.0 / np.sqrt(D))
+            tensor(w, rng, b + "ffn_down.weight", qt, D, FF, 1.0 / np.sqrt(FF))
         else:
             tensor(w, rng, b + "ffn_gate.weight", qt, FF, D, 1.0 / np.sqrt(D))
             tensor(w, rng, b + "ffn_up.weight", qt, FF, D, 1.0 / np.sqrt(D))

@@ -148,7 +148,12 @@ static int check_model(const char *name, const char *fix_dir, const char *model_
         conf_free(&c);
         return -1;
     }
-    struct backend *be = eu_cpu(m, 2, scalar, KV_F16, 0, err, sizeof err);
+    /* the reference ran a 256-token context (LongRoPE picks its factors by it) */
+    const struct backend_config cfg = {
+        .kind = BACKEND_CPU, .threads = 2, .kv_type = KV_F16, .kv_block_tokens = 16,
+        .max_batch_tokens = 64, .max_seqs = 1, .force_scalar = scalar != 0, .n_ctx = 256,
+    };
+    struct backend *be = backend_cpu_open(m, &cfg, err, sizeof err);
     float *logits = malloc((size_t)64 * m->hp.n_vocab * sizeof(float));
     int rc = -1;
     if (!ok(be && logits && m->hp.n_vocab == (int32_t)c.n_vocab, "%s: backend opens, vocabulary "
