@@ -181,8 +181,8 @@ SPECS = [
     dict(name="llama", arch="llama", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 2)),
     dict(name="llama-tied-l3rope", arch="llama", vocab="ggml-vocab-gpt-2.gguf",
          heads=(4, 4), tied=True, rope_freqs=True),
-    dict(name="llama-headdim", arch="llama", vocab="ggml-vocab-llama-spm.gguf", heads=(2, 1),
-         head_dim=192),
+    dict(name="llama-headdim", arch="llama", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 1),
+         head_dim=128),
     dict(name="llama-bias", arch="llama", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 2),
          bias=True),
     dict(name="mixtral", arch="llama", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 2),
@@ -270,7 +270,9 @@ def write_model(path, name, spec, qt):
     qd, kd = nh * hd, nkv * hd
     _RETYPE.clear()
     _RETYPE.update(spec.get("retype", {}))
-    emb_std = 1.0 / np.sqrt(D) if arch == "gemma3" else 1.0
+    # tied: the embeddings are the output matrix too, so they get its std
+    # (logits with a spread of about 4); gemma3 multiplies them by sqrt(D)
+    emb_std = 4.0 / np.sqrt(D) if spec.get("tied") else 1.0
     tensor(w, rng, "token_embd.weight", qt, n_vocab, D, emb_std)
     norm(w, rng, "output_norm.weight", D)
     if not spec.get("tied"):

@@ -8,7 +8,8 @@
  * the text, and the greedy continuation. Limits as docs/CORRECTNESS.md sets
  * them, relative to the reference's agreement with itself (flash attention
  * on vs off): top-1 >= min(99 %, self - 4 %), mean KL <= max(0.005, 2 x
- * self), max KL <= max(0.1, 3 x self), perplexity within 0.5 %; greedy
+ * self), max KL <= max(0.1, 3 x self), perplexity within max(0.5 %, 2 x
+ * self); greedy
  * tokens summed over the suite at most a quarter of the models' worth (16
  * each) below the reference's own (one near-tie ends a match).
  *
@@ -189,14 +190,17 @@ static int check_model(const char *name, const char *fix_dir, const char *model_
     const double lim_kl = fmax(0.005, 2.0 * c.self_kl_mean);
     const double lim_kl_max = fmax(0.1, 3.0 * c.self_kl_max);
     tap_diag("%-22s top-1 %5.1f %% (self %5.1f), KL mean %.5f (self %.5f) max %.5f (self %.5f), "
-             "ppl %.3f vs %.3f (%+.3f %%), greedy %u/%u (self %u)", name, 100.0 * top1,
+             "ppl %.4g vs %.4g (%+.3f %%), greedy %u/%u (self %u)", name, 100.0 * top1,
              100.0 * c.self_top1, kl, c.self_kl_mean, st.kl_max, c.self_kl_max, ppl, c.ppl,
              100.0 * (ppl - c.ppl) / c.ppl, match, c.n_gen, c.self_greedy);
     ok(top1 >= lim_top1, "%s: top-1 %.1f %% >= %.1f %%", name, 100.0 * top1, 100.0 * lim_top1);
     ok(kl <= lim_kl, "%s: mean KL %.5f <= %.5f", name, kl, lim_kl);
     ok(st.kl_max <= lim_kl_max, "%s: max KL %.5f <= %.4f", name, st.kl_max, lim_kl_max);
-    ok(fabs(ppl - c.ppl) / c.ppl <= 0.005, "%s: perplexity %.3f within 0.5 %% of %.3f", name,
-       ppl, c.ppl);
+    /* 0.5 %, or twice the reference's own drift under flash attention */
+    const double self_ppl = fabs(c.self_ppl - c.ppl) / c.ppl;
+    const double lim_ppl = fmax(0.005, 2.0 * self_ppl);
+    ok(fabs(ppl - c.ppl) / c.ppl <= lim_ppl, "%s: perplexity %.4g within %.2f %% of %.4g "
+       "(reference vs itself %.3f %%)", name, ppl, 100.0 * lim_ppl, c.ppl, 100.0 * self_ppl);
     t->models++;
     t->greedy_ours += match < 16 ? (int)match : 16;
     t->greedy_self += c.self_greedy < 16 ? (int)c.self_greedy : 16;
