@@ -178,7 +178,8 @@ def copy_tokenizer(w, vocab):
 
 # name: architecture, vocabulary and variant; types: the weight types made.
 SPECS = [
-    dict(name="llama", arch="llama", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 2)),
+    dict(name="llama", arch="llama", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 2),
+         types=[QT.F16, QT.Q8_0, QT.Q4_K, QT.Q2_K, QT.Q3_K, QT.IQ4_NL, QT.IQ4_XS]),
     dict(name="llama-tied-l3rope", arch="llama", vocab="ggml-vocab-gpt-2.gguf",
          heads=(4, 4), tied=True, rope_freqs=True),
     dict(name="llama-headdim", arch="llama", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 1),
@@ -192,7 +193,8 @@ SPECS = [
     dict(name="qwen3", arch="qwen3", vocab="ggml-vocab-gpt-2.gguf", heads=(4, 2), head_dim=128,
          qk_norm=True),
     dict(name="qwen3moe", arch="qwen3moe", vocab="ggml-vocab-gpt-2.gguf", heads=(4, 2),
-         head_dim=128, qk_norm=True, experts=(16, 4), ff_exp=256),
+         head_dim=128, qk_norm=True, experts=(16, 4), ff_exp=256,
+         types=[QT.F16, QT.Q8_0, QT.Q4_K, QT.Q2_K, QT.IQ4_XS]),
     # phi3: fused attn_qkv and gate/up, LongRoPE; the fixtures run a
     # 256-token context, so orig_ctx 1024 picks the short factors, 128 the long
     dict(name="phi3", arch="phi3", vocab="ggml-vocab-phi-3.gguf", heads=(4, 4), fused=True,
@@ -273,8 +275,11 @@ def write_model(path, name, spec, qt):
     # tied: the embeddings are the output matrix too, so they get its std
     # (logits with a spread of about 4); gemma3 multiplies them by sqrt(D)
     emb_std = 4.0 / np.sqrt(D) if spec.get("tied") else 1.0
+    out_gain = 1.0
+    if arch == "gemma3":   # scaled embeddings of rms 1, like each layer's output;
+        emb_std, out_gain = 1.0 / np.sqrt(D), 4.0   # the output norm restores the spread
     tensor(w, rng, "token_embd.weight", qt, n_vocab, D, emb_std)
-    norm(w, rng, "output_norm.weight", D)
+    norm(w, rng, "output_norm.weight", D, out_gain)
     if not spec.get("tied"):
         tensor(w, rng, "output.weight", qt, n_vocab, D, 4.0 / np.sqrt(D))
     if spec.get("longrope"):

@@ -8,8 +8,10 @@ test_conformance. Run by hand, like tests/golden/make_golden.py:
 DIR holds libllama.so (a llama.cpp build of the same version; the Python
 package's own build works too). For each model of gen_models.py it stores,
 in tests/conformance/fixtures/<name>.conf (little endian):
-  magic "TCNF", u32 version (1), u32 n_vocab, u32 n_tok, u32 topk, u32 n_gen
-  i32 tok[n_tok]                the teacher-forced text (BOS first)
+  magic "TCNF", u32 version (2), u32 n_vocab, u32 n_tok, u32 topk, u32 n_gen,
+  u32 ppl_from (perplexity over the rows predicting tokens ppl_from..n_tok-1)
+  i32 tok[n_tok]                the teacher-forced text (BOS first): 16 tokens of
+                                real text, then tokens the reference sampled
   i32 top1[n_tok]               argmax of the row at each position
   f32 lse[n_tok]                logsumexp of the row
   (i32 id, f32 logit)[n_tok][topk]  the top-k logits of each row
@@ -17,12 +19,13 @@ in tests/conformance/fixtures/<name>.conf (little endian):
   f32 self_top1, self_kl_mean, self_kl_max; u32 self_greedy
         the reference against itself with flash attention on: top-1
         agreement, KL(non-FA || FA) per position, greedy tokens agreeing
-  f64 ppl, self_ppl             perplexity of the text (positions 0..n-2)
+  f64 ppl, self_ppl             perplexity of the sampled part
 Row i predicts token i+1 given tokens[0..i].
 """
 import os
 import struct
 import sys
+import zlib
 
 import numpy as np
 
@@ -33,6 +36,7 @@ import gen_models  # noqa: E402
 from llama_cpp import Llama  # noqa: E402
 
 N_TOK = 64
+N_PROMPT = 16
 TOPK = 16
 N_GEN = 16
 OUT = os.path.join(HERE, "fixtures")
@@ -67,14 +71,33 @@ def run(path, toks, flash):
 
 def ppl(lsm, toks):
     n = len(toks)
-    return float(np.exp(-np.mean([lsm[i, toks[i + 1]] for i in range(n - 1)])))
+    return float(np.exp(-np.mean([lsm[i, toks[i + 1]] for i in range(N_PROMPT - 1, n - 1)])))
+
+
+def sampled_text(path, name):
+    """N_PROMPT tokens of real text, then tokens sampled from the reference
+    (temperature 1, seeded): text the model itself finds likely, so its
+    perplexity measures the model rather than the far tail of its logits
+    (a random model gives real text a probability of about 1e-8 per token)."""
+    llm = Llama(model_path=path, n_ctx=256, n_batch=256, n_threads=1, logits_all=True,
+                verbose=False)
+    toks = llm.tokenize(text().encode("utf-8"), add_bos=True, special=False)[:N_PROMPT]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    llm.reset()
+    llm.eval(toks)
+    while len(toks) < N_TOK:
+        row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        p = np.exp(row - row.max())
+        t = int(rng.choice(len(p), p=p / p.sum()))
+        toks.append(t)
+        llm.eval([t])
+    n_vocab = llm.n_vocab()
+    del llm
+    return toks, n_vocab
 
 
 def record(name, path):
-    probe = Llama(model_path=path, n_ctx=256, vocab_only=True, verbose=False)
-    toks = probe.tokenize(text().encode("utf-8"), add_bos=True, special=False)[:N_TOK]
-    n_vocab = probe.n_vocab()
-    del probe
+    toks, n_vocab = sampled_text(path, name)
     llm, scores, gen = run(path, toks, False)
     del llm
     fa, other, gen_fa = run(path, toks, True)
@@ -93,7 +116,7 @@ def record(name, path):
     os.makedirs(OUT, exist_ok=True)
     out = os.path.join(OUT, name + ".conf")
     with open(out, "wb") as f:
-        f.write(b"TCNF" + struct.pack("<IIIII", 1, n_vocab, n, TOPK, N_GEN))
+        f.write(b"TCNF" + struct.pack("<IIIIII", 2, n_vocab, n, TOPK, N_GEN, N_PROMPT))
         f.write(struct.pack(f"<{n}i", *toks))
         f.write(struct.pack(f"<{n}i", *[int(np.argmax(scores[i])) for i in range(n)]))
         f.write(struct.pack(f"<{n}f", *lse))
