@@ -584,7 +584,7 @@ static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, cha
         .n_tokens = b->n_tokens, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hp->head_dim, .window = model_layer_is_swa(m, l) ? hp->sliding_window : 0,
         .q = c->a.q, .out = c->a.att, .pos = b->pos, .table = c->a.tables,
-        .scale = model_scales_q(m) ? 1.0f : hp->query_scale,
+        .scale = model_scales_q(m) ? 1.0f : hp->query_scale, .softcap = hp->attn_softcap,
     };
     if (attn_forward(c->tp, &L, &ab, &c->attn)) {
         snprintf(err, errlen, "forward: out of memory for attention scratch (layer %d)", l);
@@ -631,7 +631,7 @@ static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *e
     cpu_matmul_multi(c->tp, c->isa, &c->mm, 2, gu, d, a->xn, n);
     add_bias(a->gate, v->b_gate, n, hp->n_ff);
     add_bias(a->up, v->b_up, n, hp->n_ff);
-    if (hp->arch == ARCH_GEMMA3)
+    if (hp->arch == ARCH_GEMMA3 || hp->arch == ARCH_GEMMA2)
         ops_geglu(a->gate, a->up, n * hp->n_ff, c->gelu);
     else
         ops_swiglu(a->gate, a->up, n * hp->n_ff);

@@ -18,8 +18,9 @@
 static const char *const arch_names[] = {
     [ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_QWEN3] = "qwen3",
     [ARCH_GEMMA3] = "gemma3", [ARCH_QWEN3MOE] = "qwen3moe", [ARCH_PHI3] = "phi3",
+    [ARCH_GEMMA2] = "gemma2",
 };
-#define SUPPORTED_ARCHS "llama (dense or with experts), qwen2, qwen3, qwen3moe, gemma3, phi3"
+#define SUPPORTED_ARCHS "llama (dense or with experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3"
 
 const char *model_arch_name(enum model_arch a)
 {
@@ -140,11 +141,22 @@ static int read_rope(struct loader *L)
     return 0;
 }
 
+/* gemma2 and gemma3: sliding-window layers, embeddings scaled by sqrt(dim),
+ * the query scale; gemma2 also caps attention scores and final logits
+ * (by default at 50 and 30, as the reference), and its local layers keep
+ * the global RoPE base. */
 static int read_gemma3(struct loader *L)
 {
     struct model_hparams *hp = &L->m->hp;
-    hp->rope_base_local = 10000.0f;
-    hp->swa_period = 6;
+    const bool g2 = hp->arch == ARCH_GEMMA2;
+    hp->rope_base_local = g2 ? hp->rope_base : 10000.0f;
+    hp->swa_period = g2 ? 2 : 6;
+    if (g2) {
+        hp->sliding_window = 4096;
+        hp->attn_softcap = 50.0f;
+        hp->logit_softcap = 30.0f;
+        if (get_float(L, "attn_logit_softcapping", &hp->attn_softcap, false)) return -1;
+    }
     if (get_int(L, "attention.sliding_window", &hp->sliding_window, false) ||
         get_int(L, "attention.sliding_window_pattern", &hp->swa_period, false) ||
         get_float(L, "rope.freq_base_swa", &hp->rope_base_local, false) ||
@@ -156,7 +168,8 @@ static int read_gemma3(struct loader *L)
     hp->embd_scale = sqrtf((float)hp->dim);
     /* The reference follows gemma_pytorch: 27B (62 layers) scales by
      * dim/n_head, every other size by the head dimension. */
-    hp->query_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->dim / hp->n_head))
+    const int32_t big = g2 ? 46 : 62;   /* the 27B models */
+    hp->query_scale = hp->n_layer == big ? 1.0f / sqrtf((float)(hp->dim / hp->n_head))
                                         : 1.0f / sqrtf((float)hp->head_dim);
     return 0;
 }
@@ -228,7 +241,7 @@ static int read_hparams(struct loader *L)
     hp->embd_scale = 1.0f;
     hp->rope_neox = hp->arch != ARCH_LLAMA;
     if (read_rope(L)) return -1;
-    if (hp->arch == ARCH_GEMMA3 && read_gemma3(L)) return -1;
+    if ((hp->arch == ARCH_GEMMA3 || hp->arch == ARCH_GEMMA2) && read_gemma3(L)) return -1;
     if (read_moe(L)) return -1;
     hp->rope_attn_factor = 1.0f;
     hp->n_ctx_orig = hp->n_ctx_train;
@@ -341,7 +354,7 @@ static int bind_layer(struct loader *L, int32_t l)
     const bool qk_norm = hp->arch == ARCH_QWEN3 || hp->arch == ARCH_GEMMA3 ||
                          hp->arch == ARCH_QWEN3MOE;
     const bool llama = hp->arch == ARCH_LLAMA;
-    const bool post = hp->arch == ARCH_GEMMA3;
+    const bool post = hp->arch == ARCH_GEMMA3 || hp->arch == ARCH_GEMMA2;
     const bool moe = hp->n_expert > 0;
     const bool phi3 = hp->arch == ARCH_PHI3;   /* gate and up fused in ffn_up */
     char qkv_name[96];
@@ -505,6 +518,7 @@ const char *model_extra_feature(const struct model *m)
 {
     if (m->hp.n_expert > 0) return "mixture of experts";
     if (m->hp.arch == ARCH_PHI3) return "phi3 (fused layers, LongRoPE)";
+    if (m->hp.attn_softcap > 0.0f) return "attention logit soft-capping (gemma2)";
     if (m->hp.rope_attn_factor != 1.0f && m->hp.rope_attn_factor != 0.0f)
         return "rope attention factor";
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
@@ -525,7 +539,7 @@ const struct wtensor *model_rope_factors(const struct model *m, int32_t n_ctx)
 
 bool model_scales_q(const struct model *m)
 {
-    return m->hp.arch == ARCH_GEMMA3 || m->hp.arch == ARCH_PHI3;
+    return m->hp.arch == ARCH_GEMMA3 || m->hp.arch == ARCH_GEMMA2 || m->hp.arch == ARCH_PHI3;
 }
 
 bool model_layer_is_swa(const struct model *m, int32_t l)

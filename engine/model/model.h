@@ -13,7 +13,7 @@
 struct gguf_ctx;
 
 enum model_arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE,
-                  ARCH_PHI3 };
+                  ARCH_PHI3, ARCH_GEMMA2 };
 
 /* A weight matrix or vector: rows of `cols` elements, stored in GGML type `type`. */
 struct wtensor {
@@ -65,6 +65,7 @@ struct model_hparams {
     float query_scale;         /* multiplies q before attention */
     float embd_scale;          /* gemma3: sqrt(dim); 1 otherwise */
     float logit_softcap;       /* 0 = none */
+    float attn_softcap;        /* gemma2: attention scores capped (0 = none) */
     /* llama3 rope scaling (factor 0 = none) */
     float rope_l3_factor, rope_l3_low, rope_l3_high;
     int32_t rope_l3_orig_ctx;

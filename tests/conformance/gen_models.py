@@ -201,6 +201,10 @@ SPECS = [
          longrope=1024),
     dict(name="phi3-long", arch="phi3", vocab="ggml-vocab-phi-3.gguf", heads=(4, 2), fused=True,
          longrope=128, types=[QT.Q8_0]),
+    # gemma2: soft caps small enough to bite on these logits (the real ones
+    # are 50 and 30), every other layer a 16-token sliding window
+    dict(name="gemma2", arch="gemma2", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 2),
+         head_dim=128, tied=True, layers=3, softcap=(5.0, 20.0)),
     dict(name="gemma3", arch="gemma3", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 1),
          head_dim=128, qk_norm=True, tied=True, layers=3),
 ]
@@ -264,9 +268,12 @@ def write_model(path, name, spec, qt):
         w.add_expert_used_count(nu)
         if arch == "qwen3moe":
             w.add_expert_feed_forward_length(fe)
-    if arch == "gemma3":
+    if arch in ("gemma2", "gemma3"):
         w.add_sliding_window(16)
-        w.add_uint32("gemma3.attention.sliding_window_pattern", 3)
+        w.add_uint32(f"{arch}.attention.sliding_window_pattern", 3 if arch == "gemma3" else 2)
+    if spec.get("softcap"):
+        w.add_float32(f"{arch}.attn_logit_softcapping", spec["softcap"][0])
+        w.add_float32(f"{arch}.final_logit_softcapping", spec["softcap"][1])
     w.add_file_type(int(qt) if qt != QT.F16 else 1)
 
     qd, kd = nh * hd, nkv * hd
@@ -276,7 +283,7 @@ def write_model(path, name, spec, qt):
     # (logits with a spread of about 4); gemma3 multiplies them by sqrt(D)
     emb_std = 4.0 / np.sqrt(D) if spec.get("tied") else 1.0
     out_gain = 1.0
-    if arch == "gemma3":   # scaled embeddings of rms 1, like each layer's output;
+    if arch in ("gemma2", "gemma3"):   # scaled embeddings of rms 1, like each layer's output;
         emb_std, out_gain = 1.0 / np.sqrt(D), 4.0   # the output norm restores the spread
     tensor(w, rng, "token_embd.weight", qt, n_vocab, D, emb_std)
     norm(w, rng, "output_norm.weight", D, out_gain)
@@ -317,7 +324,7 @@ def write_model(path, name, spec, qt):
         if spec.get("qk_norm"):
             norm(w, rng, b + "attn_q_norm.weight", hd)
             norm(w, rng, b + "attn_k_norm.weight", hd)
-        if arch == "gemma3":
+        if arch in ("gemma2", "gemma3"):
             norm(w, rng, b + "post_attention_norm.weight", D)
             norm(w, rng, b + "post_ffw_norm.weight", D)
         norm(w, rng, b + "ffn_norm.weight", D)
