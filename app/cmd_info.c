@@ -195,6 +195,30 @@ static void print_token(const struct gguf_ctx *g, const char *label, int64_t id)
     else printf("  %s %lld '%s'", label, (long long)id, token_text(g, id, t, sizeof t));
 }
 
+/* Mixture of experts: what one token reads (only its experts' rows). */
+static void print_active(const struct gguf_ctx *g, const struct model_info *mi)
+{
+    char key[160];
+    uint32_t ne = 0, nu = 0;
+    snprintf(key, sizeof key, "%s.expert_count", mi->arch);
+    if (!gguf_get_u32(g, key, &ne) || ne == 0) return;
+    snprintf(key, sizeof key, "%s.expert_used_count", mi->arch);
+    if (!gguf_get_u32(g, key, &nu) || nu == 0 || nu > ne) return;
+    uint64_t exp_params = 0, exp_bytes = 0;
+    for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const struct gguf_tensor *t = gguf_tensor_at(g, i);
+        if (strstr(t->name, "_exps")) {
+            exp_params += t->n_elements;
+            exp_bytes += t->nbytes;
+        }
+    }
+    const uint64_t act = mi->params - exp_params + exp_params / ne * nu;
+    const uint64_t act_b = mi->weight_bytes - exp_bytes + exp_bytes / ne * nu;
+    char a[32];
+    printf("active        %.1fM per token (%u of %u experts), %s of weights read per token\n",
+           (double)act / 1e6, nu, ne, human(act_b, a, sizeof a));
+}
+
 static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
                        const struct info_opts *o)
 {
@@ -207,6 +231,7 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
     if (np >= 1000000000) printf("parameters    %.2fB (%llu)\n", (double)np / 1e9, np);
     else if (np >= 1000000) printf("parameters    %.1fM (%llu)\n", (double)np / 1e6, np);
     else printf("parameters    %llu\n", np);
+    print_active(g, mi);
     printf("tensors       %llu, %s\n", (unsigned long long)gguf_n_tensors(g),
            human(mi->weight_bytes, a, sizeof a));
     for (uint64_t i = 0; i < mi->n_types; i++)

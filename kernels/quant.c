@@ -19,6 +19,10 @@ _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K layout");
 _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K layout");
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K layout");
 _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
+_Static_assert(sizeof(block_q2_K) == 84, "block_q2_K layout");
+_Static_assert(sizeof(block_q3_K) == 110, "block_q3_K layout");
+_Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl layout");
+_Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs layout");
 
 #define N_TYPES 42
 
@@ -34,8 +38,8 @@ static const struct qtype_info types[N_TYPES] = {
     [QT_Q5_1] = {"Q5_1", 32, 24, true},
     [QT_Q8_0] = {"Q8_0", 32, 34, true},
     [QT_Q8_1] = {"Q8_1", 32, 36, false},
-    [QT_Q2_K] = {"Q2_K", 256, 84, false},
-    [QT_Q3_K] = {"Q3_K", 256, 110, false},
+    [QT_Q2_K] = {"Q2_K", 256, 84, true},
+    [QT_Q3_K] = {"Q3_K", 256, 110, true},
     [QT_Q4_K] = {"Q4_K", 256, 144, true},
     [QT_Q5_K] = {"Q5_K", 256, 176, true},
     [QT_Q6_K] = {"Q6_K", 256, 210, true},
@@ -44,10 +48,10 @@ static const struct qtype_info types[N_TYPES] = {
     [17] = {"IQ2_XS", 256, 74, false},
     [18] = {"IQ3_XXS", 256, 98, false},
     [19] = {"IQ1_S", 256, 50, false},
-    [20] = {"IQ4_NL", 32, 18, false},
+    [QT_IQ4_NL] = {"IQ4_NL", 32, 18, true},
     [21] = {"IQ3_S", 256, 110, false},
     [22] = {"IQ2_S", 256, 82, false},
-    [23] = {"IQ4_XS", 256, 136, false},
+    [QT_IQ4_XS] = {"IQ4_XS", 256, 136, true},
     [24] = {"I8", 1, 1, false},
     [25] = {"I16", 1, 2, false},
     [26] = {"I32", 1, 4, false},
@@ -296,6 +300,86 @@ static void deq_q6_K(const block_q6_K *x, float *y, int64_t nb)
     }
 }
 
+static void deq_q2_K(const block_q2_K *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = fp16_to_f32(x[i].d), min = fp16_to_f32(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        int is = 0;
+        for (int n = 0; n < QK_K; n += 128, q += 32) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int h = 0; h < 2; h++) {
+                    const uint8_t sc = x[i].scales[is++];
+                    const float dl = d * (float)(sc & 0xF), ml = min * (float)(sc >> 4);
+                    for (int l = 0; l < 16; l++)
+                        *y++ = dl * (float)((int8_t)((q[l + 16 * h] >> shift) & 3)) - ml;
+                }
+            }
+        }
+    }
+}
+
+static void deq_q3_K(const block_q3_K *x, float *y, int64_t nb)
+{
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    for (int64_t i = 0; i < nb; i++) {
+        const float d_all = fp16_to_f32(x[i].d);
+        const uint8_t *q = x[i].qs, *hm = x[i].hmask;
+        uint8_t m = 1;
+        /* 16 6-bit scales: low 4 bits in bytes 0..7, high 2 bits in 8..11 */
+        uint32_t aux[4];
+        memcpy(aux, x[i].scales, 12);
+        const uint32_t tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+        int8_t scales[16];
+        memcpy(scales, aux, 16);
+        int is = 0;
+        for (int n = 0; n < QK_K; n += 128, q += 32) {
+            for (int shift = 0; shift < 8; shift += 2, m <<= 1) {
+                for (int h = 0; h < 2; h++) {
+                    const float dl = d_all * (float)(scales[is++] - 32);
+                    for (int l = 16 * h; l < 16 * h + 16; l++)
+                        *y++ = dl * (float)((int8_t)((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+                }
+            }
+        }
+    }
+}
+
+const int8_t qt_iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+                                     1, 13, 25, 38, 53, 69, 89, 113 };
+
+static void deq_iq4_nl(const block_iq4_nl *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, y += QK4_NL) {
+        const float d = fp16_to_f32(x[i].d);
+        for (int j = 0; j < QK4_NL / 2; j++) {
+            y[j] = d * (float)qt_iq4nl_values[x[i].qs[j] & 0xf];
+            y[j + QK4_NL / 2] = d * (float)qt_iq4nl_values[x[i].qs[j] >> 4];
+        }
+    }
+}
+
+static void deq_iq4_xs(const block_iq4_xs *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = fp16_to_f32(x[i].d);
+        const uint8_t *qs = x[i].qs;
+        for (int ib = 0; ib < QK_K / 32; ib++, y += 32, qs += 16) {
+            const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) |
+                           (((x[i].scales_h >> 2 * ib) & 3) << 4);
+            const float dl = d * (float)(ls - 32);
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * (float)qt_iq4nl_values[qs[j] & 0xf];
+                y[j + 16] = dl * (float)qt_iq4nl_values[qs[j] >> 4];
+            }
+        }
+    }
+}
+
 bool dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
 {
     const struct qtype_info *qi = qtype_get(type);
@@ -314,6 +398,10 @@ bool dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
     case QT_Q4_K: deq_q4_K(src, dst, nb); return true;
     case QT_Q5_K: deq_q5_K(src, dst, nb); return true;
     case QT_Q6_K: deq_q6_K(src, dst, nb); return true;
+    case QT_Q2_K: deq_q2_K(src, dst, nb); return true;
+    case QT_Q3_K: deq_q3_K(src, dst, nb); return true;
+    case QT_IQ4_NL: deq_iq4_nl(src, dst, nb); return true;
+    case QT_IQ4_XS: deq_iq4_xs(src, dst, nb); return true;
     default: return false;
     }
 }

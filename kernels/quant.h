@@ -12,6 +12,7 @@ enum qtype {
     QT_F32 = 0, QT_F16 = 1, QT_Q4_0 = 2, QT_Q4_1 = 3,
     QT_Q5_0 = 6, QT_Q5_1 = 7, QT_Q8_0 = 8, QT_Q8_1 = 9,
     QT_Q2_K = 10, QT_Q3_K = 11, QT_Q4_K = 12, QT_Q5_K = 13, QT_Q6_K = 14, QT_Q8_K = 15,
+    QT_IQ4_NL = 20, QT_IQ4_XS = 23,
     QT_BF16 = 30,
     QT_COUNT = 40
 };
@@ -38,6 +39,13 @@ typedef struct { qt_f16 d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K /
 typedef struct { qt_f16 d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
 typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; qt_f16 d; } block_q6_K;
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
+typedef struct { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; qt_f16 d, dmin; } block_q2_K;
+typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; qt_f16 d; } block_q3_K;
+#define QK4_NL 32
+typedef struct { qt_f16 d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
+typedef struct { qt_f16 d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
+/* The 16 non-linear levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl). */
+extern const int8_t qt_iq4nl_values[16];
 
 struct qtype_info {
     const char *name;      /* "Q4_K", ... */

@@ -30,6 +30,8 @@ struct backend_config {
     int32_t max_batch_tokens;  /* largest n_tokens a forward call may get */
     int32_t max_seqs;          /* largest n_seqs a forward call may get */
     bool force_scalar;         /* CPU: portable scalar kernels (tests) */
+    int32_t n_ctx;             /* context of a sequence (LongRoPE picks its
+                                * factors by it); 0 = the training context */
 };
 
 struct fwd_seq {

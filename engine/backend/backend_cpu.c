@@ -15,6 +15,7 @@
 #include "cpu/matmul.h"
 #include "cpu/ops.h"
 #include "cpu/threadpool.h"
+#include "cpu_moe.h"
 #include "gguf.h"
 #include "model.h"
 #include "quant.h"
@@ -23,6 +24,7 @@
 struct cpu_layer {
     float *attn_norm, *ffn_norm, *q_norm, *k_norm, *post_attn, *post_ffn;
     float *bq, *bk, *bv;
+    float *bo, *b_gate, *b_up, *b_down;   /* llama biases, NULL when absent */
 };
 
 /* Activations for up to `cap` tokens. */
@@ -60,6 +62,7 @@ struct cpu_be {
     float *gelu;              /* [65536] GELU by f16 input */
     struct mm_scratch mm;
     struct attn_scratch attn;
+    struct moe_scratch moe;
     struct cpu_acts a;
     uint64_t act_bytes;
     char note[256];
@@ -84,14 +87,19 @@ static float *take_vec(const struct wtensor *w, float **cursor)
     return v;
 }
 
-static int load_vectors(struct cpu_be *c, const struct model *m, char *err, size_t errlen)
+static int load_vectors(struct cpu_be *c, const struct model *m, int32_t n_ctx, char *err,
+                        size_t errlen)
 {
-    size_t n = vec_len(&m->output_norm) + vec_len(&m->rope_freqs);
+    const struct wtensor none = { 0 };
+    const struct wtensor *rf = model_rope_factors(m, n_ctx);
+    if (!rf) rf = &none;
+    size_t n = vec_len(&m->output_norm) + vec_len(rf);
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const struct layer_weights *w = &m->layers[l];
         n += vec_len(&w->attn_norm) + vec_len(&w->ffn_norm) + vec_len(&w->q_norm) +
              vec_len(&w->k_norm) + vec_len(&w->post_attn_norm) + vec_len(&w->post_ffn_norm) +
-             vec_len(&w->bq) + vec_len(&w->bk) + vec_len(&w->bv);
+             vec_len(&w->bq) + vec_len(&w->bk) + vec_len(&w->bv) + vec_len(&w->bo) +
+             vec_len(&w->b_gate) + vec_len(&w->b_up) + vec_len(&w->b_down);
     }
     c->vecs = malloc(n * sizeof(float));
     c->lv = calloc((size_t)m->hp.n_layer, sizeof *c->lv);
@@ -101,7 +109,7 @@ static int load_vectors(struct cpu_be *c, const struct model *m, char *err, size
     }
     float *cur = c->vecs;
     c->out_norm = take_vec(&m->output_norm, &cur);
-    c->rope_factors = take_vec(&m->rope_freqs, &cur);
+    c->rope_factors = take_vec(rf, &cur);
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const struct layer_weights *w = &m->layers[l];
         struct cpu_layer *v = &c->lv[l];
@@ -114,6 +122,10 @@ static int load_vectors(struct cpu_be *c, const struct model *m, char *err, size
         v->bq = take_vec(&w->bq, &cur);
         v->bk = take_vec(&w->bk, &cur);
         v->bv = take_vec(&w->bv, &cur);
+        v->bo = take_vec(&w->bo, &cur);
+        v->b_gate = take_vec(&w->b_gate, &cur);
+        v->b_up = take_vec(&w->b_up, &cur);
+        v->b_down = take_vec(&w->b_down, &cur);
     }
     return 0;
 }
@@ -142,21 +154,29 @@ static int check_weights(const struct model *m, char *err, size_t errlen)
     }
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const struct layer_weights *w = &m->layers[l];
+        const bool moe = m->hp.n_expert > 0;
         const struct wtensor *mats[] = { &w->wq, &w->wk, &w->wv, &w->wo,
-                                         &w->w_gate, &w->w_up, &w->w_down };
+                                         moe ? &w->gate_inp : &w->w_gate,
+                                         moe ? &w->gate_exps : &w->w_up,
+                                         moe ? &w->up_exps : &w->w_down,
+                                         moe ? &w->down_exps : &w->wo };
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             if (check_matrix(mats[i], err, errlen)) return -1;
     }
     return 0;
 }
 
-/* Matrices of layer l (and the output) in a fixed order, for packing. */
+/* Matrices of layer l (and the output) in a fixed order, for packing; the
+ * absent dense FFN of a mixture-of-experts layer is skipped (its experts
+ * stay in the file's layout, read a slice at a time). */
 static int layer_mats(struct cpu_mats *lm, struct wtensor *out[7])
 {
     struct wtensor *v[7] = { &lm->wq, &lm->wk, &lm->wv, &lm->wo, &lm->w_gate, &lm->w_up,
                              &lm->w_down };
-    memcpy(out, v, sizeof v);
-    return 7;
+    int n = 0;
+    for (int i = 0; i < 7; i++)
+        if (v[i]->data) out[n++] = v[i];
+    return n;
 }
 
 #define PACK_SLICE_BYTES (4u << 20)
@@ -364,6 +384,7 @@ static void cpu_close(struct backend *be)
     free_acts(&c->a);
     mm_scratch_free(&c->mm);
     attn_scratch_free(&c->attn);
+    moe_scratch_free(&c->moe);
     free(c->kv);
     free(c->vecs);
     free(c->lv);
@@ -386,7 +407,7 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
     c->be.model = m;
     c->be.impl = c;
     if (model_validate(m, err, errlen) || check_weights(m, err, errlen)) goto fail;
-    if (load_vectors(c, m, err, errlen) || alloc_kv(c, m, cfg, err, errlen)) goto fail;
+    if (load_vectors(c, m, cfg->n_ctx, err, errlen) || alloc_kv(c, m, cfg, err, errlen)) goto fail;
     c->gelu = malloc(65536 * sizeof(float));
     if (!c->gelu) {
         snprintf(err, errlen, "cpu backend: out of memory");
@@ -424,7 +445,7 @@ static void cpu_info(struct backend *be, struct backend_info *out)
     snprintf(out->device, sizeof out->device, "%s", c->device);
     out->weight_bytes = be->model->weight_bytes;
     out->kv_bytes = 2 * (uint64_t)be->model->hp.n_layer * c->kv_pool;
-    out->workspace_bytes = c->act_bytes + c->mm.cap + c->attn.cap * sizeof(float);
+    out->workspace_bytes = c->act_bytes + c->mm.cap + c->attn.cap * sizeof(float) + c->moe.bytes;
     snprintf(out->note, sizeof out->note, "%s", c->note);
 }
 
@@ -512,11 +533,15 @@ static void rope_tables(struct cpu_be *c, const struct fwd_batch *b)
     const struct model_hparams *hp = &c->be.model->hp;
     const float fs = 1.0f / hp->rope_scale;
     for (int32_t i = 0; i < b->n_tokens; i++) {
-        ops_rope_cache(c->a.rope_g + (size_t)i * hp->n_rot, hp->n_rot, b->pos[i], hp->rope_base,
-                       fs, c->rope_factors);
+        float *g = c->a.rope_g + (size_t)i * hp->n_rot, *lc = c->a.rope_l + (size_t)i * hp->n_rot;
+        ops_rope_cache(g, hp->n_rot, b->pos[i], hp->rope_base, fs, c->rope_factors);
         if (hp->sliding_window > 0)
-            ops_rope_cache(c->a.rope_l + (size_t)i * hp->n_rot, hp->n_rot, b->pos[i],
-                           hp->rope_base_local, 1.0f, NULL);
+            ops_rope_cache(lc, hp->n_rot, b->pos[i], hp->rope_base_local, 1.0f, NULL);
+        /* cos and sin times the factor, as ggml (0: a synthetic model, none) */
+        if (hp->rope_attn_factor > 0.0f && hp->rope_attn_factor != 1.0f) {
+            ops_scale(g, hp->rope_attn_factor, hp->n_rot);
+            if (hp->sliding_window > 0) ops_scale(lc, hp->rope_attn_factor, hp->n_rot);
+        }
     }
 }
 
@@ -539,7 +564,7 @@ static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l)
         ops_rope_apply(q, hp->n_head, hd, hp->n_rot, cs, hp->rope_neox);
         ops_rope_apply(k, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_neox);
         /* Gemma scales Q before attention; the others scale the scores. */
-        if (hp->arch == ARCH_GEMMA3) ops_scale(q, hp->query_scale, qd);
+        if (model_scales_q(m)) ops_scale(q, hp->query_scale, qd);
         const struct fwd_seq *s = &b->seqs[b->seq[i]];
         const int32_t p = b->pos[i];
         attn_kv_store(&L, hp->n_head_kv, hd, s->block_table[p / bt], p % bt, k,
@@ -559,7 +584,7 @@ static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, cha
         .n_tokens = b->n_tokens, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hp->head_dim, .window = model_layer_is_swa(m, l) ? hp->sliding_window : 0,
         .q = c->a.q, .out = c->a.att, .pos = b->pos, .table = c->a.tables,
-        .scale = hp->arch == ARCH_GEMMA3 ? 1.0f : hp->query_scale,
+        .scale = model_scales_q(m) ? 1.0f : hp->query_scale, .softcap = hp->attn_softcap,
     };
     if (attn_forward(c->tp, &L, &ab, &c->attn)) {
         snprintf(err, errlen, "forward: out of memory for attention scratch (layer %d)", l);
@@ -590,18 +615,28 @@ static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *e
     qk_prepare(c, b, l);
     if (attention(c, b, l, err, errlen)) return -1;
     matmul(c, &w->wo, a->att, n, a->tmp);
+    add_bias(a->tmp, v->bo, n, d);
     if (v->post_attn) norm_rows(a->tmp, a->tmp, v->post_attn, n, d, hp->norm_eps);
     ops_add(a->x, a->tmp, n * d);
 
     norm_rows(a->xn, a->x, v->ffn_norm, n, d, hp->norm_eps);
+    if (hp->n_expert > 0) {
+        if (cpu_moe_ffn(c->tp, c->isa, &c->mm, &c->moe, m, l, a->xn, n, a->tmp, err, errlen))
+            return -1;
+        ops_add(a->x, a->tmp, n * d);
+        return 0;
+    }
     const struct mm_op gu[2] = { { w->w_gate.type, w->w_gate.data, w->w_gate.rows, a->gate },
                                  { w->w_up.type, w->w_up.data, w->w_up.rows, a->up } };
     cpu_matmul_multi(c->tp, c->isa, &c->mm, 2, gu, d, a->xn, n);
-    if (hp->arch == ARCH_GEMMA3)
+    add_bias(a->gate, v->b_gate, n, hp->n_ff);
+    add_bias(a->up, v->b_up, n, hp->n_ff);
+    if (hp->arch == ARCH_GEMMA3 || hp->arch == ARCH_GEMMA2)
         ops_geglu(a->gate, a->up, n * hp->n_ff, c->gelu);
     else
         ops_swiglu(a->gate, a->up, n * hp->n_ff);
     matmul(c, &w->w_down, a->gate, n, a->tmp);
+    add_bias(a->tmp, v->b_down, n, d);
     if (v->post_ffn) norm_rows(a->tmp, a->tmp, v->post_ffn, n, d, hp->norm_eps);
     ops_add(a->x, a->tmp, n * d);
     return 0;

@@ -364,6 +364,11 @@ static void *cuda_module(char *err, size_t errlen)
 struct backend *backend_cuda_open(const struct model *m, const struct backend_config *cfg,
                                   char *err, size_t errlen)
 {
+    const char *extra = model_extra_feature(m);
+    if (extra) {   /* the CUDA layers are the plain dense block */
+        snprintf(err, errlen, "CUDA backend does not implement %s (the CPU backend does)", extra);
+        return NULL;
+    }
     void *h = cuda_module(err, errlen);
     if (!h) return NULL;
     cuda_open_fn open = (cuda_open_fn)dlsym(h, "tern_cuda_module_open");

@@ -214,6 +214,8 @@ struct model *model_open_synthetic_ex(const char *name, uint32_t wtype, uint64_t
     if (s->tied) m->output = m->tok_embd;
     m->weight_bytes = data_bytes;
     synth_visit(m, s->tied, synth_params, &m->n_params);
+    m->n_params_active = m->n_params;   /* dense */
+    m->weight_bytes_active = m->weight_bytes;
     if (host && model_validate(m, err, errlen)) {
         model_close(m);
         return NULL;

@@ -242,6 +242,10 @@ static inline __attribute__((always_inline)) void score_rows(
         const int32_t jhi = p - base < bt - 1 ? p - base : bt - 1;
         float *row = sc + (size_t)rows[i] * span + (base - lo_min);
         for (int32_t j = jlo; j <= jhi; j++) row[j] = sacc[(size_t)i * bt + j] * b->scale;
+        if (b->softcap > 0.0f) {   /* as the reference: scale by 1/cap, tanh, scale by cap */
+            const float inv = 1.0f / b->softcap;
+            for (int32_t j = jlo; j <= jhi; j++) row[j] = tanhf(row[j] * inv) * b->softcap;
+        }
     }
 }
 

@@ -42,6 +42,8 @@ struct attn_batch {
     const int32_t *pos;         /* [n_tokens] */
     const int32_t *const *table;/* [n_tokens] block table of the token's sequence */
     float scale;                /* multiplies the QK scores */
+    float softcap;              /* > 0: scores become softcap · tanh(score / softcap)
+                                 * before the softmax (gemma2); 0 = none */
 };
 
 /* Per-thread work buffers; grown by attn_forward, freed by attn_scratch_free. */

@@ -52,6 +52,8 @@ static size_t row_bytes(uint32_t wtype, int64_t cols)
     case QT_Q4_K: return (size_t)cols / QK_K * sizeof(block_q4_K);
     case QT_Q5_K: return (size_t)cols / QK_K * sizeof(block_q5_K);
     case QT_Q6_K: return (size_t)cols / QK_K * sizeof(block_q6_K);
+    case QT_Q2_K: case QT_Q3_K: case QT_IQ4_NL: case QT_IQ4_XS:   /* mm_lowbit.c */
+        return qtype_row_bytes(wtype, (uint64_t)cols);
     default: return 0;
     }
 }

@@ -63,6 +63,8 @@ static inline bool mm_wants_xq(uint32_t wtype)
 
 /* Per-ISA tables: NULL means "not specialised, use the scalar kernel". */
 mm_kernel_fn mm_scalar_kernel(uint32_t wtype);
+/* Q2_K, Q3_K, IQ4_NL, IQ4_XS (mm_lowbit.c, portable on every ISA). */
+mm_kernel_fn mm_lowbit_kernel(uint32_t wtype);
 void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 mm_kernel_fn mm_avx2_kernel(uint32_t wtype);
 void mm_avx2_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);

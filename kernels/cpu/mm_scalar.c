@@ -244,6 +244,6 @@ mm_kernel_fn mm_scalar_kernel(uint32_t wtype)
     case QT_BF16: return k_bf16;
     case QT_Q8_0: case QT_Q4_0: case QT_Q4_1: case QT_Q5_0: case QT_Q5_1:
     case QT_Q4_K: case QT_Q5_K: case QT_Q6_K: return k_quant;
-    default: return NULL;
+    default: return mm_lowbit_kernel(wtype);
     }
 }

@@ -213,7 +213,7 @@ static void test_attention(enum ops_kv_type type, double tol, const char *name)
     struct attn_scratch s = { 0 };
     const struct attn_layer L = { kp, vp, type, BT, row };
     for (int32_t window = 0; window <= 6; window += 6) {
-        const struct attn_batch b = { NTOK, NHA, NKV, HDA, window, q, out, pos, tabs, 0.8f };
+        const struct attn_batch b = { NTOK, NHA, NKV, HDA, window, q, out, pos, tabs, 0.8f, 0.0f };
         ok(attn_forward(tp, &L, &b, &s) == 0, "%s window %d: attention runs", name, window);
         attn_ref(q, K, V, pos, window, ref);
         double worst = 0.0;
@@ -223,7 +223,7 @@ static void test_attention(enum ops_kv_type type, double tol, const char *name)
         /* the last token alone gives bit-identical output */
         float one[NHA * HDA];
         const struct attn_batch b1 = { 1, NHA, NKV, HDA, window, q + (NTOK - 1) * NHA * HDA,
-                                       one, pos + NTOK - 1, tabs, 0.8f };
+                                       one, pos + NTOK - 1, tabs, 0.8f, 0.0f };
         attn_forward(tp, &L, &b1, &s);
         ok(memcmp(one, out + (NTOK - 1) * NHA * HDA, sizeof one) == 0,
            "%s window %d: a query alone equals the same query in a batch", name, window);

@@ -88,7 +88,7 @@ for model in smollm2 gemma3-270m; do
   ok $? "$model: q8_0 KV is 34/64 of f16"
 done
 
-# mini_gguf PATH [TEMPLATE]: a valid file with one Q2_K tensor (a type the
+# mini_gguf PATH [TEMPLATE]: a valid file with one IQ2_XXS tensor (a type the
 # engine cannot run), a 3-token vocabulary and optionally a chat template.
 mini_gguf() {
   python3 - "$@" <<'PY'
@@ -100,18 +100,18 @@ kvs = [s(b"general.architecture") + struct.pack("<I", 8) + s(b"test"),
 if len(sys.argv) > 2:
     kvs.append(s(b"tokenizer.chat_template") + struct.pack("<I", 8) + s(sys.argv[2].encode()))
 body = b"GGUF" + struct.pack("<IQQ", 3, 1, len(kvs)) + b"".join(kvs)
-body += s(b"w") + struct.pack("<IQIQ", 1, 256, 10, 0)
-body += bytes(-len(body) % 32) + bytes(84)
+body += s(b"w") + struct.pack("<IQIQ", 1, 256, 16, 0)
+body += bytes(-len(body) % 32) + bytes(66)
 open(sys.argv[1], "wb").write(body)
 PY
 }
 mini_gguf "$tmp/q2k.gguf"
 "$TERN_BIN" info -m "$tmp/q2k.gguf" --mem 1G --json >"$tmp/q2k.json" 2>&1
-ok $? "Q2_K file: info exits 0"
-[ "$(jq -c '.tensor_types' "$tmp/q2k.json")" = '[{"type":"Q2_K","count":1,"bytes":84,"supported":false}]' ]
-ok $? "Q2_K file: type listed as unsupported"
-"$TERN_BIN" info -m "$tmp/q2k.gguf" --mem 1G 2>&1 | grep -q "Q2_K .*not supported by tern's engine"
-ok $? "Q2_K file: text flags the type"
+ok $? "IQ2_XXS file: info exits 0"
+[ "$(jq -c '.tensor_types' "$tmp/q2k.json")" = '[{"type":"IQ2_XXS","count":1,"bytes":66,"supported":false}]' ]
+ok $? "IQ2_XXS file: type listed as unsupported"
+"$TERN_BIN" info -m "$tmp/q2k.gguf" --mem 1G 2>&1 | grep -q "IQ2_XXS .*not supported by tern's engine"
+ok $? "IQ2_XXS file: text flags the type"
 
 "$TERN_BIN" info -m "${paths[smollm2]}" --mem 50M >"$tmp/small.txt" 2>&1
 grep -q "budget 50.0 MiB: the weights alone do not fit" "$tmp/small.txt"

@@ -300,7 +300,7 @@ int main(void)
     check_quantizers(&seed);
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         ok(mm_supported(types[k]), "mm_supported(%s)", qtype_name(types[k]));
-    ok(!mm_supported(QT_Q2_K) && !mm_supported(999), "Q2_K and unknown types unsupported");
+    ok(!mm_supported(16) && !mm_supported(999), "IQ2_XXS and unknown types unsupported");
 
     struct mm_scratch scr = { 0 };
     struct threadpool *tp3 = tp_open(3);
