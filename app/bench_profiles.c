@@ -229,7 +229,7 @@ static char *make_text(struct bench *b, int32_t ntok)
 
 static void take_event(struct bench *b, struct breq *r, struct engine_event *ev)
 {
-    if (ev->type == ENGINE_EV_TOKEN && ev->token >= 0) r->n_tokens++;
+    if (ev->type == ENGINE_EV_TOKEN && ev->token != -1) r->n_tokens++; /* -2: remote token, id unknown */
     if (ev->type == ENGINE_EV_ADMITTED) r->admitted = true;
     if (ev->type == ENGINE_EV_TOKEN && ev->text && r->turn >= 0) { /* multi-turn history */
         size_t n = strlen(ev->text);
