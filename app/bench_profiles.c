@@ -813,7 +813,8 @@ static const char usage[] =
     "  -t, --threads N       CPU threads (default: physical cores)\n"
     "      --ctx N           context per sequence (default: the model's)\n"
     "      --backend B       cpu, cuda or auto (default)\n"
-    "  -q, --quiet           no per-profile report (with --json)\n";
+    "  -q, --quiet           no per-profile report (with --json)\n"
+        "\n" CLI_REMOTE_USAGE;
 
 static const struct option longopts[] = {
     {"profile", required_argument, 0, OPT_PROFILE},
@@ -911,7 +912,7 @@ static int finish(struct bench *b)
 static struct engine *open_engine(const struct cli *cli, const struct bopts *o)
 {
     char path[4096], err[1024];
-    if (cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
+    if (cli->n_urls == 0 && cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
         fprintf(stderr, "tern bench: %s\n", err);
         return NULL;
     }
@@ -928,6 +929,7 @@ static struct engine *open_engine(const struct cli *cli, const struct bopts *o)
         c.backend.kind = strcmp(o->backend, "cpu") == 0    ? BACKEND_CPU
                          : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
                                                            : BACKEND_AUTO;
+    cli_engine_remote(cli, &c);
     struct engine *e = engine_open(&c, err, sizeof err);
     if (!e) fprintf(stderr, "tern bench: %s\n", err);
     return e;

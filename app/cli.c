@@ -16,6 +16,10 @@ static const struct option global_longopts[] = {
     {"config", required_argument, 0, CLI_OPT_CONFIG},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, CLI_OPT_VERSION},
+    {"url", required_argument, 0, CLI_OPT_URL},
+    {"api-key", required_argument, 0, CLI_OPT_API_KEY},
+    {"insecure", no_argument, 0, CLI_OPT_INSECURE},
+    {"balance", required_argument, 0, CLI_OPT_BALANCE},
 };
 #define N_GLOBAL (sizeof global_longopts / sizeof global_longopts[0])
 
@@ -133,6 +137,29 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
         case CLI_OPT_CONFIG: cli->config_path = optarg; break;
         case 'h': fputs(usage, stdout); rc = CLI_EXIT_OK; goto done;
         case CLI_OPT_VERSION: printf("tern %s\n", TERN_VERSION); rc = CLI_EXIT_OK; goto done;
+        case CLI_OPT_URL:
+            if (cli->n_urls == ENGINE_MAX_ENDPOINTS) {
+                fprintf(stderr, "tern %s: --url: at most %d endpoints\n", cli->cmd,
+                        ENGINE_MAX_ENDPOINTS);
+                rc = CLI_EXIT_USAGE;
+                goto done;
+            }
+            cli->urls[cli->n_urls++] = optarg;
+            break;
+        case CLI_OPT_API_KEY: cli->api_key = optarg; break;
+        case CLI_OPT_INSECURE: cli->insecure = true; break;
+        case CLI_OPT_BALANCE:
+            if (strcmp(optarg, "round-robin") == 0) {
+                cli->balance = ENGINE_BALANCE_ROUND_ROBIN;
+            } else if (strcmp(optarg, "least-outstanding") == 0) {
+                cli->balance = ENGINE_BALANCE_LEAST_OUTSTANDING;
+            } else {
+                fprintf(stderr, "tern %s: --balance: round-robin or least-outstanding, not '%s'\n",
+                        cli->cmd, optarg);
+                rc = CLI_EXIT_USAGE;
+                goto done;
+            }
+            break;
         case '?':
             if (optopt)
                 fprintf(stderr, "tern %s: unknown option '-%c' (see 'tern %s --help')\n",
@@ -183,6 +210,21 @@ void cli_data_dir(char *buf, size_t n)
         snprintf(buf, n, "%s/tern", xdg);
     else
         snprintf(buf, n, "%s/.local/share/tern", home ? home : ".");
+}
+
+bool cli_engine_remote(const struct cli *cli, struct engine_config *c)
+{
+    if (cli->n_urls == 0) return false;
+    c->remote.urls = cli->urls;
+    c->remote.n_urls = cli->n_urls;
+    c->remote.api_key = cli->api_key ? cli->api_key : getenv("TERN_API_KEY");
+    c->remote.insecure = cli->insecure;
+    c->remote.balance = cli->balance;
+    c->model_path = cli->model; /* only an explicit -m lends its tokenizer */
+    if (cli->insecure)
+        fprintf(stderr, "tern %s: WARNING: --insecure: TLS certificates are NOT verified; "
+                        "anyone on the path can read and change this traffic\n", cli->cmd);
+    return true;
 }
 
 int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t errlen)

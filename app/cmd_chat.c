@@ -184,7 +184,8 @@ int cmd_chat(int argc, char **argv)
         "                           frame (tests, sanitizer runs)\n"
         "      --size COLSxROWS     headless screen size (default 80x24)\n"
         "      --keys STR           headless key presses: \\r Enter, \\e Esc, \\xHH,\n"
-        "                           {wait} until idle, {resize CxR}\n";
+        "                           {wait} until idle, {resize CxR}\n"
+        "\n" CLI_REMOTE_USAGE;
     struct cli cli;
     struct chat_args a;
     memset(&a, 0, sizeof a);
@@ -199,7 +200,9 @@ int cmd_chat(int argc, char **argv)
         goto done;
     }
     char path[4096], merr[1024], err[1024];
-    if (cli_model_path(&cli, path, sizeof path, merr, sizeof merr) == 0)
+    if (cli_engine_remote(&cli, &a.o.engine))
+        ; /* the remote engine: no model file needed */
+    else if (cli_model_path(&cli, path, sizeof path, merr, sizeof merr) == 0)
         a.o.engine.model_path = path;
     else
         a.o.model_error = merr;

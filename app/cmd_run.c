@@ -244,7 +244,8 @@ static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist,
     }
 }
 
-static int run(struct run_opts *o, const char *model_path, const char *prompt)
+static int run(struct run_opts *o, const struct cli *cli, const char *model_path,
+               const char *prompt)
 {
     char err[1024];
     struct engine_config cfg;
@@ -257,6 +258,7 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     cfg.n_ctx = (int32_t)o->ctx;
     if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
     cfg.trace_path = o->trace;
+    cli_engine_remote(cli, &cfg);
     double t0 = app_now_s();
     struct engine *e = engine_open(&cfg, err, sizeof err);
     if (!e) {
@@ -353,7 +355,8 @@ int cmd_run(int argc, char **argv)
         "      --trace FILE        write a Chrome trace-event JSON of the run\n"
         "      --db PATH           history database (default ~/.local/share/tern/history.db)\n"
         "      --no-history        do not record this exchange in the history\n"
-        "  -v, --verbose           print load, prefill and decode timings to stderr\n";
+        "  -v, --verbose           print load, prefill and decode timings to stderr\n"
+        "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {
         {"prompt", required_argument, 0, 'p'},
         {"system", required_argument, 0, OPT_SYSTEM},
@@ -395,7 +398,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     char model[4096], err[1024];
-    if (cli_model_path(&cli, model, sizeof model, err, sizeof err) != 0) {
+    if (cli.n_urls == 0 && cli_model_path(&cli, model, sizeof model, err, sizeof err) != 0) {
         fprintf(stderr, "tern run: %s\n", err);
         rc = CLI_EXIT_FAIL;
         goto done;
@@ -416,7 +419,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "tern run: empty prompt\n");
         rc = CLI_EXIT_FAIL;
     } else {
-        rc = run(&o, model, prompt);
+        rc = run(&o, &cli, model, prompt);
     }
     free(in);
 done:

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""fault_server: a loopback OpenAI-compatible server that misbehaves on purpose,
+for the remote engine's fault tests. The behaviour is the first path segment:
+base URL http://127.0.0.1:PORT/MODE/v1. Modes:
+  ok         streams 'Hello', ' world', '!' (one token per event), usage, [DONE]
+  batch      the same text in one event of three tokens; usage says 3
+  close      two chunks, then the connection is cut (chunked body never ended)
+  eof        two chunks, then a clean end of body without finish or [DONE]
+  stall      one chunk, then nothing for 30 s (the client's read timeout fires)
+  401 / 403 / 404 / 500   that status with an OpenAI error body
+  429        429 with Retry-After: 7
+  malformed  a chunk that is not JSON
+  auth       401 on every route unless 'Authorization: Bearer sekrit'
+GET /MODE/metrics serves fixtures/MODE.prom when it exists (vllm, sglang, ...).
+Prints 'PORT N' once listening. Runs until killed; every socket is bounded."""
+import json, os, socket, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL = "fault-model"
+
+
+def chunk(text=None, finish=None, usage=None):
+    c = {"id": "chatcmpl-f", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+         "choices": [] if usage else [{"index": 0, "delta": {} if text is None else {"content": text},
+                                        "finish_reason": finish}]}
+    if usage:
+        c["usage"] = usage
+    return "data: " + json.dumps(c) + "\n\n"
+
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 60
+
+    def log_message(self, *a):
+        pass
+
+    def mode(self):
+        parts = self.path.strip("/").split("/")
+        return parts[0] if parts else "ok", "/" + "/".join(parts[1:])
+
+    def send_json(self, code, obj, extra=None):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def error(self, code, msg, extra=None):
+        self.send_json(code, {"error": {"message": msg, "type": "test_error", "code": code}}, extra)
+
+    def authorized(self, mode):
+        return mode != "auth" or self.headers.get("Authorization") == "Bearer sekrit"
+
+    def do_GET(self):
+        mode, rest = self.mode()
+        if not self.authorized(mode):
+            return self.error(401, "invalid api key")
+        if rest == "/v1/models":
+            return self.send_json(200, {"object": "list", "data": [
+                {"id": MODEL, "object": "model", "owned_by": "fault"}]})
+        if rest == "/health":
+            return self.send_json(200, {"status": "ok"})
+        if rest == "/metrics":
+            p = os.path.join(HERE, "fixtures", mode + ".prom")
+            if os.path.exists(p):
+                body = open(p, "rb").read()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                return self.wfile.write(body)
+        return self.error(404, "no route " + rest)
+
+    def write_chunk(self, s):
+        b = s.encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+        self.wfile.flush()
+
+    def do_POST(self):
+        mode, rest = self.mode()
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(min(n, 1 << 20))
+        if not self.authorized(mode):
+            return self.error(401, "invalid api key")
+        if not rest.endswith("/completions"):
+            return self.error(404, "no route " + rest)
+        try:
+            json.loads(body)
+        except ValueError:
+            return self.error(400, "bad json")
+        if mode in ("401", "403", "404", "500"):
+            return self.error(int(mode), "the server says no (%s)" % mode)
+        if mode == "429":
+            return self.error(429, "too many requests", {"Retry-After": "7"})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
+                 "prompt_tokens_details": {"cached_tokens": 2}}
+        if mode == "malformed":
+            self.write_chunk(chunk("Hel"))
+            self.write_chunk("data: {this is not json\n\n")
+            time.sleep(5)
+            return
+        if mode == "batch":
+            self.write_chunk(chunk("Hello world!"))
+        else:
+            self.write_chunk(chunk("Hello"))
+            if mode == "stall":
+                time.sleep(30)
+                return
+            time.sleep(0.05)
+            self.write_chunk(chunk(" world"))
+            if mode == "close":
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            if mode == "eof":
+                self.wfile.write(b"0\r\n\r\n")
+                self.close_connection = True
+                return
+            self.write_chunk(chunk("!"))
+        self.write_chunk(chunk(None, "stop"))
+        self.write_chunk(chunk(usage=usage))
+        self.write_chunk("data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+
+def main():
+    srv = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0), H)
+    srv.daemon_threads = True
+    print("PORT", srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
