@@ -20,6 +20,7 @@ static const struct option global_longopts[] = {
     {"api-key", required_argument, 0, CLI_OPT_API_KEY},
     {"insecure", no_argument, 0, CLI_OPT_INSECURE},
     {"balance", required_argument, 0, CLI_OPT_BALANCE},
+    {"read-timeout", required_argument, 0, CLI_OPT_READ_TIMEOUT},
 };
 #define N_GLOBAL (sizeof global_longopts / sizeof global_longopts[0])
 
@@ -148,6 +149,12 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
             break;
         case CLI_OPT_API_KEY: cli->api_key = optarg; break;
         case CLI_OPT_INSECURE: cli->insecure = true; break;
+        case CLI_OPT_READ_TIMEOUT:
+            if (cli_double(cli, "--read-timeout", optarg, 0.01, 86400, &cli->read_timeout_s) != 0) {
+                rc = CLI_EXIT_USAGE;
+                goto done;
+            }
+            break;
         case CLI_OPT_BALANCE:
             if (strcmp(optarg, "round-robin") == 0) {
                 cli->balance = ENGINE_BALANCE_ROUND_ROBIN;
@@ -220,6 +227,7 @@ bool cli_engine_remote(const struct cli *cli, struct engine_config *c)
     c->remote.api_key = cli->api_key ? cli->api_key : getenv("TERN_API_KEY");
     c->remote.insecure = cli->insecure;
     c->remote.balance = cli->balance;
+    c->remote.read_timeout_s = cli->read_timeout_s;
     c->model_path = cli->model; /* only an explicit -m lends its tokenizer */
     if (cli->insecure)
         fprintf(stderr, "tern %s: WARNING: --insecure: TLS certificates are NOT verified; "

@@ -31,6 +31,7 @@ struct cli {
     const char *api_key;     /* --api-key, else $TERN_API_KEY */
     bool insecure;
     enum engine_balance balance;
+    double read_timeout_s;   /* --read-timeout; 0 = the engine's default (60 s) */
 };
 
 /* Called for each command-specific option; returns 0, or -1 after printing
@@ -40,7 +41,7 @@ typedef int (*cli_opt_fn)(int c, const char *arg, void *ud);
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
 /* Long-option codes from here up are free for commands. */
 enum { CLI_OPT_CONFIG = 0x1000, CLI_OPT_VERSION, CLI_OPT_URL, CLI_OPT_API_KEY, CLI_OPT_INSECURE,
-       CLI_OPT_BALANCE, CLI_OPT_CMD = 0x1100 };
+       CLI_OPT_BALANCE, CLI_OPT_READ_TIMEOUT, CLI_OPT_CMD = 0x1100 };
 
 /* Parses argv (argv[0] is the command name). `usage` is printed for -h.
  * Returns -1 to continue (options parsed into cli and via on_opt), or an exit
@@ -63,7 +64,8 @@ bool cli_engine_remote(const struct cli *cli, struct engine_config *c);
     "      --url URL            server base URL, e.g. http://host:8000/v1 (repeat for several)\n" \
     "      --api-key KEY        Bearer key (default $TERN_API_KEY)\n" \
     "      --balance B          several --url: round-robin (default) or least-outstanding\n" \
-    "      --insecure           do not verify TLS certificates (loudly)\n"
+    "      --insecure           do not verify TLS certificates (loudly)\n" \
+    "      --read-timeout S     end a stream silent for S seconds (default 60)\n"
 
 /* ${XDG_DATA_HOME:-$HOME/.local/share}/tern */
 void cli_data_dir(char *buf, size_t n);

@@ -153,7 +153,9 @@ static void history_finish(struct run_history *h, const struct engine_info *info
                            const char *model_path, const struct engine_metrics *m)
 {
     if (!h->db) return;
-    const char *status = engine_status_name(m->status);
+    /* A stream that broke (remote server gone) keeps its partial text, marked
+     * interrupted as after a crash. */
+    const char *status = m->interrupted ? "interrupted" : engine_status_name(m->status);
     store_reply_finish(h->db, h->reply, status, m->n_generated);
     struct store_request r = {.model = info->model_name, .model_file = model_path,
                               .backend = info->backend.name, .status = status,
@@ -171,6 +173,24 @@ static void print_ms(const char *what, double s)
     else fprintf(stderr, "%-22s %.3f s\n", what, s);
 }
 
+/* Figures measured over HTTP (client side) beside what the server said of
+ * its own phases (server side), each labelled so. */
+static void print_remote(const struct engine_metrics *m)
+{
+    print_ms("connect (client):", m->connect_s);
+    print_ms("headers (client):", m->headers_s);
+    if (m->server.known) {
+        print_ms("queue (server):", m->server.queue_s);
+        print_ms("prefill (server):", m->server.prefill_s);
+        print_ms("decode (server):", m->server.decode_s);
+    } else {
+        fprintf(stderr, "%-22s n/a from this server\n", "server phases:");
+    }
+    if (m->counts_estimated)
+        fprintf(stderr, "%-22s counted from stream events (no usage from the server)\n",
+                "token counts:");
+}
+
 static void print_verbose(const struct engine_info *info, double load_s, double tok_s,
                           const struct engine_metrics *m)
 {
@@ -180,11 +200,15 @@ static void print_verbose(const struct engine_info *info, double load_s, double 
     print_ms("tokenize duration:", tok_s);
     fprintf(stderr, "%-22s %d token(s) (%d reused from cache)\n", "prompt eval count:",
             m->n_prompt, m->n_cached);
-    print_ms("prompt eval duration:", m->prefill_s);
-    if (m->prefill_s > 0)
-        fprintf(stderr, "%-22s %.2f tokens/s\n", "prompt eval rate:",
-                m->n_computed / m->prefill_s);
-    print_ms("queue:", m->queue_s);
+    if (m->remote) {
+        print_remote(m);
+    } else {
+        print_ms("prompt eval duration:", m->prefill_s);
+        if (m->prefill_s > 0)
+            fprintf(stderr, "%-22s %.2f tokens/s\n", "prompt eval rate:",
+                    m->n_computed / m->prefill_s);
+        print_ms("queue:", m->queue_s);
+    }
     print_ms("time to first token:", m->ttft_s);
     fprintf(stderr, "%-22s %d token(s)\n", "eval count:", m->n_generated);
     print_ms("eval duration:", m->decode_s);

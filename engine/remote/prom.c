@@ -100,9 +100,15 @@ static int parse_line(struct prom_doc *d, const char *l)
         p++;
     }
     if (*p != ' ' && *p != '\t') return 0;
+    while (*p == ' ' || *p == '\t') p++;
     char *end;
     double v = parse_value(p, &end);
     if (end == p) return 0;
+    /* Then only an optional integer timestamp. */
+    while (*end == ' ' || *end == '\t') end++;
+    if (*end == '-') end++;
+    while (*end >= '0' && *end <= '9') end++;
+    if (*end) return 0;
     return push(d, l, nl, lab, ll, v) == 0 ? 1 : -1;
 }
 
@@ -155,6 +161,19 @@ bool prom_sum(const struct prom_doc *d, const char *name, double *out)
         }
     if (found) *out = s;
     return found;
+}
+
+bool prom_mean(const struct prom_doc *d, const char *name, double *out)
+{
+    int n = 0;
+    double s = 0;
+    for (int32_t i = 0; i < d->n; i++)
+        if (strcmp(d->s[i].name, name) == 0 && !isnan(d->s[i].value)) {
+            s += d->s[i].value;
+            n++;
+        }
+    if (n) *out = s / n;
+    return n > 0;
 }
 
 bool prom_has_prefix(const struct prom_doc *d, const char *prefix)

@@ -22,6 +22,13 @@ static bool first_sum(const struct prom_doc *d, const char *const *names, double
     return false;
 }
 
+static bool first_mean(const struct prom_doc *d, const char *const *names, double *v)
+{
+    for (int i = 0; names[i]; i++)
+        if (prom_mean(d, names[i], v)) return true;
+    return false;
+}
+
 static bool first_hist(const struct prom_doc *d, const char *const *names, struct prom_hist *h)
 {
     for (int i = 0; names[i]; i++)
@@ -168,7 +175,7 @@ void prom_map_apply(const struct prom_doc *d, struct prom_map_state *st, double 
         out->waiting = (int32_t)v;
         out->unknown &= ~(unsigned)ENGINE_STAT_WAITING;
     }
-    if (nm->kv_usage[0] && first_sum(d, nm->kv_usage, &v)) {
+    if (nm->kv_usage[0] && first_mean(d, nm->kv_usage, &v)) {
         out->kv_usage = v;
         out->unknown &= ~(unsigned)ENGINE_STAT_KV_USAGE;
     }

@@ -11,13 +11,16 @@ base URL http://127.0.0.1:PORT/MODE/v1. Modes:
   429        429 with Retry-After: 7
   malformed  a chunk that is not JSON
   auth       401 on every route unless 'Authorization: Bearer sekrit'
-GET /MODE/metrics serves fixtures/MODE.prom when it exists (vllm, sglang, ...).
+  replay-NAME  the recorded stream fixtures/NAME-stream.sse (vllm, sglang, llamacpp)
+GET /MODE/metrics serves fixtures/MODE-1.prom, then MODE-2.prom (or MODE.prom).
 Prints 'PORT N' once listening. Runs until killed; every socket is bounded."""
 import json, os, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = "fault-model"
+LOCK = threading.Lock()
+SCRAPES = {}
 
 
 def chunk(text=None, finish=None, usage=None):
@@ -66,7 +69,14 @@ class H(BaseHTTPRequestHandler):
         if rest == "/health":
             return self.send_json(200, {"status": "ok"})
         if rest == "/metrics":
-            p = os.path.join(HERE, "fixtures", mode + ".prom")
+            # MODE-1.prom on the first scrape, MODE-2.prom after (an interval
+            # with new samples), else MODE.prom.
+            with LOCK:
+                SCRAPES[mode] = SCRAPES.get(mode, 0) + 1
+                k = SCRAPES[mode]
+            p = os.path.join(HERE, "fixtures", "%s-%d.prom" % (mode, 1 if k == 1 else 2))
+            if not os.path.exists(p):
+                p = os.path.join(HERE, "fixtures", mode + ".prom")
             if os.path.exists(p):
                 body = open(p, "rb").read()
                 self.send_response(200)
@@ -101,6 +111,11 @@ class H(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        if mode.startswith("replay-"):  # a recorded stream, byte for byte
+            p = os.path.join(HERE, "fixtures", mode[7:] + "-stream.sse")
+            self.write_chunk(open(p, newline="").read())
+            self.wfile.write(b"0\r\n\r\n")
+            return
         usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
                  "prompt_tokens_details": {"cached_tokens": 2}}
         if mode == "malformed":

@@ -456,7 +456,9 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
     if (ph->ttft_s >= 0 && m->status != UI_MSG_ERROR)
         ui_state_add_latency(st, ph->ttft_s, ph->tpot_s);
     if (!b->db || !m->key) return;
-    store_reply_finish(b->db, m->key, store_status(ev->status), ph->n_generated);
+    const char *sst = ev->metrics && ev->metrics->interrupted ? "interrupted"
+                                                                : store_status(ev->status);
+    store_reply_finish(b->db, m->key, sst, ph->n_generated);
     char *pj = ui_params_to_json(&st->params);
     struct store_request sr = {.model = st->model_name,
                                .model_file = b->model_path,
