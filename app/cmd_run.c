@@ -191,6 +191,31 @@ static void print_remote(const struct engine_metrics *m)
                 "token counts:");
 }
 
+/* The serving side as the engine's snapshot has it, when it describes a
+ * server (Prometheus /metrics of a remote one): each figure or "n/a". */
+static void print_server_view(struct engine *e)
+{
+    struct engine_stats s;
+    engine_snapshot(e, &s);
+    if (!s.server.remote) return;
+    if (!s.server.source[0]) {
+        fprintf(stderr, "%-22s n/a from this server (%s)\n", "server metrics:",
+                s.server.scrape_error[0] ? s.server.scrape_error : "not scraped yet");
+        return;
+    }
+    char run[24] = "n/a", wait[24] = "n/a", kv[32] = "n/a", gen[32] = "n/a";
+    if (engine_stat_known(&s, ENGINE_STAT_RUNNING)) snprintf(run, sizeof run, "%d", s.running);
+    if (engine_stat_known(&s, ENGINE_STAT_WAITING)) snprintf(wait, sizeof wait, "%d", s.waiting);
+    if (engine_stat_known(&s, ENGINE_STAT_KV_USAGE))
+        snprintf(kv, sizeof kv, "%.1f %%", 100 * s.kv_usage);
+    if (engine_stat_known(&s, ENGINE_STAT_SRV_GEN))
+        snprintf(gen, sizeof gen, "%.1f tok/s", s.server.gen_tok_s);
+    fprintf(stderr, "%-22s %s (n/a = not exported by this server)\n", "server metrics:",
+            s.server.source);
+    fprintf(stderr, "%-22s running %s, waiting %s, KV %s, generation %s\n", "", run, wait, kv,
+            gen);
+}
+
 static void print_verbose(const struct engine_info *info, double load_s, double tok_s,
                           const struct engine_metrics *m)
 {
@@ -336,6 +361,7 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     if (fin.metrics) {
         history_finish(&hist, &info, model_path, fin.metrics);
         if (o->verbose) print_verbose(&info, load_s, tok_s, fin.metrics);
+        if (o->verbose) print_server_view(e);
     }
     if (st == ENGINE_CANCELLED && run_interrupted) rc = 130;
     else if (st != ENGINE_OK && st != ENGINE_STOP && st != ENGINE_LENGTH) {
