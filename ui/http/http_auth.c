@@ -76,6 +76,7 @@ static int key_option(struct http_tenant *t, const char *opt, char *why, size_t 
     else if (IS("tpm")) t->tpm = x;
     else if (IS("max_tokens")) t->max_tokens = (int32_t)x;
     else if (IS("concurrency")) t->concurrency = (int32_t)x;
+    else if (IS("burst")) t->burst = x;
     else return snprintf(why, n, "unknown option '%.*s'", (int)kl, opt), -1;
 #undef IS
     return 0;
@@ -141,11 +142,13 @@ int http_auth_open(struct http_auth **out, const char *path, char *err, size_t e
         http_auth_close(a);
         return -1;
     }
-    double t = now_s();
+    double now = now_s();
     for (size_t i = 0; i < a->n_tenants; i++) {
-        a->tenants[i]->req_tokens = (double)a->tenants[i]->rpm;
-        a->tenants[i]->tok_tokens = (double)a->tenants[i]->tpm;
-        a->tenants[i]->t_refill = t;
+        struct http_tenant *t = a->tenants[i];
+        if (!t->burst) t->burst = t->rpm;
+        t->req_tokens = (double)t->burst;
+        t->tok_tokens = (double)t->tpm;
+        t->t_refill = now;
     }
     *out = a;
     return 0;
@@ -197,7 +200,7 @@ static void refill(struct http_tenant *t, double now)
     t->t_refill = now;
     if (t->rpm) {
         t->req_tokens += dt * (double)t->rpm / 60.0;
-        if (t->req_tokens > (double)t->rpm) t->req_tokens = (double)t->rpm;
+        if (t->req_tokens > (double)t->burst) t->req_tokens = (double)t->burst;
     }
     if (t->tpm) {
         t->tok_tokens += dt * (double)t->tpm / 60.0;

@@ -1,13 +1,14 @@
 /* http_auth: API keys, tenants and per-tenant quotas for tern serve.
  *
  * Key file: one key per line, "KEY tenant=NAME [priority=interactive|batch]
- * [rpm=N] [tpm=N] [max_tokens=N] [concurrency=N]"; '#' starts a comment.
+ * [rpm=N] [burst=N] [tpm=N] [max_tokens=N] [concurrency=N]"; '#' starts a
+ * comment.
  * Keys are compared in constant time and never logged. Without a key file
  * every request is the tenant "default" with no limits.
  *
  * Quotas are token buckets refilled continuously (rpm requests and tpm
- * tokens per 60 s, capacity one minute's worth) plus a concurrent-request
- * cap. Admission takes one request and the prompt tokens; the generated
+ * tokens per 60 s; capacity one minute's worth, or burst requests) plus a
+ * concurrent-request cap. Admission takes one request and the prompt tokens; the generated
  * tokens are charged when the request ends (the bucket may go below zero,
  * which delays the tenant's next request). Thread-safe. */
 #ifndef TERN_HTTP_AUTH_H
@@ -23,6 +24,7 @@ struct http_tenant {
     char name[64];
     enum engine_priority priority;
     int64_t rpm, tpm;          /* 0 = unlimited */
+    int64_t burst;             /* requests the rpm bucket holds; default rpm */
     int32_t max_tokens;        /* 0 = no cap */
     int32_t concurrency;       /* 0 = no cap */
     /* state (under the auth lock) */
