@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "clock.h"
@@ -107,15 +108,19 @@ static void model_id(const char *path, char *out, size_t n)
     if (l > 5 && strcmp(out + l - 5, ".gguf") == 0) out[l - 5] = 0;
 }
 
-static int wait_signal(void)
+/* Waits for SIGTERM/SIGINT, running the server's watchdog once a second. */
+static int wait_signal(struct http_server *srv)
 {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
-    int sig;
-    while (sigwait(&set, &sig) != 0) {}
-    return sig;
+    struct timespec second = {1, 0};
+    for (;;) {
+        int sig = sigtimedwait(&set, NULL, &second);
+        if (sig == SIGINT || sig == SIGTERM) return sig;
+        http_server_tick(srv);
+    }
 }
 
 static int serve(struct serve_opts *o, const char *model_path)
@@ -181,7 +186,7 @@ static int serve(struct serve_opts *o, const char *model_path)
     http_server_set_engine(srv, e, id);
     fprintf(stderr, "tern serve: ready: model %s (loaded and warmed up in %.2f s)\n", id,
             app_now_s() - t0);
-    int sig = wait_signal();
+    int sig = wait_signal(srv);
     fprintf(stderr, "tern serve: %s: draining (up to %.0f s)\n",
             sig == SIGTERM ? "SIGTERM" : "SIGINT", o->drain_timeout);
     int n = http_server_drain(srv, o->drain_timeout);

@@ -63,6 +63,10 @@ struct http_stream {
     struct engine_event fin;          /* the FINISHED event */
     double t0, t_keepalive;
     int http_status;
+    /* Read by the watchdog (http_server_tick) under the server lock. */
+    atomic_bool streaming;            /* the response is queued */
+    _Atomic double t_progress;        /* last time MHD took bytes */
+    bool shut;                        /* the watchdog shut the socket (server lock) */
 };
 
 double http_now(void);
@@ -80,5 +84,7 @@ enum MHD_Result http_route_get(struct http_req *r);
 enum MHD_Result http_route_completion(struct http_req *r, enum oai_kind kind);
 /* Ends the streams still running (drain). */
 int http_stream_cancel_all(struct http_server *s);
+/* Shuts the sockets of streams whose client has taken no bytes for timeout_s. */
+int http_stream_watchdog(struct http_server *s, double timeout_s);
 
 #endif

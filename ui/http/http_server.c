@@ -258,6 +258,11 @@ void http_server_set_engine(struct http_server *s, struct engine *e, const char 
 
 int http_server_active(struct http_server *s) { return atomic_load(&s->active); }
 
+int http_server_tick(struct http_server *s)
+{
+    return http_stream_watchdog(s, s->cfg.conn_timeout_s);
+}
+
 int http_server_drain(struct http_server *s, double timeout_s)
 {
     atomic_store(&s->draining, true);

@@ -55,6 +55,11 @@ void http_server_set_engine(struct http_server *s, struct engine *e, const char 
  * end with a final chunk whose finish_reason is "cancelled"). Returns the
  * number cancelled. */
 int http_server_drain(struct http_server *s, double timeout_s);
+/* Once a second or so: drops the connections of streams whose client has
+ * not taken a byte for the connection timeout (a reader that stopped: the
+ * engine has ended its request as consumer-stalled; this frees the thread).
+ * Returns how many were dropped. */
+int http_server_tick(struct http_server *s);
 /* Number of completions in flight. */
 int http_server_active(struct http_server *s);
 void http_server_close(struct http_server *s);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "http_impl.h"
@@ -54,6 +55,23 @@ int http_stream_cancel_all(struct http_server *s)
     pthread_mutex_lock(&s->mu);
     for (struct http_stream *st = s->streams; st; st = st->next)
         if (e && engine_cancel(e, st->id) == 0) n++;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int http_stream_watchdog(struct http_server *s, double timeout_s)
+{
+    int n = 0;
+    double now = http_now();
+    pthread_mutex_lock(&s->mu);
+    for (struct http_stream *st = s->streams; st; st = st->next) {
+        if (!atomic_load(&st->streaming) || st->shut || st->fd < 0) continue;
+        if (now - atomic_load(&st->t_progress) > timeout_s) {
+            shutdown(st->fd, SHUT_RDWR); /* MHD sees the error and ends the connection */
+            st->shut = true;
+            n++;
+        }
+    }
     pthread_mutex_unlock(&s->mu);
     return n;
 }
@@ -214,6 +232,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             size_t n = st->out.len < max ? st->out.len : max;
             memcpy(buf, st->out.p, n);
             sse_buf_consume(&st->out, n);
+            atomic_store(&st->t_progress, http_now());
             return (ssize_t)n;
         }
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
@@ -223,7 +242,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         engine_wait_events(e, st->id, POLL_S);
-        if (!pump(st, e) && http_now() - st->t_keepalive > 5) {
+        /* Keep-alives while nothing comes (a long prefill): a client that
+         * reads them shows progress to the watchdog, one that is gone fails
+         * the write. */
+        double every = st->srv->cfg.conn_timeout_s / 3.0;
+        if (!pump(st, e) && http_now() - st->t_keepalive > (every < 5 ? every : 5)) {
             sse_comment(&st->out, "keep-alive");
             st->t_keepalive = http_now();
         }
@@ -310,6 +333,13 @@ static struct http_stream *stream_new(struct http_req *r, const struct oai_reque
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     st->fd = ci ? ci->connect_fd : -1;
+    /* A small send buffer bounds what a client that stops reading can leave
+     * queued in the kernel (16 KiB: ~70 chunks), so its events back up into
+     * the engine, which ends it as consumer-stalled, instead of into MBs of
+     * socket buffers. */
+    int sndbuf = 16 * 1024;
+    if (q->stream && st->fd >= 0)
+        setsockopt(st->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     if (s->cfg.log_content) {
         struct sse_buf b = {0};
         for (int32_t i = 0; i < q->req.n_messages; i++) {
@@ -422,6 +452,8 @@ static enum MHD_Result reply_stream(struct http_req *r, struct http_stream *st)
     MHD_add_response_header(resp, "X-Request-Id", r->request_id);
     enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
     MHD_destroy_response(resp); /* MHD holds it; stream_done runs when it is freed */
+    atomic_store(&st->t_progress, http_now());
+    atomic_store(&st->streaming, true);
     http_metrics_status(r->srv->metrics, 200);
     return rc;
 }
