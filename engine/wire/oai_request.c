@@ -342,7 +342,7 @@ static int parse_limits(struct parse_ctx *c, const cJSON *root)
     bool given;
     const char *name = field(root, "max_completion_tokens") ? "max_completion_tokens"
                                                             : "max_tokens";
-    if (get_num(c, root, name, -1e300, 1e300, true, &d, &given) != 0) return -1;
+    if (get_num(c, root, name, -INFINITY, INFINITY, true, &d, &given) != 0) return -1;
     if (given) {
         if (d < 1) return fail(c, name, "'%s' is %g; it must be at least 1", name, d);
         if (d > c->lim.max_tokens_cap)
