@@ -118,8 +118,13 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
         fprintf(stderr, "tern %s: out of memory\n", cli->cmd);
         return CLI_EXIT_FAIL;
     }
-    memcpy(all, global_longopts, sizeof global_longopts);
-    if (n_cmd) memcpy(all + N_GLOBAL, longopts, n_cmd * sizeof *all);
+    /* A command's own option of the same name wins over a global one (serve's
+     * --insecure is about binding, not TLS). */
+    size_t n_glob = 0;
+    for (size_t i = 0; i < N_GLOBAL; i++)
+        if (!find_long(longopts, n_cmd, global_longopts[i].name)) all[n_glob++] = global_longopts[i];
+    if (n_cmd) memcpy(all + n_glob, longopts, n_cmd * sizeof *all);
+    n_all = n_glob + n_cmd;
     sprintf(shorts, ":m:h%s", shortopts ? shortopts : "");
 
     int rc = -1;

@@ -777,6 +777,14 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "tern eval: give one of --perplexity FILE or --prompts FILE.jsonl\n");
         goto out;
     }
+    if (o.ppl && cli.n_urls > 0) {
+        /* Scoring needs every prompt position's log-probability, which the
+         * OpenAI API gives only through per-server extensions (echo +
+         * logprobs) this client does not speak yet. */
+        fprintf(stderr, "tern eval: --perplexity through --url is not supported yet (it needs "
+                        "the prompt's log-probabilities from the server); --prompts works\n");
+        goto out;
+    }
     struct eval ev = {.o = &o, .tty = isatty(STDERR_FILENO)};
     /* Perplexity chunks are exactly --ctx long; prompts use the model's context. */
     ev.e = open_engine(&cli, &o, o.ppl ? (int32_t)o.ctx : 0);

@@ -163,6 +163,22 @@ bool prom_sum(const struct prom_doc *d, const char *name, double *out)
     return found;
 }
 
+bool prom_sum_label(const struct prom_doc *d, const char *name, const char *key, const char *value,
+                    double *out)
+{
+    bool found = false;
+    double s = 0;
+    char v[128];
+    for (int32_t i = 0; i < d->n; i++)
+        if (strcmp(d->s[i].name, name) == 0 && !isnan(d->s[i].value) &&
+            label_value(d->s[i].labels, key, v, sizeof v) && strcmp(v, value) == 0) {
+            s += d->s[i].value;
+            found = true;
+        }
+    if (found) *out = s;
+    return found;
+}
+
 bool prom_mean(const struct prom_doc *d, const char *name, double *out)
 {
     int n = 0;

@@ -31,6 +31,9 @@ void prom_free(struct prom_doc *d);
 
 /* Sum of the samples named name over all label sets; false when none exists. */
 bool prom_sum(const struct prom_doc *d, const char *name, double *out);
+/* The same over the samples whose label key equals value. */
+bool prom_sum_label(const struct prom_doc *d, const char *name, const char *key, const char *value,
+                    double *out);
 /* Mean of the samples named name over label sets (a gauge per engine or
  * rank, e.g. KV usage); false when none exists. */
 bool prom_mean(const struct prom_doc *d, const char *name, double *out);

@@ -136,15 +136,18 @@ static void map_gen_rate(const struct prom_doc *d, const struct names *nm,
     out->unknown |= ENGINE_STAT_SRV_GEN;
 }
 
+/* tern serve: tern:kv_blocks{state="used|cached|free"}, tern:kv_block_tokens. */
 static void map_tern_kv(const struct prom_doc *d, struct engine_stats *out)
 {
-    double used, cached, fr;
-    if (prom_sum(d, "tern:kv_blocks_used", &used) && prom_sum(d, "tern:kv_blocks_cached", &cached) &&
-        prom_sum(d, "tern:kv_blocks_free", &fr)) {
+    double used, cached, fr, bt;
+    if (prom_sum_label(d, "tern:kv_blocks", "state", "used", &used) &&
+        prom_sum_label(d, "tern:kv_blocks", "state", "cached", &cached) &&
+        prom_sum_label(d, "tern:kv_blocks", "state", "free", &fr)) {
         out->kv_used = (int32_t)used;
         out->kv_cached = (int32_t)cached;
         out->kv_free = (int32_t)fr;
         out->kv_total = out->kv_used + out->kv_cached + out->kv_free;
+        if (prom_sum(d, "tern:kv_block_tokens", &bt)) out->kv_block_tokens = (int32_t)bt;
         out->unknown &= ~(unsigned)ENGINE_STAT_KV_BLOCKS;
     }
 }

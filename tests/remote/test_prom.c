@@ -135,6 +135,22 @@ static void test_llamacpp(void)
            "llamacpp: no histograms, no KV usage in this version: unknown, not zero");
 }
 
+/* A page captured from tern serve (vLLM names plus tern:). */
+static void test_tern(void)
+{
+    struct prom_map_state st = {0};
+    struct engine_stats s;
+    scrape("tern.prom", &st, 1.0, &s);
+    tap_ok(!strcmp(s.server.source, "tern"), "tern serve: source tern (%s)", s.server.source);
+    tap_ok(engine_stat_known(&s, ENGINE_STAT_KV_BLOCKS) && s.kv_total == 512 && s.kv_cached == 3 &&
+               s.kv_block_tokens == 16,
+           "tern serve: KV blocks from tern:kv_blocks{state}: %d/%d/%d of %d x %d tok", s.kv_used,
+           s.kv_cached, s.kv_free, s.kv_total, s.kv_block_tokens);
+    tap_ok(engine_stat_known(&s, ENGINE_STAT_RUNNING) && engine_stat_known(&s, ENGINE_STAT_KV_USAGE) &&
+               engine_stat_known(&s, ENGINE_STAT_SRV_TTFT),
+           "tern serve: running, KV usage and TTFT histogram in vLLM's names");
+}
+
 static void test_malformed(void)
 {
     const char *t = "# TYPE x gauge\nx 1\nbad line here\n{novalue} 3\ny{a=\"b\\\"}\"} 2.5\n"
@@ -164,6 +180,7 @@ int main(void)
     test_vllm_old();
     test_sglang();
     test_llamacpp();
+    test_tern();
     test_malformed();
     return tap_done();
 }
