@@ -85,6 +85,15 @@ for s in vllm sglang llamacpp; do
 done
 ok $(has 'prefill (server): *6.00 ms' e; echo $?) "llamacpp timings: server-side prefill 6 ms"
 
+# Several endpoints: bench spreads the requests and reports each.
+timeout 60 "$T" bench --profile short --requests 8 --url "$U/ok/v1" --url "$U/batch/v1" \
+  --balance round-robin >"$out/b" 2>"$out/be"
+ok $? "bench over two endpoints: exit 0"
+ok $(grep -q 'endpoint 0: 4 requests' "$out/b" && grep -q 'endpoint 1: 4 requests' "$out/b"; echo $?) \
+  "bench round-robin: 4 + 4 requests, reported per endpoint"
+ok $(grep -q 'KV n/a from this server' "$out/b"; echo $?) "bench: KV blocks n/a (not exported), not 0/0"
+grep 'endpoint' "$out/b" | sed 's/^/# /'
+
 # The history keeps the partial reply of a broken stream, with its error.
 db=$out/h.db
 timeout 20 "$T" run --url "$U/close/v1" --db "$db" -p hi >/dev/null 2>&1
