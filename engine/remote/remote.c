@@ -256,8 +256,9 @@ struct engine *engine_remote_new(const struct engine_config *c, char *err, size_
                  c->slo_tpot_s > 0 ? c->slo_tpot_s : 0.2);
     if (copy_config(R, c, err, errlen) != 0) goto fail;
     if (evq_init(&R->evq, err, errlen) != 0) goto fail;
-    if (c->model_path && open_tokenizer(R, c->model_path, err, errlen) != 0) goto fail;
-    R->model_path = c->model_path ? strdup(c->model_path) : NULL;
+    bool has_file = c->model_path && c->model_path[0];
+    if (has_file && open_tokenizer(R, c->model_path, err, errlen) != 0) goto fail;
+    R->model_path = has_file ? strdup(c->model_path) : NULL;
     int up = 0;
     char first_err[512] = "";
     for (int32_t i = 0; i < R->n_ep; i++) {
@@ -311,6 +312,7 @@ static void remote_close(struct engine *e)
         free(R->ep[i].root);
         rbuf_free(&R->ep[i].scrape.body);
         rbuf_free(&R->ep[i].health.body);
+        rbuf_free(&R->ep[i].status.body);
     }
     if (R->has_tmpl) tmpl_free(&R->tmpl);
     if (R->tok) tok_close(R->tok);
@@ -527,6 +529,7 @@ static void merge_server(struct remote *R, double now, struct engine_stats *out)
         if (k & ENGINE_STAT_KV_USAGE) { kv += s->kv_usage; n_kv++; }
         if (k & ENGINE_STAT_KV_BLOCKS) {
             out->kv_total += s->kv_total;
+            out->kv_block_tokens = s->kv_block_tokens;
             out->kv_used += s->kv_used;
             out->kv_cached += s->kv_cached;
             out->kv_free += s->kv_free;
@@ -544,11 +547,29 @@ static void merge_server(struct remote *R, double now, struct engine_stats *out)
         known_any |= k;
     }
     if (n_kv) out->kv_usage = kv / n_kv;
+    /* tern serve: its own engine snapshot (first endpoint that has one). */
+    for (int32_t i = 0; i < R->n_ep; i++) {
+        const struct engine_stats *t = &R->ep[i].tstat;
+        if (!R->ep[i].tstat_ok) continue;
+        out->kv_block_tokens = t->kv_block_tokens;
+        out->kv_total = t->kv_total;
+        out->kv_used = t->kv_used;
+        out->kv_cached = t->kv_cached;
+        out->kv_free = t->kv_free;
+        out->steps = t->steps;
+        out->busy_s = t->busy_s;
+        out->backend_s = t->backend_s;
+        out->sched_overhead = t->sched_overhead;
+        out->step_s = t->step_s;
+        out->step_tokens = t->step_tokens;
+        known_any |= ENGINE_STAT_KV_BLOCKS | ENGINE_STAT_STEPS;
+        break;
+    }
     out->unknown = ~known_any & (ENGINE_STAT_RUNNING | ENGINE_STAT_WAITING | ENGINE_STAT_KV_BLOCKS |
                                  ENGINE_STAT_KV_USAGE | ENGINE_STAT_PREFIX | ENGINE_STAT_PREEMPT |
                                  ENGINE_STAT_SRV_TTFT | ENGINE_STAT_SRV_ITL | ENGINE_STAT_SRV_E2E |
-                                 ENGINE_STAT_SRV_QUEUE | ENGINE_STAT_SRV_GEN);
-    out->unknown |= ENGINE_STAT_STEPS; /* a server's step loop is not visible from here */
+                                 ENGINE_STAT_SRV_QUEUE | ENGINE_STAT_SRV_GEN | ENGINE_STAT_STEPS);
+    out->unknown |= ENGINE_STAT_STEPS & ~known_any; /* only tern serve shows its steps */
 }
 
 static void remote_snapshot(struct engine *e, struct engine_stats *out)

@@ -27,6 +27,7 @@ struct model;
 struct tok;
 
 enum { REMOTE_XFER_REQ = 1, REMOTE_XFER_PROBE = 2 };
+enum { REMOTE_PROBE_METRICS, REMOTE_PROBE_HEALTH, REMOTE_PROBE_STATUS };
 #define REMOTE_ERRBODY_MAX 8192  /* bytes of an error body kept for its message */
 
 /* A growable byte buffer, bounded by max. */
@@ -41,7 +42,7 @@ void rbuf_free(struct rbuf *b);
 struct rprobe {
     int kind;                      /* REMOTE_XFER_PROBE (first member: CURLOPT_PRIVATE) */
     int32_t ep;
-    bool metrics;                  /* /metrics, else /health */
+    int what;                      /* REMOTE_PROBE_METRICS / _HEALTH / _STATUS */
     CURL *easy;
     struct rbuf body;
     double t0;
@@ -51,7 +52,7 @@ struct rendpoint {
     char *base;                    /* API base, ends in /v1 */
     char *root;                    /* server root (for /metrics, /health, /tokenize) */
     struct prom_map_state pm;      /* worker only */
-    struct rprobe scrape, health;  /* worker only */
+    struct rprobe scrape, health, status; /* worker only */
     double next_scrape, next_health;
     /* under mu */
     struct engine_endpoint pub;
@@ -61,6 +62,10 @@ struct rendpoint {
     uint64_t scrapes, scrape_errors;
     char scrape_error[160];
     char server_kind[16];
+    /* tern serve's GET /v1/tern/status: its engine's own snapshot (KV
+     * blocks, steps), beside what /metrics says */
+    struct engine_stats tstat;
+    bool tstat_ok;
 };
 
 struct rreq {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "prom.h"
 #include "remote_impl.h"
 
@@ -97,14 +99,15 @@ static size_t probe_body(char *ptr, size_t size, size_t nmemb, void *ud)
     return rbuf_add(&p->body, ptr, n) == 0 ? n : 0;
 }
 
-static void probe_start(struct remote *R, struct rprobe *p, int32_t ep, bool metrics, double now)
+static void probe_start(struct remote *R, struct rprobe *p, int32_t ep, int what, double now)
 {
     if (p->easy) return; /* the previous one is still running */
+    static const char *const path[] = {"metrics", "health", "v1/tern/status"};
     char url[1024];
-    snprintf(url, sizeof url, "%s/%s", R->ep[ep].root, metrics ? "metrics" : "health");
+    snprintf(url, sizeof url, "%s/%s", R->ep[ep].root, path[what]);
     p->kind = REMOTE_XFER_PROBE;
     p->ep = ep;
-    p->metrics = metrics;
+    p->what = what;
     p->t0 = now;
     p->body.len = 0;
     p->body.max = 8u << 20; /* an exposition larger than this is not a metrics page */
@@ -158,6 +161,58 @@ static void scrape_result(struct remote *R, struct rprobe *p, long code, CURLcod
     pthread_mutex_unlock(&R->mu);
 }
 
+static double jnum(const cJSON *o, const char *k, bool *ok)
+{
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+    if (!cJSON_IsNumber(v)) {
+        *ok = false;
+        return 0;
+    }
+    return v->valuedouble;
+}
+
+static void jhist(const cJSON *o, const char *k, struct engine_hist *h, bool *ok)
+{
+    const cJSON *j = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+    h->count = (uint64_t)jnum(j, "count", ok);
+    h->mean = jnum(j, "mean", ok);
+    h->p50 = jnum(j, "p50", ok);
+    h->p90 = jnum(j, "p90", ok);
+    h->p99 = jnum(j, "p99", ok);
+    h->max = jnum(j, "max", ok);
+}
+
+/* tern serve's /v1/tern/status: "engine" is its engine_snapshot_json, so the
+ * KV blocks and step figures shown are exactly the server's own. */
+static void status_result(struct remote *R, struct rprobe *p, long code, CURLcode rc)
+{
+    if (rc != CURLE_OK || code != 200) return;
+    cJSON *j = cJSON_ParseWithLength(p->body.p ? p->body.p : "", p->body.len);
+    const cJSON *e = j ? cJSON_GetObjectItemCaseSensitive(j, "engine") : NULL;
+    const cJSON *kv = e ? cJSON_GetObjectItemCaseSensitive(e, "kv") : NULL;
+    struct engine_stats t = {0};
+    bool ok = e && kv;
+    t.kv_block_tokens = (int32_t)jnum(kv, "block_tokens", &ok);
+    t.kv_total = (int32_t)jnum(kv, "total", &ok);
+    t.kv_used = (int32_t)jnum(kv, "used", &ok);
+    t.kv_cached = (int32_t)jnum(kv, "cached", &ok);
+    t.kv_free = (int32_t)jnum(kv, "free", &ok);
+    t.steps = (uint64_t)jnum(e, "steps", &ok);
+    t.busy_s = jnum(e, "busy_s", &ok);
+    t.backend_s = jnum(e, "backend_s", &ok);
+    t.sched_overhead = jnum(e, "sched_overhead", &ok);
+    t.goodput_rps = jnum(e, "goodput_rps", &ok);
+    jhist(e, "step_s", &t.step_s, &ok);
+    jhist(e, "step_tokens", &t.step_tokens, &ok);
+    cJSON_Delete(j);
+    if (!ok) return;
+    struct rendpoint *ep = &R->ep[p->ep];
+    pthread_mutex_lock(&R->mu);
+    ep->tstat = t;
+    ep->tstat_ok = true;
+    pthread_mutex_unlock(&R->mu);
+}
+
 static void probe_done(struct remote *R, struct rprobe *p, CURLcode rc)
 {
     long code = 0;
@@ -166,8 +221,12 @@ static void probe_done(struct remote *R, struct rprobe *p, CURLcode rc)
     curl_multi_remove_handle(R->multi, p->easy);
     curl_easy_cleanup(p->easy);
     p->easy = NULL;
-    if (p->metrics) {
+    if (p->what == REMOTE_PROBE_METRICS) {
         scrape_result(R, p, code, rc, now);
+        return;
+    }
+    if (p->what == REMOTE_PROBE_STATUS) {
+        status_result(R, p, code, rc);
         return;
     }
     struct rendpoint *ep = &R->ep[p->ep];
@@ -185,11 +244,13 @@ static void probes(struct remote *R, double now)
     for (int32_t i = 0; i < R->n_ep; i++) {
         struct rendpoint *ep = &R->ep[i];
         if (R->scrape_interval_s > 0 && now >= ep->next_scrape) {
-            probe_start(R, &ep->scrape, i, true, now);
+            probe_start(R, &ep->scrape, i, REMOTE_PROBE_METRICS, now);
+            if (!strcmp(ep->server_kind, "tern"))
+                probe_start(R, &ep->status, i, REMOTE_PROBE_STATUS, now);
             ep->next_scrape = now + R->scrape_interval_s;
         }
         if (now >= ep->next_health) {
-            probe_start(R, &ep->health, i, false, now);
+            probe_start(R, &ep->health, i, REMOTE_PROBE_HEALTH, now);
             ep->next_health = now + REMOTE_HEALTH_INTERVAL_S;
         }
     }
@@ -237,8 +298,8 @@ void *remote_main(void *arg)
     }
     prune(R);
     for (int32_t i = 0; i < R->n_ep; i++) {
-        struct rprobe *ps[2] = {&R->ep[i].scrape, &R->ep[i].health};
-        for (int k = 0; k < 2; k++)
+        struct rprobe *ps[3] = {&R->ep[i].scrape, &R->ep[i].health, &R->ep[i].status};
+        for (int k = 0; k < 3; k++)
             if (ps[k]->easy) {
                 curl_multi_remove_handle(R->multi, ps[k]->easy);
                 curl_easy_cleanup(ps[k]->easy);

@@ -41,4 +41,15 @@ print("# local ", a); print("# remote", b); sys.exit(not (a == b and len(a) == 2
 ok $? "eval --prompts --url: the same greedy outputs as in-process"
 "$T" eval --perplexity "$TERN_SRC/README.md" --url "$U" --no-save >/dev/null 2>"$out/pe"
 ok $(grep -q 'not supported yet' "$out/pe"; echo $?) "eval --perplexity --url: refused clearly, no number"
+# tern chat --attach: the real TUI loop off-screen, chatting through the
+# server and showing its engine in the instruments.
+export XDG_DATA_HOME=$out/data XDG_CONFIG_HOME=$out/config
+timeout 120 "$T" chat --attach="http://127.0.0.1:$port" --size 120x36 --headless-frames 600 \
+  --keys '{wait}Say hi in one word.\r{wait}' >"$out/tui" 2>"$out/tuie"
+ok $? "chat --attach: the headless TUI exits 0"
+flat=$(tr -d ' ' <"$out/tui")
+ok $(grep -q 'assistant·[0-9]*tok' <<<"$flat"; echo $?) "chat --attach: a reply streamed through the server"
+ok $(grep -q 'servertern' <<<"$flat" && grep -q 'clientp50/p90' <<<"$flat"; echo $?) \
+  "chat --attach: instruments show the server's engine beside the client's figures"
+ok $(grep -q "uphttp://127.0.0.1:$port/v1" <<<"$flat"; echo $?) "chat --attach: the endpoint listed healthy"
 tap_done
