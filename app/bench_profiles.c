@@ -75,7 +75,10 @@ struct breq {
     size_t reply_len;
     enum engine_status status;
     struct engine_metrics m;         /* token_t owned here */
+    double not_before;               /* a 429's Retry-After: no resubmit before (app clock) */
+    int retries;
 };
+#define BENCH_MAX_RETRIES 3
 
 struct bench {
     const struct bopts *o;
@@ -240,6 +243,16 @@ static void take_event(struct bench *b, struct breq *r, struct engine_event *ev)
             r->reply_len += n;
         }
     }
+    if (ev->type == ENGINE_EV_FINISHED && ev->status == ENGINE_REJECTED && ev->metrics &&
+        ev->metrics->retry_after_s > 0 && r->retries < BENCH_MAX_RETRIES && !r->n_tokens) {
+        /* The server said when to come back (429/503 Retry-After): honour it
+         * instead of counting a rejection the server asked us to retry. */
+        r->retries++;
+        r->not_before = app_now_s() + ev->metrics->retry_after_s;
+        r->submitted = r->admitted = false;
+        engine_event_free(ev);
+        return;
+    }
     if (ev->type == ENGINE_EV_FINISHED) {
         r->finished = true;
         r->status = ev->status;
@@ -323,6 +336,7 @@ static bool ready(const struct bench *b, const struct breq *v, int i, double t, 
                   bool backlog_running)
 {
     if (v[i].submitted) return false;
+    if (v[i].not_before > 0 && app_now_s() < v[i].not_before) return false;
     if (v[i].turn > 0 && !v[i - 1].finished) return false;
     if (v[i].prio == ENGINE_PRIO_BATCH) return true; /* the backlog goes in at once */
     if (!backlog_running) return false;

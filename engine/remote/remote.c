@@ -71,12 +71,15 @@ void remote_emit(struct remote *R, struct rreq *q, struct engine_event *ev)
     ev->tag = q->tag;
     if (evq_push(&R->evq, ev, q) != 0) return;
     q->refs++;
+    q->n_events++;
     pthread_cond_broadcast(&R->ev_cond);
 }
 
 static void release_event(void *owner)
 {
-    remote_req_unref(owner);
+    struct rreq *q = owner;
+    q->n_events--;
+    remote_req_unref(q);
 }
 
 /* ---- HTTP helpers ---------------------------------------------------------------------- */

@@ -98,6 +98,7 @@ struct rreq {
     /* shared, under mu */
     bool cancel, finished, started;
     int refs;                      /* engine + queued events */
+    int32_t n_events;              /* undrained events (event_limit: consumer-stalled) */
     struct rreq *inbox_next, *live_prev, *live_next;
 };
 

@@ -64,9 +64,17 @@ static void sweep(struct remote *R, double now)
     for (struct rreq *q = R->active; q; q = q->act_next) {
         pthread_mutex_lock(&R->mu);
         bool fin = q->finished, cancel = q->cancel;
+        bool stalled = q->n_events > R->event_limit;
         pthread_mutex_unlock(&R->mu);
         if (fin) continue;
-        if (cancel) {
+        if (stalled) {
+            /* As the local engine does: a consumer that stopped reading ends
+             * its own request (the connection closes), others go on. */
+            char msg[200];
+            snprintf(msg, sizeof msg, "consumer stalled: more than %d events not read; the "
+                     "connection was closed", R->event_limit);
+            remote_stream_finish(R, q, ENGINE_CONSUMER_STALLED, msg);
+        } else if (cancel) {
             q->m.interrupted = false;
             remote_stream_finish(R, q, ENGINE_CANCELLED,
                                  "cancelled: the connection was closed, which cancels the "

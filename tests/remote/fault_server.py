@@ -9,6 +9,7 @@ base URL http://127.0.0.1:PORT/MODE/v1. Modes:
   stall      one chunk, then nothing for 30 s (the client's read timeout fires)
   401 / 403 / 404 / 500   that status with an OpenAI error body
   429        429 with Retry-After: 7
+  429once    the first two requests get 429 with Retry-After: 1, then as ok
   malformed  a chunk that is not JSON
   auth       401 on every route unless 'Authorization: Bearer sekrit'
   replay-NAME  the recorded stream fixtures/NAME-stream.sse (vllm, sglang, llamacpp)
@@ -107,6 +108,12 @@ class H(BaseHTTPRequestHandler):
             return self.error(int(mode), "the server says no (%s)" % mode)
         if mode == "429":
             return self.error(429, "too many requests", {"Retry-After": "7"})
+        if mode == "429once":  # the first two requests are told to come back in 1 s
+            with LOCK:
+                SCRAPES["429once"] = SCRAPES.get("429once", 0) + 1
+                k = SCRAPES["429once"]
+            if k <= 2:
+                return self.error(429, "busy, retry", {"Retry-After": "1"})
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")

@@ -94,6 +94,13 @@ ok $(grep -q 'endpoint 0: 4 requests' "$out/b" && grep -q 'endpoint 1: 4 request
 ok $(grep -q 'KV n/a from this server' "$out/b"; echo $?) "bench: KV blocks n/a (not exported), not 0/0"
 grep 'endpoint' "$out/b" | sed 's/^/# /'
 
+# bench honours Retry-After: the two 429s are retried after 1 s, all complete.
+t0=$(date +%s.%N)
+timeout 60 "$T" bench --profile short --requests 4 --url "$U/429once/v1" >"$out/b" 2>"$out/be"
+t1=$(date +%s.%N)
+ok $(grep -q '4 requests in .*: stop 4' "$out/b"; echo $?) "bench: 429 + Retry-After retried, 4 of 4 completed"
+ok $(awk -v a="$t0" -v b="$t1" 'BEGIN {exit !(b - a >= 1)}'; echo $?) "bench: waited the Retry-After second"
+
 # The history keeps the partial reply of a broken stream, with its error.
 db=$out/h.db
 timeout 20 "$T" run --url "$U/close/v1" --db "$db" -p hi >/dev/null 2>&1
