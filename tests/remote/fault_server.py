@@ -154,9 +154,13 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
 
+class Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # many concurrent streams connect at once (the default is 5)
+    daemon_threads = True
+
+
 def main():
-    srv = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0), H)
-    srv.daemon_threads = True
+    srv = Server(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0), H)
     print("PORT", srv.server_address[1], flush=True)
     srv.serve_forever()
 

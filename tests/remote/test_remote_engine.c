@@ -60,7 +60,7 @@ static enum engine_status finish_of(struct engine *e, uint64_t id, struct engine
                                     char *text, size_t n, int *types)
 {
     size_t len = 0;
-    for (int spins = 0; spins < 400; spins++) {
+    for (int spins = 0; spins < 1200; spins++) { /* 60 s: loaded CI machines */
         engine_wait_events(e, id, 0.05);
         struct engine_event ev[16];
         int k = engine_poll_request(e, id, ev, 16);
@@ -167,7 +167,7 @@ static void test_cancel(const char *base)
     tap_ok(engine_cancel(e, id) == 0, "cancel: accepted");
     struct engine_metrics m;
     enum engine_status st = finish_of(e, id, &m, NULL, 0, NULL);
-    tap_ok(st == ENGINE_CANCELLED && now_s() - t1 < 1.0,
+    tap_ok(st == ENGINE_CANCELLED && now_s() - t1 < 2.0,
            "cancel mid-stream: CANCELLED in %.3f s (the server would stall 30 s)", now_s() - t1);
     tap_ok(engine_cancel(e, id) == -1, "cancel: a finished id is refused");
     engine_close(e);
