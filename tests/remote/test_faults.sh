@@ -74,6 +74,10 @@ run auth --api-key sekrit
 ok $(has 'Hello world!' o; echo $?) "auth: --api-key sent as Bearer"
 TERN_API_KEY=sekrit run auth
 ok $(has 'Hello world!' o; echo $?) "auth: TERN_API_KEY sent as Bearer"
+mkdir -p "$out/cfg/tern"
+printf 'url = %s/auth/v1\napi-key = sekrit\n' "$U" >"$out/cfg/tern/tern.conf"
+XDG_CONFIG_HOME=$out/cfg timeout 20 "$T" run --no-history -p hi >"$out/o" 2>"$out/e"
+ok $(has 'Hello world!' o; echo $?) "config: url = and api-key = keys"
 run ok --insecure
 ok $(has 'WARNING: --insecure' e; echo $?) "--insecure warns loudly"
 
