@@ -14,7 +14,7 @@ base URL http://127.0.0.1:PORT/MODE/v1. Modes:
   auth       401 on every route unless 'Authorization: Bearer sekrit'
   replay-NAME  the recorded stream fixtures/NAME-stream.sse (vllm, sglang, llamacpp)
 GET /MODE/metrics serves fixtures/MODE-1.prom, then MODE-2.prom (or MODE.prom).
-Prints 'PORT N' once listening. Runs until killed; every socket is bounded."""
+Arguments: PORT [CERT KEY] (with a certificate: HTTPS). Prints 'PORT N' once listening. Runs until killed; every socket is bounded."""
 import json, os, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -161,6 +161,11 @@ class Server(ThreadingHTTPServer):
 
 def main():
     srv = Server(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0), H)
+    if len(sys.argv) > 3:  # PORT CERT KEY: HTTPS with that (self-signed) certificate
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     print("PORT", srv.server_address[1], flush=True)
     srv.serve_forever()
 

@@ -89,6 +89,23 @@ for s in vllm sglang llamacpp; do
 done
 ok $(has 'prefill (server): *6.00 ms' e; echo $?) "llamacpp timings: server-side prefill 6 ms"
 
+# TLS: a self-signed certificate is refused (system CA store), --insecure
+# skips the check and says so.
+if openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -days 1 \
+     -keyout "$out/key.pem" -out "$out/cert.pem" >/dev/null 2>&1; then
+  python3 "$py" 0 "$out/cert.pem" "$out/key.pem" >"$out/tport" 2>"$out/tls.log" &
+  tpid=$!
+  for _ in $(seq 50); do grep -q PORT "$out/tport" 2>/dev/null && break; sleep 0.1; done
+  tport=$(awk '/PORT/ {print $2}' "$out/tport")
+  timeout 20 "$T" run --url "https://127.0.0.1:$tport/ok/v1" --no-history -p hi >"$out/o" 2>"$out/e"
+  ok $(grep -qi 'certificate' "$out/e"; echo $?) "TLS: a self-signed certificate is refused ($(head -c 120 "$out/e"))"
+  timeout 20 "$T" run --url "https://127.0.0.1:$tport/ok/v1" --insecure --no-history -p hi >"$out/o" 2>"$out/e"
+  ok $(has 'Hello world!' o; echo $?) "TLS: --insecure streams over HTTPS"
+  kill $tpid 2>/dev/null
+else
+  ok 1 "TLS: openssl could not make a test certificate"
+fi
+
 # Several endpoints: bench spreads the requests and reports each.
 timeout 60 "$T" bench --profile short --requests 8 --url "$U/ok/v1" --url "$U/batch/v1" \
   --balance round-robin >"$out/b" 2>"$out/be"
