@@ -238,6 +238,8 @@ static void global_init(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+static int64_t server_tokenize(const struct remote *R, const char *text, size_t len);
+
 struct engine *engine_remote_new(const struct engine_config *c, char *err, size_t errlen)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -277,6 +279,7 @@ struct engine *engine_remote_new(const struct engine_config *c, char *err, size_
         goto fail;
     }
     if (!R->model) R->model = strdup("default");
+    R->server_tokenize = server_tokenize(R, "hello", 5) > 0; /* has POST /tokenize? */
     snprintf(R->device, sizeof R->device, "remote: %s%s%s%s", R->ep[0].base,
              R->ep[0].server_kind[0] ? " (" : "", R->ep[0].server_kind,
              R->ep[0].server_kind[0] ? ")" : "");
@@ -654,7 +657,8 @@ static int64_t server_tokenize(const struct remote *R, const char *text, size_t 
     char url[1100], err[256];
     snprintf(url, sizeof url, "%s/tokenize", R->ep[0].root);
     struct rbuf b = {0};
-    long code = remote_http_sync(R, url, body, &b, 10, err, sizeof err);
+    /* Short: a caller (the TUI's token count as one types) may be waiting. */
+    long code = remote_http_sync(R, url, body, &b, 0.25, err, sizeof err);
     free(body);
     int64_t n = -1;
     cJSON *r = code == 200 ? cJSON_ParseWithLength(b.p ? b.p : "", b.len) : NULL;
@@ -670,14 +674,12 @@ static int64_t server_tokenize(const struct remote *R, const char *text, size_t 
 static int64_t remote_count_tokens(const struct engine *e, const char *text, size_t len,
                                    char *err, size_t errlen)
 {
-    struct remote *R = (struct remote *)e;
+    const struct remote *R = (const struct remote *)e;
     if (R->tok) return tok_encode(R->tok, text, len, TOK_ADD_BOS | TOK_PARSE_SPECIAL, NULL, 0, err,
                                   errlen);
-    int64_t n = server_tokenize(R, text, len);
-    if (n >= 0) {
-        R->server_tokenize = true; /* benign race: a flag only info() reads */
-        return n;
-    }
+    /* The server's count only where it answered at open (bounded wait). */
+    int64_t n = R->server_tokenize ? server_tokenize(R, text, len) : -1;
+    if (n >= 0) return n;
     return (int64_t)((len + 3) / 4); /* estimate: engine_info.token_counts says so */
 }
 
