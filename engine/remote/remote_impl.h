@@ -148,6 +148,17 @@ long remote_http_sync(const struct remote *R, const char *url, const char *post,
                       double timeout_s, char *err, size_t errlen);
 void remote_easy_common(const struct remote *R, CURL *h, struct curl_slist **hdrs, bool json);
 
+/* remote_view.c: the ops that describe the engine */
+void remote_snapshot(struct engine *e, struct engine_stats *out);
+int remote_requests(struct engine *e, struct engine_req_info *out, int max);
+void remote_info(const struct engine *e, struct engine_info *out);
+int64_t remote_count_tokens(const struct engine *e, const char *text, size_t len, char *err,
+                            size_t errlen);
+int64_t remote_count_chat_tokens(const struct engine *e, const struct engine_message *msgs,
+                                 int32_t n, char *err, size_t errlen);
+/* POST ROOT/tokenize (bounded wait); -1 when the server has none. */
+int64_t remote_server_tokenize(const struct remote *R, const char *text, size_t len);
+
 /* remote_loop.c */
 void *remote_main(void *arg);
 
