@@ -42,9 +42,9 @@ static void emit_simple(struct remote *R, struct rreq *q, enum engine_event_type
 static void admit(struct remote *R, struct rreq *q, double t)
 {
     if (q->admitted) return;
+    pthread_mutex_lock(&R->mu);            /* remote_requests reads admitted */
     q->admitted = true;
     q->m.t_admitted = t;
-    pthread_mutex_lock(&R->mu);
     R->n_running++;
     pthread_mutex_unlock(&R->mu);
     emit_simple(R, q, ENGINE_EV_ADMITTED, t);
@@ -72,13 +72,17 @@ static void on_text(struct remote *R, struct rreq *q, const char *text, double t
     }
     int32_t k = delta_tokens(R, text, n);
     for (int32_t i = 0; i < k; i++) {
-        if (push_token_time(q, t) != 0) return;
         struct engine_event ev = {.type = ENGINE_EV_TOKEN, .t = t, .token = ENGINE_TOKEN_UNKNOWN};
         ev.text = strdup(i == 0 ? text : "");
         if (!ev.text) return;
-        pthread_mutex_lock(&R->mu);
-        remote_emit(R, q, &ev);
+        pthread_mutex_lock(&R->mu);        /* remote_requests reads n_generated */
+        int rc = push_token_time(q, t);
+        if (rc == 0) remote_emit(R, q, &ev);
         pthread_mutex_unlock(&R->mu);
+        if (rc != 0) {
+            free(ev.text);
+            return;
+        }
     }
 }
 
@@ -291,6 +295,7 @@ void remote_stream_finish(struct remote *R, struct rreq *q, enum engine_status s
     drop_transfer(R, q);
     double t = remote_now(R);
     struct engine_metrics *m = &q->m;
+    pthread_mutex_lock(&R->mu); /* remote_requests reads the counts */
     m->status = st;
     m->t_finished = t;
     m->http_status = (int32_t)q->http_status;
@@ -312,7 +317,6 @@ void remote_stream_finish(struct remote *R, struct rreq *q, enum engine_status s
                 ev.metrics->n_generated = 0;
         }
     }
-    pthread_mutex_lock(&R->mu);
     metrics_add_request(&R->mx, m);
     struct rendpoint *ep = &R->ep[q->ep];
     ep->pub.outstanding--;
