@@ -69,7 +69,8 @@ static const struct names SGLANG = {
              {"sglang:queue_time_seconds"}},
 };
 
-/* llama-server b4000..b6000: gauges and counters only, no histograms. */
+/* llama-server (the llama.cpp that llama-cpp-python 0.3.36 vendors, --metrics):
+ * gauges and counters only, no histograms, no KV usage. */
 static const struct names LLAMACPP = {
     .running = {"llamacpp:requests_processing"},
     .waiting = {"llamacpp:requests_deferred"},
@@ -193,6 +194,14 @@ void prom_map_apply(const struct prom_doc *d, struct prom_map_state *st, double 
         out->unknown &= ~(unsigned)ENGINE_STAT_PREFIX;
     } else if (nm->hit_rate[0] && first_sum(d, nm->hit_rate, &v)) {
         out->prefix_hit_rate = v; /* SGLang: a rate, no token counts */
+        out->unknown &= ~(unsigned)ENGINE_STAT_PREFIX;
+    }
+    if (!strcmp(src, "llamacpp") && prom_sum(d, "llamacpp:prompt_tokens_cached_total", &h) &&
+        prom_sum(d, "llamacpp:prompt_tokens_total", &v)) {
+        /* llama-server counts computed and cached prompt tokens apart. */
+        out->prefix_query_tokens = (uint64_t)(v + h);
+        out->prefix_hit_tokens = (uint64_t)h;
+        out->prefix_hit_rate = v + h > 0 ? h / (v + h) : 0;
         out->unknown &= ~(unsigned)ENGINE_STAT_PREFIX;
     }
     if (!strcmp(src, "tern")) map_tern_kv(d, out);

@@ -85,6 +85,7 @@ def sglang(step):
 def llamacpp():
     out = []
     for name, kind, v in (("llamacpp:prompt_tokens_total", "counter", 1200),
+                          ("llamacpp:prompt_tokens_cached_total", "counter", 400),
                           ("llamacpp:prompt_seconds_total", "counter", 1.5),
                           ("llamacpp:tokens_predicted_total", "counter", 800),
                           ("llamacpp:tokens_predicted_seconds_total", "counter", 4.0),

@@ -131,6 +131,9 @@ static void test_llamacpp(void)
     tap_ok(s.running == 1 && s.waiting == 0 && engine_stat_known(&s, ENGINE_STAT_WAITING),
            "llamacpp: requests_processing 1, requests_deferred 0 (known zero)");
     tap_ok(near(s.server.gen_tok_s, 200, 1e-9), "llamacpp: predicted_tokens_seconds");
+    tap_ok(engine_stat_known(&s, ENGINE_STAT_PREFIX) && near(s.prefix_hit_rate, 0.25, 1e-9),
+           "llamacpp: prefix hit rate from cached / (computed + cached) prompt tokens (%g)",
+           s.prefix_hit_rate);
     tap_ok(!engine_stat_known(&s, ENGINE_STAT_SRV_TTFT) && !engine_stat_known(&s, ENGINE_STAT_KV_USAGE),
            "llamacpp: no histograms, no KV usage in this version: unknown, not zero");
 }
