@@ -106,8 +106,9 @@ static void mark_unknown(cJSON *o, const struct engine_stats *s)
         cJSON_ReplaceItemInObjectCaseSensitive(o, "kv", cJSON_CreateNull());
 }
 
-static void add_server(cJSON *o, const struct engine_server_stats *v)
+static void add_server(cJSON *o, const struct engine_stats *st)
 {
+    const struct engine_server_stats *v = &st->server;
     cJSON *j = cJSON_AddObjectToObject(o, "server");
     if (!j) return;
     cJSON_AddStringToObject(j, "source", v->source);
@@ -120,6 +121,12 @@ static void add_server(cJSON *o, const struct engine_server_stats *v)
     hist_json(j, "e2e_s", &v->e2e);
     hist_json(j, "queue_s", &v->queue);
     cJSON_AddNumberToObject(j, "gen_tok_s", v->gen_tok_s);
+    static const struct { unsigned bit; const char *name; } srv[] = {
+        {ENGINE_STAT_SRV_TTFT, "ttft_s"}, {ENGINE_STAT_SRV_ITL, "itl_s"},
+        {ENGINE_STAT_SRV_E2E, "e2e_s"},   {ENGINE_STAT_SRV_QUEUE, "queue_s"},
+        {ENGINE_STAT_SRV_GEN, "gen_tok_s"}};
+    for (size_t i = 0; i < sizeof srv / sizeof srv[0]; i++)
+        if (!engine_stat_known(st, srv[i].bit)) null_field(j, srv[i].name);
     cJSON *eps = cJSON_AddArrayToObject(j, "endpoints");
     for (int32_t i = 0; eps && i < v->n_endpoints; i++) {
         const struct engine_endpoint *p = &v->endpoint[i];
@@ -196,7 +203,7 @@ struct cJSON *engine_snapshot_json(struct engine *e)
     cJSON_AddStringToObject(be, "note", s.backend.note);
     cJSON_AddNumberToObject(o, "kv_usage", s.kv_usage);
     mark_unknown(o, &s);
-    if (s.server.remote) add_server(o, &s.server);
+    if (s.server.remote) add_server(o, &s);
     return o;
 }
 

@@ -239,6 +239,9 @@ static void test_scrape(const char *base)
     tap_ok(j && cJSON_IsNull(cJSON_GetObjectItem(j, "kv")) && cJSON_IsNull(cJSON_GetObjectItem(j, "steps")) &&
                cJSON_IsNumber(cJSON_GetObjectItem(j, "running")) && sv,
            "snapshot JSON: KV blocks and steps null (unknown), running a number, server block");
+    const cJSON *q = sv ? cJSON_GetObjectItem(sv, "queue_s") : NULL;
+    tap_ok(q && cJSON_IsObject(q) && cJSON_IsObject(cJSON_GetObjectItem(sv, "ttft_s")),
+           "snapshot JSON: the server's TTFT and queue histograms present (vLLM exports both)");
     cJSON_Delete(j);
     engine_close(e);
 
@@ -253,6 +256,12 @@ static void test_scrape(const char *base)
     tap_ok(!engine_stat_known(&s, ENGINE_STAT_RUNNING) && !engine_stat_known(&s, ENGINE_STAT_KV_USAGE) &&
                strstr(s.server.scrape_error, "HTTP 404"),
            "no /metrics: running and KV unknown, the error says why (%s)", s.server.scrape_error);
+    j = engine_snapshot_json(e);
+    sv = j ? cJSON_GetObjectItem(j, "server") : NULL;
+    tap_ok(sv && cJSON_IsNull(cJSON_GetObjectItem(sv, "ttft_s")) &&
+               cJSON_IsNull(cJSON_GetObjectItem(j, "running")),
+           "no /metrics: the JSON has null for the server's TTFT and running, not 0");
+    cJSON_Delete(j);
     engine_close(e);
 }
 
