@@ -245,8 +245,10 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m)
         cJSON_AddNumberToObject(o, "http_status", m->http_status);
         cJSON_AddBoolToObject(o, "interrupted", m->interrupted);
         cJSON_AddBoolToObject(o, "counts_estimated", m->counts_estimated);
-        null_or(o, "queue_s");
-        null_or(o, "prefill_s");
+        if (!m->server.known) { /* server-side phases nobody reported */
+            null_or(o, "queue_s");
+            null_or(o, "prefill_s");
+        }
         if (m->server.known) {
             cJSON *sv = cJSON_AddObjectToObject(o, "server");
             cJSON_AddNumberToObject(sv, "queue_s", m->server.queue_s);

@@ -301,8 +301,11 @@ void remote_stream_finish(struct remote *R, struct rreq *q, enum engine_status s
     m->http_status = (int32_t)q->http_status;
     settle_counts(R, q);
     metrics_finalize(m);
-    m->prefill_s = 0;              /* server-side: only m->server knows it */
-    if (!q->admitted) m->queue_s = 0;
+    /* Queue and prefill happen on the server: the client cannot time them
+     * (response headers may come before or after either). They are the
+     * server's own figures when it reported them, else 0 (null in the JSON). */
+    m->queue_s = m->server.known ? m->server.queue_s : 0;
+    m->prefill_s = m->server.known ? m->server.prefill_s : 0;
     struct engine_event ev = {.type = ENGINE_EV_FINISHED, .t = t, .token = -1, .status = st};
     ev.message = msg ? strdup(msg) : NULL;
     ev.metrics = malloc(sizeof *ev.metrics);
