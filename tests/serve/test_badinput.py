@@ -199,4 +199,34 @@ ok(other.get("st") == 200 and other.get("done") and other.get("len", 0) >= 40,
    f"the other stream ran to the end ({other.get('len')} content chunks)")
 ok(serving() and srv.alive(), "still serving")
 ok(srv.stop() == 0, "clean exit")
+
+# admission statuses: one running slot, one queue place, 1.5 s queue timeout
+srv = Server(["--max-running", "1", "--max-queue", "1", "--queue-timeout", "1.5"])
+B = srv.base
+ok(srv.ready(), "server with --max-running 1 --max-queue 1 --queue-timeout 1.5")
+res = {}
+def long_one():
+    res["a"] = post({"messages": [{"role": "user", "content": "Go on."}], "max_tokens": 150,
+                     "ignore_eos": True})[0]
+def queued_one():
+    res["b"] = post(chat)
+def wait_metric(name, v, limit=20):
+    end = time.time() + limit
+    while time.time() < end and metric(metrics(B), name) != v:
+        time.sleep(0.02)
+ta = threading.Thread(target=long_one)
+ta.start()
+wait_metric("vllm:num_requests_running", 1)
+tb = threading.Thread(target=queued_one)
+tb.start()
+wait_metric("vllm:num_requests_waiting", 1)
+st, h, resp = post(chat)
+ok(st == 429 and b"queue full" in resp and "Retry-After" in h, f"queue full -> {st} {resp[:90]!r}")
+tb.join(30)
+st, h, resp = res["b"]
+ok(st == 504 and json.loads(resp)["error"]["code"] == "timeout", f"queue timeout -> {st} {resp[:90]!r}")
+ta.join(60)
+ok(res.get("a") == 200, "the running request finished")
+ok(serving(), "still serving")
+ok(srv.stop() == 0, "clean exit")
 done()

@@ -482,15 +482,14 @@ static enum MHD_Result run(struct http_req *r, struct engine *e, struct oai_requ
     char err[512] = "";
     enum engine_status why = ENGINE_ERROR;
     atomic_fetch_add(&s->active, 1);
-    list_add(s, st);
     st->id = engine_submit(e, &q->req, &why, err, sizeof err);
     if (!st->id) {
-        list_remove(s, st);
         atomic_fetch_sub(&s->active, 1);
         http_auth_release(s->auth, t, 0);
         stream_free(st);
         return submit_refused(r, why, err);
     }
+    list_add(s, st); /* after the id is set: the drain cancels by id under the lock */
     wait_phase(st, e, !st->stream);
     /* A stream that ended before it started (queue timeout, rejected, client
      * gone) gets its status as one JSON error; one that ran is a stream. */
