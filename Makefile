@@ -1,7 +1,8 @@
 # Thin wrapper over meson. The two set-up commands of the README:
 #   make run    installs build deps, builds, fetches the default model, starts the chat
 #   make test   the same set-up, then the whole test suite and one summary line
-# Also: make build, make test SANITIZE=address|thread, make debug, make fuzz, make clean.
+# Also: make build, make test SANITIZE=address|thread, make debug, make fuzz, make soak,
+# make clean.
 
 SANITIZE ?=
 MESON_OPTS ?=
@@ -31,7 +32,7 @@ endif
 TERN = $(BUILD)/app/tern
 TEST_ARGS ?=
 
-.PHONY: all deps build run test debug fuzz clean models
+.PHONY: all deps build run test debug fuzz soak clean models
 
 all: build
 
@@ -64,9 +65,15 @@ debug:
 fuzz: deps
 	CC=clang meson setup build-fuzz --buildtype=debug -Dfuzz=true -Dcuda=disabled \
 	  -Db_sanitize=address,undefined -Db_lundef=false 2>/dev/null || true
-	meson compile -C build-fuzz fuzz_gguf fuzz_tok
+	meson compile -C build-fuzz fuzz_gguf fuzz_tok fuzz_oai
 	@echo "run: mkdir -p build-fuzz/corpus && build-fuzz/tests/gguf/fuzz_gguf -dict=tests/gguf/gguf.dict -max_total_time=600 build-fuzz/corpus tests/gguf/corpus"
+	@echo "run: mkdir -p build-fuzz/oai-corpus && build-fuzz/tests/serve/fuzz_oai -max_total_time=600 build-fuzz/oai-corpus tests/serve/corpus"
 	@echo "run: mkdir -p build-fuzz/tok-corpus && TERN_SHARED=../shared build-fuzz/tests/tok/fuzz_tok -max_total_time=600 build-fuzz/tok-corpus tests/tok/corpus"
+
+# tern serve under a long mixed load (outside CI: ~10,000 requests, bounded by
+# SOAK_MAX_S seconds; SOAK_REQUESTS and SOAK_CONC size it).
+soak: build models
+	TERN_BIN=$(TERN) TERN_SRC=$(CURDIR) PYTHONPATH=tests/serve python3 tests/serve/soak.py
 
 clean:
 	rm -rf build build-asan build-tsan build-debug build-fuzz

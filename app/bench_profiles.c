@@ -75,7 +75,10 @@ struct breq {
     size_t reply_len;
     enum engine_status status;
     struct engine_metrics m;         /* token_t owned here */
+    double not_before;               /* a 429's Retry-After: no resubmit before (app clock) */
+    int retries;
 };
+#define BENCH_MAX_RETRIES 3
 
 struct bench {
     const struct bopts *o;
@@ -229,7 +232,7 @@ static char *make_text(struct bench *b, int32_t ntok)
 
 static void take_event(struct bench *b, struct breq *r, struct engine_event *ev)
 {
-    if (ev->type == ENGINE_EV_TOKEN && ev->token >= 0) r->n_tokens++;
+    if (ev->type == ENGINE_EV_TOKEN && ev->token != -1) r->n_tokens++; /* -2: remote token, id unknown */
     if (ev->type == ENGINE_EV_ADMITTED) r->admitted = true;
     if (ev->type == ENGINE_EV_TOKEN && ev->text && r->turn >= 0) { /* multi-turn history */
         size_t n = strlen(ev->text);
@@ -239,6 +242,16 @@ static void take_event(struct bench *b, struct breq *r, struct engine_event *ev)
             r->reply = p;
             r->reply_len += n;
         }
+    }
+    if (ev->type == ENGINE_EV_FINISHED && ev->status == ENGINE_REJECTED && ev->metrics &&
+        ev->metrics->retry_after_s > 0 && r->retries < BENCH_MAX_RETRIES && !r->n_tokens) {
+        /* The server said when to come back (429/503 Retry-After): honour it
+         * instead of counting a rejection the server asked us to retry. */
+        r->retries++;
+        r->not_before = app_now_s() + ev->metrics->retry_after_s;
+        r->submitted = r->admitted = false;
+        engine_event_free(ev);
+        return;
     }
     if (ev->type == ENGINE_EV_FINISHED) {
         r->finished = true;
@@ -323,6 +336,7 @@ static bool ready(const struct bench *b, const struct breq *v, int i, double t, 
                   bool backlog_running)
 {
     if (v[i].submitted) return false;
+    if (v[i].not_before > 0 && app_now_s() < v[i].not_before) return false;
     if (v[i].turn > 0 && !v[i - 1].finished) return false;
     if (v[i].prio == ENGINE_PRIO_BATCH) return true; /* the backlog goes in at once */
     if (!backlog_running) return false;
@@ -557,6 +571,38 @@ static cJSON *by_turn(const struct breq *v, int n)
     return a;
 }
 
+/* Several --url endpoints: every figure again per endpoint (the requests each
+ * one served, from the metrics' endpoint index). */
+static void add_by_endpoint(cJSON *o, const struct breq *v, int n, double dur)
+{
+    int32_t n_ep = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i].m.remote && v[i].m.endpoint + 1 > n_ep) n_ep = v[i].m.endpoint + 1;
+    if (n_ep < 2) return;
+    struct breq *sub = malloc((size_t)n * sizeof *sub);
+    cJSON *a = cJSON_AddArrayToObject(o, "by_endpoint");
+    for (int32_t e = 0; sub && a && e < n_ep; e++) {
+        int k = 0;
+        long long gen = 0, ok = 0, err = 0;
+        for (int i = 0; i < n; i++)
+            if (v[i].m.endpoint == e) {
+                sub[k++] = v[i];
+                gen += v[i].m.n_generated;
+                if (completed(v[i].status)) ok++;
+                else err++;
+            }
+        cJSON *q = cJSON_CreateObject();
+        cJSON_AddNumberToObject(q, "endpoint", e);
+        cJSON_AddNumberToObject(q, "requests", k);
+        cJSON_AddNumberToObject(q, "completed", (double)ok);
+        cJSON_AddNumberToObject(q, "not_completed", (double)err);
+        cJSON_AddNumberToObject(q, "output_tok_s", dur > 0 ? gen / dur : 0);
+        add_latencies(q, sub, k, -1);
+        cJSON_AddItemToArray(a, q);
+    }
+    free(sub);
+}
+
 static cJSON *summarize(const struct bench *b, int p, const struct breq *v, int n, double dur,
                         int32_t kv_peak, int32_t kv_total)
 {
@@ -592,8 +638,13 @@ static cJSON *summarize(const struct bench *b, int p, const struct breq *v, int 
     cJSON_AddNumberToObject(o, "slo_met", (double)good);
     cJSON_AddNumberToObject(o, "slo_ttft_s", b->o->slo_ttft);
     cJSON_AddNumberToObject(o, "slo_tpot_s", b->o->slo_tpot);
-    cJSON_AddNumberToObject(o, "kv_peak_blocks", kv_peak);
-    cJSON_AddNumberToObject(o, "kv_total_blocks", kv_total);
+    if (kv_total > 0) {
+        cJSON_AddNumberToObject(o, "kv_peak_blocks", kv_peak);
+        cJSON_AddNumberToObject(o, "kv_total_blocks", kv_total);
+    } else { /* a remote server that does not export its KV blocks */
+        cJSON_AddNullToObject(o, "kv_peak_blocks");
+        cJSON_AddNullToObject(o, "kv_total_blocks");
+    }
     cJSON_AddNumberToObject(o, "preemptions", (double)preempt);
     if (p == P_MIXED) {
         cJSON *by = cJSON_AddObjectToObject(o, "by_priority");
@@ -601,6 +652,7 @@ static cJSON *summarize(const struct bench *b, int p, const struct breq *v, int 
         add_latencies(cJSON_AddObjectToObject(by, "batch"), v, n, ENGINE_PRIO_BATCH);
     }
     if (p == P_MULTI) cJSON_AddItemToObject(o, "by_turn", by_turn(v, n));
+    add_by_endpoint(o, v, n, dur);
     return o;
 }
 
@@ -641,16 +693,29 @@ static void print_profile(const char *name, const cJSON *o)
         for (int j = 0; j < 4; j++) fmt_dur(num(l, pk[j]), a[j], sizeof a[j]);
         printf("  %-5s %10s %10s %10s %10s\n", labels[k], a[0], a[1], a[2], a[3]);
     }
-    printf("  prompt %d tokens (%d cached) · generated %d · KV peak %d/%d blocks · %d preemptions\n",
+    char kvs[64] = "KV n/a from this server";
+    if (isfinite(num(o, "kv_total_blocks")))
+        snprintf(kvs, sizeof kvs, "KV peak %d/%d blocks", (int)num(o, "kv_peak_blocks"),
+                 (int)num(o, "kv_total_blocks"));
+    printf("  prompt %d tokens (%d cached) · generated %d · %s · %d preemptions\n",
            (int)num(o, "prompt_tokens"), (int)num(o, "cached_prompt_tokens"),
-           (int)num(o, "generated_tokens"), (int)num(o, "kv_peak_blocks"),
-           (int)num(o, "kv_total_blocks"), (int)num(o, "preemptions"));
+           (int)num(o, "generated_tokens"), kvs, (int)num(o, "preemptions"));
     const cJSON *turns = cJSON_GetObjectItem(o, "by_turn"), *t;
     cJSON_ArrayForEach(t, turns) {
         char a[24];
         fmt_dur(num(cJSON_GetObjectItem(t, "ttft"), "p50"), a, sizeof a);
         printf("  turn %d: TTFT p50 %s, %d of %d prompt tokens cached\n", (int)num(t, "turn"), a,
                (int)num(t, "cached_prompt_tokens"), (int)num(t, "prompt_tokens"));
+    }
+    const cJSON *ep;
+    cJSON_ArrayForEach(ep, cJSON_GetObjectItem(o, "by_endpoint")) {
+        char a[24], c[24];
+        fmt_dur(num(cJSON_GetObjectItem(ep, "ttft"), "p50"), a, sizeof a);
+        fmt_dur(num(cJSON_GetObjectItem(ep, "tpot"), "p50"), c, sizeof c);
+        printf("  endpoint %d: %d requests (%d not completed) · %.1f tok/s out · TTFT p50 %s · "
+               "TPOT p50 %s\n",
+               (int)num(ep, "endpoint"), (int)num(ep, "requests"), (int)num(ep, "not_completed"),
+               num(ep, "output_tok_s"), a, c);
     }
     const cJSON *by = cJSON_GetObjectItem(o, "by_priority");
     if (by) {
@@ -813,7 +878,8 @@ static const char usage[] =
     "  -t, --threads N       CPU threads (default: physical cores)\n"
     "      --ctx N           context per sequence (default: the model's)\n"
     "      --backend B       cpu, cuda or auto (default)\n"
-    "  -q, --quiet           no per-profile report (with --json)\n";
+    "  -q, --quiet           no per-profile report (with --json)\n"
+        "\n" CLI_REMOTE_USAGE;
 
 static const struct option longopts[] = {
     {"profile", required_argument, 0, OPT_PROFILE},
@@ -911,7 +977,7 @@ static int finish(struct bench *b)
 static struct engine *open_engine(const struct cli *cli, const struct bopts *o)
 {
     char path[4096], err[1024];
-    if (cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
+    if (cli->n_urls == 0 && cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
         fprintf(stderr, "tern bench: %s\n", err);
         return NULL;
     }
@@ -928,6 +994,7 @@ static struct engine *open_engine(const struct cli *cli, const struct bopts *o)
         c.backend.kind = strcmp(o->backend, "cpu") == 0    ? BACKEND_CPU
                          : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
                                                            : BACKEND_AUTO;
+    cli_engine_remote(cli, &c);
     struct engine *e = engine_open(&c, err, sizeof err);
     if (!e) fprintf(stderr, "tern bench: %s\n", err);
     return e;

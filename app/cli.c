@@ -16,6 +16,11 @@ static const struct option global_longopts[] = {
     {"config", required_argument, 0, CLI_OPT_CONFIG},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, CLI_OPT_VERSION},
+    {"url", required_argument, 0, CLI_OPT_URL},
+    {"api-key", required_argument, 0, CLI_OPT_API_KEY},
+    {"insecure", no_argument, 0, CLI_OPT_INSECURE},
+    {"balance", required_argument, 0, CLI_OPT_BALANCE},
+    {"read-timeout", required_argument, 0, CLI_OPT_READ_TIMEOUT},
 };
 #define N_GLOBAL (sizeof global_longopts / sizeof global_longopts[0])
 
@@ -113,8 +118,13 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
         fprintf(stderr, "tern %s: out of memory\n", cli->cmd);
         return CLI_EXIT_FAIL;
     }
-    memcpy(all, global_longopts, sizeof global_longopts);
-    if (n_cmd) memcpy(all + N_GLOBAL, longopts, n_cmd * sizeof *all);
+    /* A command's own option of the same name wins over a global one (serve's
+     * --insecure is about binding, not TLS). */
+    size_t n_glob = 0;
+    for (size_t i = 0; i < N_GLOBAL; i++)
+        if (!find_long(longopts, n_cmd, global_longopts[i].name)) all[n_glob++] = global_longopts[i];
+    if (n_cmd) memcpy(all + n_glob, longopts, n_cmd * sizeof *all);
+    n_all = n_glob + n_cmd;
     sprintf(shorts, ":m:h%s", shortopts ? shortopts : "");
 
     int rc = -1;
@@ -133,6 +143,35 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
         case CLI_OPT_CONFIG: cli->config_path = optarg; break;
         case 'h': fputs(usage, stdout); rc = CLI_EXIT_OK; goto done;
         case CLI_OPT_VERSION: printf("tern %s\n", TERN_VERSION); rc = CLI_EXIT_OK; goto done;
+        case CLI_OPT_URL:
+            if (cli->n_urls == ENGINE_MAX_ENDPOINTS) {
+                fprintf(stderr, "tern %s: --url: at most %d endpoints\n", cli->cmd,
+                        ENGINE_MAX_ENDPOINTS);
+                rc = CLI_EXIT_USAGE;
+                goto done;
+            }
+            cli->urls[cli->n_urls++] = optarg;
+            break;
+        case CLI_OPT_API_KEY: cli->api_key = optarg; break;
+        case CLI_OPT_INSECURE: cli->insecure = true; break;
+        case CLI_OPT_READ_TIMEOUT:
+            if (cli_double(cli, "--read-timeout", optarg, 0.01, 86400, &cli->read_timeout_s) != 0) {
+                rc = CLI_EXIT_USAGE;
+                goto done;
+            }
+            break;
+        case CLI_OPT_BALANCE:
+            if (strcmp(optarg, "round-robin") == 0) {
+                cli->balance = ENGINE_BALANCE_ROUND_ROBIN;
+            } else if (strcmp(optarg, "least-outstanding") == 0) {
+                cli->balance = ENGINE_BALANCE_LEAST_OUTSTANDING;
+            } else {
+                fprintf(stderr, "tern %s: --balance: round-robin or least-outstanding, not '%s'\n",
+                        cli->cmd, optarg);
+                rc = CLI_EXIT_USAGE;
+                goto done;
+            }
+            break;
         case '?':
             if (optopt)
                 fprintf(stderr, "tern %s: unknown option '-%c' (see 'tern %s --help')\n",
@@ -183,6 +222,22 @@ void cli_data_dir(char *buf, size_t n)
         snprintf(buf, n, "%s/tern", xdg);
     else
         snprintf(buf, n, "%s/.local/share/tern", home ? home : ".");
+}
+
+bool cli_engine_remote(const struct cli *cli, struct engine_config *c)
+{
+    if (cli->n_urls == 0) return false;
+    c->remote.urls = cli->urls;
+    c->remote.n_urls = cli->n_urls;
+    c->remote.api_key = cli->api_key ? cli->api_key : getenv("TERN_API_KEY");
+    c->remote.insecure = cli->insecure;
+    c->remote.balance = cli->balance;
+    c->remote.read_timeout_s = cli->read_timeout_s;
+    c->model_path = cli->model; /* only an explicit -m lends its tokenizer */
+    if (cli->insecure)
+        fprintf(stderr, "tern %s: WARNING: --insecure: TLS certificates are NOT verified; "
+                        "anyone on the path can read and change this traffic\n", cli->cmd);
+    return true;
 }
 
 int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t errlen)

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "engine.h"
 
 struct cli {
     const char *cmd;         /* "info", "run", ... */
@@ -23,6 +24,14 @@ struct cli {
     char **owned_argv;       /* expanded argv (config + command line) */
     char **owned_strs;       /* "--key=value" strings made from config (getopt permutes argv) */
     size_t n_owned;
+    /* Remote engine (global options, or config keys url / api-key / insecure /
+     * balance): --url may repeat (several endpoints). */
+    const char *urls[ENGINE_MAX_ENDPOINTS];
+    int n_urls;
+    const char *api_key;     /* --api-key, else $TERN_API_KEY */
+    bool insecure;
+    enum engine_balance balance;
+    double read_timeout_s;   /* --read-timeout; 0 = the engine's default (60 s) */
 };
 
 /* Called for each command-specific option; returns 0, or -1 after printing
@@ -31,7 +40,8 @@ typedef int (*cli_opt_fn)(int c, const char *arg, void *ud);
 
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
 /* Long-option codes from here up are free for commands. */
-enum { CLI_OPT_CONFIG = 0x1000, CLI_OPT_VERSION, CLI_OPT_CMD = 0x1100 };
+enum { CLI_OPT_CONFIG = 0x1000, CLI_OPT_VERSION, CLI_OPT_URL, CLI_OPT_API_KEY, CLI_OPT_INSECURE,
+       CLI_OPT_BALANCE, CLI_OPT_READ_TIMEOUT, CLI_OPT_CMD = 0x1100 };
 
 /* Parses argv (argv[0] is the command name). `usage` is printed for -h.
  * Returns -1 to continue (options parsed into cli and via on_opt), or an exit
@@ -45,6 +55,18 @@ void cli_free(struct cli *cli);
  * model in the data directory. Returns 0, or -1 with a message saying how to
  * get one. */
 int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t errlen);
+/* With --url: sets c->remote from the options and lends c only an explicit
+ * -m model file (its tokenizer); prints "insecure" loudly. Returns true when
+ * the engine is remote. Without --url: does nothing, returns false. */
+bool cli_engine_remote(const struct cli *cli, struct engine_config *c);
+#define CLI_REMOTE_USAGE \
+    "remote engine (any OpenAI-compatible server: vLLM, SGLang, llama-server, tern serve):\n" \
+    "      --url URL            server base URL, e.g. http://host:8000/v1 (repeat for several)\n" \
+    "      --api-key KEY        Bearer key (default $TERN_API_KEY)\n" \
+    "      --balance B          several --url: round-robin (default) or least-outstanding\n" \
+    "      --insecure           do not verify TLS certificates (loudly)\n" \
+    "      --read-timeout S     end a stream silent for S seconds (default 60)\n"
+
 /* ${XDG_DATA_HOME:-$HOME/.local/share}/tern */
 void cli_data_dir(char *buf, size_t n);
 

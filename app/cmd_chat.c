@@ -20,6 +20,7 @@ enum {
     OPT_TOP_P,
     OPT_MAX_TOKENS,
     OPT_SYSTEM,
+    OPT_ATTACH,
 };
 
 static const struct option longopts[] = {
@@ -35,6 +36,7 @@ static const struct option longopts[] = {
     {"top-p", required_argument, 0, OPT_TOP_P},
     {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
     {"system", required_argument, 0, OPT_SYSTEM},
+    {"attach", optional_argument, 0, OPT_ATTACH},
     {0, 0, 0, 0},
 };
 
@@ -85,8 +87,11 @@ static void unescape(char *s)
     *o = 0;
 }
 
+#define CHAT_ATTACH_DEFAULT "http://127.0.0.1:8080"
+
 struct chat_args {
     char *keys;
+    const char *attach;          /* --attach URL (a local tern serve by default) */
     struct cli *cli;
     struct ui_app_opts o;
 };
@@ -132,6 +137,9 @@ static int on_opt(int c, const char *arg, void *ud)
         return 0;
     case OPT_SYSTEM:
         a->o.system = arg;
+        return 0;
+    case OPT_ATTACH:
+        a->attach = arg ? arg : CHAT_ATTACH_DEFAULT;
         return 0;
     case OPT_NO_COLOR:
         a->o.no_color = true;
@@ -179,12 +187,15 @@ int cmd_chat(int argc, char **argv)
         "      --max-tokens N       reply length limit of new sessions (default 512)\n"
         "      --system TEXT        system prompt of new sessions\n"
         "                           (F4 changes all four for the open session)\n"
+        "      --attach[=URL]       chat through a running tern serve and watch its engine\n"
+        "                           (default " CHAT_ATTACH_DEFAULT "; any --url server works too)\n"
         "      --no-color           monochrome (also when NO_COLOR is set)\n"
         "      --headless-frames N  run off-screen for at most N frames, print the last\n"
         "                           frame (tests, sanitizer runs)\n"
         "      --size COLSxROWS     headless screen size (default 80x24)\n"
         "      --keys STR           headless key presses: \\r Enter, \\e Esc, \\xHH,\n"
-        "                           {wait} until idle, {resize CxR}\n";
+        "                           {wait} until idle, {resize CxR}\n"
+        "\n" CLI_REMOTE_USAGE;
     struct cli cli;
     struct chat_args a;
     memset(&a, 0, sizeof a);
@@ -199,7 +210,11 @@ int cmd_chat(int argc, char **argv)
         goto done;
     }
     char path[4096], merr[1024], err[1024];
-    if (cli_model_path(&cli, path, sizeof path, merr, sizeof merr) == 0)
+    if (a.attach && cli.n_urls < ENGINE_MAX_ENDPOINTS) /* the server's engine, over HTTP */
+        cli.urls[cli.n_urls++] = a.attach;
+    if (cli_engine_remote(&cli, &a.o.engine))
+        ; /* the remote engine: no model file needed */
+    else if (cli_model_path(&cli, path, sizeof path, merr, sizeof merr) == 0)
         a.o.engine.model_path = path;
     else
         a.o.model_error = merr;

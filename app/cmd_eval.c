@@ -708,7 +708,7 @@ static int on_opt(int c, const char *arg, void *ud)
 static struct engine *open_engine(const struct cli *cli, const struct eopts *o, int32_t n_ctx)
 {
     char path[4096], err[1024];
-    if (cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
+    if (cli->n_urls == 0 && cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
         fprintf(stderr, "tern eval: %s\n", err);
         return NULL;
     }
@@ -721,6 +721,7 @@ static struct engine *open_engine(const struct cli *cli, const struct eopts *o, 
         c.backend.kind = strcmp(o->backend, "cpu") == 0    ? BACKEND_CPU
                          : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
                                                            : BACKEND_AUTO;
+    cli_engine_remote(cli, &c);
     struct engine *e = engine_open(&c, err, sizeof err);
     if (!e) fprintf(stderr, "tern eval: %s\n", err);
     return e;
@@ -749,7 +750,8 @@ int cmd_eval(int argc, char **argv)
         "      --out FILE        prompts: JSONL outputs (default stdout)\n"
         "      --json            perplexity: print the result as JSON\n"
         "      --db PATH         history database; --no-save: do not store the run\n"
-        "      --threads N, --backend cpu|cuda|auto\n";
+        "      --threads N, --backend cpu|cuda|auto\n"
+        "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {
         {"perplexity", required_argument, 0, OPT_PPL},
         {"prompts", required_argument, 0, OPT_PROMPTS},
@@ -773,6 +775,14 @@ int cmd_eval(int argc, char **argv)
     rc = CLI_EXIT_USAGE;
     if (!o.ppl == !o.prompts || cli.argc) {
         fprintf(stderr, "tern eval: give one of --perplexity FILE or --prompts FILE.jsonl\n");
+        goto out;
+    }
+    if (o.ppl && cli.n_urls > 0) {
+        /* Scoring needs every prompt position's log-probability, which the
+         * OpenAI API gives only through per-server extensions (echo +
+         * logprobs) this client does not speak yet. */
+        fprintf(stderr, "tern eval: --perplexity through --url is not supported yet (it needs "
+                        "the prompt's log-probabilities from the server); --prompts works\n");
         goto out;
     }
     struct eval ev = {.o = &o, .tty = isatty(STDERR_FILENO)};

@@ -153,7 +153,9 @@ static void history_finish(struct run_history *h, const struct engine_info *info
                            const char *model_path, const struct engine_metrics *m)
 {
     if (!h->db) return;
-    const char *status = engine_status_name(m->status);
+    /* A stream that broke (remote server gone) keeps its partial text, marked
+     * interrupted as after a crash. */
+    const char *status = m->interrupted ? "interrupted" : engine_status_name(m->status);
     store_reply_finish(h->db, h->reply, status, m->n_generated);
     struct store_request r = {.model = info->model_name, .model_file = model_path,
                               .backend = info->backend.name, .status = status,
@@ -171,6 +173,49 @@ static void print_ms(const char *what, double s)
     else fprintf(stderr, "%-22s %.3f s\n", what, s);
 }
 
+/* Figures measured over HTTP (client side) beside what the server said of
+ * its own phases (server side), each labelled so. */
+static void print_remote(const struct engine_metrics *m)
+{
+    print_ms("connect (client):", m->connect_s);
+    print_ms("headers (client):", m->headers_s);
+    if (m->server.known) {
+        print_ms("queue (server):", m->server.queue_s);
+        print_ms("prefill (server):", m->server.prefill_s);
+        print_ms("decode (server):", m->server.decode_s);
+    } else {
+        fprintf(stderr, "%-22s n/a from this server\n", "server phases:");
+    }
+    if (m->counts_estimated)
+        fprintf(stderr, "%-22s counted from stream events (no usage from the server)\n",
+                "token counts:");
+}
+
+/* The serving side as the engine's snapshot has it, when it describes a
+ * server (Prometheus /metrics of a remote one): each figure or "n/a". */
+static void print_server_view(struct engine *e)
+{
+    struct engine_stats s;
+    engine_snapshot(e, &s);
+    if (!s.server.remote) return;
+    if (!s.server.source[0]) {
+        fprintf(stderr, "%-22s n/a from this server (%s)\n", "server metrics:",
+                s.server.scrape_error[0] ? s.server.scrape_error : "not scraped yet");
+        return;
+    }
+    char run[24] = "n/a", wait[24] = "n/a", kv[32] = "n/a", gen[32] = "n/a";
+    if (engine_stat_known(&s, ENGINE_STAT_RUNNING)) snprintf(run, sizeof run, "%d", s.running);
+    if (engine_stat_known(&s, ENGINE_STAT_WAITING)) snprintf(wait, sizeof wait, "%d", s.waiting);
+    if (engine_stat_known(&s, ENGINE_STAT_KV_USAGE))
+        snprintf(kv, sizeof kv, "%.1f %%", 100 * s.kv_usage);
+    if (engine_stat_known(&s, ENGINE_STAT_SRV_GEN))
+        snprintf(gen, sizeof gen, "%.1f tok/s", s.server.gen_tok_s);
+    fprintf(stderr, "%-22s %s (n/a = not exported by this server)\n", "server metrics:",
+            s.server.source);
+    fprintf(stderr, "%-22s running %s, waiting %s, KV %s, generation %s\n", "", run, wait, kv,
+            gen);
+}
+
 static void print_verbose(const struct engine_info *info, double load_s, double tok_s,
                           const struct engine_metrics *m)
 {
@@ -180,11 +225,15 @@ static void print_verbose(const struct engine_info *info, double load_s, double 
     print_ms("tokenize duration:", tok_s);
     fprintf(stderr, "%-22s %d token(s) (%d reused from cache)\n", "prompt eval count:",
             m->n_prompt, m->n_cached);
-    print_ms("prompt eval duration:", m->prefill_s);
-    if (m->prefill_s > 0)
-        fprintf(stderr, "%-22s %.2f tokens/s\n", "prompt eval rate:",
-                m->n_computed / m->prefill_s);
-    print_ms("queue:", m->queue_s);
+    if (m->remote) {
+        print_remote(m);
+    } else {
+        print_ms("prompt eval duration:", m->prefill_s);
+        if (m->prefill_s > 0)
+            fprintf(stderr, "%-22s %.2f tokens/s\n", "prompt eval rate:",
+                    m->n_computed / m->prefill_s);
+        print_ms("queue:", m->queue_s);
+    }
     print_ms("time to first token:", m->ttft_s);
     fprintf(stderr, "%-22s %d token(s)\n", "eval count:", m->n_generated);
     print_ms("eval duration:", m->decode_s);
@@ -244,7 +293,8 @@ static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist,
     }
 }
 
-static int run(struct run_opts *o, const char *model_path, const char *prompt)
+static int run(struct run_opts *o, const struct cli *cli, const char *model_path,
+               const char *prompt)
 {
     char err[1024];
     struct engine_config cfg;
@@ -257,6 +307,7 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     cfg.n_ctx = (int32_t)o->ctx;
     if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
     cfg.trace_path = o->trace;
+    cli_engine_remote(cli, &cfg);
     double t0 = app_now_s();
     struct engine *e = engine_open(&cfg, err, sizeof err);
     if (!e) {
@@ -310,6 +361,7 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     if (fin.metrics) {
         history_finish(&hist, &info, model_path, fin.metrics);
         if (o->verbose) print_verbose(&info, load_s, tok_s, fin.metrics);
+        if (o->verbose) print_server_view(e);
     }
     if (st == ENGINE_CANCELLED && run_interrupted) rc = 130;
     else if (st != ENGINE_OK && st != ENGINE_STOP && st != ENGINE_LENGTH) {
@@ -353,7 +405,8 @@ int cmd_run(int argc, char **argv)
         "      --trace FILE        write a Chrome trace-event JSON of the run\n"
         "      --db PATH           history database (default ~/.local/share/tern/history.db)\n"
         "      --no-history        do not record this exchange in the history\n"
-        "  -v, --verbose           print load, prefill and decode timings to stderr\n";
+        "  -v, --verbose           print load, prefill and decode timings to stderr\n"
+        "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {
         {"prompt", required_argument, 0, 'p'},
         {"system", required_argument, 0, OPT_SYSTEM},
@@ -395,7 +448,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     char model[4096], err[1024];
-    if (cli_model_path(&cli, model, sizeof model, err, sizeof err) != 0) {
+    if (cli.n_urls == 0 && cli_model_path(&cli, model, sizeof model, err, sizeof err) != 0) {
         fprintf(stderr, "tern run: %s\n", err);
         rc = CLI_EXIT_FAIL;
         goto done;
@@ -416,7 +469,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "tern run: empty prompt\n");
         rc = CLI_EXIT_FAIL;
     } else {
-        rc = run(&o, model, prompt);
+        rc = run(&o, &cli, model, prompt);
     }
     free(in);
 done:

@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"history", cmd_history, "list, show, search and export stored sessions"},
     {"info", cmd_info, "describe a model file and its memory plan"},
     {"tokenize", cmd_tokenize, "show the token ids of a text"},
+    {"serve", cmd_serve, "serve the model over an OpenAI-compatible HTTP API"},
     {"version", cmd_version, "print version and build features"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -22,7 +22,7 @@
 #include "model.h"
 #include "tok.h"
 
-double engine_now(const struct engine *e)
+double engine_now(const struct engine_local *e)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -94,7 +94,7 @@ void engine_req_unref(struct engine_req *r)
 }
 
 /* Queues an event of r (lock held); flags a consumer that fell behind. */
-void engine_emit(struct engine *e, struct engine_req *r, struct engine_event *ev)
+void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev)
 {
     ev->id = r->id;
     ev->tag = r->tag;
@@ -115,7 +115,7 @@ static void release_event(void *owner)
     engine_req_unref(r);
 }
 
-int engine_poll_events(struct engine *e, struct engine_event *out, int max)
+int engine_local_poll_events(struct engine_local *e, struct engine_event *out, int max)
 {
     pthread_mutex_lock(&e->mu);
     int n = evq_pop(&e->evq, 0, out, max, release_event);
@@ -123,7 +123,7 @@ int engine_poll_events(struct engine *e, struct engine_event *out, int max)
     return n;
 }
 
-int engine_poll_request(struct engine *e, uint64_t id, struct engine_event *out, int max)
+int engine_local_poll_request(struct engine_local *e, uint64_t id, struct engine_event *out, int max)
 {
     pthread_mutex_lock(&e->mu);
     int n = evq_pop(&e->evq, id ? id : UINT64_MAX, out, max, release_event);
@@ -131,12 +131,12 @@ int engine_poll_request(struct engine *e, uint64_t id, struct engine_event *out,
     return n;
 }
 
-int engine_event_fd(const struct engine *e)
+int engine_local_event_fd(const struct engine_local *e)
 {
     return e->evq.fd;
 }
 
-bool engine_wait_events(struct engine *e, uint64_t id, double timeout_s)
+bool engine_local_wait_events(struct engine_local *e, uint64_t id, double timeout_s)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -156,7 +156,7 @@ bool engine_wait_events(struct engine *e, uint64_t id, double timeout_s)
     return has;
 }
 
-int engine_cancel(struct engine *e, uint64_t id)
+int engine_local_cancel(struct engine_local *e, uint64_t id)
 {
     int rc = -1;
     pthread_mutex_lock(&e->mu);
@@ -173,7 +173,7 @@ int engine_cancel(struct engine *e, uint64_t id)
     return rc;
 }
 
-void engine_pause(struct engine *e, bool paused)
+void engine_local_pause(struct engine_local *e, bool paused)
 {
     pthread_mutex_lock(&e->mu);
     e->paused = paused;
@@ -183,16 +183,17 @@ void engine_pause(struct engine *e, bool paused)
 
 /* ---- snapshot ---------------------------------------------------------------------- */
 
-void engine_snapshot(struct engine *e, struct engine_stats *out)
+void engine_local_snapshot(struct engine_local *e, struct engine_stats *out)
 {
     pthread_mutex_lock(&e->mu);
     *out = e->stats;
     metrics_fill_stats(&e->mx, engine_now(e), out);
     out->waiting = e->n_inbox + e->stats.waiting;
+    out->kv_usage = out->kv_total > 0 ? (double)out->kv_used / out->kv_total : 0;
     pthread_mutex_unlock(&e->mu);
 }
 
-int engine_requests(struct engine *e, struct engine_req_info *out, int max)
+int engine_local_requests(struct engine_local *e, struct engine_req_info *out, int max)
 {
     pthread_mutex_lock(&e->mu);
     int n = e->n_pub_reqs;
@@ -201,77 +202,9 @@ int engine_requests(struct engine *e, struct engine_req_info *out, int max)
     return n;
 }
 
-static void hist_json(cJSON *o, const char *name, const struct engine_hist *h)
+static void null_or(cJSON *o, const char *name)
 {
-    cJSON *j = cJSON_AddObjectToObject(o, name);
-    if (!j) return;
-    cJSON_AddNumberToObject(j, "count", (double)h->count);
-    cJSON_AddNumberToObject(j, "mean", h->mean);
-    cJSON_AddNumberToObject(j, "p50", h->p50);
-    cJSON_AddNumberToObject(j, "p90", h->p90);
-    cJSON_AddNumberToObject(j, "p99", h->p99);
-    cJSON_AddNumberToObject(j, "max", h->max);
-}
-
-struct cJSON *engine_snapshot_json(struct engine *e)
-{
-    struct engine_stats s;
-    engine_snapshot(e, &s);
-    cJSON *o = cJSON_CreateObject();
-    if (!o) return NULL;
-    cJSON_AddNumberToObject(o, "uptime_s", s.uptime_s);
-    cJSON *kv = cJSON_AddObjectToObject(o, "kv");
-    cJSON_AddNumberToObject(kv, "block_tokens", s.kv_block_tokens);
-    cJSON_AddNumberToObject(kv, "total", s.kv_total);
-    cJSON_AddNumberToObject(kv, "used", s.kv_used);
-    cJSON_AddNumberToObject(kv, "cached", s.kv_cached);
-    cJSON_AddNumberToObject(kv, "free", s.kv_free);
-    cJSON_AddNumberToObject(kv, "prefix_query_tokens", (double)s.prefix_query_tokens);
-    cJSON_AddNumberToObject(kv, "prefix_hit_tokens", (double)s.prefix_hit_tokens);
-    cJSON_AddNumberToObject(kv, "prefix_hit_rate", s.prefix_hit_rate);
-    cJSON_AddNumberToObject(kv, "evictions", (double)s.evictions);
-    cJSON_AddNumberToObject(o, "preemptions", (double)s.preemptions);
-    cJSON_AddNumberToObject(o, "running", s.running);
-    cJSON_AddNumberToObject(o, "waiting", s.waiting);
-    cJSON_AddNumberToObject(o, "submitted", (double)s.submitted);
-    cJSON *fin = cJSON_AddObjectToObject(o, "finished");
-    for (int i = 0; i < ENGINE_N_STATUS; i++)
-        cJSON_AddNumberToObject(fin, engine_status_name((enum engine_status)i),
-                                (double)s.finished[i]);
-    hist_json(o, "queue_s", &s.queue);
-    hist_json(o, "ttft_s", &s.ttft);
-    hist_json(o, "tpot_s", &s.tpot);
-    hist_json(o, "itl_s", &s.itl);
-    hist_json(o, "prefill_s", &s.prefill);
-    hist_json(o, "e2e_s", &s.e2e);
-    hist_json(o, "step_s", &s.step_s);
-    hist_json(o, "step_tokens", &s.step_tokens);
-    cJSON_AddNumberToObject(o, "steps", (double)s.steps);
-    cJSON_AddNumberToObject(o, "busy_s", s.busy_s);
-    cJSON_AddNumberToObject(o, "backend_s", s.backend_s);
-    cJSON_AddNumberToObject(o, "busy_cpu_s", s.busy_cpu_s);
-    cJSON_AddNumberToObject(o, "backend_cpu_s", s.backend_cpu_s);
-    cJSON_AddNumberToObject(o, "sched_overhead", s.sched_overhead);
-    cJSON_AddNumberToObject(o, "prompt_tokens", (double)s.prompt_tokens);
-    cJSON_AddNumberToObject(o, "cached_tokens", (double)s.cached_tokens);
-    cJSON_AddNumberToObject(o, "generated_tokens", (double)s.generated_tokens);
-    cJSON_AddNumberToObject(o, "prompt_tok_s", s.prompt_tok_s);
-    cJSON_AddNumberToObject(o, "gen_tok_s", s.gen_tok_s);
-    cJSON_AddNumberToObject(o, "slo_ttft_s", s.slo_ttft_s);
-    cJSON_AddNumberToObject(o, "slo_tpot_s", s.slo_tpot_s);
-    cJSON_AddNumberToObject(o, "slo_met", (double)s.slo_met);
-    cJSON_AddNumberToObject(o, "goodput_rps", s.goodput_rps);
-    cJSON_AddNumberToObject(o, "step_tokens_budget", s.step_tokens_budget);
-    cJSON_AddNumberToObject(o, "max_running", s.max_running);
-    cJSON_AddNumberToObject(o, "max_queue", s.max_queue);
-    cJSON_AddNumberToObject(o, "n_ctx", s.n_ctx);
-    cJSON *be = cJSON_AddObjectToObject(o, "backend");
-    cJSON_AddStringToObject(be, "name", s.backend.name ? s.backend.name : "");
-    cJSON_AddStringToObject(be, "device", s.backend.device);
-    cJSON_AddNumberToObject(be, "weight_bytes", (double)s.backend.weight_bytes);
-    cJSON_AddNumberToObject(be, "kv_bytes", (double)s.backend.kv_bytes);
-    cJSON_AddStringToObject(be, "note", s.backend.note);
-    return o;
+    cJSON_ReplaceItemInObjectCaseSensitive(o, name, cJSON_CreateNull());
 }
 
 struct cJSON *engine_metrics_json(const struct engine_metrics *m)
@@ -303,6 +236,31 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m)
         cJSON_AddNumberToObject(o, "nll_sum", m->nll_sum);
         cJSON_AddNumberToObject(o, "n_scored", m->n_scored);
     }
+    if (m->remote) {
+        /* Client-side figures; the server's own phases under "server" (null
+         * when it reported none), so neither is passed off as the other. */
+        cJSON_AddNumberToObject(o, "endpoint", m->endpoint);
+        cJSON_AddNumberToObject(o, "connect_s", m->connect_s);
+        cJSON_AddNumberToObject(o, "headers_s", m->headers_s);
+        cJSON_AddNumberToObject(o, "http_status", m->http_status);
+        cJSON_AddBoolToObject(o, "interrupted", m->interrupted);
+        cJSON_AddBoolToObject(o, "counts_estimated", m->counts_estimated);
+        if (!m->server.known) { /* server-side phases nobody reported */
+            null_or(o, "queue_s");
+            null_or(o, "prefill_s");
+        }
+        if (m->server.known) {
+            cJSON *sv = cJSON_AddObjectToObject(o, "server");
+            cJSON_AddNumberToObject(sv, "queue_s", m->server.queue_s);
+            cJSON_AddNumberToObject(sv, "prefill_s", m->server.prefill_s);
+            cJSON_AddNumberToObject(sv, "ttft_s", m->server.ttft_s);
+            cJSON_AddNumberToObject(sv, "tpot_s", m->server.tpot_s);
+            cJSON_AddNumberToObject(sv, "decode_s", m->server.decode_s);
+            cJSON_AddNumberToObject(sv, "e2e_s", m->server.e2e_s);
+        } else {
+            cJSON_AddNullToObject(o, "server");
+        }
+    }
     cJSON *itl = cJSON_AddArrayToObject(o, "itl_s");
     for (int32_t i = 1; itl && m->token_t && i < m->n_generated; i++)
         cJSON_AddItemToArray(itl, cJSON_CreateNumber(m->token_t[i] - m->token_t[i - 1]));
@@ -311,7 +269,7 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m)
 
 /* ---- info and token counting --------------------------------------------------- */
 
-void engine_info(const struct engine *e, struct engine_info *out)
+void engine_local_info(const struct engine_local *e, struct engine_info *out)
 {
     memset(out, 0, sizeof *out);
     const struct model_hparams *hp = &e->model->hp;
@@ -330,9 +288,10 @@ void engine_info(const struct engine *e, struct engine_info *out)
     out->chat_template = e->has_tmpl ? tmpl_family_name(e->tmpl.family) : NULL;
     out->chat_template_fallback = e->has_tmpl && e->tmpl.fallback;
     out->backend = e->binfo;
+    out->token_counts = "model tokenizer";
 }
 
-int64_t engine_count_tokens(const struct engine *e, const char *text, size_t len, char *err,
+int64_t engine_local_count_tokens(const struct engine_local *e, const char *text, size_t len, char *err,
                             size_t errlen)
 {
     if (!e->tok) {
@@ -342,7 +301,7 @@ int64_t engine_count_tokens(const struct engine *e, const char *text, size_t len
     return tok_encode(e->tok, text, len, TOK_ADD_BOS | TOK_PARSE_SPECIAL, NULL, 0, err, errlen);
 }
 
-int64_t engine_count_chat_tokens(const struct engine *e, const struct engine_message *msgs,
+int64_t engine_local_count_chat_tokens(const struct engine_local *e, const struct engine_message *msgs,
                                  int32_t n, char *err, size_t errlen)
 {
     char *text = engine_render_chat(e, msgs, n, err, errlen);

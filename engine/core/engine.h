@@ -15,7 +15,14 @@
  * engine_event_free. Snapshots are plain structs (no pointers) or a cJSON
  * tree the caller frees with cJSON_Delete.
  *
- * Time: every timestamp is seconds on CLOCK_MONOTONIC since engine_open. */
+ * Time: every timestamp is seconds on CLOCK_MONOTONIC since engine_open.
+ *
+ * Two implementations sit behind this API, chosen once by engine_open
+ * (engine_ops.h): the local engine (a model in this process) and, when the
+ * config names a URL, the remote engine (engine/remote: an OpenAI-compatible
+ * server such as vLLM, SGLang, llama-server or another tern). Callers never
+ * test which one they have; what a remote server does not export is marked
+ * unknown in the snapshot (engine_stats.unknown), never reported as zero. */
 #ifndef TERN_ENGINE_H
 #define TERN_ENGINE_H
 
@@ -31,6 +38,13 @@ struct tok;
 struct engine;
 
 /* ---- configuration ---------------------------------------------------------- */
+
+/* Several remote endpoints: which one takes the next request. */
+enum engine_balance {
+    ENGINE_BALANCE_ROUND_ROBIN = 0,
+    ENGINE_BALANCE_LEAST_OUTSTANDING = 1
+};
+#define ENGINE_MAX_ENDPOINTS 8
 
 struct engine_config {
     const char *model_path;          /* GGUF file (ignored when parts.model is set) */
@@ -55,6 +69,22 @@ struct engine_config {
         struct tok *tok;
         struct backend *backend;
     } parts;
+    /* Remote engine: when n_urls > 0, engine_open talks to these servers
+     * (base URLs, "http://host:8000" or "http://host:8000/v1") instead of
+     * running a model; model_path, if also given, only lends its tokenizer
+     * (exact token counts), and backend/n_ctx/step settings are ignored. */
+    struct {
+        const char *const *urls;
+        int32_t n_urls;              /* 0 = local engine; at most ENGINE_MAX_ENDPOINTS */
+        const char *api_key;         /* sent as a Bearer token; NULL = none */
+        bool insecure;               /* skip TLS certificate verification */
+        enum engine_balance balance;
+        const char *model;           /* "model" field; NULL = the server's first /v1/models */
+        double connect_timeout_s;    /* 0 = default (10 s) */
+        double read_timeout_s;       /* no byte for this long ends a stream; 0 = default (60 s) */
+        double scrape_interval_s;    /* /metrics sampling; 0 = default (1 s), < 0 = off */
+        int32_t max_retries;         /* connect failures before any byte was sent; 0 = default (2) */
+    } remote;
 };
 
 /* Fills the defaults (all zeros mean "default" too, so this is optional). */
@@ -155,9 +185,20 @@ enum engine_event_type {
     ENGINE_EV_PREFILL,       /* prefill progress: done / total prompt tokens */
     ENGINE_EV_FIRST_TOKEN,   /* timing marker (t = first token time); a TOKEN event follows */
     ENGINE_EV_TOKEN,         /* one generated token: token + text; token -1: the text
-                                held back at the end, released before FINISHED */
+                                held back at the end, released before FINISHED;
+                                ENGINE_TOKEN_UNKNOWN: a token whose id the (remote)
+                                engine does not know */
     ENGINE_EV_PREEMPTED,     /* lost its KV blocks; requeued, will be recomputed */
     ENGINE_EV_FINISHED       /* last event of a request: status, message, metrics */
+};
+
+#define ENGINE_TOKEN_UNKNOWN (-2)
+
+/* Phase figures a remote server reported for one request (its `tern` block,
+ * or llama-server's `timings`); known = false when it sent none. Seconds. */
+struct engine_server_timing {
+    bool known;
+    double queue_s, prefill_s, ttft_s, tpot_s, decode_s, e2e_s;
 };
 
 /* Final per-request metrics; all times in seconds (0 when the phase never happened). */
@@ -181,6 +222,18 @@ struct engine_metrics {
     double *token_t;                 /* [n_generated] time of each token (ITL = differences) */
     double nll_sum;                  /* score requests */
     int32_t n_scored;
+    /* Remote engines (zero for the local one): the client's view. t_admitted
+     * is when the response headers arrived; queue/prefill are then unknown
+     * to the client (server.* has them when the server says). */
+    bool remote;
+    int32_t endpoint;                /* index into config remote.urls */
+    double connect_s;                /* connection ready - arrival */
+    double headers_s;                /* response headers - arrival */
+    int32_t http_status;             /* 0 = no response */
+    bool interrupted;                /* the stream broke before its end: text is partial */
+    bool counts_estimated;           /* n_generated counted from stream events, not usage */
+    double retry_after_s;            /* the server's Retry-After (429/503), 0 = none */
+    struct engine_server_timing server;
 };
 
 struct engine_event {
@@ -255,8 +308,53 @@ struct engine_stats {
     /* configuration in force */
     int32_t step_tokens_budget, max_running, max_queue, n_ctx;
     struct backend_info backend;
+    /* What is not known (ENGINE_STAT_* bits); 0 = all known. */
+    uint32_t unknown;
+    double kv_usage;                 /* used / total KV, 0..1 */
+    /* Remote engines: the server's own view, from its Prometheus /metrics
+     * (percentiles over the last sampling interval, from bucket deltas). The
+     * top-level latency histograms are then the client's measurements. */
+    struct engine_server_stats {
+        bool remote;                 /* false: local engine, the rest is zero */
+        char source[16];             /* "vllm", "sglang", "llamacpp", "tern", "" = no metrics */
+        uint64_t scrapes, scrape_errors;
+        double scrape_age_s;         /* since the last good scrape; < 0 never */
+        char scrape_error[160];      /* last failure, "" if none */
+        struct engine_hist ttft, itl, e2e, queue;
+        double gen_tok_s;            /* the server's generation throughput */
+        int32_t n_endpoints;
+        struct engine_endpoint {
+            char url[128];
+            bool healthy;            /* last /health or /v1/models answer was 2xx */
+            double health_latency_s; /* of that answer */
+            int32_t outstanding;     /* requests in flight from this client */
+            uint64_t requests, errors;
+            char last_error[160];
+        } endpoint[ENGINE_MAX_ENDPOINTS];
+    } server;
 };
 void engine_snapshot(struct engine *e, struct engine_stats *out);
+
+/* Bits of engine_stats.unknown: what the engine could not measure. The local
+ * engine knows everything (0); a remote one knows what its server exports. */
+enum {
+    ENGINE_STAT_RUNNING = 1u << 0,   /* running */
+    ENGINE_STAT_WAITING = 1u << 1,   /* waiting */
+    ENGINE_STAT_KV_BLOCKS = 1u << 2, /* kv_total/used/cached/free, kv_block_tokens */
+    ENGINE_STAT_KV_USAGE = 1u << 3,  /* kv_usage */
+    ENGINE_STAT_PREFIX = 1u << 4,    /* prefix_* */
+    ENGINE_STAT_PREEMPT = 1u << 5,   /* preemptions, evictions */
+    ENGINE_STAT_STEPS = 1u << 6,     /* steps, step_*, busy/backend times, sched_overhead */
+    ENGINE_STAT_SRV_TTFT = 1u << 7,  /* server.ttft */
+    ENGINE_STAT_SRV_ITL = 1u << 8,   /* server.itl */
+    ENGINE_STAT_SRV_E2E = 1u << 9,   /* server.e2e */
+    ENGINE_STAT_SRV_QUEUE = 1u << 10,/* server.queue */
+    ENGINE_STAT_SRV_GEN = 1u << 11,  /* server.gen_tok_s */
+};
+static inline bool engine_stat_known(const struct engine_stats *s, unsigned bit)
+{
+    return (s->unknown & bit) == 0;
+}
 
 /* One live (waiting or running) request, as of the last step. */
 struct engine_req_info {
@@ -291,7 +389,10 @@ struct engine_info {
     bool has_chat_template;
     const char *chat_template;       /* template family ("chatml", "gemma", ...) or NULL */
     bool chat_template_fallback;     /* the model's template was not recognised: ChatML used */
-    struct backend_info backend;
+    struct backend_info backend;     /* remote: name "remote", device = URL and server kind */
+    const char *remote_url;          /* first endpoint; NULL for the local engine */
+    const char *token_counts;        /* how engine_count_tokens counts: "model tokenizer",
+                                        "server /tokenize", "estimate (~4 bytes/token)" */
 };
 void engine_info(const struct engine *e, struct engine_info *out);
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "engine_ops.h"
 #include "evq.h"
 #include "kv.h"
 #include "metrics.h"
@@ -56,7 +57,8 @@ struct engine_req {
     struct engine_metrics m;       /* m.token_t grows with each token */
 };
 
-struct engine {
+struct engine_local {
+    struct engine base;            /* ops = engine_local_ops (first member) */
     struct engine_config cfg;
     char *model_path, *model_name;
     double t0;                     /* CLOCK_MONOTONIC at open */
@@ -99,18 +101,41 @@ struct engine {
     uint64_t next_id;
 };
 
-double engine_now(const struct engine *e);
+double engine_now(const struct engine_local *e);
+
+/* The local implementation behind engine_ops (engine.c, engine_loop.c,
+ * engine_submit.c). */
+uint64_t engine_local_submit(struct engine_local *e, const struct engine_request *q,
+                             enum engine_status *why, char *err, size_t errlen);
+int engine_local_cancel(struct engine_local *e, uint64_t id);
+void engine_local_pause(struct engine_local *e, bool paused);
+int engine_local_poll_events(struct engine_local *e, struct engine_event *out, int max);
+int engine_local_poll_request(struct engine_local *e, uint64_t id, struct engine_event *out,
+                              int max);
+int engine_local_event_fd(const struct engine_local *e);
+bool engine_local_wait_events(struct engine_local *e, uint64_t id, double timeout_s);
+void engine_local_snapshot(struct engine_local *e, struct engine_stats *out);
+int engine_local_requests(struct engine_local *e, struct engine_req_info *out, int max);
+void engine_local_info(const struct engine_local *e, struct engine_info *out);
+int64_t engine_local_count_tokens(const struct engine_local *e, const char *text, size_t len,
+                                  char *err, size_t errlen);
+int64_t engine_local_count_chat_tokens(const struct engine_local *e,
+                                       const struct engine_message *msgs, int32_t n, char *err,
+                                       size_t errlen);
+extern const struct engine_ops engine_local_ops; /* engine_local_ops.c */
+struct engine_local *engine_local_open(const struct engine_config *c, char *err, size_t errlen);
+void engine_local_close(struct engine_local *e);
 void engine_req_unref(struct engine_req *r);
-void engine_emit(struct engine *e, struct engine_req *r, struct engine_event *ev);
+void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev);
 
 /* engine_loop.c */
 void *engine_main(void *arg);
 
 /* engine_submit.c */
-bool engine_has_template(const struct engine *e);
-char *engine_render_chat(const struct engine *e, const struct engine_message *msgs, int32_t n,
+bool engine_has_template(const struct engine_local *e);
+char *engine_render_chat(const struct engine_local *e, const struct engine_message *msgs, int32_t n,
                          char *err, size_t errlen);
-unsigned engine_chat_tok_flags(const struct engine *e);
+unsigned engine_chat_tok_flags(const struct engine_local *e);
 
 /* engine_text.c: token handling on the engine thread. */
 struct engine_out {                /* what one sampled token produced */
@@ -120,13 +145,13 @@ struct engine_out {                /* what one sampled token produced */
     enum engine_status status;
     char *message;
 };
-int engine_sampler_init(struct engine *e, struct engine_req *r, char *err, size_t errlen);
+int engine_sampler_init(struct engine_local *e, struct engine_req *r, char *err, size_t errlen);
 void engine_sampler_free(struct engine_req *r);
-int32_t engine_sample(struct engine *e, struct engine_req *r, float *logits);
+int32_t engine_sample(struct engine_local *e, struct engine_req *r, float *logits);
 /* Detokenizes token, matches stop strings, applies the limits. */
-void engine_on_token(struct engine *e, struct engine_req *r, int32_t token, struct engine_out *o);
+void engine_on_token(struct engine_local *e, struct engine_req *r, int32_t token, struct engine_out *o);
 /* Releases what is still held (end of a request); malloc'd, may be NULL. */
-char *engine_flush_text(struct engine *e, struct engine_req *r);
+char *engine_flush_text(struct engine_local *e, struct engine_req *r);
 /* -log p(target) from one row of logits. */
 double engine_nll(const float *logits, int32_t n_vocab, int32_t target);
 

@@ -13,7 +13,7 @@
 
 /* ---- finishing (lock held, engine thread) --------------------------------------- */
 
-static void live_unlink(struct engine *e, struct engine_req *r)
+static void live_unlink(struct engine_local *e, struct engine_req *r)
 {
     if (r->live_prev) r->live_prev->live_next = r->live_next;
     else if (e->live == r) e->live = r->live_next;
@@ -21,14 +21,14 @@ static void live_unlink(struct engine *e, struct engine_req *r)
     r->live_prev = r->live_next = NULL;
 }
 
-static void emit_text(struct engine *e, struct engine_req *r, char *text, double t)
+static void emit_text(struct engine_local *e, struct engine_req *r, char *text, double t)
 {
     struct engine_event ev = {.type = ENGINE_EV_TOKEN, .t = t, .token = -1, .text = text};
     engine_emit(e, r, &ev);
 }
 
 /* Ends r: frees its blocks, releases held text, sends FINISHED. */
-static void finish(struct engine *e, struct engine_req *r, enum engine_status st, const char *msg)
+static void finish(struct engine_local *e, struct engine_req *r, enum engine_status st, const char *msg)
 {
     double now = engine_now(e);
     if (r->seq.state != SCHED_NEW) sched_remove(&e->sched, &r->seq);
@@ -78,7 +78,7 @@ static void finish(struct engine *e, struct engine_req *r, enum engine_status st
 
 /* ---- per-iteration housekeeping (lock held) ------------------------------------- */
 
-static void intake(struct engine *e)
+static void intake(struct engine_local *e)
 {
     while (e->inbox_head) {
         struct engine_req *r = e->inbox_head;
@@ -97,7 +97,7 @@ static void intake(struct engine *e)
 }
 
 /* Cancellations, stalled consumers and queue timeouts end before the step. */
-static void sweep(struct engine *e, double now)
+static void sweep(struct engine_local *e, double now)
 {
     struct engine_req *r = e->live, *next;
     for (; r; r = next) {
@@ -112,7 +112,7 @@ static void sweep(struct engine *e, double now)
     }
 }
 
-static void publish_seq(struct engine *e, const struct sched_seq *q, bool running)
+static void publish_seq(struct engine_local *e, const struct sched_seq *q, bool running)
 {
     const struct engine_req *r = q->ud;
     struct engine_req_info *o = &e->pub_reqs[e->n_pub_reqs++];
@@ -130,7 +130,7 @@ static void publish_seq(struct engine *e, const struct sched_seq *q, bool runnin
 }
 
 /* Live requests for engine_requests (lock held). */
-static void publish_reqs(struct engine *e)
+static void publish_reqs(struct engine_local *e)
 {
     int32_t n = e->sched.n_running + e->sched.n_waiting;
     if (n > e->cap_pub_reqs) {
@@ -146,7 +146,7 @@ static void publish_reqs(struct engine *e)
     for (int32_t i = 0; i < e->sched.n_waiting; i++) publish_seq(e, e->sched.waiting[i], false);
 }
 
-static void publish(struct engine *e)
+static void publish(struct engine_local *e)
 {
     publish_reqs(e);
     struct engine_stats *s = &e->stats;
@@ -179,7 +179,7 @@ struct item_out {
 };
 
 /* Samples or scores the rows of each item (no lock: engine-thread data only). */
-static void process_rows(struct engine *e, struct item_out *outs)
+static void process_rows(struct engine_local *e, struct item_out *outs)
 {
     struct sched_plan *p = &e->sched.plan;
     for (int32_t i = 0; i < p->n_items; i++) {
@@ -219,7 +219,7 @@ static int push_token_time(struct engine_req *r, double t)
 }
 
 /* Admission and preemption events of this step (lock held). */
-static void report_moves(struct engine *e, double t0)
+static void report_moves(struct engine_local *e, double t0)
 {
     struct sched_plan *p = &e->sched.plan;
     for (int32_t i = 0; i < p->n_preempted; i++) {
@@ -247,7 +247,7 @@ static void report_moves(struct engine *e, double t0)
 }
 
 /* Events and state changes of one item after the forward pass (lock held). */
-static void apply_item(struct engine *e, struct sched_item *it, struct item_out *io, double t0,
+static void apply_item(struct engine_local *e, struct sched_item *it, struct item_out *io, double t0,
                        double t1)
 {
     struct engine_req *r = it->seq->ud;
@@ -302,7 +302,7 @@ static double thread_cpu(void)
 }
 
 /* Plans and runs one step; returns the number of tokens run (0: idle). */
-static int32_t step(struct engine *e)
+static int32_t step(struct engine_local *e)
 {
     double c0 = thread_cpu();
     double t0 = engine_now(e);
@@ -351,7 +351,7 @@ static int32_t step(struct engine *e)
 }
 
 /* Waits on work_cond (mu held) for at most ns nanoseconds. */
-static void nap(struct engine *e, long ns)
+static void nap(struct engine_local *e, long ns)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -365,7 +365,7 @@ static void nap(struct engine *e, long ns)
 
 void *engine_main(void *arg)
 {
-    struct engine *e = arg;
+    struct engine_local *e = arg;
     pthread_mutex_lock(&e->mu);
     for (;;) {
         intake(e);
@@ -405,7 +405,7 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
-static int open_parts(struct engine *e, const struct engine_config *c, char *err, size_t errlen)
+static int open_parts(struct engine_local *e, const struct engine_config *c, char *err, size_t errlen)
 {
     if (c->parts.model) {
         e->model = c->parts.model;
@@ -458,7 +458,7 @@ static void fill_defaults(struct engine_config *c)
     if (c->slo_tpot_s <= 0) c->slo_tpot_s = d.slo_tpot_s;
 }
 
-static int setup_serving(struct engine *e, char *err, size_t errlen)
+static int setup_serving(struct engine_local *e, char *err, size_t errlen)
 {
     const struct model_hparams *hp = &e->model->hp;
     e->n_vocab = hp->n_vocab;
@@ -486,13 +486,14 @@ static int setup_serving(struct engine *e, char *err, size_t errlen)
     return evq_init(&e->evq, err, errlen);
 }
 
-struct engine *engine_open(const struct engine_config *c, char *err, size_t errlen)
+struct engine_local *engine_local_open(const struct engine_config *c, char *err, size_t errlen)
 {
-    struct engine *e = calloc(1, sizeof *e);
+    struct engine_local *e = calloc(1, sizeof *e);
     if (!e) {
         snprintf(err, errlen, "engine: out of memory");
         return NULL;
     }
+    e->base.ops = &engine_local_ops;
     e->evq.fd = -1;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -523,7 +524,7 @@ struct engine *engine_open(const struct engine_config *c, char *err, size_t errl
     e->thread_started = true;
     return e;
 fail:
-    engine_close(e);
+    engine_local_close(e);
     return NULL;
 }
 
@@ -534,7 +535,7 @@ static void release_event_owner(void *owner)
     engine_req_unref(r);
 }
 
-void engine_close(struct engine *e)
+void engine_local_close(struct engine_local *e)
 {
     if (!e) return;
     if (e->thread_started) {

@@ -10,19 +10,19 @@
 #include "gguf.h"
 #include "model.h"
 
-bool engine_has_template(const struct engine *e)
+bool engine_has_template(const struct engine_local *e)
 {
     return e->has_tmpl;
 }
 
-unsigned engine_chat_tok_flags(const struct engine *e)
+unsigned engine_chat_tok_flags(const struct engine_local *e)
 {
     (void)e;
     /* The rendered template carries BOS itself when the model wants it. */
     return TOK_PARSE_SPECIAL;
 }
 
-char *engine_render_chat(const struct engine *e, const struct engine_message *msgs, int32_t n,
+char *engine_render_chat(const struct engine_local *e, const struct engine_message *msgs, int32_t n,
                          char *err, size_t errlen)
 {
     if (!e->has_tmpl) {
@@ -51,7 +51,7 @@ char *engine_render_chat(const struct engine *e, const struct engine_message *ms
 }
 
 /* Encodes text into r's token list. */
-static int encode_into(struct engine *e, struct engine_req *r, const char *text, unsigned flags,
+static int encode_into(struct engine_local *e, struct engine_req *r, const char *text, unsigned flags,
                        char *err, size_t errlen)
 {
     if (!e->tok) {
@@ -79,7 +79,7 @@ static int encode_into(struct engine *e, struct engine_req *r, const char *text,
     return rc;
 }
 
-static int build_prompt(struct engine *e, struct engine_req *r, const struct engine_request *q,
+static int build_prompt(struct engine_local *e, struct engine_req *r, const struct engine_request *q,
                         char *err, size_t errlen)
 {
     int sources = (q->n_messages > 0 && q->messages) + (q->prompt != NULL) +
@@ -112,7 +112,7 @@ static int build_prompt(struct engine *e, struct engine_req *r, const struct eng
 }
 
 /* Refuses a request that can never fit, with the numbers. */
-static int check_size(const struct engine *e, const struct engine_request *q, int32_t n_prompt,
+static int check_size(const struct engine_local *e, const struct engine_request *q, int32_t n_prompt,
                       char *err, size_t errlen)
 {
     int64_t want = (int64_t)n_prompt + (q->score ? 0 : (q->max_tokens > 0 ? q->max_tokens : 1));
@@ -167,7 +167,7 @@ static void req_drop(struct engine_req *r)
     engine_req_unref(r);
 }
 
-uint64_t engine_submit(struct engine *e, const struct engine_request *q, enum engine_status *why,
+uint64_t engine_local_submit(struct engine_local *e, const struct engine_request *q, enum engine_status *why,
                        char *err, size_t errlen)
 {
     enum engine_status dummy;

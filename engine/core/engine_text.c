@@ -11,7 +11,7 @@
 #include "engine_impl.h"
 #include "sampler.h"
 
-int engine_sampler_init(struct engine *e, struct engine_req *r, char *err, size_t errlen)
+int engine_sampler_init(struct engine_local *e, struct engine_req *r, char *err, size_t errlen)
 {
     struct sampler_params p;
     sampler_params_default(&p);
@@ -43,7 +43,7 @@ void engine_sampler_free(struct engine_req *r)
     r->sampler = NULL;
 }
 
-int32_t engine_sample(struct engine *e, struct engine_req *r, float *logits)
+int32_t engine_sample(struct engine_local *e, struct engine_req *r, float *logits)
 {
     int32_t t = sampler_sample(r->sampler, logits, e->n_vocab);
     sampler_accept(r->sampler, t);
@@ -116,7 +116,7 @@ static size_t partial_stop(const struct engine_req *r)
     return keep;
 }
 
-void engine_on_token(struct engine *e, struct engine_req *r, int32_t token, struct engine_out *o)
+void engine_on_token(struct engine_local *e, struct engine_req *r, int32_t token, struct engine_out *o)
 {
     memset(o, 0, sizeof *o);
     o->token = token;
@@ -152,7 +152,7 @@ void engine_on_token(struct engine *e, struct engine_req *r, int32_t token, stru
     }
 }
 
-char *engine_flush_text(struct engine *e, struct engine_req *r)
+char *engine_flush_text(struct engine_local *e, struct engine_req *r)
 {
     char buf[16];
     size_t n = e->tok ? tok_stream_flush(&r->ts, buf, sizeof buf) : 0;

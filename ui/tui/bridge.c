@@ -428,6 +428,13 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->n_computed = mt->n_computed;
         ph->n_generated = mt->n_generated;
         ph->n_preempted = mt->n_preempted;
+        ph->remote = mt->remote;
+        ph->connect_s = mt->connect_s;
+        ph->headers_s = mt->headers_s;
+        ph->server_known = mt->server.known;
+        ph->srv_queue_s = mt->server.queue_s;
+        ph->srv_prefill_s = mt->server.prefill_s;
+        ph->srv_decode_s = mt->server.decode_s;
     }
     copy_str(ph->status, sizeof ph->status, engine_status_name(ev->status));
     switch (ev->status) {
@@ -456,7 +463,9 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
     if (ph->ttft_s >= 0 && m->status != UI_MSG_ERROR)
         ui_state_add_latency(st, ph->ttft_s, ph->tpot_s);
     if (!b->db || !m->key) return;
-    store_reply_finish(b->db, m->key, store_status(ev->status), ph->n_generated);
+    const char *sst = ev->metrics && ev->metrics->interrupted ? "interrupted"
+                                                                : store_status(ev->status);
+    store_reply_finish(b->db, m->key, sst, ph->n_generated);
     char *pj = ui_params_to_json(&st->params);
     struct store_request sr = {.model = st->model_name,
                                .model_file = b->model_path,

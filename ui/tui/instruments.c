@@ -115,10 +115,75 @@ static void draw_latency(struct pane *p, const struct ui_state *s)
                 slo_ttft);
     latency_row(p, "TPOT", ui_state_session_pct(s, 1, 50), ui_state_session_pct(s, 1, 90),
                 slo_tpot);
-    section(p, "engine p50 / p90");
+    section(p, s->have_stats && st->server.remote ? "client p50 / p90" : "engine p50 / p90");
     bool h1 = s->have_stats && st->ttft.count > 0, h2 = s->have_stats && st->tpot.count > 0;
     latency_row(p, "TTFT", h1 ? st->ttft.p50 : -1, h1 ? st->ttft.p90 : -1, slo_ttft);
     latency_row(p, "TPOT", h2 ? st->tpot.p50 : -1, h2 ? st->tpot.p90 : -1, slo_tpot);
+}
+
+/* "N" or "n/a" when the server does not export it. */
+static const char *num_or_na(char *buf, size_t n, const struct engine_stats *st, unsigned bit,
+                             double v, const char *fmt)
+{
+    if (!engine_stat_known(st, bit)) return "n/a";
+    snprintf(buf, n, fmt, v);
+    return buf;
+}
+
+/* A remote engine: the server's view from its /metrics beside the client's
+ * own figures above; what the server does not export says n/a, never 0. */
+static void draw_server(struct pane *p, const struct ui_state *s)
+{
+    const struct engine_stats *st = &s->stats;
+    const struct ui_theme *t = p->t;
+    char head[64], a[24], b[24], c[24];
+    snprintf(head, sizeof head, "server %s", st->server.source[0] ? st->server.source : "");
+    section(p, head);
+    if (!st->server.source[0]) {
+        if (room(p))
+            ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM],
+                        st->server.scrape_error[0] ? st->server.scrape_error
+                                                   : "metrics: n/a from this server");
+    } else {
+        if (room(p))
+            ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NORMAL],
+                        "queue %s  running %s  preempt %s",
+                        num_or_na(a, sizeof a, st, ENGINE_STAT_WAITING, st->waiting, "%.0f"),
+                        num_or_na(b, sizeof b, st, ENGINE_STAT_RUNNING, st->running, "%.0f"),
+                        num_or_na(c, sizeof c, st, ENGINE_STAT_PREEMPT, (double)st->preemptions,
+                                  "%.0f"));
+        if (room(p) && engine_stat_known(st, ENGINE_STAT_KV_USAGE)) {
+            int x = p->in.x;
+            x += ui_draw_fmt(p->w, p->y, x, p->in.w, t->a[UI_C_DIM], "KV %3.0f%% ",
+                             st->kv_usage * 100);
+            double val[2] = {st->kv_usage, 1 - st->kv_usage};
+            attr_t at[2] = {t->a[UI_C_KV_USED], t->a[UI_C_KV_FREE]};
+            static const char *const cells[2] = {"█", "·"};
+            ui_gauge_bar(p->w, p->y, x, p->in.x + p->in.w - x, val, at, cells, 2);
+            p->y++;
+        } else if (room(p)) {
+            ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM],
+                        "KV n/a from this server");
+        }
+        bool h1 = engine_stat_known(st, ENGINE_STAT_SRV_TTFT) && st->server.ttft.count > 0;
+        bool h2 = engine_stat_known(st, ENGINE_STAT_SRV_ITL) && st->server.itl.count > 0;
+        latency_row(p, "sTTFT", h1 ? st->server.ttft.p50 : -1, h1 ? st->server.ttft.p90 : -1, 0);
+        latency_row(p, "sITL", h2 ? st->server.itl.p50 : -1, h2 ? st->server.itl.p90 : -1, 0);
+        if (room(p))
+            ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM],
+                        "prefix hit %s  gen %s tok/s",
+                        num_or_na(a, sizeof a, st, ENGINE_STAT_PREFIX, st->prefix_hit_rate * 100,
+                                  "%.0f%%"),
+                        num_or_na(b, sizeof b, st, ENGINE_STAT_SRV_GEN, st->server.gen_tok_s,
+                                  "%.1f"));
+    }
+    for (int32_t i = 0; i < st->server.n_endpoints && room(p); i++) {
+        const struct engine_endpoint *ep = &st->server.endpoint[i];
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w,
+                    ep->healthy ? t->a[UI_C_GOOD] : t->a[UI_C_WARN], "%s %s %.0fms out %d err %llu",
+                    ep->healthy ? "up" : "DOWN", ep->url, ep->health_latency_s * 1e3,
+                    ep->outstanding, (unsigned long long)ep->errors);
+    }
 }
 
 static void draw_kv(struct pane *p, const struct ui_state *s)
@@ -130,6 +195,10 @@ static void draw_kv(struct pane *p, const struct ui_state *s)
         snprintf(head, sizeof head, "KV %d blk × %d tok", st->kv_total, st->kv_block_tokens);
     else
         snprintf(head, sizeof head, "engine");
+    if (s->have_stats && st->server.remote) {
+        draw_server(p, s);
+        return;
+    }
     section(p, head);
     if (!s->have_stats) {
         if (room(p)) ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM], "not running");

@@ -37,6 +37,11 @@ struct ui_phase {
     double ttft_s, tpot_s, e2e_s;
     int32_t n_prompt, n_cached, n_computed, n_generated, n_preempted;
     char status[24]; /* "streaming", "stop", "cancelled", ... */
+    /* A remote engine's reply: what the client measured (connect, response
+     * headers) and, when the server said, its own phases (server-side). */
+    bool remote, server_known;
+    double connect_s, headers_s;
+    double srv_queue_s, srv_prefill_s, srv_decode_s;
 };
 
 struct ui_msg {

@@ -47,6 +47,34 @@ static void draw_bar(WINDOW *w, int y, int x, int cols, const struct ui_phase *p
     ui_draw_fill(w, y, x + used, cols - used, t->a[UI_C_DIM], "·");
 }
 
+/* A remote reply: the client sees connect, the wait for the first token
+ * (the server's queue and prefill, which only the server can split) and
+ * decode; the server's own figures follow when it reported them. */
+static void draw_remote_legend(WINDOW *w, struct ui_rect in, const struct ui_phase *ph,
+                               const struct ui_theme *t)
+{
+    char c[24], wt[24], dc[24], sq[24], sp[24], sd[24];
+    ui_fmt_dur(c, sizeof c, ph->connect_s > 0 ? ph->connect_s : -1);
+    ui_fmt_dur(wt, sizeof wt, ph->prefill_end);
+    ui_fmt_dur(dc, sizeof dc, ph->decode_s);
+    int x = in.x;
+    x += ui_draw_fmt(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], "connect %s ", c);
+    x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL],
+                     "█wait %s (server-side) ", wt);
+    ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], "━decode %s", dc);
+    if (in.h < 5) return;
+    if (ph->server_known) {
+        ui_fmt_dur(sq, sizeof sq, ph->srv_queue_s);
+        ui_fmt_dur(sp, sizeof sp, ph->srv_prefill_s);
+        ui_fmt_dur(sd, sizeof sd, ph->srv_decode_s);
+        ui_draw_fmt(w, in.y + 4, in.x, in.w, t->a[UI_C_DIM],
+                    "server says: queue %s · prefill %s · decode %s", sq, sp, sd);
+    } else {
+        ui_draw_str(w, in.y + 4, in.x, in.w, t->a[UI_C_DIM],
+                    "server phases: n/a from this server");
+    }
+}
+
 void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
                       const struct ui_theme *t)
 {
@@ -74,7 +102,9 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     ui_fmt_dur(dc, sizeof dc, ph->decode_s);
     ui_fmt_dur(tt, sizeof tt, ph->ttft_s);
     ui_fmt_dur(tp, sizeof tp, ph->n_generated > 1 ? ph->tpot_s : -1);
-    if (in.h >= 2) {
+    if (in.h >= 2 && ph->remote) {
+        draw_remote_legend(w, in, ph, t);
+    } else if (in.h >= 2) {
         int x = in.x;
         x += ui_draw_fmt(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], "░queue %s ", q);
         if (ph->n_chunks > 1)

@@ -1,0 +1,318 @@
+/* remote_loop: the remote engine's worker thread. One libcurl multi handle
+ * drives every request's stream and the background probes (Prometheus
+ * /metrics about once a second, /health every few seconds), so the UI thread
+ * never waits on the network. Each turn: take new requests and cancellations,
+ * let curl move bytes, finish what ended, enforce the read timeout, start
+ * probes that are due, then sleep in curl_multi_poll until a socket is ready,
+ * 50 ms pass, or curl_multi_wakeup (submit, cancel, close) interrupts it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "prom.h"
+#include "remote_impl.h"
+
+#define REMOTE_HEALTH_INTERVAL_S 5.0
+
+static void start_new(struct remote *R)
+{
+    pthread_mutex_lock(&R->mu);
+    struct rreq *q = R->inbox_head;
+    R->inbox_head = R->inbox_tail = NULL;
+    pthread_mutex_unlock(&R->mu);
+    while (q) {
+        struct rreq *next = q->inbox_next;
+        q->inbox_next = NULL;
+        q->act_next = R->active;
+        R->active = q;
+        char err[256];
+        if (remote_stream_start(R, q, err, sizeof err) != 0) q->failed = true;
+        pthread_mutex_lock(&R->mu);
+        q->started = true;
+        pthread_mutex_unlock(&R->mu);
+        if (q->failed) remote_stream_finish(R, q, ENGINE_ERROR, err);
+        q = next;
+    }
+}
+
+/* Drops finished requests from the active list. */
+static void prune(struct remote *R)
+{
+    struct rreq **pp = &R->active;
+    while (*pp) {
+        struct rreq *q = *pp;
+        pthread_mutex_lock(&R->mu);
+        bool fin = q->finished;
+        pthread_mutex_unlock(&R->mu);
+        if (fin) {
+            *pp = q->act_next;
+            pthread_mutex_lock(&R->mu);
+            remote_req_unref(q); /* the worker's reference */
+            pthread_mutex_unlock(&R->mu);
+        } else {
+            pp = &q->act_next;
+        }
+    }
+}
+
+/* Cancellations, read timeouts and due retries. */
+static void sweep(struct remote *R, double now)
+{
+    for (struct rreq *q = R->active; q; q = q->act_next) {
+        pthread_mutex_lock(&R->mu);
+        bool fin = q->finished, cancel = q->cancel;
+        bool stalled = q->n_events > R->event_limit;
+        pthread_mutex_unlock(&R->mu);
+        if (fin) continue;
+        if (stalled) {
+            /* As the local engine does: a consumer that stopped reading ends
+             * its own request (the connection closes), others go on. */
+            char msg[200];
+            snprintf(msg, sizeof msg, "consumer stalled: more than %d events not read; the "
+                     "connection was closed", R->event_limit);
+            remote_stream_finish(R, q, ENGINE_CONSUMER_STALLED, msg);
+        } else if (cancel) {
+            q->m.interrupted = false;
+            remote_stream_finish(R, q, ENGINE_CANCELLED,
+                                 "cancelled: the connection was closed, which cancels the "
+                                 "request on the server");
+        } else if (q->easy && now - q->last_byte_t > R->read_timeout_s) {
+            char msg[400];
+            q->m.interrupted = q->any_text;
+            snprintf(msg, sizeof msg,
+                     "read timeout: no data from %s for %.1f s (connection closed, which "
+                     "cancels the request on the server)%s",
+                     R->ep[q->ep].base, R->read_timeout_s,
+                     q->any_text ? "; partial reply kept, marked interrupted" : "");
+            remote_stream_finish(R, q, ENGINE_ERROR, msg);
+        } else if (!q->easy && q->retry_at > 0 && now >= q->retry_at) {
+            char err[256];
+            q->retry_at = 0;
+            if (remote_stream_start(R, q, err, sizeof err) != 0)
+                remote_stream_finish(R, q, ENGINE_ERROR, err);
+        }
+    }
+    prune(R);
+}
+
+/* ---- probes: /metrics and /health ------------------------------------------------------ */
+
+static size_t probe_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct rprobe *p = ud;
+    size_t n = size * nmemb;
+    return rbuf_add(&p->body, ptr, n) == 0 ? n : 0;
+}
+
+static void probe_start(struct remote *R, struct rprobe *p, int32_t ep, int what, double now)
+{
+    if (p->easy) return; /* the previous one is still running */
+    static const char *const path[] = {"metrics", "health", "v1/tern/status"};
+    char url[1024];
+    snprintf(url, sizeof url, "%s/%s", R->ep[ep].root, path[what]);
+    p->kind = REMOTE_XFER_PROBE;
+    p->ep = ep;
+    p->what = what;
+    p->t0 = now;
+    p->body.len = 0;
+    p->body.max = 8u << 20; /* an exposition larger than this is not a metrics page */
+    p->easy = curl_easy_init();
+    if (!p->easy) return;
+    struct curl_slist *h = NULL;
+    curl_easy_setopt(p->easy, CURLOPT_URL, url);
+    remote_easy_common(R, p->easy, &h, false);
+    curl_slist_free_all(h); /* probes send only the key, set below */
+    if (R->api_key) {
+        curl_easy_setopt(p->easy, CURLOPT_XOAUTH2_BEARER, R->api_key);
+        curl_easy_setopt(p->easy, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+    }
+    curl_easy_setopt(p->easy, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(p->easy, CURLOPT_WRITEFUNCTION, probe_body);
+    curl_easy_setopt(p->easy, CURLOPT_WRITEDATA, p);
+    curl_easy_setopt(p->easy, CURLOPT_PRIVATE, p);
+    curl_multi_add_handle(R->multi, p->easy);
+}
+
+static void scrape_result(struct remote *R, struct rprobe *p, long code, CURLcode rc, double now)
+{
+    struct rendpoint *ep = &R->ep[p->ep];
+    char err[160] = "";
+    struct prom_doc d = {0};
+    struct engine_stats s = {0};
+    if (rc != CURLE_OK) {
+        snprintf(err, sizeof err, "GET %s/metrics: %s", ep->root, curl_easy_strerror(rc));
+    } else if (code != 200) {
+        snprintf(err, sizeof err, "GET %s/metrics: HTTP %ld%s", ep->root, code,
+                 code == 404 ? " (no metrics: llama-server needs --metrics, SGLang "
+                               "--enable-metrics)" : "");
+    } else if (prom_parse(p->body.p ? p->body.p : "", p->body.len, &d, err, sizeof err) == 0) {
+        prom_map_apply(&d, &ep->pm, now, &s);
+        if (!s.server.source[0]) snprintf(err, sizeof err, "GET %s/metrics: no known metrics",
+                                          ep->root);
+    }
+    prom_free(&d);
+    pthread_mutex_lock(&R->mu);
+    ep->scrapes++;
+    if (err[0]) {
+        ep->scrape_errors++;
+        snprintf(ep->scrape_error, sizeof ep->scrape_error, "%s", err);
+    } else {
+        ep->srv = s;
+        ep->srv_ok = true;
+        ep->srv_t = now;
+        ep->scrape_error[0] = 0;
+        snprintf(ep->server_kind, sizeof ep->server_kind, "%s", s.server.source);
+    }
+    pthread_mutex_unlock(&R->mu);
+}
+
+static double jnum(const cJSON *o, const char *k, bool *ok)
+{
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+    if (!cJSON_IsNumber(v)) {
+        *ok = false;
+        return 0;
+    }
+    return v->valuedouble;
+}
+
+static void jhist(const cJSON *o, const char *k, struct engine_hist *h, bool *ok)
+{
+    const cJSON *j = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+    h->count = (uint64_t)jnum(j, "count", ok);
+    h->mean = jnum(j, "mean", ok);
+    h->p50 = jnum(j, "p50", ok);
+    h->p90 = jnum(j, "p90", ok);
+    h->p99 = jnum(j, "p99", ok);
+    h->max = jnum(j, "max", ok);
+}
+
+/* tern serve's /v1/tern/status: "engine" is its engine_snapshot_json, so the
+ * KV blocks and step figures shown are exactly the server's own. */
+static void status_result(struct remote *R, struct rprobe *p, long code, CURLcode rc)
+{
+    if (rc != CURLE_OK || code != 200) return;
+    cJSON *j = cJSON_ParseWithLength(p->body.p ? p->body.p : "", p->body.len);
+    const cJSON *e = j ? cJSON_GetObjectItemCaseSensitive(j, "engine") : NULL;
+    const cJSON *kv = e ? cJSON_GetObjectItemCaseSensitive(e, "kv") : NULL;
+    struct engine_stats t = {0};
+    bool ok = e && kv;
+    t.kv_block_tokens = (int32_t)jnum(kv, "block_tokens", &ok);
+    t.kv_total = (int32_t)jnum(kv, "total", &ok);
+    t.kv_used = (int32_t)jnum(kv, "used", &ok);
+    t.kv_cached = (int32_t)jnum(kv, "cached", &ok);
+    t.kv_free = (int32_t)jnum(kv, "free", &ok);
+    t.steps = (uint64_t)jnum(e, "steps", &ok);
+    t.busy_s = jnum(e, "busy_s", &ok);
+    t.backend_s = jnum(e, "backend_s", &ok);
+    t.sched_overhead = jnum(e, "sched_overhead", &ok);
+    t.goodput_rps = jnum(e, "goodput_rps", &ok);
+    jhist(e, "step_s", &t.step_s, &ok);
+    jhist(e, "step_tokens", &t.step_tokens, &ok);
+    cJSON_Delete(j);
+    if (!ok) return;
+    struct rendpoint *ep = &R->ep[p->ep];
+    pthread_mutex_lock(&R->mu);
+    ep->tstat = t;
+    ep->tstat_ok = true;
+    pthread_mutex_unlock(&R->mu);
+}
+
+static void probe_done(struct remote *R, struct rprobe *p, CURLcode rc)
+{
+    long code = 0;
+    curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &code);
+    double now = remote_now(R);
+    curl_multi_remove_handle(R->multi, p->easy);
+    curl_easy_cleanup(p->easy);
+    p->easy = NULL;
+    if (p->what == REMOTE_PROBE_METRICS) {
+        scrape_result(R, p, code, rc, now);
+        return;
+    }
+    if (p->what == REMOTE_PROBE_STATUS) {
+        status_result(R, p, code, rc);
+        return;
+    }
+    struct rendpoint *ep = &R->ep[p->ep];
+    pthread_mutex_lock(&R->mu);
+    ep->pub.healthy = rc == CURLE_OK && code >= 200 && code < 300;
+    ep->pub.health_latency_s = now - p->t0;
+    if (!ep->pub.healthy)
+        snprintf(ep->pub.last_error, sizeof ep->pub.last_error, "GET %s/health: %s", ep->root,
+                 rc != CURLE_OK ? curl_easy_strerror(rc) : "not 2xx");
+    pthread_mutex_unlock(&R->mu);
+}
+
+static void probes(struct remote *R, double now)
+{
+    for (int32_t i = 0; i < R->n_ep; i++) {
+        struct rendpoint *ep = &R->ep[i];
+        if (R->scrape_interval_s > 0 && now >= ep->next_scrape) {
+            probe_start(R, &ep->scrape, i, REMOTE_PROBE_METRICS, now);
+            if (!strcmp(ep->server_kind, "tern"))
+                probe_start(R, &ep->status, i, REMOTE_PROBE_STATUS, now);
+            ep->next_scrape = now + R->scrape_interval_s;
+        }
+        if (now >= ep->next_health) {
+            probe_start(R, &ep->health, i, REMOTE_PROBE_HEALTH, now);
+            ep->next_health = now + REMOTE_HEALTH_INTERVAL_S;
+        }
+    }
+}
+
+static void reap(struct remote *R)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(R->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        void *priv = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&priv);
+        CURLcode rc = msg->data.result;
+        if (!priv) continue;
+        if (*(int *)priv == REMOTE_XFER_REQ) remote_stream_done(R, priv, rc);
+        else probe_done(R, priv, rc);
+    }
+}
+
+void *remote_main(void *arg)
+{
+    struct remote *R = arg;
+    for (;;) {
+        pthread_mutex_lock(&R->mu);
+        bool stop = R->stop;
+        pthread_mutex_unlock(&R->mu);
+        if (stop) break;
+        start_new(R);
+        int running = 0;
+        curl_multi_perform(R->multi, &running);
+        reap(R);
+        double now = remote_now(R);
+        sweep(R, now);
+        probes(R, now);
+        curl_multi_poll(R->multi, NULL, 0, 50, NULL);
+    }
+    /* Close: cancel what is left (closing each connection). */
+    start_new(R);
+    for (struct rreq *q = R->active; q; q = q->act_next) {
+        pthread_mutex_lock(&R->mu);
+        bool fin = q->finished;
+        pthread_mutex_unlock(&R->mu);
+        if (!fin) remote_stream_finish(R, q, ENGINE_CANCELLED, "cancelled: engine closed");
+    }
+    prune(R);
+    for (int32_t i = 0; i < R->n_ep; i++) {
+        struct rprobe *ps[3] = {&R->ep[i].scrape, &R->ep[i].health, &R->ep[i].status};
+        for (int k = 0; k < 3; k++)
+            if (ps[k]->easy) {
+                curl_multi_remove_handle(R->multi, ps[k]->easy);
+                curl_easy_cleanup(ps[k]->easy);
+                ps[k]->easy = NULL;
+            }
+    }
+    return NULL;
+}

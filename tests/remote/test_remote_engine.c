@@ -1,0 +1,281 @@
+/* test_remote_engine: the remote engine through the public engine API
+ * against fault_server.py on loopback (started here): the event sequence of
+ * a stream, cancel mid-stream (the stall case: CANCELLED at once, not after
+ * the server's 30 s), 24 concurrent streams on the one worker thread, two
+ * endpoints with round-robin and least-outstanding balance, and the /metrics
+ * scraper end to end (vLLM fixtures served in two scrapes: the server view
+ * shows the interval's percentiles, unknown fields are null in the JSON). */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine.h"
+#include "tap.h"
+
+static pid_t server_pid;
+static int server_port;
+
+static void start_server(void)
+{
+    int fd[2];
+    if (pipe(fd) != 0) tap_bail("pipe");
+    server_pid = fork();
+    if (server_pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        char py[1024];
+        snprintf(py, sizeof py, "%s/tests/remote/fault_server.py", getenv("TERN_SRC"));
+        execlp("python3", "python3", py, "0", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    if (!f || fscanf(f, "PORT %d", &server_port) != 1) tap_bail("fault_server did not start");
+    fclose(f);
+}
+
+static struct engine *open_at(const char *const *urls, int n, enum engine_balance bal)
+{
+    struct engine_config c;
+    engine_config_default(&c);
+    c.remote.urls = urls;
+    c.remote.n_urls = n;
+    c.remote.balance = bal;
+    c.remote.read_timeout_s = 10;
+    char err[512];
+    struct engine *e = engine_open(&c, err, sizeof err);
+    if (!e) tap_diag("engine_open: %s", err);
+    return e;
+}
+
+/* Drains events of id until FINISHED (bounded); returns its status. */
+static enum engine_status finish_of(struct engine *e, uint64_t id, struct engine_metrics *m,
+                                    char *text, size_t n, int *types)
+{
+    size_t len = 0;
+    for (int spins = 0; spins < 1200; spins++) { /* 60 s: loaded CI machines */
+        engine_wait_events(e, id, 0.05);
+        struct engine_event ev[16];
+        int k = engine_poll_request(e, id, ev, 16);
+        for (int i = 0; i < k; i++) {
+            if (types) types[ev[i].type]++;
+            if (ev[i].type == ENGINE_EV_TOKEN && ev[i].text && text) {
+                size_t l = strlen(ev[i].text);
+                if (len + l < n) { memcpy(text + len, ev[i].text, l); len += l; text[len] = 0; }
+            }
+            if (ev[i].type == ENGINE_EV_FINISHED) {
+                enum engine_status st = ev[i].status;
+                if (m) { *m = *ev[i].metrics; m->token_t = NULL; }
+                for (int j = i; j < k; j++) engine_event_free(&ev[j]);
+                return st;
+            }
+            engine_event_free(&ev[i]);
+        }
+    }
+    return ENGINE_N_STATUS;
+}
+
+static uint64_t submit_hi(struct engine *e)
+{
+    struct engine_message msg = {"user", "hi"};
+    struct engine_request r = {.messages = &msg, .n_messages = 1, .max_tokens = 16};
+    engine_sampling_greedy(&r.sampling);
+    enum engine_status why;
+    char err[256];
+    uint64_t id = engine_submit(e, &r, &why, err, sizeof err);
+    if (!id) tap_diag("submit: %s", err);
+    return id;
+}
+
+static void test_stream(const char *base)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s/ok/v1", base);
+    const char *urls[] = {url};
+    struct engine *e = open_at(urls, 1, ENGINE_BALANCE_ROUND_ROBIN);
+    tap_ok(e != NULL, "open against the ok endpoint");
+    if (!e) return;
+    struct engine_info info;
+    engine_info(e, &info);
+    tap_ok(!strcmp(info.backend.name, "remote") && strstr(info.backend.device, url),
+           "info: backend 'remote', device names the URL (%s)", info.backend.device);
+    tap_ok(!strcmp(info.model_name, "fault-model"), "info: model from /v1/models (%s)",
+           info.model_name);
+    int types[8] = {0};
+    char text[256] = "";
+    struct engine_metrics m;
+    uint64_t id = submit_hi(e);
+    enum engine_status st = finish_of(e, id, &m, text, sizeof text, types);
+    tap_ok(st == ENGINE_STOP, "stream: finished stop (%s)", engine_status_name(st));
+    tap_ok(!strcmp(text, "Hello world!"), "stream: text '%s'", text);
+    tap_ok(types[ENGINE_EV_QUEUED] == 1 && types[ENGINE_EV_ADMITTED] == 1 &&
+               types[ENGINE_EV_FIRST_TOKEN] == 1 && types[ENGINE_EV_TOKEN] == 3,
+           "stream: queued, admitted, first token, 3 tokens (%d %d %d %d)",
+           types[ENGINE_EV_QUEUED], types[ENGINE_EV_ADMITTED], types[ENGINE_EV_FIRST_TOKEN],
+           types[ENGINE_EV_TOKEN]);
+    tap_ok(m.remote && m.n_generated == 3 && m.n_prompt == 5 && m.n_cached == 2 &&
+               m.http_status == 200,
+           "metrics: usage counts 3/5/2, HTTP 200");
+    tap_ok(m.ttft_s > 0 && m.headers_s > 0 && m.headers_s <= m.ttft_s && m.e2e_s >= m.ttft_s &&
+               m.e2e_s >= 0.05 && m.tpot_s > 0,
+           "metrics: headers %.4f <= ttft %.4f <= e2e %.4f (>= the server's 50 ms sleep), tpot %.4f",
+           m.headers_s, m.ttft_s, m.e2e_s, m.tpot_s);
+    cJSON *j = engine_metrics_json(&m);
+    tap_ok(j && cJSON_IsNull(cJSON_GetObjectItem(j, "prefill_s")) &&
+               cJSON_IsNull(cJSON_GetObjectItem(j, "server")),
+           "metrics JSON: client cannot know prefill: null; no server block: null");
+    cJSON_Delete(j);
+    engine_close(e);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void test_cancel(const char *base)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s/stall/v1", base);
+    const char *urls[] = {url};
+    struct engine *e = open_at(urls, 1, ENGINE_BALANCE_ROUND_ROBIN);
+    if (!e) { tap_ok(0, "open stall"); return; }
+    uint64_t id = submit_hi(e);
+    /* Wait for the first token, then cancel. */
+    double t0 = now_s();
+    bool got = false;
+    while (!got && now_s() - t0 < 5) {
+        engine_wait_events(e, id, 0.05);
+        struct engine_event ev[8];
+        int k = engine_poll_request(e, id, ev, 8);
+        for (int i = 0; i < k; i++) {
+            if (ev[i].type == ENGINE_EV_TOKEN) got = true;
+            engine_event_free(&ev[i]);
+        }
+    }
+    tap_ok(got, "cancel: a token arrived first");
+    double t1 = now_s();
+    tap_ok(engine_cancel(e, id) == 0, "cancel: accepted");
+    struct engine_metrics m;
+    enum engine_status st = finish_of(e, id, &m, NULL, 0, NULL);
+    tap_ok(st == ENGINE_CANCELLED && now_s() - t1 < 2.0,
+           "cancel mid-stream: CANCELLED in %.3f s (the server would stall 30 s)", now_s() - t1);
+    tap_ok(engine_cancel(e, id) == -1, "cancel: a finished id is refused");
+    engine_close(e);
+}
+
+static void test_concurrent_and_balance(const char *base)
+{
+    char u1[256], u2[256];
+    snprintf(u1, sizeof u1, "%s/ok/v1", base);
+    snprintf(u2, sizeof u2, "%s/batch/v1", base);
+    const char *urls[] = {u1, u2};
+    for (int b = 0; b < 2; b++) {
+        struct engine *e = open_at(urls, 2, b ? ENGINE_BALANCE_LEAST_OUTSTANDING
+                                              : ENGINE_BALANCE_ROUND_ROBIN);
+        if (!e) { tap_ok(0, "open two endpoints"); continue; }
+        enum { N = 24 };
+        uint64_t ids[N];
+        for (int i = 0; i < N; i++) ids[i] = submit_hi(e);
+        int ok = 0, per[2] = {0, 0};
+        double t0 = now_s();
+        for (int i = 0; i < N; i++) {
+            struct engine_metrics m;
+            if (finish_of(e, ids[i], &m, NULL, 0, NULL) == ENGINE_STOP && m.n_generated == 3) {
+                ok++;
+                if (m.endpoint >= 0 && m.endpoint < 2) per[m.endpoint]++;
+            }
+        }
+        tap_ok(ok == N, "%s: %d/%d concurrent streams finished with 3 tokens in %.2f s",
+               b ? "least-outstanding" : "round-robin", ok, N, now_s() - t0);
+        if (b == 0)
+            tap_ok(per[0] == N / 2 && per[1] == N / 2, "round-robin: %d + %d", per[0], per[1]);
+        else
+            tap_ok(per[0] > 0 && per[1] > 0, "least-outstanding: both used (%d + %d)", per[0],
+                   per[1]);
+        struct engine_stats s;
+        engine_snapshot(e, &s);
+        tap_ok(s.server.n_endpoints == 2 && s.server.endpoint[0].requests + s.server.endpoint[1].requests == N &&
+                   s.server.endpoint[0].outstanding == 0 && s.server.endpoint[1].outstanding == 0,
+               "snapshot: per-endpoint request counts add up to %d, none outstanding", N);
+        tap_ok(s.finished[ENGINE_STOP] == N && s.ttft.count == N,
+               "snapshot: the client's own histograms hold all %d requests", N);
+        engine_close(e);
+    }
+}
+
+static void test_scrape(const char *base)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s/vllm/v1", base);
+    const char *urls[] = {url};
+    struct engine *e = open_at(urls, 1, ENGINE_BALANCE_ROUND_ROBIN);
+    if (!e) { tap_ok(0, "open vllm"); return; }
+    struct engine_stats s;
+    double t0 = now_s();
+    do {
+        usleep(100000);
+        engine_snapshot(e, &s);
+    } while (s.server.scrapes < 2 && now_s() - t0 < 5);
+    tap_ok(s.server.scrapes >= 2, "scraper: %llu scrapes in %.1f s (about 1 Hz)",
+           (unsigned long long)s.server.scrapes, now_s() - t0);
+    tap_ok(!strcmp(s.server.source, "vllm"), "scraper: source vllm (%s)", s.server.source);
+    tap_ok(s.running == 4 && s.waiting == 2 && fabs(s.kv_usage - 0.5) < 1e-9,
+           "scraper: running 4, waiting 2, KV 50 %% (%d, %d, %g)", s.running, s.waiting,
+           s.kv_usage);
+    tap_ok(fabs(s.server.ttft.p50 - 0.05) < 1e-9, "scraper: server TTFT p50 of the interval 0.05 (%g)",
+           s.server.ttft.p50);
+    cJSON *j = engine_snapshot_json(e);
+    const cJSON *sv = j ? cJSON_GetObjectItem(j, "server") : NULL;
+    tap_ok(j && cJSON_IsNull(cJSON_GetObjectItem(j, "kv")) && cJSON_IsNull(cJSON_GetObjectItem(j, "steps")) &&
+               cJSON_IsNumber(cJSON_GetObjectItem(j, "running")) && sv,
+           "snapshot JSON: KV blocks and steps null (unknown), running a number, server block");
+    const cJSON *q = sv ? cJSON_GetObjectItem(sv, "queue_s") : NULL;
+    tap_ok(q && cJSON_IsObject(q) && cJSON_IsObject(cJSON_GetObjectItem(sv, "ttft_s")),
+           "snapshot JSON: the server's TTFT and queue histograms present (vLLM exports both)");
+    cJSON_Delete(j);
+    engine_close(e);
+
+    snprintf(url, sizeof url, "%s/ok/v1", base); /* no /metrics there: 404 */
+    e = open_at(urls, 1, ENGINE_BALANCE_ROUND_ROBIN);
+    if (!e) return;
+    t0 = now_s();
+    do {
+        usleep(100000);
+        engine_snapshot(e, &s);
+    } while (s.server.scrapes < 1 && now_s() - t0 < 5);
+    tap_ok(!engine_stat_known(&s, ENGINE_STAT_RUNNING) && !engine_stat_known(&s, ENGINE_STAT_KV_USAGE) &&
+               strstr(s.server.scrape_error, "HTTP 404"),
+           "no /metrics: running and KV unknown, the error says why (%s)", s.server.scrape_error);
+    j = engine_snapshot_json(e);
+    sv = j ? cJSON_GetObjectItem(j, "server") : NULL;
+    tap_ok(sv && cJSON_IsNull(cJSON_GetObjectItem(sv, "ttft_s")) &&
+               cJSON_IsNull(cJSON_GetObjectItem(j, "running")),
+           "no /metrics: the JSON has null for the server's TTFT and running, not 0");
+    cJSON_Delete(j);
+    engine_close(e);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    start_server();
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", server_port);
+    test_stream(base);
+    test_cancel(base);
+    test_concurrent_and_balance(base);
+    test_scrape(base);
+    kill(server_pid, SIGTERM);
+    waitpid(server_pid, NULL, 0);
+    return tap_done();
+}

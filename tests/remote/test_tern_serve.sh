@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# test_tern_serve: the remote engine against tern serve (the same binary) on
+# the default model, loopback only: the live checks, then run and eval
+# --prompts through --url give exactly the in-process greedy outputs, the
+# server's phase block reaches the client, and perplexity says it is not
+# supported over HTTP yet (instead of a wrong number).
+set -u
+. "$TERN_SRC/tests/app/tap.sh"
+. "$TERN_SRC/tests/remote/live_checks.sh"
+T=$TERN_BIN
+out=$(mktemp -d)
+spid=
+trap '[ -n "$spid" ] && kill $spid 2>/dev/null; rm -rf "$out"' EXIT
+model=$("$TERN_SRC/packaging/fetch-model" --print-path 2>"$out/fetch") ||
+  { echo "Bail out! no default model: $(tail -1 "$out/fetch")"; exit 1; }
+"$T" serve --help >/dev/null 2>&1 || { echo "Bail out! this tern has no 'serve' command"; exit 1; }
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$T" serve -m "$model" --port "$port" --threads 1 --no-history --access-log "$out/access.log" \
+  >"$out/serve.log" 2>&1 &
+spid=$!
+U=http://127.0.0.1:$port/v1
+for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$port/ready" >/dev/null ||
+  { echo "Bail out! tern serve not ready in 30 s: $(tail -2 "$out/serve.log" | tr '\n' ' ')"; exit 1; }
+
+live_checks "$U"
+
+p="Write one sentence about the sea."
+"$T" run -m "$model" --threads 1 --no-history --temp 0 -n 24 -p "$p" >"$out/local" 2>/dev/null
+"$T" run --url "$U" --no-history --temp 0 -n 24 -p "$p" -v >"$out/remote" 2>"$out/re"
+ok $(cmp -s "$out/local" "$out/remote"; echo $?) "run --url: the same greedy reply as in-process"
+ok $(grep -q 'prefill (server):' "$out/re"; echo $?) "run --url: tern's phase block (server-side prefill) reaches the client"
+printf '%s\n' '{"id":"a","prompt":"The capital of France is","max_tokens":12,"temperature":0}' \
+  '{"id":"b","messages":[{"role":"user","content":"Name three colors."}],"max_tokens":16,"temperature":0}' \
+  >"$out/p.jsonl"
+"$T" eval --prompts "$out/p.jsonl" --no-save -m "$model" --threads 1 >"$out/el" 2>/dev/null
+"$T" eval --prompts "$out/p.jsonl" --no-save --url "$U" >"$out/er" 2>/dev/null
+python3 -c 'import json,sys
+a=[json.loads(l)["output"] for l in open(sys.argv[1])]; b=[json.loads(l)["output"] for l in open(sys.argv[2])]
+print("# local ", a); print("# remote", b); sys.exit(not (a == b and len(a) == 2))' "$out/el" "$out/er"
+ok $? "eval --prompts --url: the same greedy outputs as in-process"
+"$T" eval --perplexity "$TERN_SRC/README.md" --url "$U" --no-save >/dev/null 2>"$out/pe"
+ok $(grep -q 'not supported yet' "$out/pe"; echo $?) "eval --perplexity --url: refused clearly, no number"
+# tern chat --attach: the real TUI loop off-screen, chatting through the
+# server and showing its engine in the instruments.
+export XDG_DATA_HOME=$out/data XDG_CONFIG_HOME=$out/config
+timeout 120 "$T" chat --attach="http://127.0.0.1:$port" --size 120x36 --headless-frames 600 \
+  --keys '{wait}Say hi in one word.\r{wait}' >"$out/tui" 2>"$out/tuie"
+ok $? "chat --attach: the headless TUI exits 0"
+flat=$(tr -d ' ' <"$out/tui")
+ok $(grep -q 'assistant·[0-9]*tok' <<<"$flat"; echo $?) "chat --attach: a reply streamed through the server"
+ok $(grep -q 'servertern' <<<"$flat" && grep -q 'clientp50/p90' <<<"$flat"; echo $?) \
+  "chat --attach: instruments show the server's engine beside the client's figures"
+ok $(grep -q "uphttp://127.0.0.1:$port/v1" <<<"$flat"; echo $?) "chat --attach: the endpoint listed healthy"
+tap_done

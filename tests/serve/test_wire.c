@@ -1,0 +1,324 @@
+/* test_wire: the OpenAI wire module (engine/wire) on real request shapes:
+ * parse -> build -> parse round trips, every 400 naming its field, response
+ * and chunk builders read back by the client-side parser, and the SSE reader
+ * fed the writer's bytes in every split. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oai_request.h"
+#include "oai_response.h"
+#include "sse.h"
+#include "tap.h"
+
+static int parse(const char *body, enum oai_kind k, struct oai_request *r, struct oai_error *e)
+{
+    return oai_request_parse(body, strlen(body), k, NULL, r, e);
+}
+
+static void test_chat_roundtrip(void)
+{
+    const char *body =
+        "{\"model\":\"smol\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hello \"},"
+        "{\"type\":\"text\",\"text\":\"w\\u00f6rld\"}]},{\"role\":\"assistant\",\"content\":null},"
+        "{\"role\":\"developer\",\"content\":\"x\"}],"
+        "\"max_tokens\":17,\"temperature\":0.25,\"top_p\":0.5,\"top_k\":7,\"min_p\":0.1,"
+        "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,"
+        "\"seed\":42,\"stop\":[\"\\n\\n\",\"END\"],\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true},\"n\":1,\"user\":\"u1\",\"logprobs\":false}";
+    struct oai_request a, b;
+    struct oai_error e;
+    tap_ok(parse(body, OAI_CHAT, &a, &e) == 0, "chat request parses (%s)", e.message);
+    tap_ok(a.req.n_messages == 4 && strcmp(a.req.messages[1].content, "Hello w\xc3\xb6rld") == 0,
+           "text parts joined, \\u escape decoded: '%s'", a.req.messages[1].content);
+    tap_ok(strcmp(a.req.messages[2].content, "") == 0 &&
+               strcmp(a.req.messages[3].role, "system") == 0,
+           "assistant null content is empty; developer maps to system");
+    tap_ok(a.req.max_tokens == 17 && a.req.sampling.temp == 0.25f && a.req.sampling.top_k == 7 &&
+               a.req.sampling.seed == 42 && a.req.n_stop == 2 && a.stream && a.include_usage &&
+               a.has_seed && strcmp(a.model, "smol") == 0 && strcmp(a.user, "u1") == 0,
+           "fields read: max_tokens %d temp %g top_k %d seed %llu stops %d", a.req.max_tokens,
+           a.req.sampling.temp, a.req.sampling.top_k, (unsigned long long)a.req.sampling.seed,
+           a.req.n_stop);
+    char *json = oai_request_build(OAI_CHAT, a.model, &a.req, a.stream, a.include_usage);
+    tap_ok(json != NULL, "request built back to JSON");
+    tap_ok(json && parse(json, OAI_CHAT, &b, &e) == 0, "built JSON parses again (%s)", e.message);
+    bool same = b.req.n_messages == a.req.n_messages;
+    for (int i = 0; same && i < a.req.n_messages; i++)
+        same = strcmp(a.req.messages[i].role, b.req.messages[i].role) == 0 &&
+               strcmp(a.req.messages[i].content, b.req.messages[i].content) == 0;
+    tap_ok(same, "messages survive the round trip");
+    tap_ok(memcmp(&a.req.sampling, &b.req.sampling, sizeof a.req.sampling) == 0,
+           "sampling survives the round trip exactly");
+    tap_ok(b.req.max_tokens == 17 && b.req.n_stop == 2 && strcmp(b.req.stop[0], "\n\n") == 0 &&
+               b.stream && b.include_usage,
+           "max_tokens, stop, stream options survive");
+    free(json);
+    oai_request_free(&a);
+    oai_request_free(&b);
+}
+
+static void test_completion_roundtrip(void)
+{
+    struct oai_request a, b;
+    struct oai_error e;
+    tap_ok(parse("{\"prompt\":[\"Once upon\"],\"max_tokens\":3,\"stop\":\"x\"}", OAI_COMPLETION,
+                 &a, &e) == 0 && strcmp(a.req.prompt, "Once upon") == 0 && a.req.n_stop == 1,
+           "completion prompt ['text'] parses");
+    char *json = oai_request_build(OAI_COMPLETION, NULL, &a.req, false, false);
+    tap_ok(json && parse(json, OAI_COMPLETION, &b, &e) == 0 &&
+               strcmp(b.req.prompt, "Once upon") == 0 && !b.stream,
+           "completion round trip");
+    free(json);
+    oai_request_free(&a);
+    oai_request_free(&b);
+    tap_ok(parse("{\"prompt\":[1,2,3000]}", OAI_COMPLETION, &a, &e) == 0 &&
+               a.req.n_prompt_tokens == 3 && a.req.prompt_tokens[2] == 3000,
+           "token-id prompt parses");
+    json = oai_request_build(OAI_COMPLETION, "m", &a.req, true, false);
+    tap_ok(json && parse(json, OAI_COMPLETION, &b, &e) == 0 && b.req.n_prompt_tokens == 3 &&
+               b.req.prompt_tokens[1] == 2,
+           "token-id prompt round trip");
+    free(json);
+    oai_request_free(&a);
+    oai_request_free(&b);
+}
+
+/* Each bad body must fail with a message and the field named in param. */
+static void test_errors(void)
+{
+    static const struct {
+        enum oai_kind k;
+        const char *body, *param, *needle;
+    } cases[] = {
+        {OAI_CHAT, "{\"messages\":[", "", "not valid JSON"},
+        {OAI_CHAT, "[1,2]", "", "JSON object"},
+        {OAI_CHAT, "{} x", "", "after the JSON"},
+        {OAI_CHAT, "{}", "messages", "required"},
+        {OAI_CHAT, "{\"messages\":[]}", "messages", "empty"},
+        {OAI_CHAT, "{\"messages\":\"hi\"}", "messages", "array"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0]", "tool"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content", "required"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages[0].content",
+         "string"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+         "messages[0].content", "image_url"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":-5}",
+         "max_tokens", "at least 1"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":\"9\"}",
+         "max_tokens", "integer"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}",
+         "max_tokens", "integer"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1e400}",
+         "max_tokens", "finite"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":99999999999999}",
+         "max_tokens", "at most"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}",
+         "temperature", "between"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":true}",
+         "temperature", "number"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", "n", "1"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}",
+         "logprobs", "not supported"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
+         "top_logprobs", "not supported"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":\"yes\"}",
+         "stream", "boolean"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", "stop",
+         "string"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"seed\":1e300}", "seed",
+         "between"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
+         "tools", "not supported"},
+        {OAI_COMPLETION, "{\"prompt\":\"\"}", "prompt", "empty"},
+        {OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "one prompt"},
+        {OAI_COMPLETION, "{\"prompt\":[-1]}", "prompt", "token id"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", "not supported"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":1}", "logprobs", "not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct oai_request r;
+        struct oai_error e = {{0}, {0}};
+        int rc = parse(cases[i].body, cases[i].k, &r, &e);
+        tap_ok(rc == -1 && strcmp(e.param, cases[i].param) == 0 &&
+                   strstr(e.message, cases[i].needle) != NULL,
+               "400 for %s: param '%s' message '%s'", cases[i].body, e.param, e.message);
+    }
+    struct oai_request r;
+    struct oai_error e;
+    const char bad[] = "{\"prompt\":\"a\xff\xfe\"}";
+    tap_ok(oai_request_parse(bad, sizeof bad - 1, OAI_COMPLETION, NULL, &r, &e) == -1 &&
+               strstr(e.message, "UTF-8"),
+           "invalid UTF-8 refused: %s", e.message);
+    const char ovl[] = "{\"prompt\":\"\xc0\xaf\"}"; /* overlong '/' */
+    tap_ok(oai_request_parse(ovl, sizeof ovl - 1, OAI_COMPLETION, NULL, &r, &e) == -1,
+           "overlong UTF-8 refused");
+    const char sur[] = "{\"prompt\":\"\xed\xa0\x80\"}"; /* a surrogate */
+    tap_ok(oai_request_parse(sur, sizeof sur - 1, OAI_COMPLETION, NULL, &r, &e) == -1,
+           "UTF-8 surrogate refused");
+    struct oai_limits lim = {.max_messages = 3, .max_body = 100};
+    const char *four = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+                       "{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"a\"},"
+                       "{\"role\":\"user\",\"content\":\"a\"}]}";
+    lim.max_body = 4096;
+    tap_ok(oai_request_parse(four, strlen(four), OAI_CHAT, &lim, &r, &e) == -1 &&
+               strstr(e.message, "at most 3"),
+           "message count bounded: %s", e.message);
+    lim.max_body = 10;
+    tap_ok(oai_request_parse(four, strlen(four), OAI_CHAT, &lim, &r, &e) == -1 &&
+               strstr(e.message, "bytes"),
+           "body size bounded: %s", e.message);
+}
+
+static void test_response_roundtrip(void)
+{
+    struct engine_metrics m = {.status = ENGINE_LENGTH, .queue_s = 0.001, .prefill_s = 0.02,
+                               .ttft_s = 0.03, .tpot_s = 0.004, .decode_s = 0.04, .e2e_s = 0.07,
+                               .n_prompt = 31, .n_cached = 16, .n_computed = 15,
+                               .n_generated = 11, .n_preempted = 1};
+    struct oai_resp_ctx c = {OAI_CHAT, "chatcmpl-1", "smol", 1700000000, "req-\"1\""};
+    char *s = oai_response_build(&c, "Hi \"there\"\n\xff", &m);
+    struct oai_parsed p;
+    char err[128];
+    tap_ok(s && oai_response_parse(s, strlen(s), &p, err, sizeof err) == 0, "response parses");
+    tap_ok(s && oai_utf8_valid(s, strlen(s)), "invalid UTF-8 in model text is replaced");
+    tap_ok(p.text && strcmp(p.text, "Hi \"there\"\n\xef\xbf\xbd") == 0 &&
+               strcmp(p.role, "assistant") == 0 && strcmp(p.finish_reason, "length") == 0 &&
+               strcmp(p.object, "chat.completion") == 0,
+           "message, role, finish_reason 'length', object");
+    tap_ok(p.has_usage && p.usage.prompt_tokens == 31 && p.usage.completion_tokens == 11 &&
+               p.usage.cached_tokens == 16,
+           "usage with cached tokens");
+    tap_ok(p.has_tern && p.tern.n_computed == 15 && p.tern.n_preempted == 1 &&
+               p.tern.ttft_s == 0.03 && p.tern.status == ENGINE_LENGTH &&
+               strcmp(p.request_id, "req-\"1\"") == 0,
+           "tern block round trip (ttft %g, request id %s)", p.tern.ttft_s, p.request_id);
+    cJSON *j = cJSON_Parse(s);
+    cJSON *u = cJSON_GetObjectItem(j, "usage");
+    tap_ok(cJSON_GetObjectItem(u, "total_tokens")->valueint == 42, "total_tokens = 42");
+    cJSON_Delete(j);
+    free(s);
+    oai_parsed_free(&p);
+
+    c.kind = OAI_COMPLETION;
+    m.status = ENGINE_STOP;
+    s = oai_response_build(&c, "text", &m);
+    tap_ok(s && oai_response_parse(s, strlen(s), &p, err, sizeof err) == 0 &&
+               strcmp(p.text, "text") == 0 && strcmp(p.object, "text_completion") == 0 &&
+               strcmp(p.finish_reason, "stop") == 0,
+           "completion response round trip");
+    free(s);
+    oai_parsed_free(&p);
+
+    c.kind = OAI_CHAT;
+    s = oai_chunk_build(&c, true, NULL, NULL, NULL);
+    tap_ok(s && oai_response_parse(s, strlen(s), &p, err, sizeof err) == 0 &&
+               strcmp(p.role, "assistant") == 0 && p.text && !p.text[0] && !p.finish_reason &&
+               strcmp(p.object, "chat.completion.chunk") == 0,
+           "first chunk: role, empty content, no finish");
+    free(s);
+    oai_parsed_free(&p);
+    s = oai_chunk_build(&c, false, "tok", NULL, NULL);
+    tap_ok(s && oai_response_parse(s, strlen(s), &p, err, sizeof err) == 0 &&
+               strcmp(p.text, "tok") == 0 && !p.role,
+           "content chunk");
+    free(s);
+    oai_parsed_free(&p);
+    s = oai_chunk_build(&c, false, NULL, "stop", &m);
+    tap_ok(s && oai_response_parse(s, strlen(s), &p, err, sizeof err) == 0 && !p.text &&
+               strcmp(p.finish_reason, "stop") == 0 && p.has_tern && !p.has_usage,
+           "finish chunk with tern block");
+    free(s);
+    oai_parsed_free(&p);
+    s = oai_chunk_build(&c, false, NULL, NULL, &m);
+    tap_ok(s && oai_response_parse(s, strlen(s), &p, err, sizeof err) == 0 && !p.has_choice &&
+               p.has_usage && p.usage.cached_tokens == 16 && p.has_tern,
+           "usage chunk: choices [], usage and tern");
+    free(s);
+    oai_parsed_free(&p);
+    s = oai_error_build("'max_tokens' must be an integer", "invalid_request_error", "max_tokens",
+                        NULL);
+    tap_ok(s && oai_response_parse(s, strlen(s), &p, err, sizeof err) == 0 && p.is_error &&
+               strcmp(p.error_param, "max_tokens") == 0 &&
+               strcmp(p.error_type, "invalid_request_error") == 0 && !p.error_code,
+           "error shape round trip: %s", s);
+    free(s);
+    oai_parsed_free(&p);
+    tap_ok(oai_response_parse("{\"choices\":5}", 13, &p, err, sizeof err) == -1,
+           "wrong-typed choices refused: %s", err);
+    for (int st = 0; st < ENGINE_N_STATUS; st++) {
+        int back = oai_finish_status(oai_finish_reason((enum engine_status)st));
+        tap_ok(back == st || (st == ENGINE_OK && back == ENGINE_STOP),
+               "finish_reason %s maps back", oai_finish_reason((enum engine_status)st));
+    }
+}
+
+struct collect {
+    char got[4096];
+    int n;
+};
+
+static int on_ev(void *ud, const char *name, const char *data, size_t len)
+{
+    struct collect *c = ud;
+    size_t off = strlen(c->got);
+    snprintf(c->got + off, sizeof c->got - off, "[%s|%.*s]", name, (int)len, data);
+    c->n++;
+    return 0;
+}
+
+static void test_sse(void)
+{
+    struct sse_buf b = {0};
+    sse_event(&b, NULL, "{\"a\":1}", 7);
+    sse_comment(&b, "keep-alive");
+    sse_event(&b, "error", "line1\nline2\r\nline3\n", 19);
+    sse_event(&b, NULL, "[DONE]", 6);
+    const char *want = "[|{\"a\":1}][error|line1\nline2\nline3\n][|[DONE]]";
+    bool all = true;
+    /* every split point, and byte by byte */
+    for (size_t cut = 0; cut <= b.len; cut++) {
+        struct sse_reader r;
+        struct collect c = {{0}, 0};
+        sse_reader_init(&r, 0);
+        sse_reader_feed(&r, b.p, cut, on_ev, &c);
+        sse_reader_feed(&r, b.p + cut, b.len - cut, on_ev, &c);
+        if (strcmp(c.got, want) != 0 || c.n != 3) {
+            all = false;
+            tap_diag("cut %zu: %s", cut, c.got);
+        }
+        sse_reader_free(&r);
+    }
+    tap_ok(all, "SSE writer -> reader, split at each of %zu points", b.len + 1);
+    struct sse_reader r;
+    struct collect c = {{0}, 0};
+    sse_reader_init(&r, 0);
+    for (size_t i = 0; i < b.len; i++) sse_reader_feed(&r, b.p + i, 1, on_ev, &c);
+    tap_ok(strcmp(c.got, want) == 0, "SSE byte by byte: %s", c.got);
+    sse_reader_free(&r);
+    const char crlf[] = "\xEF\xBB\xBF" "data:x\r\n\r\ndata: y\rdata: z\r\r: c\n\nevent: e\n\n";
+    memset(&c, 0, sizeof c);
+    sse_reader_init(&r, 0);
+    sse_reader_feed(&r, crlf, sizeof crlf - 1, on_ev, &c);
+    tap_ok(strcmp(c.got, "[|x][|y\nz]") == 0, "BOM, CR and CRLF line ends, comments: %s",
+           c.got);
+    sse_reader_free(&r);
+    sse_reader_init(&r, 16);
+    memset(&c, 0, sizeof c);
+    tap_ok(sse_reader_feed(&r, "data: 0123456789abcdefghij\n\n", 28, on_ev, &c) == -1,
+           "event over max_event is an error");
+    sse_reader_free(&r);
+    sse_buf_free(&b);
+}
+
+int main(void)
+{
+    test_chat_roundtrip();
+    test_completion_roundtrip();
+    test_errors();
+    test_response_roundtrip();
+    test_sse();
+    return tap_done();
+}
