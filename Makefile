@@ -32,7 +32,7 @@ endif
 TERN = $(BUILD)/app/tern
 TEST_ARGS ?=
 
-.PHONY: all deps build run test debug fuzz soak clean models
+.PHONY: all deps build run test debug fuzz soak clean models reference
 
 all: build
 
@@ -53,7 +53,12 @@ run: build
 	@packaging/fetch-model
 	$(TERN) chat
 
-test: build models
+# The reference engine (llama.cpp's llama-server and tools) for the tests that
+# compare with it; built once per machine and cached (packaging/build-reference).
+reference: deps
+	@packaging/build-reference >/dev/null
+
+test: build models reference
 	@meson test -C $(BUILD) --print-errorlogs $(TEST_ARGS) > $(BUILD)/test-output.txt 2>&1; \
 	  rc=$$?; tail -n 40 $(BUILD)/test-output.txt; \
 	  python3 tests/summary.py $(BUILD); src=$$?; \
