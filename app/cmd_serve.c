@@ -144,6 +144,8 @@ static int serve(struct serve_opts *o, const char *model_path)
     }
     o->http.store = db;
     o->http.model_path = model_path;
+    model_id(model_path, id, sizeof id);
+    o->http.model_id = id;
     o->http.port = (int)o->port;
     o->http.max_conns = (int)o->max_conns;
     o->http.conn_timeout_s = (int)o->timeout;
@@ -182,8 +184,7 @@ static int serve(struct serve_opts *o, const char *model_path)
         fprintf(stderr, "tern serve: %s\n", err);
         goto done;
     }
-    model_id(model_path, id, sizeof id);
-    http_server_set_engine(srv, e, id);
+    http_server_set_engine(srv, e);
     fprintf(stderr, "tern serve: ready: model %s (loaded and warmed up in %.2f s)\n", id,
             app_now_s() - t0);
     int sig = wait_signal(srv);

@@ -82,7 +82,7 @@ def wait_port(proc, pattern, logf, timeout=120):
     while time.time() < end and proc.poll() is None:
         m = re.search(pattern, open(logf).read())
         if m:
-            return int(m.group(1))
+            return int(m.group(1)) if m.groups() else 0
         time.sleep(0.1)
     raise RuntimeError(open(logf).read()[-2000:])
 
@@ -93,7 +93,7 @@ def inproc(conc, n):
                         "--concurrency", str(conc), "-t", str(a.threads), "--json", f.name, "-q"],
                        check=True, capture_output=True)
         j = json.load(open(f.name))
-    p = j["profiles"][0] if "profiles" in j else j
+    p = j["short"]
     return p["output_tok_s"], p["ttft"]["p50"], p["ttft"]["p99"]
 
 

@@ -223,6 +223,7 @@ int http_server_open(struct http_server **out, const struct http_config *c, char
     s->cfg = *c;
     defaults(&s->cfg);
     snprintf(s->host, sizeof s->host, "%s", s->cfg.host);
+    snprintf(s->model_id, sizeof s->model_id, "%s", s->cfg.model_id ? s->cfg.model_id : "default");
     s->cfg.host = s->host;
     pthread_mutex_init(&s->mu, NULL);
     if (!s->cfg.api_key_file && !is_loopback(s->cfg.host) && !s->cfg.insecure) {
@@ -250,9 +251,8 @@ fail:
 
 int http_server_port(const struct http_server *s) { return s->port; }
 
-void http_server_set_engine(struct http_server *s, struct engine *e, const char *model_id)
+void http_server_set_engine(struct http_server *s, struct engine *e)
 {
-    snprintf(s->model_id, sizeof s->model_id, "%s", model_id);
     atomic_store(&s->engine, e);
 }
 

@@ -37,6 +37,8 @@ struct http_config {
     bool log_content;           /* put prompts into the access log */
     struct store *store;        /* history (borrowed); NULL: off */
     const char *model_path;     /* for history rows */
+    const char *model_id;       /* the name /v1/models lists (fixed before the load,
+                                   so that no thread ever sees it change) */
     size_t max_body;            /* bytes; default 8 MiB */
     int max_conns;              /* default 256 */
     int conn_timeout_s;         /* idle / slow client drop; default 15 */
@@ -47,9 +49,8 @@ struct http_config {
 int http_server_open(struct http_server **out, const struct http_config *c, char *err,
                      size_t errlen);
 int http_server_port(const struct http_server *s);
-/* The engine has loaded and passed its warm-up: serve it. model_id is the
- * name /v1/models lists. */
-void http_server_set_engine(struct http_server *s, struct engine *e, const char *model_id);
+/* The engine has loaded and passed its warm-up: serve it. */
+void http_server_set_engine(struct http_server *s, struct engine *e);
 /* Stops taking new requests (/ready 503, completions 503), waits up to
  * timeout_s for running requests, then cancels those left (their streams
  * end with a final chunk whose finish_reason is "cancelled"). Returns the

@@ -450,11 +450,13 @@ static enum MHD_Result reply_stream(struct http_req *r, struct http_stream *st)
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     MHD_add_response_header(resp, "X-Request-Id", r->request_id);
-    enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
-    MHD_destroy_response(resp); /* MHD holds it; stream_done runs when it is freed */
     atomic_store(&st->t_progress, http_now());
     atomic_store(&st->streaming, true);
     http_metrics_status(r->srv->metrics, 200);
+    enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
+    /* MHD holds the response; stream_done frees st when it is released
+     * (at once here if queueing failed), so st is not touched after this. */
+    MHD_destroy_response(resp);
     return rc;
 }
 
