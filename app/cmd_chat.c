@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "ctxfit.h"
 #include "cli.h"
 #include "commands.h"
 
@@ -20,6 +21,7 @@ enum {
     OPT_TOP_P,
     OPT_MAX_TOKENS,
     OPT_SYSTEM,
+    OPT_CTX_POLICY,
 };
 
 static const struct option longopts[] = {
@@ -35,6 +37,7 @@ static const struct option longopts[] = {
     {"top-p", required_argument, 0, OPT_TOP_P},
     {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
     {"system", required_argument, 0, OPT_SYSTEM},
+    {"context-policy", required_argument, 0, OPT_CTX_POLICY},
     {0, 0, 0, 0},
 };
 
@@ -133,6 +136,16 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_SYSTEM:
         a->o.system = arg;
         return 0;
+    case OPT_CTX_POLICY: {
+        enum ui_ctx_policy p;
+        if (ui_ctx_policy_parse(arg, &p) < 0) {
+            fprintf(stderr, "tern chat: --context-policy: '%s' is not truncate or reject\n", arg);
+            return -1;
+        }
+        a->o.ctx_policy = (int)p;
+        a->o.set_ctx_policy = true;
+        return 0;
+    }
     case OPT_NO_COLOR:
         a->o.no_color = true;
         return 0;
@@ -178,7 +191,9 @@ int cmd_chat(int argc, char **argv)
         "      --top-p P            top-p of new sessions (default 0.95)\n"
         "      --max-tokens N       reply length limit of new sessions (default 512)\n"
         "      --system TEXT        system prompt of new sessions\n"
-        "                           (F4 changes all four for the open session)\n"
+        "      --context-policy P   when a session outgrows the context: truncate (drop\n"
+        "                           the oldest turns, the default) or reject\n"
+        "                           (F4 changes these for the open session)\n"
         "      --no-color           monochrome (also when NO_COLOR is set)\n"
         "      --headless-frames N  run off-screen for at most N frames, print the last\n"
         "                           frame (tests, sanitizer runs)\n"

@@ -27,7 +27,7 @@ enum job_kind {
 };
 
 /* String slots per kind: session new (title, model, params); rename (title);
- * message (role, text); finish (status, text); request (model, file, hash,
+ * message (role, text); finish (status, text, error); request (model, file, hash,
  * backend, params, status); run (kind, model, config, summary). */
 struct store_job {
     struct store_job *next;
@@ -224,6 +224,15 @@ static void job_message(struct store *s, struct store_job *j)
     touch_session(s, session, j->t);
 }
 
+static void write_reply_error(struct store *s, int64_t id, const char *error)
+{
+    sqlite3_stmt *st = prep(s, "UPDATE messages SET error = ?2 WHERE id = ?1", "reply error");
+    if (!st) return;
+    sqlite3_bind_int64(st, 1, id);
+    bind_text(st, 2, error);
+    exec_stmt(s, st, "recording why a reply failed");
+}
+
 static void write_reply_text(struct store *s, int64_t id, const char *text, const char *status,
                              int64_t n_tokens, double t)
 {
@@ -252,6 +261,7 @@ static void job_reply_finish(struct store *s, struct store_job *j)
     int64_t id = row_of(s, j->ref);
     if (!id) return;
     write_reply_text(s, id, j->str[1], j->str[0], j->i[0], j->t);
+    if (j->str[2]) write_reply_error(s, id, j->str[2]);
     sqlite3_stmt *st = prep(s,
                             "UPDATE sessions SET updated_at = ?2 WHERE id ="
                             " (SELECT session_id FROM messages WHERE id = ?1)",
@@ -560,6 +570,12 @@ void store_reply_append(struct store *s, store_key reply, const char *text, size
 
 void store_reply_finish(struct store *s, store_key reply, const char *status, int64_t n_tokens)
 {
+    store_reply_fail(s, reply, status, NULL, n_tokens);
+}
+
+void store_reply_fail(struct store *s, store_key reply, const char *status, const char *error,
+                      int64_t n_tokens)
+{
     if (!s || s->mode != STORE_READWRITE) return;
     pthread_mutex_lock(&s->mu);
     struct store_reply *r = find_reply(s, reply, true);
@@ -569,6 +585,7 @@ void store_reply_finish(struct store *s, store_key reply, const char *status, in
     if (j) {
         j->str[0] = strdup(status ? status : "ok");
         j->str[1] = r->text ? r->text : strdup("");
+        j->str[2] = dup_or_null(error);
         r->text = NULL;
         j->i[0] = n_tokens;
     }

@@ -77,6 +77,10 @@ store_key store_reply_begin(struct store *s, store_key session);
 void store_reply_append(struct store *s, store_key reply, const char *text, size_t len);
 /* status: "ok", "cancelled", "error", ...; n_tokens < 0 when unknown. */
 void store_reply_finish(struct store *s, store_key reply, const char *status, int64_t n_tokens);
+/* The same for a reply that failed: status ("rejected", "error", "timeout")
+ * and the message saying why, shown again when the session is reopened. */
+void store_reply_fail(struct store *s, store_key reply, const char *status, const char *error,
+                      int64_t n_tokens);
 
 /* One generation's figures (seconds; < 0 when not measured). */
 struct store_request {
@@ -122,6 +126,7 @@ struct store_request_info {
 struct store_message_info {
     int64_t id;
     char *role, *text, *status;
+    char *error;      /* why a failed reply failed, or NULL */
     int64_t n_tokens; /* < 0: unknown */
     double created, updated;
     struct store_request_info *req; /* the reply's generation, or NULL */

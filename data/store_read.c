@@ -181,7 +181,7 @@ int store_transcript(struct store *s, int64_t session_id, struct store_transcrip
     const char *what = "reading a transcript";
     sqlite3_stmt *st = read_begin(
         s,
-        "SELECT m.id, m.role, m.text, m.status, m.n_tokens, m.created_at, m.updated_at, " REQUEST_COLS
+        "SELECT m.id, m.role, m.text, m.status, m.n_tokens, m.created_at, m.updated_at, m.error, " REQUEST_COLS
         " FROM messages m LEFT JOIN requests r ON r.id ="
         " (SELECT max(id) FROM requests WHERE message_id = m.id)"
         " WHERE m.session_id = ?1 ORDER BY m.id",
@@ -200,8 +200,9 @@ int store_transcript(struct store *s, int64_t session_id, struct store_transcrip
         m->n_tokens = col_count(st, 4);
         m->created = sqlite3_column_double(st, 5);
         m->updated = sqlite3_column_double(st, 6);
-        if (sqlite3_column_type(st, 7) != SQLITE_NULL && (m->req = calloc(1, sizeof *m->req)))
-            request_row(st, 7, m->req);
+        m->error = sqlite3_column_type(st, 7) != SQLITE_NULL ? col_str(st, 7) : NULL;
+        if (sqlite3_column_type(st, 8) != SQLITE_NULL && (m->req = calloc(1, sizeof *m->req)))
+            request_row(st, 8, m->req);
     }
     if (read_end(s, st, rc, what, err, errlen) == 0) return 0;
 fail:
@@ -217,6 +218,7 @@ void store_transcript_free(struct store_transcript *t)
         free(m->role);
         free(m->text);
         free(m->status);
+        free(m->error);
         request_info_free(m->req);
         free(m->req);
     }

@@ -396,12 +396,22 @@ static void script_step(struct app *a, bool got_keys)
 
 static void frame(struct app *a)
 {
-    if (a->in.changed && a->st.engine_ok) {
+    struct ui_state *st = &a->st;
+    if (a->in.changed && st->engine_ok) {
         a->in.tokens = ui_bridge_count_tokens(&a->br, a->in.buf ? a->in.buf : "", a->in.len);
         a->in.changed = false;
-    } else if (!a->st.engine_ok) {
-        a->in.tokens = -1;
+        st->ctx_dirty = true;
     }
+    if (st->ctx_dirty && st->engine_ok && !ui_state_streaming(st)) {
+        /* the whole next prompt: recounted per edit, at most once a frame */
+        st->ctx_tokens = (int32_t)ui_bridge_next_prompt_tokens(&a->br, st, a->in.buf);
+        st->ctx_dirty = false;
+    } else if (!st->engine_ok) {
+        a->in.tokens = -1;
+        st->ctx_tokens = -1;
+    }
+    a->in.ctx_tokens = st->ctx_tokens;
+    a->in.ctx_limit = st->n_ctx;
     ui_screen_draw(stdscr, a->term.rows, a->term.cols, &a->view);
     if (a->view.cursor) {
         curs_set(1);
@@ -514,6 +524,7 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     if (o->set_temp) a.st.defaults.temp = (float)o->temp;
     if (o->top_p > 0) a.st.defaults.top_p = (float)o->top_p;
     if (o->max_tokens > 0) a.st.defaults.max_tokens = o->max_tokens;
+    if (o->set_ctx_policy) a.st.defaults.ctx_policy = (enum ui_ctx_policy)o->ctx_policy;
     if (o->system) snprintf(a.st.defaults.system, sizeof a.st.defaults.system, "%s", o->system);
     a.st.params = a.st.defaults;
     ui_input_init(&a.in);

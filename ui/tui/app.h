@@ -22,6 +22,8 @@ struct ui_app_opts {
     int32_t max_tokens;
     const char *system;
     bool set_temp;
+    bool set_ctx_policy;
+    int ctx_policy; /* enum ui_ctx_policy */
     /* headless: an off-screen rows x cols terminal, keys from `keys`
      * ("\r" Enter, "\x1b" Esc, "{wait}" waits until the model is loaded and
      * no reply streams, "{resize CxR}" resizes); quits when the keys are

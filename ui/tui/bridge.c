@@ -120,7 +120,11 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     copy_str(st->backend, sizeof st->backend, info.backend.name ? info.backend.name : "?");
     copy_str(st->device, sizeof st->device, info.backend.device);
     copy_str(st->backend_note, sizeof st->backend_note, info.backend.note);
-    st->n_ctx = info.n_ctx;
+    /* a sequence holds the context or the whole KV pool, whichever is less */
+    int64_t pool = (int64_t)info.kv_blocks * info.kv_block_tokens;
+    b->ctx_limit = pool > 0 && pool < info.n_ctx ? (int32_t)pool : info.n_ctx;
+    st->n_ctx = b->ctx_limit;
+    st->ctx_dirty = true;
     if (info.backend.note[0])
         ui_state_set_status(st, false, "%s", info.backend.note);
     else
@@ -137,6 +141,7 @@ char *ui_params_to_json(const struct ui_params *p)
     cJSON_AddNumberToObject(o, "temperature", (double)p->temp);
     cJSON_AddNumberToObject(o, "top_p", (double)p->top_p);
     cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
+    cJSON_AddStringToObject(o, "context_policy", ui_ctx_policy_name(p->ctx_policy));
     cJSON_AddStringToObject(o, "system", p->system);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -154,6 +159,8 @@ void ui_params_from_json(struct ui_params *p, const char *json)
         p->top_p = (float)v->valuedouble;
     if ((v = cJSON_GetObjectItem(o, "max_tokens")) && cJSON_IsNumber(v))
         p->max_tokens = v->valueint;
+    if ((v = cJSON_GetObjectItem(o, "context_policy")) && cJSON_IsString(v))
+        ui_ctx_policy_parse(v->valuestring, &p->ctx_policy);
     if ((v = cJSON_GetObjectItem(o, "system")) && cJSON_IsString(v))
         copy_str(p->system, sizeof p->system, v->valuestring);
     cJSON_Delete(o);
@@ -260,6 +267,7 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
         if (!m) break;
         m->key = mi->id;
         m->status = status_of(mi->status);
+        if (m->status == UI_MSG_ERROR && mi->error && mi->error[0]) ui_msg_set_note(m, mi->error);
         if (mi->req) {
             phase_from_store(&m->ph, mi->req);
             if (mi->req->ttft_s >= 0) ui_state_add_latency(st, mi->req->ttft_s, mi->req->tpot_s);
@@ -320,7 +328,10 @@ static const char *role_name(enum ui_role r)
     return r == UI_ROLE_USER ? "user" : r == UI_ROLE_SYSTEM ? "system" : "assistant";
 }
 
-static void add_error_reply(struct ui_state *st, const char *fmt, const char *detail)
+/* A reply that failed before or while it ran: shown with its reason and
+ * stored with its status and message, so a reopened session shows it too. */
+static void add_error_reply(struct ui_bridge *b, struct ui_state *st, int64_t skey,
+                            const char *status, const char *fmt, const char *detail)
 {
     char note[600];
     snprintf(note, sizeof note, fmt, detail);
@@ -329,19 +340,82 @@ static void add_error_reply(struct ui_state *st, const char *fmt, const char *de
     m->status = UI_MSG_ERROR;
     ui_msg_set_note(m, note);
     ui_state_set_status(st, true, "%s", note);
+    if (b->db && skey) {
+        m->key = store_reply_begin(b->db, skey);
+        store_reply_fail(b->db, m->key, status, note, 0);
+    }
 }
 
-static int32_t build_messages(const struct ui_state *st, struct engine_message *v, int32_t cap)
+/* The conversation's turns (user and assistant text; notes, failed replies
+ * and the user turns they answered left out: a failed turn must not make the
+ * next prompt larger). idx[k] is turn k's transcript index. Returns the
+ * count; v and idx have room for st->n_msgs + 1. */
+static int32_t build_turns(const struct ui_state *st, struct engine_message *v, size_t *idx)
 {
     int32_t n = 0;
-    if (st->params.system[0] && n < cap)
-        v[n++] = (struct engine_message){"system", st->params.system};
-    for (size_t i = 0; i < st->n_msgs && n < cap; i++) {
+    for (size_t i = 0; i < st->n_msgs; i++) {
         const struct ui_msg *m = &st->msgs[i];
         if (m->role == UI_ROLE_NOTE || m->status == UI_MSG_ERROR || m->len == 0) continue;
+        if (m->role == UI_ROLE_USER && i + 1 < st->n_msgs &&
+            st->msgs[i + 1].role == UI_ROLE_ASSISTANT && st->msgs[i + 1].status == UI_MSG_ERROR)
+            continue;
+        idx[n] = i;
         v[n++] = (struct engine_message){role_name(m->role), m->text};
     }
     return n;
+}
+
+static int64_t count_chat(void *ud, const struct engine_message *v, int32_t n, char *err,
+                          size_t errlen)
+{
+    struct ui_bridge *b = ud;
+    return engine_count_chat_tokens(b->eng, v, n, err, errlen);
+}
+
+/* Index of the first turn at or after transcript message `from`. */
+static int32_t turn_at(const size_t *idx, int32_t n, size_t from)
+{
+    int32_t k = 0;
+    while (k < n && idx[k] < from) k++;
+    return k;
+}
+
+/* Says once per truncation step how much of the session the model no
+ * longer sees. */
+static void note_dropped(struct ui_state *st, int32_t dropped)
+{
+    if (dropped == st->ctx_dropped) return;
+    st->ctx_dropped = dropped;
+    if (dropped == 0) return;
+    char t[160];
+    snprintf(t, sizeof t,
+             "%d earlier turn%s outside the context (context policy truncate: the model no "
+             "longer sees %s)",
+             dropped, dropped == 1 ? " is" : "s are", dropped == 1 ? "it" : "them");
+    struct ui_msg *m = ui_state_add_msg(st, UI_ROLE_NOTE, t);
+    if (m) m->status = UI_MSG_DONE;
+}
+
+long ui_bridge_next_prompt_tokens(struct ui_bridge *b, struct ui_state *st, const char *input)
+{
+    char err[256];
+    if (!b->eng) return -1;
+    struct engine_message *v = malloc((st->n_msgs + 2) * sizeof *v);
+    size_t *idx = malloc((st->n_msgs + 2) * sizeof *idx);
+    long r = -1;
+    if (!v || !idx) goto done;
+    int32_t k = 0;
+    if (st->params.system[0]) v[k++] = (struct engine_message){"system", st->params.system};
+    int32_t n = build_turns(st, v + k, idx);
+    int32_t first = turn_at(idx, n, st->ctx_first);
+    memmove(v + k, v + k + first, (size_t)(n - first) * sizeof *v);
+    k += n - first;
+    if (input && input[0]) v[k++] = (struct engine_message){"user", input};
+    r = k > 0 ? (long)engine_count_chat_tokens(b->eng, v, k, err, sizeof err) : 0;
+done:
+    free(v);
+    free(idx);
+    return r;
 }
 
 void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
@@ -355,28 +429,57 @@ void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
     st->sessions[st->cur].n_messages++;
     st->scroll = 0;
     if (!b->eng) {
-        add_error_reply(st, "%s",
+        add_error_reply(b, st, skey, "error", "%s",
                         st->loading ? "the model is still loading; send again when it is ready"
                                     : "no model loaded (see the message at the top)");
         return;
     }
-    size_t cap = st->n_msgs + 1;
+    st->ctx_dirty = true;
+    size_t cap = st->n_msgs + 2;
     struct engine_message *v = malloc(cap * sizeof *v);
-    if (!v) return;
+    size_t *idx = malloc(cap * sizeof *idx);
+    if (!v || !idx) {
+        free(v);
+        free(idx);
+        return;
+    }
+    int32_t n = build_turns(st, v + 1, idx);
+    const struct engine_message sys = {"system", st->params.system};
+    struct ui_ctxfit fit;
+    int frc = ui_ctxfit_run(st->params.system[0] ? &sys : NULL, v + 1, n,
+                            turn_at(idx, n, st->ctx_first), b->ctx_limit, st->params.max_tokens,
+                            st->params.ctx_policy, count_chat, b, &fit, err, sizeof err);
+    if (frc != 0) {
+        free(v);
+        free(idx);
+        add_error_reply(b, st, skey, "rejected", frc > 0 ? "context full: %s" : "%s", err);
+        return;
+    }
+    st->ctx_first = fit.first < n ? idx[fit.first] : st->n_msgs;
+    note_dropped(st, fit.first);
+    /* the kept turns, after the system prompt */
+    struct engine_message *kept = v + 1 + fit.first;
+    int32_t nk = n - fit.first;
+    if (st->params.system[0]) {
+        *--kept = sys;
+        nk++;
+    }
     struct engine_request r;
     memset(&r, 0, sizeof r);
-    r.messages = v;
-    r.n_messages = build_messages(st, v, (int32_t)cap);
+    r.messages = kept;
+    r.n_messages = nk;
     engine_sampling_default(&r.sampling);
     r.sampling.temp = st->params.temp;
     r.sampling.top_p = st->params.top_p;
     r.sampling.seed = (uint64_t)time(NULL);
-    r.max_tokens = st->params.max_tokens;
+    r.max_tokens = fit.max_tokens;
     r.priority = ENGINE_PRIO_INTERACTIVE;
     uint64_t id = engine_submit(b->eng, &r, &why, err, sizeof err);
     free(v);
+    free(idx);
     if (id == 0) {
-        add_error_reply(st, why == ENGINE_REJECTED ? "rejected: %s" : "request failed: %s", err);
+        add_error_reply(b, st, skey, why == ENGINE_REJECTED ? "rejected" : "error",
+                        why == ENGINE_REJECTED ? "rejected: %s" : "request failed: %s", err);
         return;
     }
     struct ui_msg *m = ui_state_add_msg(st, UI_ROLE_ASSISTANT, "");
@@ -453,10 +556,12 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
     }
     }
     m->req_id = 0;
+    st->ctx_dirty = true;
     if (ph->ttft_s >= 0 && m->status != UI_MSG_ERROR)
         ui_state_add_latency(st, ph->ttft_s, ph->tpot_s);
     if (!b->db || !m->key) return;
-    store_reply_finish(b->db, m->key, store_status(ev->status), ph->n_generated);
+    store_reply_fail(b->db, m->key, store_status(ev->status),
+                     m->status == UI_MSG_ERROR ? m->note : NULL, ph->n_generated);
     char *pj = ui_params_to_json(&st->params);
     struct store_request sr = {.model = st->model_name,
                                .model_file = b->model_path,

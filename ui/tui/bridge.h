@@ -25,6 +25,7 @@ struct ui_bridge {
     struct engine *loaded; /* set by the loader */
     char load_err[512];
     char model_file[256]; /* basename, the store's model name */
+    int32_t ctx_limit;    /* tokens one sequence can hold (context or KV pool) */
 };
 
 /* Opens the store (db_path NULL: default location; a failure is shown in
@@ -50,6 +51,9 @@ bool ui_bridge_drain(struct ui_bridge *b, struct ui_state *st);
 /* Cancels the reply in progress; returns false when none. */
 bool ui_bridge_cancel(struct ui_bridge *b, struct ui_state *st);
 void ui_bridge_snapshot(struct ui_bridge *b, struct ui_state *st);
+/* Tokens of the open session's next prompt: the turns inside the context
+ * plus input as the next user turn; -1 when unknown (no model yet). */
+long ui_bridge_next_prompt_tokens(struct ui_bridge *b, struct ui_state *st, const char *input);
 /* Token count of text, or -1 (no model yet). */
 long ui_bridge_count_tokens(struct ui_bridge *b, const char *text, size_t len);
 

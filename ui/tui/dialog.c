@@ -44,20 +44,21 @@ void ui_dialog_prompt(struct ui_dialog *d, int action, const char *title, const 
 }
 
 static const char *const param_labels[UI_DLG_FIELDS] = {"temperature", "top-p", "max tokens",
-                                                        "system prompt"};
+                                                        "context full", "system prompt"};
 
 void ui_dialog_params(struct ui_dialog *d, int action, const struct ui_params *p)
 {
     char buf[64];
     open_kind(d, UI_DLG_PARAMS, action, "generation parameters · Enter saves, Esc cancels");
-    d->n_fields = 4;
+    d->n_fields = 5;
     snprintf(buf, sizeof buf, "%.2f", p->temp);
     ui_input_set(&d->field[0], buf);
     snprintf(buf, sizeof buf, "%.2f", p->top_p);
     ui_input_set(&d->field[1], buf);
     snprintf(buf, sizeof buf, "%d", p->max_tokens);
     ui_input_set(&d->field[2], buf);
-    ui_input_set(&d->field[3], p->system);
+    ui_input_set(&d->field[3], ui_ctx_policy_name(p->ctx_policy));
+    ui_input_set(&d->field[4], p->system);
 }
 
 void ui_dialog_close(struct ui_dialog *d)
@@ -101,10 +102,17 @@ int ui_dialog_get_params(struct ui_dialog *d, struct ui_params *p)
         d->focus = 2;
         return -1;
     }
+    enum ui_ctx_policy cp;
+    if (ui_ctx_policy_parse(d->field[3].buf ? d->field[3].buf : "", &cp) < 0) {
+        snprintf(d->error, sizeof d->error, "context full: truncate (drop oldest turns) or reject");
+        d->focus = 3;
+        return -1;
+    }
+    p->ctx_policy = cp;
     p->temp = (float)t;
     p->top_p = (float)tp;
     p->max_tokens = (int32_t)mt;
-    snprintf(p->system, sizeof p->system, "%s", d->field[3].buf ? d->field[3].buf : "");
+    snprintf(p->system, sizeof p->system, "%s", d->field[4].buf ? d->field[4].buf : "");
     return 0;
 }
 

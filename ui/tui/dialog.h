@@ -1,6 +1,6 @@
 /* dialog: the modal boxes: a yes/no question (delete a session, quit while
  * streaming), a one-line text prompt (rename) and the generation parameters
- * form (temperature, top-p, max tokens, system prompt). Fields are edited
+ * form (temperature, top-p, max tokens, context policy, system prompt). Fields are edited
  * with the same editor as the input box. */
 #ifndef TERN_UI_DIALOG_H
 #define TERN_UI_DIALOG_H
@@ -16,7 +16,7 @@
 enum ui_dialog_kind { UI_DLG_NONE, UI_DLG_CONFIRM, UI_DLG_PROMPT, UI_DLG_PARAMS };
 enum ui_dialog_result { UI_DLG_OPEN, UI_DLG_OK, UI_DLG_CANCEL };
 
-#define UI_DLG_FIELDS 4
+#define UI_DLG_FIELDS 5
 
 struct ui_dialog {
     enum ui_dialog_kind kind;

@@ -19,6 +19,20 @@ void ui_fmt_dur(char *buf, size_t n, double s)
         snprintf(buf, n, "%.2f s", s);
 }
 
+void ui_fmt_count(char *buf, size_t n, double v)
+{
+    if (v < 0)
+        snprintf(buf, n, "–");
+    else if (v < 1000)
+        snprintf(buf, n, "%.0f", v);
+    else if (v < 99950)
+        snprintf(buf, n, "%.1fk", v / 1e3);
+    else if (v < 999500)
+        snprintf(buf, n, "%.0fk", v / 1e3);
+    else
+        snprintf(buf, n, "%.1fM", v / 1e6);
+}
+
 struct pane {
     WINDOW *w;
     struct ui_rect in;
@@ -98,6 +112,26 @@ static void spark_row(struct pane *p, const struct ui_state *s)
     p->y++;
 }
 
+/* "ctx 1.2k / 8.2k  15%": the next prompt against what a sequence holds. */
+static void draw_context(struct pane *p, const struct ui_state *s)
+{
+    if (!room(p) || s->n_ctx <= 0) return;
+    char a[16], b[16];
+    long used = s->ctx_tokens >= 0 ? s->ctx_tokens : 0;
+    double frac = (double)used / s->n_ctx;
+    ui_fmt_count(a, sizeof a, (double)used);
+    ui_fmt_count(b, sizeof b, (double)s->n_ctx);
+    attr_t at = frac >= UI_CTX_WARN ? p->t->a[UI_C_WARN] : p->t->a[UI_C_NORMAL];
+    int x = p->in.x;
+    x += ui_draw_str(p->w, p->y, x, p->in.w, p->t->a[UI_C_DIM], "ctx ");
+    x += ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, at, "%s / %s  %.0f%%", a, b,
+                     frac * 100);
+    if (s->ctx_dropped > 0)
+        ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, p->t->a[UI_C_DIM], "  -%d turns",
+                    s->ctx_dropped);
+    p->y++;
+}
+
 static void draw_latency(struct pane *p, const struct ui_state *s)
 {
     const struct engine_stats *st = &s->stats;
@@ -172,6 +206,7 @@ void ui_instruments_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     struct pane p = {w, {r.y + 1, r.x + 1, r.h - 2, r.w - 2}, t, r.y + 1};
     if (p.in.h <= 0 || p.in.w <= 0) return;
     draw_model(&p, s);
+    draw_context(&p, s);
     draw_latency(&p, s);
     draw_kv(&p, s);
     /* the GPU fallback note also shows in the status line at start */

@@ -35,6 +35,9 @@ void ui_state_clear_msgs(struct ui_state *s)
     s->scroll = 0;
     s->timeline_msg = (size_t)-1;
     s->n_sess_lat = 0;
+    s->ctx_first = 0;
+    s->ctx_dropped = 0;
+    s->ctx_dirty = true;
 }
 
 void ui_state_free(struct ui_state *s)

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctxfit.h"
 #include "engine.h"
 
 enum ui_role { UI_ROLE_USER, UI_ROLE_ASSISTANT, UI_ROLE_SYSTEM, UI_ROLE_NOTE };
@@ -57,6 +58,7 @@ struct ui_msg {
 struct ui_params {
     float temp, top_p;
     int32_t max_tokens;
+    enum ui_ctx_policy ctx_policy; /* what to do when the conversation outgrows the context */
     char system[512];
 };
 
@@ -82,6 +84,10 @@ struct ui_state {
     struct ui_msg *msgs;
     size_t n_msgs, cap_msgs;
     int scroll;          /* lines scrolled up from the bottom */
+    size_t ctx_first;    /* first transcript message inside the context (truncate policy) */
+    int32_t ctx_dropped; /* turns before it, outside the context */
+    int32_t ctx_tokens;  /* tokens of the next prompt (conversation + input), -1 unknown */
+    bool ctx_dirty;      /* conversation changed: ctx_tokens to recount */
     size_t timeline_msg; /* reply shown by the timeline (index into msgs) */
 
     /* instruments */
