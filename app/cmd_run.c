@@ -196,10 +196,40 @@ static void print_verbose(const struct engine_info *info, double load_s, double 
     fprintf(stderr, "%-22s %s\n", "finish:", engine_status_name(m->status));
 }
 
+/* Prefill progress on stderr (a terminal, with -v): one line rewritten per
+ * chunk, "prefill 1536/3072 tok  50%  ETA 2.1 s", erased at the first token,
+ * so a long prompt never looks frozen. */
+struct run_progress {
+    bool on, shown;
+    double t_admit;
+    int32_t cached;
+};
+
+static void progress_event(struct run_progress *p, const struct engine_event *ev)
+{
+    if (!p->on) return;
+    if (ev->type == ENGINE_EV_ADMITTED) {
+        p->t_admit = ev->t;
+        p->cached = ev->done;
+    } else if (ev->type == ENGINE_EV_PREFILL && ev->done < ev->total) {
+        double spent = ev->t - p->t_admit, eta = -1;
+        if (ev->done > p->cached && spent > 0)
+            eta = (ev->total - ev->done) * spent / (ev->done - p->cached);
+        fprintf(stderr, "\rprefill %d/%d tok  %3.0f%%", ev->done, ev->total,
+                100.0 * ev->done / (ev->total > 0 ? ev->total : 1));
+        if (eta >= 0) fprintf(stderr, "  ETA %.1f s", eta);
+        fputs("\033[K", stderr);
+        p->shown = true;
+    } else if (p->shown && (ev->type == ENGINE_EV_TOKEN || ev->type == ENGINE_EV_FINISHED)) {
+        fputs("\r\033[K", stderr);
+        p->shown = false;
+    }
+}
+
 /* Streams the reply of request id to stdout; returns the final event's
  * metrics (caller frees) and the whole reply in *reply. */
 static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist, char **reply,
-                        struct engine_event *fin)
+                        struct engine_event *fin, struct run_progress *prog)
 {
     size_t len = 0, cap = 256;
     char *buf = malloc(cap);
@@ -216,6 +246,7 @@ static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist,
         int n = engine_poll_request(e, id, evs, 32);
         for (int i = 0; i < n; i++) {
             struct engine_event *ev = &evs[i];
+            progress_event(prog, ev);
             if (ev->type == ENGINE_EV_TOKEN && ev->text && ev->text[0]) {
                 size_t tl = strlen(ev->text);
                 fwrite(ev->text, 1, tl, stdout);
@@ -273,11 +304,23 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     int32_t n_msgs = 0;
     if (o->system) msgs[n_msgs++] = (struct engine_message){"system", o->system};
     msgs[n_msgs++] = (struct engine_message){"user", prompt};
-    struct engine_request q = {.sampling = o->sp, .max_tokens = (int32_t)o->max_tokens,
+    /* a sane default reply limit: a base model would otherwise fill the context */
+    int32_t max_tokens = (int32_t)o->max_tokens;
+    if (max_tokens <= 0) max_tokens = info.n_ctx / 4 < 1024 ? info.n_ctx / 4 : 1024;
+    bool base = !info.has_chat_template || info.chat_template_from_vocab;
+    char *plain = NULL;
+    if (base && !o->raw) {
+        fprintf(stderr,
+                "tern run: warning: %s is a base model (the file has no chat template): the "
+                "prompt is continued as plain text, as with --raw\n",
+                info.model_name);
+        if (o->system && asprintf(&plain, "%s\n%s", o->system, prompt) < 0) plain = NULL;
+    }
+    struct engine_request q = {.sampling = o->sp, .max_tokens = max_tokens,
                                .stop = o->stop, .n_stop = o->n_stop,
                                .priority = ENGINE_PRIO_INTERACTIVE,
                                .ignore_eos = o->ignore_eos};
-    if (o->raw) q.prompt = prompt;
+    if (o->raw || base) q.prompt = plain ? plain : prompt;
     else {
         q.messages = msgs;
         q.n_messages = n_msgs;
@@ -286,6 +329,7 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     t0 = app_now_s();
     uint64_t id = engine_submit(e, &q, &why, err, sizeof err);
     double tok_s = app_now_s() - t0;
+    free(plain);
     if (!id) {
         fprintf(stderr, "tern run: %s: %s\n", engine_status_name(why), err);
         engine_close(e);
@@ -298,7 +342,8 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     struct engine_event fin = {0};
     struct run_history hist;
     history_begin(&hist, o, info.model_name, prompt);
-    int rc = stream_reply(e, id, &hist, &reply, &fin);
+    struct run_progress prog = {.on = o->verbose && isatty(STDERR_FILENO)};
+    int rc = stream_reply(e, id, &hist, &reply, &fin, &prog);
     sigaction(SIGINT, &old, NULL);
     if (rc != 0) {
         fprintf(stderr, "tern run: out of memory\n");
@@ -330,12 +375,14 @@ int cmd_run(int argc, char **argv)
         "usage: tern run [OPTIONS] [-p PROMPT]\n"
         "\n"
         "Generates one reply to a prompt and streams it to stdout. Without -p the\n"
-        "prompt is read from stdin. The chat template is applied unless --raw.\n"
+        "prompt is read from stdin. The chat template is applied unless --raw; a base\n"
+        "model (no chat template in the file) continues the prompt as plain text.\n"
         "\n"
         "  -p, --prompt TEXT       the prompt (default: stdin)\n"
         "      --system TEXT       system message (chat template only)\n"
         "      --raw               send the prompt as is, without the chat template\n"
-        "  -n, --max-tokens N      stop after N new tokens (default: context limit)\n"
+        "  -n, --max-tokens N      stop after N new tokens (default: 1024 or a quarter\n"
+        "                          of the context, whichever is less)\n"
         "      --stop S            stop string (repeatable; never printed)\n"
         "      --temp T            temperature (default 0.8; 0 = greedy)\n"
         "      --top-k K           (default 40; 0 = off)\n"
@@ -353,7 +400,8 @@ int cmd_run(int argc, char **argv)
         "      --trace FILE        write a Chrome trace-event JSON of the run\n"
         "      --db PATH           history database (default ~/.local/share/tern/history.db)\n"
         "      --no-history        do not record this exchange in the history\n"
-        "  -v, --verbose           print load, prefill and decode timings to stderr\n";
+        "  -v, --verbose           print load, prefill and decode timings to stderr\n"
+        "                          (and, on a terminal, the prefill's progress)\n";
     static const struct option longopts[] = {
         {"prompt", required_argument, 0, 'p'},
         {"system", required_argument, 0, OPT_SYSTEM},

@@ -45,7 +45,7 @@ say() {
     sleep 0.5
     local i
     for ((i = 0; i < 300; i++)); do
-        cap | grep -Eq 'assistant · (streaming|waiting)' || break
+        cap | grep -Eq 'assistant · (streaming|waiting|prefill)' || break
         sleep 0.2
     done
     sleep 0.5

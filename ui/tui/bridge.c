@@ -125,7 +125,15 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     b->ctx_limit = pool > 0 && pool < info.n_ctx ? (int32_t)pool : info.n_ctx;
     st->n_ctx = b->ctx_limit;
     st->ctx_dirty = true;
-    if (info.backend.note[0])
+    /* no template in the file: a base model, which continues text */
+    b->base_model = !info.has_chat_template || info.chat_template_from_vocab;
+    st->base_model = b->base_model;
+    if (b->base_model)
+        ui_state_set_status(st, false,
+                            "%s is a base model (no chat template): plain completion, your text "
+                            "is continued",
+                            st->model_name);
+    else if (info.backend.note[0])
         ui_state_set_status(st, false, "%s", info.backend.note);
     else
         ui_state_set_status(st, false, "model ready: %s on %s", st->model_name, st->backend);
@@ -365,11 +373,39 @@ static int32_t build_turns(const struct ui_state *st, struct engine_message *v, 
     return n;
 }
 
+/* A base model's prompt: the conversation as one text that the model
+ * continues (each reply follows its user text directly; a new user turn
+ * starts a new line). Caller frees; NULL when out of memory. */
+static char *render_plain(const struct engine_message *v, int32_t n)
+{
+    size_t len = 1;
+    for (int32_t i = 0; i < n; i++) len += strlen(v[i].content) + 2;
+    char *t = malloc(len), *o = t;
+    if (!t) return NULL;
+    for (int32_t i = 0; i < n; i++) {
+        bool sep = i > 0 && (!strcmp(v[i].role, "user") || !strcmp(v[i - 1].role, "system"));
+        if (sep) *o++ = '\n';
+        size_t l = strlen(v[i].content);
+        memcpy(o, v[i].content, l);
+        o += l;
+    }
+    *o = 0;
+    return t;
+}
+
 static int64_t count_chat(void *ud, const struct engine_message *v, int32_t n, char *err,
                           size_t errlen)
 {
     struct ui_bridge *b = ud;
-    return engine_count_chat_tokens(b->eng, v, n, err, errlen);
+    if (!b->base_model) return engine_count_chat_tokens(b->eng, v, n, err, errlen);
+    char *t = render_plain(v, n);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int64_t r = engine_count_tokens(b->eng, t, strlen(t), err, errlen);
+    free(t);
+    return r;
 }
 
 /* Index of the first turn at or after transcript message `from`. */
@@ -411,7 +447,7 @@ long ui_bridge_next_prompt_tokens(struct ui_bridge *b, struct ui_state *st, cons
     memmove(v + k, v + k + first, (size_t)(n - first) * sizeof *v);
     k += n - first;
     if (input && input[0]) v[k++] = (struct engine_message){"user", input};
-    r = k > 0 ? (long)engine_count_chat_tokens(b->eng, v, k, err, sizeof err) : 0;
+    r = k > 0 ? (long)count_chat(b, v, k, err, sizeof err) : 0;
 done:
     free(v);
     free(idx);
@@ -466,8 +502,18 @@ void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
     }
     struct engine_request r;
     memset(&r, 0, sizeof r);
-    r.messages = kept;
-    r.n_messages = nk;
+    char *plain = b->base_model ? render_plain(kept, nk) : NULL;
+    if (b->base_model && !plain) {
+        free(v);
+        free(idx);
+        return;
+    }
+    if (plain) {
+        r.prompt = plain;
+    } else {
+        r.messages = kept;
+        r.n_messages = nk;
+    }
     engine_sampling_default(&r.sampling);
     r.sampling.temp = st->params.temp;
     r.sampling.top_p = st->params.top_p;
@@ -475,6 +521,7 @@ void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
     r.max_tokens = fit.max_tokens;
     r.priority = ENGINE_PRIO_INTERACTIVE;
     uint64_t id = engine_submit(b->eng, &r, &why, err, sizeof err);
+    free(plain);
     free(v);
     free(idx);
     if (id == 0) {
@@ -596,13 +643,19 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->queue_s = ev->t - ph->t0;
         ph->n_cached = ev->done;
         ph->n_computed = ph->n_prompt - ev->done;
-        snprintf(ph->status, sizeof ph->status, "prefill");
+        ph->admit_t = ev->t - ph->t0;
+        ph->pf_done = ev->done;
+        ph->pf_total = ev->total;
+        snprintf(ph->status, sizeof ph->status, "prefilling");
         break;
     case ENGINE_EV_PREFILL:
         if (ph->n_chunks < UI_MAX_CHUNKS) {
             ph->chunk_end[ph->n_chunks] = ev->t - ph->t0;
             ph->chunk_done[ph->n_chunks++] = ev->done;
         }
+        ph->pf_done = ev->done;
+        ph->pf_total = ev->total;
+        ph->pf_t = ev->t - ph->t0;
         break;
     case ENGINE_EV_FIRST_TOKEN:
         ph->prefill_end = ph->ttft_s = ev->t - ph->t0;

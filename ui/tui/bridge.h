@@ -26,6 +26,7 @@ struct ui_bridge {
     char load_err[512];
     char model_file[256]; /* basename, the store's model name */
     int32_t ctx_limit;    /* tokens one sequence can hold (context or KV pool) */
+    bool base_model;      /* no chat template: prompts are the plain conversation text */
 };
 
 /* Opens the store (db_path NULL: default location; a failure is shown in

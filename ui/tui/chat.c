@@ -1,8 +1,10 @@
 /* chat: laying out and drawing the transcript (see chat.h). */
 #include "chat.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "instruments.h"
 #include "text.h"
 
 enum line_kind { L_HEAD, L_TEXT, L_CODE, L_FENCE, L_NOTE, L_BLANK };
@@ -153,6 +155,50 @@ static const char *status_word(const struct ui_msg *m)
     }
 }
 
+/* Seconds left of a prefill at the rate of its chunks so far, or -1. */
+static double prefill_eta(const struct ui_phase *ph)
+{
+    int32_t computed = ph->pf_done - ph->n_cached;
+    double spent = ph->pf_t - ph->admit_t;
+    if (computed <= 0 || spent <= 0) return -1;
+    return (double)(ph->pf_total - ph->pf_done) * spent / computed;
+}
+
+/* " · prefill ▕███░░░▏ 1.2k/3.0k · 4 s left": a long prompt never looks frozen. */
+static int draw_prefill(struct draw_ctx *c, int y, int x)
+{
+    const struct ui_phase *ph = &c->m->ph;
+    const struct ui_theme *t = c->t;
+    int end = c->r.x + c->r.w;
+    char a[16], b[16], eta[40] = "";
+    ui_fmt_count(a, sizeof a, ph->pf_done);
+    ui_fmt_count(b, sizeof b, ph->pf_total);
+    double left = prefill_eta(ph);
+    if (left >= 0) {
+        char d[24];
+        ui_fmt_dur(d, sizeof d, left);
+        snprintf(eta, sizeof eta, " · %s left", d);
+    }
+    int x0 = x;
+    x += ui_draw_str(c->w, y, x, end - x, t->a[UI_C_DIM], " · prefill ");
+    const int bw = 10;
+    if (end - x > bw + 2) {
+        int fill = (int)((int64_t)bw * ph->pf_done / (ph->pf_total > 0 ? ph->pf_total : 1));
+        x += ui_draw_str(c->w, y, x, 1, t->a[UI_C_DIM], "▕");
+        for (int i = 0; i < bw; i++)
+            x += ui_draw_str(c->w, y, x, 1, i < fill ? t->a[UI_C_PREFILL] : t->a[UI_C_DIM],
+                             i < fill ? "█" : "░");
+        x += ui_draw_str(c->w, y, x, 1, t->a[UI_C_DIM], "▏");
+    }
+    x += ui_draw_fmt(c->w, y, x, end - x, t->a[UI_C_NORMAL], " %s/%s tok%s", a, b, eta);
+    return x - x0;
+}
+
+static bool prefilling(const struct ui_msg *m)
+{
+    return m->status == UI_MSG_QUEUED && m->ph.pf_total > 0 && m->ph.pf_done < m->ph.pf_total;
+}
+
 static void draw_head(struct draw_ctx *c, int y)
 {
     const struct ui_msg *m = c->m;
@@ -164,6 +210,10 @@ static void draw_head(struct draw_ctx *c, int y)
     int x = c->r.x;
     x += ui_draw_str(c->w, y, x, c->r.w, a, c->selected ? "▶ " : "▌ ");
     x += ui_draw_str(c->w, y, x, c->r.x + c->r.w - x, a, who);
+    if (prefilling(m)) {
+        draw_prefill(c, y, x);
+        return;
+    }
     const char *st = status_word(m);
     if (st)
         x += ui_draw_fmt(c->w, y, x, c->r.x + c->r.w - x,
@@ -220,6 +270,9 @@ void ui_chat_draw(WINDOW *w, struct ui_rect r, struct ui_state *s, const struct 
     if (s->n_msgs == 0) {
         ui_draw_str(w, in.y + in.h / 2, in.x + 2, in.w - 2, t->a[UI_C_DIM],
                     "Type a message and press Enter. F1 shows every key.");
+        if (s->base_model)
+            ui_draw_str(w, in.y + in.h / 2 + 2, in.x + 2, in.w - 2, t->a[UI_C_NOTE],
+                        "A base model (no chat template): it continues the text you write.");
         return;
     }
     for (size_t i = 0; i < s->n_msgs; i++) {

@@ -92,6 +92,8 @@ static void draw_model(struct pane *p, const struct ui_state *s)
                          s->backend[0] ? s->backend : "–");
         ui_draw_str(p->w, p->y++, x, p->in.x + p->in.w - x, t->a[UI_C_NORMAL], s->device);
     }
+    if (s->base_model && room(p))
+        ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NOTE], "base model: plain completion");
     if (s->have_stats && s->stats.backend.mem_total > 0 && room(p))
         ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM], "GPU mem %.1f / %.1f GiB",
                     (double)s->stats.backend.mem_used / 1073741824.0,

@@ -34,6 +34,9 @@ struct ui_phase {
     double chunk_end[UI_MAX_CHUNKS]; /* end of each chunk, relative to t0 */
     int32_t chunk_done[UI_MAX_CHUNKS];
     double prefill_end; /* first token, relative to t0 */
+    double admit_t;     /* admission, relative to t0 */
+    double pf_t;        /* last prefill chunk's end, relative to t0 */
+    int32_t pf_done, pf_total; /* prefill progress (prompt tokens in the cache / all) */
     double decode_s;
     double ttft_s, tpot_s, e2e_s;
     int32_t n_prompt, n_cached, n_computed, n_generated, n_preempted;
@@ -93,6 +96,7 @@ struct ui_state {
     /* instruments */
     char model_name[128], backend[32], device[160], backend_note[256];
     int32_t n_ctx;
+    bool base_model; /* no chat template: plain completion */
     struct engine_stats stats;
     bool have_stats;
     double *sess_ttft, *sess_tpot; /* this session's replies */
