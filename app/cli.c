@@ -1,5 +1,6 @@
 /* cli: shared option parsing for all subcommands (see cli.h). */
 #include "cli.h"
+#include "model_name.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -189,11 +190,11 @@ int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t
 {
     const char *p = cli->model;
     if (!p || !*p) p = getenv("TERN_MODEL");
-    if (p && *p) {
-        snprintf(buf, n, "%s", p);
-        return 0;
-    }
     char dir[1024];
+    if (p && *p) {
+        model_name_dir(dir, sizeof dir);
+        return model_name_resolve(p, dir, buf, n, err, errlen);
+    }
     cli_data_dir(dir, sizeof dir);
     snprintf(buf, n, "%s/models/%s", dir, TERN_DEFAULT_MODEL_FILE);
     if (access(buf, R_OK) == 0) return 0;

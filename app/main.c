@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"eval", cmd_eval, "perplexity and prompt-set evaluation"},
     {"history", cmd_history, "list, show, search and export stored sessions"},
     {"info", cmd_info, "describe a model file and its memory plan"},
+    {"models", cmd_models, "list the models in the models directory"},
     {"tokenize", cmd_tokenize, "show the token ids of a text"},
     {"version", cmd_version, "print version and build features"},
 };
@@ -39,8 +40,9 @@ static void usage(FILE *f)
     fprintf(f,
             "\n"
             "global options (every command):\n"
-            "  -m, --model PATH   model file (GGUF); default: the fetched SmolLM2-135M-Instruct,\n"
-            "                     or $TERN_MODEL\n"
+            "  -m, --model NAME   model file (GGUF path), or a name in the models directory\n"
+            "                     (file, stem or unique start: smollm2; see 'tern models');\n"
+            "                     default: $TERN_MODEL, or the fetched SmolLM2-135M-Instruct\n"
             "      --config PATH  configuration file (default ~/.config/tern/tern.conf)\n"
             "  -h, --help         help for tern or for a command\n"
             "      --version      print the version\n"
