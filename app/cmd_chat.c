@@ -7,6 +7,7 @@
 #include "ctxfit.h"
 #include "cli.h"
 #include "commands.h"
+#include "model_name.h"
 
 enum {
     OPT_THREADS = CLI_OPT_CMD,
@@ -213,7 +214,11 @@ int cmd_chat(int argc, char **argv)
         rc = CLI_EXIT_USAGE;
         goto done;
     }
-    char path[4096], merr[1024], err[1024];
+    char path[4096], merr[1024], err[1024], mdir[2048];
+    model_name_dir(mdir, sizeof mdir);
+    a.o.models_dir = mdir;
+    a.o.list_models = model_name_list;
+    a.o.free_models = model_name_list_free;
     if (cli_model_path(&cli, path, sizeof path, merr, sizeof merr) == 0)
         a.o.engine.model_path = path;
     else

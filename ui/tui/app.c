@@ -23,7 +23,7 @@
 
 #define FRAME_S (1.0 / 30.0)
 
-enum action { ACT_NONE, ACT_QUIT, ACT_DELETE, ACT_RENAME, ACT_PARAMS };
+enum action { ACT_NONE, ACT_QUIT, ACT_DELETE, ACT_RENAME, ACT_PARAMS, ACT_MODEL };
 
 struct app {
     const struct ui_app_opts *o;
@@ -102,6 +102,50 @@ static void select_reply(struct app *a, int dir)
     a->view.show_timeline = true;
 }
 
+/* F6: the models of the models directory; Enter reopens the engine on one. */
+static void open_picker(struct app *a)
+{
+    struct ui_state *st = &a->st;
+    char err[512], **files = NULL;
+    if (!a->o->list_models) {
+        ui_state_set_status(st, false, "no model picker here (-m chooses the model)");
+        return;
+    }
+    if (ui_state_streaming(st) || st->loading) {
+        ui_state_set_status(st, false, "%s", st->loading ? "a model is loading; wait for it"
+                                                         : "a reply is streaming: Esc cancels it first");
+        return;
+    }
+    int n = a->o->list_models(a->o->models_dir, &files, err, sizeof err);
+    if (n < 0) {
+        ui_state_set_status(st, true, "models: %s", err);
+        return;
+    }
+    int cur = -1;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(files[i], a->br.model_file)) cur = i;
+    char title[96];
+    snprintf(title, sizeof title, "model · %d in the models directory · Enter loads", n);
+    ui_dialog_list(&a->dlg, ACT_MODEL, title, files, n, cur);
+    snprintf(a->dlg.message, sizeof a->dlg.message, "none in %s (packaging/fetch-model)",
+             a->o->models_dir);
+    a->o->free_models(files);
+}
+
+static void pick_model(struct app *a)
+{
+    const char *f = ui_dialog_choice(&a->dlg);
+    if (!f) return;
+    if (!strcmp(f, a->br.model_file) && a->st.engine_ok) {
+        ui_state_set_status(&a->st, false, "%s is already loaded", f);
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", a->o->models_dir, f);
+    ui_bridge_switch_model(&a->br, &a->st, path);
+    a->in.changed = true;
+}
+
 static void dialog_done(struct app *a, enum ui_dialog_result r)
 {
     struct ui_state *st = &a->st;
@@ -123,6 +167,9 @@ static void dialog_done(struct app *a, enum ui_dialog_result r)
             if (ui_dialog_get_params(&a->dlg, &st->params) < 0)
                 return; /* stays open with the error */
             ui_bridge_save_params(&a->br, st);
+            break;
+        case ACT_MODEL:
+            pick_model(a);
             break;
         default:
             break;
@@ -283,6 +330,9 @@ static bool global_key(struct app *a, const struct ui_key *k)
         v->show_sessions = !v->show_sessions;
         v->focus_sessions = v->show_sessions;
         st->sel = st->cur;
+        return true;
+    case KEY_F(6):
+        open_picker(a);
         return true;
     case KEY_F(10):
         request_quit(a);

@@ -32,6 +32,50 @@ static void *load_main(void *arg)
     return NULL;
 }
 
+static void set_model_path(struct ui_bridge *b, const char *path)
+{
+    copy_str(b->model_path, sizeof b->model_path, path ? path : "");
+    b->cfg.model_path = b->model_path;
+    const char *base = strrchr(b->model_path, '/');
+    copy_str(b->model_file, sizeof b->model_file, base ? base + 1 : b->model_path);
+}
+
+static int start_loader(struct ui_bridge *b, struct ui_state *st, char *err, size_t errlen)
+{
+    if (pthread_create(&b->loader, NULL, load_main, b) != 0) {
+        snprintf(err, errlen, "model loader: cannot start a thread");
+        return -1;
+    }
+    b->loading = true;
+    st->loading = true;
+    return 0;
+}
+
+void ui_bridge_switch_model(struct ui_bridge *b, struct ui_state *st, const char *path)
+{
+    char err[256];
+    if (b->loading || ui_state_streaming(st)) return;
+    if (b->load_pipe[0] < 0) { /* started without a model */
+        if (pipe(b->load_pipe) < 0) return;
+        fcntl(b->load_pipe[0], F_SETFD, FD_CLOEXEC);
+        fcntl(b->load_pipe[1], F_SETFD, FD_CLOEXEC);
+    }
+    engine_close(b->eng); /* frees the old model's memory before the new one maps */
+    b->eng = b->loaded = NULL;
+    set_model_path(b, path);
+    st->engine_ok = false;
+    st->have_stats = false;
+    st->base_model = false;
+    st->alert[UI_ALERT_MODEL][0] = 0;
+    copy_str(st->model_name, sizeof st->model_name, b->model_file);
+    st->backend[0] = st->device[0] = 0;
+    if (start_loader(b, st, err, sizeof err) < 0) {
+        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "%s", err);
+        return;
+    }
+    ui_state_set_status(st, false, "loading %s…", b->model_file);
+}
+
 int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
                    const char *db_path, const char *model_error, char *err, size_t errlen)
 {
@@ -39,10 +83,7 @@ int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine
     memset(b, 0, sizeof *b);
     b->load_pipe[0] = b->load_pipe[1] = -1;
     b->cfg = *cfg;
-    copy_str(b->model_path, sizeof b->model_path, cfg->model_path ? cfg->model_path : "");
-    b->cfg.model_path = b->model_path;
-    const char *base = strrchr(b->model_path, '/');
-    copy_str(b->model_file, sizeof b->model_file, base ? base + 1 : b->model_path);
+    set_model_path(b, cfg->model_path);
 
     if (store_open(&b->db, db_path, STORE_READWRITE, serr, sizeof serr) < 0) {
         b->db = NULL;
@@ -63,13 +104,7 @@ int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine
     }
     fcntl(b->load_pipe[0], F_SETFD, FD_CLOEXEC);
     fcntl(b->load_pipe[1], F_SETFD, FD_CLOEXEC);
-    if (pthread_create(&b->loader, NULL, load_main, b) != 0) {
-        snprintf(err, errlen, "model loader: cannot start a thread");
-        return -1;
-    }
-    b->loading = true;
-    st->loading = true;
-    return 0;
+    return start_loader(b, st, err, errlen);
 }
 
 void ui_bridge_close(struct ui_bridge *b)
@@ -266,6 +301,11 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
         return;
     }
     ui_params_from_json(&st->params, tr.session.params_json);
+    /* a session remembers its model: say when another one is loaded */
+    if (tr.session.model && tr.session.model[0] && b->model_file[0] &&
+        strcmp(tr.session.model, b->model_file) != 0)
+        ui_state_set_status(st, false, "this session was made with %s; loaded: %s (F6 picks)",
+                            tr.session.model, b->model_file);
     for (size_t k = 0; k < tr.n; k++) {
         const struct store_message_info *mi = &tr.msgs[k];
         enum ui_role role = !strcmp(mi->role, "user")     ? UI_ROLE_USER

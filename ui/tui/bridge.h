@@ -44,6 +44,10 @@ int ui_bridge_event_fd(const struct ui_bridge *b);
  * description or the error into the state. */
 void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st);
 
+/* Closes the engine and loads the model at path instead (the load fd then
+ * reports it, as at start). Nothing may stream. */
+void ui_bridge_switch_model(struct ui_bridge *b, struct ui_state *st, const char *path);
+
 /* Sends text as the user's next message in the open session (created in
  * the store when needed) and submits the conversation. */
 void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text);

@@ -8,8 +8,7 @@ struct key_doc {
 static const struct key_doc keys[] = {
     {"Enter", "send the message"},
     {"Alt-Enter, Ctrl-J", "new line in the message"},
-    {"←/→, Ctrl-←/→", "move by character / word"},
-    {"Alt-B / Alt-F", "move by word"},
+    {"←/→, Ctrl-←/→", "move by character / word (Alt-B/F too)"},
     {"Home/End, ^A/^E", "start / end of line"},
     {"Backspace/Delete", "delete a character"},
     {"↑/↓", "earlier inputs (history)"},
@@ -21,6 +20,7 @@ static const struct key_doc keys[] = {
     {"F3", "phase timeline; Alt-↑/↓ picks a reply"},
     {"F4", "generation parameters of the session"},
     {"F5", "sessions pane; Tab focuses it"},
+    {"F6", "pick the model (reopens the engine on it)"},
     {"Ctrl-N", "new session"},
     {"Enter / r / Del", "sessions: open / rename / delete"},
     {"Ctrl-L", "redraw the screen"},
