@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "textsafe.h"
 #include "backend_cuda.h"
 #include "gguf.h"
 #include "model.h"
@@ -195,6 +196,7 @@ static int print_json(const struct gguf_ctx *g, const struct model_info *mi,
     cJSON_AddBoolToObject(t, "chatml_fallback", mi->tmpl_fallback);
     cJSON_AddBoolToObject(t, "from_vocabulary", mi->tmpl_from_vocab);
     cJSON_AddItemToObject(j, "memory", json_memory(mi, o));
+    textsafe_json(j); /* names and token texts come from the file */
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
     if (!s) {

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "textsafe.h"
 #include "gguf.h"
 #include "model_info.h"
 #include "model_name.h"
@@ -136,6 +137,7 @@ static int print_json(const struct entry *v, int n, const char *dir, uint64_t me
         }
         cJSON_AddItemToArray(arr, o);
     }
+    textsafe_json(root);
     char *s = cJSON_Print(root);
     cJSON_Delete(root);
     if (!s) return CLI_EXIT_FAIL;

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "engine.h"
 #include "store.h"
+#include "textsafe.h"
 
 enum {
     OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT,
@@ -233,7 +234,7 @@ static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist,
 {
     size_t len = 0, cap = 256;
     char *buf = malloc(cap);
-    bool cancelled = false;
+    bool cancelled = false, tty = isatty(STDOUT_FILENO);
     struct engine_event evs[32];
     if (!buf) return -1;
     buf[0] = 0;
@@ -249,7 +250,11 @@ static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist,
             progress_event(prog, ev);
             if (ev->type == ENGINE_EV_TOKEN && ev->text && ev->text[0]) {
                 size_t tl = strlen(ev->text);
-                fwrite(ev->text, 1, tl, stdout);
+                /* a terminal never gets the model's control sequences raw;
+                 * a pipe gets the text as it came (and the history stores it) */
+                char *shown = tty ? textsafe_term(ev->text) : NULL;
+                fputs(shown ? shown : ev->text, stdout);
+                free(shown);
                 fflush(stdout);
                 store_reply_append(hist->db, hist->reply, ev->text, tl);
                 if (len + tl + 1 > cap) {
