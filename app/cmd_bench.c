@@ -166,7 +166,10 @@ static void report(const struct bench_opts *o, const char *model_name, const str
     if (o->tg)
         printf("| %s | %.2f MiB | %.2f M | %s | %ld | tg%ld | %.2f | %.2f - %.2f |\n", model_name,
                mib, mp, info->name, o->threads, o->tg, ft.median, ft.min, ft.max);
-    fprintf(stderr, "device: %s%s%s\n", info->device, info->note[0] ? "; " : "", info->note);
+    /* the fallback note only when a backend was asked for (auto on a CPU-only
+     * machine is not news) */
+    bool note = info->note[0] && o->backend != BACKEND_AUTO;
+    fprintf(stderr, "device: %s%s%s\n", info->device, note ? "; " : "", note ? info->note : "");
 }
 
 

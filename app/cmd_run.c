@@ -302,8 +302,10 @@ static int run(struct run_opts *o, const char *model_path, const char *prompt)
     double load_s = app_now_s() - t0;
     struct engine_info info;
     engine_info(e, &info);
-    /* A fallback (e.g. "no usable GPU: ...; running on CPU") is always said. */
-    if (info.backend.note[0]) fprintf(stderr, "tern run: %s\n", info.backend.note);
+    /* A fallback ("no usable GPU: ...; running on CPU") is said with -v, or
+     * when a backend was asked for: auto on a CPU-only machine is not news. */
+    if (info.backend.note[0] && (o->verbose || o->backend != BACKEND_AUTO))
+        fprintf(stderr, "tern run: %s\n", info.backend.note);
 
     struct engine_message msgs[2];
     int32_t n_msgs = 0;

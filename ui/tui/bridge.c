@@ -168,8 +168,6 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
                             "%s is a base model (no chat template): plain completion, your text "
                             "is continued",
                             st->model_name);
-    else if (info.backend.note[0])
-        ui_state_set_status(st, false, "%s", info.backend.note);
     else
         ui_state_set_status(st, false, "model ready: %s on %s", st->model_name, st->backend);
     ui_bridge_snapshot(b, st);
@@ -281,6 +279,7 @@ static void phase_from_store(struct ui_phase *ph, const struct store_request_inf
     ph->n_cached = (int32_t)r->cached_tokens;
     ph->n_computed = (int32_t)(r->prompt_tokens - r->cached_tokens);
     ph->n_generated = (int32_t)r->generated_tokens;
+    ph->prefill_s = r->prefill_s;
     copy_str(ph->status, sizeof ph->status, r->status ? r->status : "");
 }
 
@@ -319,6 +318,8 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
         if (mi->req) {
             phase_from_store(&m->ph, mi->req);
             if (mi->req->ttft_s >= 0) ui_state_add_latency(st, mi->req->ttft_s, mi->req->tpot_s);
+            /* a reopened reply shows its stored rate */
+            if (mi->req->tpot_s > 0) st->tok_s = 1.0 / mi->req->tpot_s;
         }
         if (role == UI_ROLE_ASSISTANT) st->timeline_msg = st->n_msgs - 1;
     }
@@ -618,6 +619,7 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->n_computed = mt->n_computed;
         ph->n_generated = mt->n_generated;
         ph->n_preempted = mt->n_preempted;
+        ph->prefill_s = mt->prefill_s;
     }
     copy_str(ph->status, sizeof ph->status, engine_status_name(ev->status));
     switch (ev->status) {
@@ -654,7 +656,8 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
                                .model_file = b->model_path,
                                .backend = st->backend,
                                .params_json = pj,
-                               .status = store_status(ev->status),
+                               /* the engine's word, as the live timeline showed it */
+                               .status = engine_status_name(ev->status),
                                .queue_s = ph->queue_s,
                                .prefill_s = mt ? mt->prefill_s : -1,
                                .ttft_s = ph->ttft_s,
@@ -677,6 +680,7 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->have = true;
         ph->t0 = ev->t;
         ph->n_prompt = ev->total;
+        ph->ttft_s = ph->tpot_s = -1; /* not yet: shown as – */
         snprintf(ph->status, sizeof ph->status, "queued");
         break;
     case ENGINE_EV_ADMITTED:
@@ -696,6 +700,7 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->pf_done = ev->done;
         ph->pf_total = ev->total;
         ph->pf_t = ev->t - ph->t0;
+        ph->prefill_s = ph->pf_t - ph->admit_t;
         break;
     case ENGINE_EV_FIRST_TOKEN:
         ph->prefill_end = ph->ttft_s = ev->t - ph->t0;

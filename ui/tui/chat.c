@@ -181,7 +181,7 @@ static int draw_prefill(struct draw_ctx *c, int y, int x)
     }
     int x0 = x;
     x += ui_draw_str(c->w, y, x, end - x, t->a[UI_C_DIM], " · prefill ");
-    const int bw = 10;
+    const int bw = end - x >= 40 ? 10 : 5;
     if (end - x > bw + 2) {
         int fill = (int)((int64_t)bw * ph->pf_done / (ph->pf_total > 0 ? ph->pf_total : 1));
         x += ui_draw_str(c->w, y, x, 1, t->a[UI_C_DIM], "▕");

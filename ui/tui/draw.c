@@ -61,6 +61,29 @@ int ui_draw_str(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *s)
     return ui_draw_text(w, y, x, maxw, attr, s, n);
 }
 
+int ui_draw_mid(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *s)
+{
+    size_t n = strlen(s);
+    int total = ui_text_width(s, n);
+    if (total <= maxw || maxw < 5) return ui_draw_text(w, y, x, maxw, attr, s, n);
+    int head_w = (maxw - 1) / 2, tail_w = maxw - 1 - head_w;
+    /* the tail: graphemes from the end while they fit */
+    size_t tail = n;
+    int tw = 0;
+    while (tail > 0) {
+        size_t p = tail - 1;
+        while (p > 0 && ((unsigned char)s[p] & 0xC0) == 0x80) p--;
+        int gw = ui_text_width(s + p, tail - p);
+        if (tw + gw > tail_w) break;
+        tw += gw;
+        tail = p;
+    }
+    int col = ui_draw_text(w, y, x, head_w + (tail_w - tw), attr, s, n);
+    col += ui_draw_text(w, y, x + col, 1, attr, "…", strlen("…"));
+    col += ui_draw_text(w, y, x + col, maxw - col, attr, s + tail, n - tail);
+    return col;
+}
+
 int ui_draw_fmt(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *fmt, ...)
 {
     char buf[512];

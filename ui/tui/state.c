@@ -36,6 +36,7 @@ void ui_state_clear_msgs(struct ui_state *s)
     s->timeline_msg = (size_t)-1;
     s->n_sess_lat = 0;
     s->ctx_first = 0;
+    s->tok_s = 0;
     s->ctx_dropped = 0;
     s->ctx_dirty = true;
 }

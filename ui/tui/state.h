@@ -36,6 +36,7 @@ struct ui_phase {
     double prefill_end; /* first token, relative to t0 */
     double admit_t;     /* admission, relative to t0 */
     double pf_t;        /* last prefill chunk's end, relative to t0 */
+    double prefill_s;   /* first scheduled to prefill done (pp tok/s = n_computed / it) */
     int32_t pf_done, pf_total; /* prefill progress (prompt tokens in the cache / all) */
     double decode_s;
     double ttft_s, tpot_s, e2e_s;

@@ -16,7 +16,9 @@ static int cols_of(double t0, double t1, double total, int cols)
 static void draw_bar(WINDOW *w, int y, int x, int cols, const struct ui_phase *ph,
                      const struct ui_theme *t)
 {
+    /* a reply still prefilling ends, for now, at its last chunk */
     double end = ph->prefill_end + ph->decode_s;
+    if (end < ph->pf_t) end = ph->pf_t;
     if (end <= 0) end = ph->queue_s > 0 ? ph->queue_s : 1;
     int q = cols_of(0, ph->queue_s, end, cols);
     if (ph->queue_s > 0 && q == 0) q = 1;
@@ -70,16 +72,18 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     draw_bar(w, in.y, in.x, in.w, ph, t);
     char q[24], pf[24], dc[24], tt[24], tp[24];
     ui_fmt_dur(q, sizeof q, ph->queue_s);
-    ui_fmt_dur(pf, sizeof pf, ph->prefill_end > ph->queue_s ? ph->prefill_end - ph->queue_s : -1);
+    double pf_end = ph->prefill_end > 0 ? ph->prefill_end : ph->pf_t;
+    ui_fmt_dur(pf, sizeof pf, pf_end > ph->queue_s ? pf_end - ph->queue_s : -1);
     ui_fmt_dur(dc, sizeof dc, ph->decode_s);
     ui_fmt_dur(tt, sizeof tt, ph->ttft_s);
     ui_fmt_dur(tp, sizeof tp, ph->n_generated > 1 ? ph->tpot_s : -1);
     if (in.h >= 2) {
         int x = in.x;
         x += ui_draw_fmt(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], "░queue %s ", q);
-        if (ph->n_chunks > 1)
+        if (ph->n_chunks > 0)
             x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL],
-                             "█prefill %s ×%d ", pf, ph->n_chunks);
+                             "█prefill %s (%d chunk%s) ", pf, ph->n_chunks,
+                             ph->n_chunks == 1 ? "" : "s");
         else
             x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], "█prefill %s ",
                              pf);
