@@ -979,3 +979,8 @@ out:
     cli_free(&cli);
     return rc;
 }
+
+const char *bench_profiles_usage(void)
+{
+    return usage;
+}

@@ -23,6 +23,7 @@ struct cli {
     char **owned_argv;       /* expanded argv (config + command line) */
     char **owned_strs;       /* "--key=value" strings made from config (getopt permutes argv) */
     size_t n_owned;
+    int *config_line;        /* config file line of each owned string */
 };
 
 /* Called for each command-specific option; returns 0, or -1 after printing
@@ -52,6 +53,8 @@ void cli_data_dir(char *buf, size_t n);
 int cli_int(const struct cli *cli, const char *opt, const char *arg, long lo, long hi, long *out);
 int cli_double(const struct cli *cli, const char *opt, const char *arg, double lo, double hi,
                double *out);
+/* --threads N: more than the machine's cores is warned about and capped. */
+int cli_threads(const struct cli *cli, const char *arg, long *out);
 /* Sizes like 512M, 8G, 1.5GiB. */
 int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned long long *out);
 

@@ -23,6 +23,10 @@ enum {
     OPT_MAX_TOKENS,
     OPT_SYSTEM,
     OPT_CTX_POLICY,
+    OPT_TOP_K,
+    OPT_MIN_P,
+    OPT_REPEAT,
+    OPT_SEED,
 };
 
 static const struct option longopts[] = {
@@ -39,6 +43,10 @@ static const struct option longopts[] = {
     {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
     {"system", required_argument, 0, OPT_SYSTEM},
     {"context-policy", required_argument, 0, OPT_CTX_POLICY},
+    {"top-k", required_argument, 0, OPT_TOP_K},
+    {"min-p", required_argument, 0, OPT_MIN_P},
+    {"repeat-penalty", required_argument, 0, OPT_REPEAT},
+    {"seed", required_argument, 0, OPT_SEED},
     {0, 0, 0, 0},
 };
 
@@ -101,7 +109,7 @@ static int on_opt(int c, const char *arg, void *ud)
     long v;
     switch (c) {
     case OPT_THREADS:
-        if (cli_int(a->cli, "--threads", arg, 1, 1024, &v) < 0) return -1;
+        if (cli_threads(a->cli, arg, &v) < 0) return -1;
         a->o.engine.backend.threads = (int)v;
         return 0;
     case OPT_CTX:
@@ -137,6 +145,14 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_SYSTEM:
         a->o.system = arg;
         return 0;
+    case OPT_TOP_K:
+        return cli_int(a->cli, "--top-k", arg, 0, 1 << 24, &a->o.top_k);
+    case OPT_MIN_P:
+        return cli_double(a->cli, "--min-p", arg, 0, 1, &a->o.min_p);
+    case OPT_REPEAT:
+        return cli_double(a->cli, "--repeat-penalty", arg, 0, 10, &a->o.repeat_penalty);
+    case OPT_SEED:
+        return cli_int(a->cli, "--seed", arg, 0, 0x7fffffffL, &a->o.seed);
     case OPT_CTX_POLICY: {
         enum ui_ctx_policy p;
         if (ui_ctx_policy_parse(arg, &p) < 0) {
@@ -190,6 +206,10 @@ int cmd_chat(int argc, char **argv)
         "      --db PATH            history database (default $XDG_DATA_HOME/tern/history.db)\n"
         "      --temp T             temperature of new sessions (default 0.8; 0 = greedy)\n"
         "      --top-p P            top-p of new sessions (default 0.95)\n"
+        "      --top-k K            top-k (default 40; 0 = off)\n"
+        "      --min-p P            min-p (default 0.05; 0 = off)\n"
+        "      --repeat-penalty R   (default 1 = off)\n"
+        "      --seed N             sampling seed (default: a new one per reply)\n"
         "      --max-tokens N       reply length limit of new sessions (default 512)\n"
         "      --system TEXT        system prompt of new sessions\n"
         "      --context-policy P   when a session outgrows the context: truncate (drop\n"
@@ -206,6 +226,8 @@ int cmd_chat(int argc, char **argv)
     memset(&a, 0, sizeof a);
     a.cli = &cli;
     engine_config_default(&a.o.engine);
+    a.o.top_k = a.o.seed = -1;
+    a.o.min_p = a.o.repeat_penalty = -1;
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &a, use);
     if (rc >= 0) goto done;
     if (cli.argc > 0) {

@@ -142,6 +142,15 @@ static int do_list(struct store *s, const struct hopts *o, const struct style *s
         fprintf(stderr, "tern history: %s\n", err);
         return CLI_EXIT_FAIL;
     }
+    /* --limit N: the N newest */
+    if (o->limit > 0 && l.n > (size_t)o->limit) {
+        for (size_t i = (size_t)o->limit; i < l.n; i++) {
+            free(l.v[i].title);
+            free(l.v[i].model);
+            free(l.v[i].params_json);
+        }
+        l.n = (size_t)o->limit;
+    }
     if (o->json) {
         cJSON *a = cJSON_CreateArray();
         for (size_t i = 0; a && i < l.n; i++) {
@@ -357,7 +366,8 @@ static int do_search(struct store *s, const struct hopts *o, int argc, char **ar
     bool tty = !o->json && o->color;
     const char *ho = tty ? st->hl : "**", *hc = tty ? st->off : "**";
     struct store_hits h;
-    if (store_search(s, q, HL_OPEN, HL_CLOSE, (size_t)o->limit, &h, err, sizeof err) != 0) {
+    if (store_search(s, q, HL_OPEN, HL_CLOSE, o->limit > 0 ? (size_t)o->limit : 50, &h, err,
+                     sizeof err) != 0) {
         fprintf(stderr, "tern history: %s\n", err);
         return CLI_EXIT_FAIL;
     }
@@ -549,7 +559,8 @@ int cmd_history(int argc, char **argv)
         "      --markdown    export as Markdown\n"
         "      --timings     show: each reply's queue/prefill/TTFT/TPOT/decode/e2e\n"
         "      --all         export: every session\n"
-        "      --limit N     search: at most N matches (default 50)\n";
+        "      --limit N     list: the N newest sessions (default all); search: at most\n"
+        "                    N matches (default 50)\n";
     static const struct option longopts[] = {
         {"db", required_argument, 0, OPT_DB},
         {"json", no_argument, 0, OPT_JSON},
@@ -560,7 +571,7 @@ int cmd_history(int argc, char **argv)
         {0, 0, 0, 0},
     };
     struct cli cli;
-    struct hopts o = {.cli = &cli, .limit = 50};
+    struct hopts o = {.cli = &cli, .limit = 0};
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc < 0) {
         const char *nc = getenv("NO_COLOR");

@@ -47,7 +47,7 @@ static void usage(FILE *f)
             "  -h, --help         help for tern or for a command\n"
             "      --version      print the version\n"
             "\n"
-            "'tern COMMAND --help' describes a command's options.\n");
+            "'tern help COMMAND' (or 'tern COMMAND --help') describes a command's options.\n");
 }
 
 int cmd_version(int argc, char **argv)
@@ -72,6 +72,16 @@ int main(int argc, char **argv)
     }
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        /* tern help CMD: that command's help */
+        if (argc > 2 && strcmp(name, "help") == 0) {
+            for (size_t i = 0; i < N_COMMANDS; i++)
+                if (strcmp(commands[i].name, argv[2]) == 0) {
+                    char *h[] = {argv[2], "--help", NULL};
+                    return commands[i].fn(2, h);
+                }
+            fprintf(stderr, "tern help: unknown command '%s' (see 'tern --help')\n", argv[2]);
+            return CLI_EXIT_USAGE;
+        }
         usage(stdout);
         return 0;
     }

@@ -23,7 +23,7 @@
 
 enum job_kind {
     J_SESSION_NEW, J_SESSION_RENAME, J_SESSION_PARAMS, J_SESSION_DELETE, J_MESSAGE, J_REPLY_BEGIN,
-    J_REPLY_FINISH, J_REQUEST, J_RUN,
+    J_REPLY_FINISH, J_REQUEST, J_RUN, J_MESSAGE_DELETE,
 };
 
 /* String slots per kind: session new (title, model, params); rename (title);
@@ -200,6 +200,16 @@ static void job_session_delete(struct store *s, struct store_job *j)
     exec_stmt(s, st, "deleting a session");
 }
 
+static void job_message_delete(struct store *s, struct store_job *j)
+{
+    int64_t id = row_of(s, j->ref);
+    if (!id) return;
+    sqlite3_stmt *st = prep(s, "DELETE FROM messages WHERE id = ?1", "delete message");
+    if (!st) return;
+    sqlite3_bind_int64(st, 1, id);
+    exec_stmt(s, st, "deleting a message");
+}
+
 /* Messages and reply starts: str[0] role, str[1] text, str[2] status. */
 static void job_message(struct store *s, struct store_job *j)
 {
@@ -328,6 +338,7 @@ static void run_job(struct store *s, struct store_job *j)
     case J_REPLY_FINISH: job_reply_finish(s, j); break;
     case J_REQUEST: job_request(s, j); break;
     case J_RUN: job_run(s, j); break;
+    case J_MESSAGE_DELETE: job_message_delete(s, j); break;
     }
 }
 
@@ -494,6 +505,12 @@ void store_session_set_params(struct store *s, store_key session, const char *pa
 void store_session_delete(struct store *s, store_key session)
 {
     enqueue(s, job_new(J_SESSION_DELETE, session), false);
+}
+
+void store_message_delete(struct store *s, store_key message)
+{
+    if (!s || s->mode != STORE_READWRITE || !message) return;
+    enqueue(s, job_new(J_MESSAGE_DELETE, message), false);
 }
 
 store_key store_message_add(struct store *s, store_key session, const char *role,

@@ -65,6 +65,10 @@ void store_session_rename(struct store *s, store_key session, const char *title)
 void store_session_set_params(struct store *s, store_key session, const char *params_json);
 void store_session_delete(struct store *s, store_key session);
 
+/* Deletes one message (and its requests): a regenerated reply, an edited
+ * turn. */
+void store_message_delete(struct store *s, store_key message);
+
 /* role: "system", "user" or "assistant"; n_tokens < 0 when unknown. */
 store_key store_message_add(struct store *s, store_key session, const char *role,
                             const char *text, int64_t n_tokens);

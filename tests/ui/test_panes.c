@@ -147,11 +147,15 @@ static void check_frames(const struct ui_theme *t)
         ui_screen_draw(w, H, W, &v);
         char name[64];
         snprintf(name, sizeof name, "%dx%d", W, H);
-        ok(screen_has(w, H, "█used 30") && screen_has(w, H, "·free 50"), "%s: KV bar legend", name);
+        /* at 80x24 the sessions pane narrows the instruments: compact legend */
+        ok((screen_has(w, H, "█used 30") && screen_has(w, H, "·free 50")) ||
+               (W == 80 && screen_has(w, H, "█30 ") && screen_has(w, H, "·50 free")),
+           "%s: KV bar legend", name);
         ok(screen_has(w, H, "12.5 ms"), "%s: TPOT of the last reply", name);
         ok(screen_has(w, H, "45.0 ms"), "%s: TTFT of the last reply", name);
-        ok(screen_has(w, H, "prompt 120 tok: 96 cached + 24 computed"), "%s: timeline tokens",
-           name);
+        ok(screen_has(w, H, "prompt 120 tok: 96 cached + 24 computed") ||
+               screen_has(w, H, "prompt 120: 96 cached + 24 new"),
+           "%s: timeline tokens", name);
         ok(screen_has(w, H, "14 chars · 7 tokens"), "%s: input counts", name);
         ok(screen_has(w, H, "F1 help"), "%s: key hints", name);
         ok(v.cursor && v.cur_y >= v.layout.r_input.y && v.cur_y < H - 1,

@@ -13,9 +13,11 @@
 
 #include "bridge.h"
 #include "chat.h"
+#include "clip.h"
 #include "dialog.h"
 #include "input.h"
 #include "keys.h"
+#include "md.h"
 #include "screen.h"
 #include "term.h"
 #include "text.h"
@@ -144,6 +146,76 @@ static void pick_model(struct app *a)
     snprintf(path, sizeof path, "%s/%s", a->o->models_dir, f);
     ui_bridge_switch_model(&a->br, &a->st, path);
     a->in.changed = true;
+}
+
+/* The reply the timeline selects, else the newest. */
+static const struct ui_msg *chosen_reply(const struct ui_state *st)
+{
+    if (st->timeline_msg < st->n_msgs && st->msgs[st->timeline_msg].role == UI_ROLE_ASSISTANT)
+        return &st->msgs[st->timeline_msg];
+    for (size_t i = st->n_msgs; i-- > 0;)
+        if (st->msgs[i].role == UI_ROLE_ASSISTANT && st->msgs[i].len) return &st->msgs[i];
+    return NULL;
+}
+
+/* Ctrl-Y copies the reply, Alt-Y its last code block (OSC 52). */
+static void copy_reply(struct app *a, bool code)
+{
+    struct ui_state *st = &a->st;
+    const struct ui_msg *m = chosen_reply(st);
+    if (!m || !m->len) {
+        ui_state_set_status(st, false, "no reply to copy");
+        return;
+    }
+    char *text = NULL;
+    if (code) {
+        struct ui_md md;
+        if (ui_md_parse(&md, m->text, m->len) == 0) {
+            text = md.n_code ? ui_md_code_text(&md, md.n_code - 1) : NULL;
+            ui_md_free(&md);
+        }
+        if (!text) {
+            ui_state_set_status(st, false, "the reply has no code block");
+            return;
+        }
+    }
+    const char *s = text ? text : m->text;
+    size_t n = text ? strlen(text) : m->len;
+    int rc = a->o->headless ? 0 : ui_clip_osc52(a->term.out, s, n);
+    a->st.copied = n;
+    ui_state_set_status(st, rc != 0, rc ? "copy failed" : "copied %s (%zu bytes) to the clipboard",
+                        code ? "the code block" : "the reply", n);
+    free(text);
+}
+
+static void edit_last(struct app *a)
+{
+    struct ui_state *st = &a->st;
+    if (ui_state_streaming(st)) {
+        ui_state_set_status(st, false, "a reply is streaming: Esc cancels it first");
+        return;
+    }
+    char *t = ui_bridge_take_last_user(&a->br, st);
+    if (!t) {
+        ui_state_set_status(st, false, "no message to edit");
+        return;
+    }
+    ui_input_set(&a->in, t);
+    free(t);
+    ui_state_set_status(st, false, "editing your last message: Enter sends it again");
+}
+
+static void regenerate(struct app *a)
+{
+    struct ui_state *st = &a->st;
+    if (ui_state_streaming(st)) {
+        ui_state_set_status(st, false, "a reply is streaming: Esc cancels it first");
+        return;
+    }
+    if (!ui_bridge_regenerate(&a->br, st))
+        ui_state_set_status(st, false, "nothing to regenerate");
+    else
+        ui_state_set_status(st, false, "regenerating the last reply");
 }
 
 static void dialog_done(struct app *a, enum ui_dialog_result r)
@@ -303,6 +375,22 @@ static bool global_key(struct app *a, const struct ui_key *k)
         ui_bridge_new_session(&a->br, st, NULL);
         v->focus_sessions = false;
         ui_state_set_status(st, false, "new session");
+        return true;
+    }
+    if (fn == 0 && k->ch == 25) { /* Ctrl-Y */
+        copy_reply(a, false);
+        return true;
+    }
+    if (fn == 0 && k->ch == 18) { /* Ctrl-R */
+        regenerate(a);
+        return true;
+    }
+    if (fn == UI_KEY_ALT_Y) {
+        copy_reply(a, true);
+        return true;
+    }
+    if (fn == UI_KEY_ALT_E) {
+        edit_last(a);
         return true;
     }
     if (fn == 0 && k->ch == 12) { /* Ctrl-L */
@@ -574,6 +662,10 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     if (o->set_temp) a.st.defaults.temp = (float)o->temp;
     if (o->top_p > 0) a.st.defaults.top_p = (float)o->top_p;
     if (o->max_tokens > 0) a.st.defaults.max_tokens = o->max_tokens;
+    if (o->top_k >= 0) a.st.defaults.top_k = (int32_t)o->top_k;
+    if (o->min_p >= 0) a.st.defaults.min_p = (float)o->min_p;
+    if (o->repeat_penalty >= 0) a.st.defaults.repeat_penalty = (float)o->repeat_penalty;
+    if (o->seed >= 0) a.st.defaults.seed = (uint64_t)o->seed;
     if (o->set_ctx_policy) a.st.defaults.ctx_policy = (enum ui_ctx_policy)o->ctx_policy;
     if (o->system) snprintf(a.st.defaults.system, sizeof a.st.defaults.system, "%s", o->system);
     a.st.params = a.st.defaults;
@@ -595,7 +687,13 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
         rc = 1;
     } else {
         ui_bridge_list_sessions(&a.br, &a.st);
-        if (a.st.n_sessions) ui_bridge_open_session(&a.br, &a.st, 0); /* continue the newest */
+        /* continue the newest chat session (one-shot runs do not take over) */
+        size_t first = 0;
+        while (first < a.st.n_sessions && a.st.sessions[first].from_run) first++;
+        if (first < a.st.n_sessions)
+            ui_bridge_open_session(&a.br, &a.st, first);
+        else
+            ui_bridge_new_session(&a.br, &a.st, NULL);
         a.dirty = true;
         loop(&a);
         wind_down(&a);

@@ -28,6 +28,9 @@ struct ui_app_opts {
     void (*free_models)(char **list);
     bool set_temp;
     bool set_ctx_policy;
+    /* the other sampling flags of run (< 0: default) */
+    long top_k, seed;
+    double min_p, repeat_penalty;
     int ctx_policy; /* enum ui_ctx_policy */
     /* headless: an off-screen rows x cols terminal, keys from `keys`
      * ("\r" Enter, "\x1b" Esc, "{wait}" waits until the model is loaded and

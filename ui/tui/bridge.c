@@ -182,6 +182,10 @@ char *ui_params_to_json(const struct ui_params *p)
     cJSON_AddNumberToObject(o, "temperature", (double)p->temp);
     cJSON_AddNumberToObject(o, "top_p", (double)p->top_p);
     cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
+    cJSON_AddNumberToObject(o, "top_k", p->top_k);
+    cJSON_AddNumberToObject(o, "min_p", (double)p->min_p);
+    cJSON_AddNumberToObject(o, "repeat_penalty", (double)p->repeat_penalty);
+    if (p->seed) cJSON_AddNumberToObject(o, "seed", (double)p->seed);
     cJSON_AddStringToObject(o, "context_policy", ui_ctx_policy_name(p->ctx_policy));
     cJSON_AddStringToObject(o, "system", p->system);
     char *s = cJSON_PrintUnformatted(o);
@@ -200,6 +204,13 @@ void ui_params_from_json(struct ui_params *p, const char *json)
         p->top_p = (float)v->valuedouble;
     if ((v = cJSON_GetObjectItem(o, "max_tokens")) && cJSON_IsNumber(v))
         p->max_tokens = v->valueint;
+    if ((v = cJSON_GetObjectItem(o, "top_k")) && cJSON_IsNumber(v)) p->top_k = v->valueint;
+    if ((v = cJSON_GetObjectItem(o, "min_p")) && cJSON_IsNumber(v))
+        p->min_p = (float)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "repeat_penalty")) && cJSON_IsNumber(v))
+        p->repeat_penalty = (float)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "seed")) && cJSON_IsNumber(v) && v->valuedouble >= 0)
+        p->seed = (uint64_t)v->valuedouble;
     if ((v = cJSON_GetObjectItem(o, "context_policy")) && cJSON_IsString(v))
         ui_ctx_policy_parse(v->valuestring, &p->ctx_policy);
     if ((v = cJSON_GetObjectItem(o, "system")) && cJSON_IsString(v))
@@ -252,6 +263,8 @@ void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st)
     for (size_t i = 0; i < l.n; i++) {
         int k = ui_state_add_session(st, l.v[i].id, l.v[i].title, l.v[i].created, false);
         if (k >= 0) st->sessions[k].n_messages = l.v[i].n_messages;
+        if (k >= 0 && l.v[i].params_json && strstr(l.v[i].params_json, "\"source\":\"run\""))
+            st->sessions[k].from_run = true;
     }
     store_session_list_free(&l);
 }
@@ -495,16 +508,62 @@ done:
     return r;
 }
 
+static void submit(struct ui_bridge *b, struct ui_state *st, int64_t skey);
+
 void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
 {
-    char err[512];
-    enum engine_status why;
     int64_t skey = session_key(b, st, text);
     struct ui_msg *u = ui_state_add_msg(st, UI_ROLE_USER, text);
     if (!u) return;
     if (b->db && skey) u->key = store_message_add(b->db, skey, "user", text, -1);
     st->sessions[st->cur].n_messages++;
     st->scroll = 0;
+    submit(b, st, skey);
+}
+
+/* Drops the transcript from message i on (and from the store). */
+static void drop_from(struct ui_bridge *b, struct ui_state *st, size_t i)
+{
+    while (st->n_msgs > i) {
+        struct ui_msg *m = &st->msgs[st->n_msgs - 1];
+        if (m->key && b->db) store_message_delete(b->db, m->key);
+        if (m->role != UI_ROLE_NOTE && st->n_sessions) st->sessions[st->cur].n_messages--;
+        free(m->text);
+        free(m->note);
+        st->n_msgs--;
+    }
+    if (st->timeline_msg >= st->n_msgs) st->timeline_msg = (size_t)-1;
+    if (st->ctx_first > st->n_msgs) st->ctx_first = 0;
+    st->ctx_dirty = true;
+}
+
+bool ui_bridge_regenerate(struct ui_bridge *b, struct ui_state *st)
+{
+    size_t i = st->n_msgs;
+    while (i > 0 && st->msgs[i - 1].role != UI_ROLE_USER) i--;
+    if (i == 0 || ui_state_streaming(st) || !b->eng) return false;
+    drop_from(b, st, i); /* the replies (and notes) after the last user turn */
+    int64_t skey = st->n_sessions ? st->sessions[st->cur].key : 0;
+    st->scroll = 0;
+    submit(b, st, skey);
+    return true;
+}
+
+char *ui_bridge_take_last_user(struct ui_bridge *b, struct ui_state *st)
+{
+    size_t i = st->n_msgs;
+    while (i > 0 && st->msgs[i - 1].role != UI_ROLE_USER) i--;
+    if (i == 0 || ui_state_streaming(st)) return NULL;
+    char *t = strdup(st->msgs[i - 1].text ? st->msgs[i - 1].text : "");
+    if (t) drop_from(b, st, i - 1);
+    return t;
+}
+
+/* Submits the conversation as it stands (its last turn is the user's). */
+static void submit(struct ui_bridge *b, struct ui_state *st, int64_t skey)
+{
+    char err[512];
+    enum engine_status why;
     if (!b->eng) {
         add_error_reply(b, st, skey, "error", "%s",
                         st->loading ? "the model is still loading; send again when it is ready"
@@ -558,7 +617,10 @@ void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
     engine_sampling_default(&r.sampling);
     r.sampling.temp = st->params.temp;
     r.sampling.top_p = st->params.top_p;
-    r.sampling.seed = (uint64_t)time(NULL);
+    r.sampling.top_k = st->params.top_k;
+    r.sampling.min_p = st->params.min_p;
+    r.sampling.repeat_penalty = st->params.repeat_penalty;
+    r.sampling.seed = st->params.seed ? st->params.seed : (uint64_t)time(NULL);
     r.max_tokens = fit.max_tokens;
     r.priority = ENGINE_PRIO_INTERACTIVE;
     uint64_t id = engine_submit(b->eng, &r, &why, err, sizeof err);

@@ -51,6 +51,12 @@ void ui_bridge_switch_model(struct ui_bridge *b, struct ui_state *st, const char
 /* Sends text as the user's next message in the open session (created in
  * the store when needed) and submits the conversation. */
 void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text);
+/* Ctrl-R: the replies after the last user turn are dropped (screen and
+ * store) and the conversation is submitted again. False when nothing to do. */
+bool ui_bridge_regenerate(struct ui_bridge *b, struct ui_state *st);
+/* Alt-E: the last user turn and what followed are dropped; its text is
+ * returned (caller frees) to be edited and sent again. NULL when none. */
+char *ui_bridge_take_last_user(struct ui_bridge *b, struct ui_state *st);
 /* Moves waiting engine events into the transcript. Returns true if anything changed. */
 bool ui_bridge_drain(struct ui_bridge *b, struct ui_state *st);
 /* Cancels the reply in progress; returns false when none. */

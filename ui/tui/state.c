@@ -12,6 +12,9 @@ void ui_params_default(struct ui_params *p)
     p->temp = 0.8f;
     p->top_p = 0.95f;
     p->max_tokens = 512;
+    p->top_k = 40;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
 }
 
 void ui_state_init(struct ui_state *s)

@@ -61,6 +61,9 @@ struct ui_msg {
 
 struct ui_params {
     float temp, top_p;
+    float min_p, repeat_penalty; /* engine defaults 0.05, 1 (off) */
+    int32_t top_k;               /* engine default 40 */
+    uint64_t seed;               /* 0: a new seed per reply */
     int32_t max_tokens;
     enum ui_ctx_policy ctx_policy; /* what to do when the conversation outgrows the context */
     char system[512];
@@ -71,6 +74,7 @@ struct ui_session {
     char *title;
     double created; /* unix seconds */
     int64_t n_messages;
+    bool from_run; /* a one-shot `tern run` session: not opened at start */
 };
 
 #define UI_SPARK_N 120
@@ -98,6 +102,7 @@ struct ui_state {
     char model_name[128], backend[32], device[160], backend_note[256];
     int32_t n_ctx;
     bool base_model; /* no chat template: plain completion */
+    size_t copied;   /* bytes of the last copy to the clipboard */
     struct engine_stats stats;
     bool have_stats;
     double *sess_ttft, *sess_tpot; /* this session's replies */

@@ -2,8 +2,10 @@
 #include "timeline.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "instruments.h"
+#include "text.h"
 
 /* Columns for [t0, t1) of a total on a bar of width cols. */
 static int cols_of(double t0, double t1, double total, int cols)
@@ -89,10 +91,16 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
                              pf);
         ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], "━decode %s", dc);
     }
-    if (in.h >= 3)
-        ui_draw_fmt(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL],
-                    "prompt %d tok: %d cached + %d computed · gen %d", ph->n_prompt, ph->n_cached,
-                    ph->n_computed, ph->n_generated);
+    if (in.h >= 3) {
+        /* the long form, or a compact one on a narrow pane: numbers whole */
+        char a[96], b[96];
+        snprintf(a, sizeof a, "prompt %d tok: %d cached + %d computed · gen %d", ph->n_prompt,
+                 ph->n_cached, ph->n_computed, ph->n_generated);
+        snprintf(b, sizeof b, "prompt %d: %d cached + %d new · gen %d", ph->n_prompt, ph->n_cached,
+                 ph->n_computed, ph->n_generated);
+        bool fit = ui_text_width(a, strlen(a)) <= in.w;
+        ui_draw_str(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL], fit ? a : b);
+    }
     if (in.h >= 4) {
         attr_t sa = m->status == UI_MSG_ERROR || m->status == UI_MSG_CANCELLED ? t->a[UI_C_WARN]
                                                                                : t->a[UI_C_GOOD];
