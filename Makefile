@@ -1,7 +1,7 @@
 # Thin wrapper over meson. The two set-up commands of the README:
 #   make run    installs build deps, builds, fetches the default model, starts the chat
 #   make test   the same set-up, then the whole test suite and one summary line
-# Also: make build, make test SANITIZE=address|thread, make debug, make fuzz, make clean.
+# Also: make build, make test SANITIZE=address|thread, make debug, make fuzz, make deb, make clean.
 
 SANITIZE ?=
 MESON_OPTS ?=
@@ -31,7 +31,7 @@ endif
 TERN = $(BUILD)/app/tern
 TEST_ARGS ?=
 
-.PHONY: all deps build run test debug fuzz clean models
+.PHONY: all deps build run test debug fuzz clean models deb
 
 all: build
 
@@ -68,5 +68,11 @@ fuzz: deps
 	@echo "run: mkdir -p build-fuzz/corpus && build-fuzz/tests/gguf/fuzz_gguf -dict=tests/gguf/gguf.dict -max_total_time=600 build-fuzz/corpus tests/gguf/corpus"
 	@echo "run: mkdir -p build-fuzz/tok-corpus && TERN_SHARED=../shared build-fuzz/tests/tok/fuzz_tok -max_total_time=600 build-fuzz/tok-corpus tests/tok/corpus"
 
+# a Debian package (dpkg-deb) of a /usr build: build-deb/tern_VERSION_ARCH.deb
+deb: deps
+	@[ -f build-deb/build.ninja ] || meson setup build-deb --prefix=/usr --buildtype=release -Dcuda=disabled $(MESON_OPTS)
+	meson compile -C build-deb
+	packaging/make-deb build-deb build-deb
+
 clean:
-	rm -rf build build-asan build-tsan build-debug build-fuzz
+	rm -rf build build-asan build-tsan build-debug build-fuzz build-deb

@@ -48,7 +48,7 @@ static const char *const known_keys[] = {
     "quiet", "rate", "raw", "repeat-penalty", "requests", "requests-out", "save", "scale", "seed",
     "size", "slo-tpot", "slo-ttft", "special", "step-tokens", "stop", "stride", "system", "temp",
     "texts", "threads", "timings", "top-k", "top-p", "trace", "verbose", "version", "continue",
-    "url", "host", "port", "sha256", "dir"};
+    "url", "host", "port", "sha256", "dir", "dry-run"};
 
 static bool known_key(const char *k)
 {

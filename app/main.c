@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"history", cmd_history, "list, show, search and export stored sessions"},
     {"info", cmd_info, "describe a model file and its memory plan"},
     {"models", cmd_models, "list the models in the models directory"},
+    {"pull", cmd_pull, "download a model (URL or hf:ORG/REPO/FILE.gguf)"},
     {"tokenize", cmd_tokenize, "show the token ids of a text"},
     {"version", cmd_version, "print version and build features"},
 };
