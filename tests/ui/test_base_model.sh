@@ -31,7 +31,7 @@ show
 "$TERN_BIN" run -m "$GEMMA" --no-history --temp 0 -n 8 -p "The capital of France is" >"$TMP/out" 2>"$TMP/err"
 ok $? "run on a base model succeeds"
 grep -q 'is a base model (the file has no chat template)' "$TMP/err"; ok $? "run warns that it is a base model"
-cmp -s "$TMP/out" "$TMP/raw"; ok $? "run continues the prompt as plain text, as --raw does: $(head -c 60 "$TMP/out")"
+cmp -s "$TMP/out" "$TMP/raw"; ok $? "run continues the prompt as plain text, as --raw does: $(head -c 60 "$TMP/out" | tr "\n" " ")"
 "$TERN_BIN" run -m "$GEMMA" --no-history --temp 0 --ignore-eos --ctx 256 -v -p "Once upon a time" >"$TMP/out" 2>"$TMP/err"
 n=$(sed -n 's/^eval count: *\([0-9]*\) token.*/\1/p' "$TMP/err")
 [ "${n:-0}" -ge 1 ] && [ "${n:-999}" -le 64 ]

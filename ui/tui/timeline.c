@@ -76,7 +76,7 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     ui_fmt_dur(q, sizeof q, ph->queue_s);
     double pf_end = ph->prefill_end > 0 ? ph->prefill_end : ph->pf_t;
     ui_fmt_dur(pf, sizeof pf, pf_end > ph->queue_s ? pf_end - ph->queue_s : -1);
-    ui_fmt_dur(dc, sizeof dc, ph->decode_s);
+    ui_fmt_dur(dc, sizeof dc, ph->n_generated > 0 ? ph->decode_s : -1); /* none yet: – */
     ui_fmt_dur(tt, sizeof tt, ph->ttft_s);
     ui_fmt_dur(tp, sizeof tp, ph->n_generated > 1 ? ph->tpot_s : -1);
     if (in.h >= 2) {
