@@ -245,10 +245,24 @@ int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t
     cli_data_dir(dir, sizeof dir);
     snprintf(buf, n, "%s/models/%s", dir, TERN_DEFAULT_MODEL_FILE);
     if (access(buf, R_OK) == 0) return 0;
+    /* an installed tern names its installed fetcher, a build tree its source one */
+    char fetch[4300] = "packaging/fetch-model' (or 'make run')";
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            char probe[4200];
+            snprintf(probe, sizeof probe, "%s/../share/tern/fetch-model", exe);
+            if (access(probe, X_OK) == 0) snprintf(fetch, sizeof fetch, "%s'", probe);
+        }
+    }
     snprintf(err, errlen,
-             "no model: %s is absent. Run 'packaging/fetch-model' (or 'make run') to fetch the "
-             "default model, or pass -m PATH / set TERN_MODEL",
-             buf);
+             "no model: %s is absent. Run '%s to fetch the default model, 'tern pull URL' for "
+             "another, or pass -m PATH / set TERN_MODEL",
+             buf, fetch);
     return -1;
 }
 

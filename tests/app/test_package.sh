@@ -10,9 +10,17 @@ set -u
 MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
 if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
     ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
+    XDG_DATA_HOME="$TMP/empty" TERN_MODEL= "$bin" run -p hi >/dev/null 2>"$TMP/e"
+grep -q "$(dirname "$(dirname "$bin")")/share/tern/fetch-model" "$TMP/e" 2>/dev/null ||
+    grep -q '/bin/../share/tern/fetch-model' "$TMP/e"
+ok $? "without a model the installed binary names its installed fetcher: $(head -c 160 "$TMP/e")"
+tap_done; exit 1
 fi
-command -v scdoc >/dev/null || { ok 1 "scdoc installed (packaging/install-deps)"; tap_done; exit 1; }
+command -v scdoc >/dev/null || { ok 1 "scdoc installed (packaging/install-deps)"; XDG_DATA_HOME="$TMP/empty" TERN_MODEL= "$bin" run -p hi >/dev/null 2>"$TMP/e"
+grep -q "$(dirname "$(dirname "$bin")")/share/tern/fetch-model" "$TMP/e" 2>/dev/null ||
+    grep -q '/bin/../share/tern/fetch-model' "$TMP/e"
+ok $? "without a model the installed binary names its installed fetcher: $(head -c 160 "$TMP/e")"
+tap_done; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
@@ -45,4 +53,8 @@ man=$(find "$TMP/root" -name 'tern-run.1' | head -1)
 MANPAGER=cat man -l "$man" 2>/dev/null | grep -q 'generate one reply'; ok $? "man -l on the installed tern-run(1)"
 out=$("$bin" run -m smollm2 --no-history --temp 0 -n 6 "Say hello." 2>"$TMP/e")
 [ -n "$out" ]; ok $? "a one-shot reply from the installed binary: $out"
+XDG_DATA_HOME="$TMP/empty" TERN_MODEL= "$bin" run -p hi >/dev/null 2>"$TMP/e"
+grep -q "$(dirname "$(dirname "$bin")")/share/tern/fetch-model" "$TMP/e" 2>/dev/null ||
+    grep -q '/bin/../share/tern/fetch-model' "$TMP/e"
+ok $? "without a model the installed binary names its installed fetcher: $(head -c 160 "$TMP/e")"
 tap_done
