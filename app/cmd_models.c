@@ -10,11 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backend_cuda.h"
 #include "cli.h"
 #include "commands.h"
 #include "textsafe.h"
 #include "gguf.h"
 #include "model_info.h"
+#include "model.h"
 #include "model_name.h"
 #include "quant.h"
 
@@ -30,6 +32,8 @@ struct entry {
     char arch_s[64], quant_s[32], tmpl_s[32], name_s[128];
     uint64_t need; /* weights + KV of the default context */
     bool fits;
+    int gpu;           /* 1 fits on GPU 0, 0 does not, -1 no usable GPU */
+    char gpu_note[600];
 };
 
 static void copy(char *d, size_t n, const char *s)
@@ -54,6 +58,21 @@ static void describe(struct entry *e, uint64_t mem)
     e->fits = e->mi.kv_per_token > 0 && e->need <= e->mi.budget;
     e->ok = true;
     gguf_close(g);
+    /* GPU 0's plan with the full context's KV cache (the CUDA backend's own
+     * numbers), or why there is no usable GPU */
+    e->gpu = -1;
+    char err[512];
+    struct model *m = model_open(e->path, err, sizeof err);
+    if (!m) {
+        snprintf(e->gpu_note, sizeof e->gpu_note, "%s", err);
+        return;
+    }
+    struct backend_config cfg = {.kind = BACKEND_CUDA, .gpu = 0, .kv_block_tokens = 16,
+                                 .kv_type = KV_F16,
+                                 .kv_bytes = e->mi.kv_per_token * e->mi.ctx};
+    int rc = backend_cuda_plan(m, &cfg, e->gpu_note, sizeof e->gpu_note);
+    e->gpu = rc == 0 ? 1 : strncmp(e->gpu_note, "no usable GPU", 13) == 0 ? -1 : 0;
+    model_close(m);
 }
 
 static void fmt_params(char *b, size_t n, uint64_t p)
@@ -78,8 +97,8 @@ static void stem(const char *file, char *b, size_t n)
 static void print_text(const struct entry *v, int n, const char *dir, uint64_t mem)
 {
     char a[32], b[32];
-    printf("%-32s %-8s %7s %-7s %8s %6s %-11s %s\n", "NAME", "ARCH", "PARAMS", "QUANT", "SIZE",
-           "CTX", "TEMPLATE", "FITS IN RAM");
+    printf("%-32s %-8s %7s %-7s %8s %6s %-11s %-3s %s\n", "NAME", "ARCH", "PARAMS", "QUANT", "SIZE",
+           "CTX", "TEMPLATE", "GPU", "FITS IN RAM");
     for (int i = 0; i < n; i++) {
         const struct entry *e = &v[i];
         char nm[512];
@@ -97,14 +116,20 @@ static void print_text(const struct entry *v, int n, const char *dir, uint64_t m
         fmt_bytes(b, sizeof b, e->size);
         char need[32];
         fmt_bytes(need, sizeof need, e->need);
-        printf("%-32s %-8s %7s %-7s %8s %6u %-11s %s (%s)\n", nm, e->arch_s, a, e->quant_s, b,
-               e->mi.ctx, e->tmpl_s, e->fits ? "yes" : "no", need);
+        printf("%-32s %-8s %7s %-7s %8s %6u %-11s %s %s (%s)\n", nm, e->arch_s, a, e->quant_s, b,
+               e->mi.ctx, e->tmpl_s, e->gpu > 0 ? "yes" : e->gpu == 0 ? "no " : "–  ",
+               e->fits ? "yes" : "no", need);
     }
     char m[32];
     fmt_bytes(m, sizeof m, mem);
     printf("\n%d model%s in %s; fits: weights + F16 KV cache of the full context in %s of "
            "memory\n",
            n, n == 1 ? "" : "s", dir, m);
+    for (int i = 0; i < n; i++)
+        if (v[i].ok && v[i].gpu_note[0]) {
+            printf("GPU: %s\n", v[i].gpu_note); /* the same reason for every model: once */
+            break;
+        }
 }
 
 static int print_json(const struct entry *v, int n, const char *dir, uint64_t mem)
@@ -134,6 +159,11 @@ static int print_json(const struct entry *v, int n, const char *dir, uint64_t me
             cJSON_AddStringToObject(o, "template_family", e->mi.tmpl_family ? e->mi.tmpl_family : "");
             cJSON_AddNumberToObject(o, "memory_needed_bytes", (double)e->need);
             cJSON_AddBoolToObject(o, "fits_in_ram", e->fits);
+            if (e->gpu >= 0)
+                cJSON_AddBoolToObject(o, "fits_in_gpu", e->gpu > 0);
+            else
+                cJSON_AddNullToObject(o, "fits_in_gpu");
+            cJSON_AddStringToObject(o, "gpu_plan", e->gpu_note);
         }
         cJSON_AddItemToArray(arr, o);
     }

@@ -25,8 +25,9 @@ GEMMA="$(dirname "$MODEL")/gemma-3-270m-q4_k_m.gguf"
 
 "$TERN_BIN" models >"$TMP/out" 2>"$TMP/err"
 ok $? "tern models exits 0"
-grep -Eq '^SmolLM2-135M-Instruct.Q4_1 +llama +135M +Q4_1 +[0-9]+ MiB +8192 +chatml +yes' "$TMP/out"
-ok $? "a row per model: name, architecture, parameters, quant, size, context, template, fit"
+grep -Eq '^SmolLM2-135M-Instruct.Q4_1 +llama +135M +Q4_1 +[0-9]+ MiB +8192 +chatml +(yes|no|–) +yes' "$TMP/out"
+ok $? "a row per model: name, architecture, parameters, quant, size, context, template, GPU, RAM fit"
+grep -Eq '^GPU: ' "$TMP/out"; ok $? "the GPU plan's verdict is said ($(grep '^GPU: ' "$TMP/out"))"
 if [ -r "$GEMMA" ]; then
     grep -Eq '^gemma-3-270m-q4_k_m +gemma3 +268M +Q4_K_M .* none \(base\) ' "$TMP/out"
     ok $? "the base model shows no chat template"
@@ -42,6 +43,7 @@ s = m['SmolLM2-135M-Instruct.Q4_1']
 assert s['architecture'] == 'llama' and s['quant'] == 'Q4_1' and s['context'] == 8192, s
 assert s['chat_template'] is True and s['fits_in_ram'] is True and s['params'] > 1e8, s
 assert s['active_params'] == s['params']
+assert s['fits_in_gpu'] in (True, False, None) and isinstance(s['gpu_plan'], str), s
 PY
 ok $? "tern models --json: strict UTF-8 JSON with the same facts"
 
