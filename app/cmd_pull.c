@@ -65,7 +65,9 @@ static int map_url(const char *src, char *url, size_t n, char *file, size_t fn)
         snprintf(url, n, "https://huggingface.co/%.*s/resolve/main/%s", (int)(s2 - p), p, s2 + 1);
         path = s2 + 1;
     } else if (strstr(src, "://")) {
-        snprintf(url, n, "%s", src);
+        size_t l = strlen(src);
+        if (l >= n) return -1;
+        memcpy(url, src, l + 1);
         path = strstr(src, "://") + 3;
     } else {
         return -1;

@@ -2,7 +2,6 @@
  * of 64 steps; plain code, a 100 MB model hashes in well under a second. */
 #include "sha256.h"
 
-#include <stdio.h>
 #include <string.h>
 
 static const uint32_t K[64] = {
@@ -77,6 +76,8 @@ void sha256_final_hex(struct sha256 *s, char hex[65])
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)(bits >> (56 - 8 * i));
     sha256_update(s, pad, padn);
     sha256_update(s, lenb, 8);
-    for (int i = 0; i < 8; i++) sprintf(hex + 8 * i, "%08x", s->h[i]);
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 8; i++)
+        for (int k = 0; k < 8; k++) hex[8 * i + k] = digits[(s->h[i] >> (28 - 4 * k)) & 15];
     hex[64] = 0;
 }
