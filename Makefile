@@ -2,7 +2,7 @@
 #   make run    installs build deps, builds, fetches the default model, starts the chat
 #   make test   the same set-up, then the whole test suite and one summary line
 # Also: make build, make test SANITIZE=address|thread, make debug, make fuzz, make soak,
-# make clean.
+# make deb, make clean.
 
 SANITIZE ?=
 MESON_OPTS ?=
@@ -32,7 +32,7 @@ endif
 TERN = $(BUILD)/app/tern
 TEST_ARGS ?=
 
-.PHONY: all deps build run test debug fuzz soak clean models reference
+.PHONY: all deps build run test debug fuzz soak clean models reference deb
 
 all: build
 
@@ -80,5 +80,11 @@ fuzz: deps
 soak: build models
 	TERN_BIN=$(TERN) TERN_SRC=$(CURDIR) PYTHONPATH=tests/serve python3 tests/serve/soak.py
 
+# a Debian package (dpkg-deb) of a /usr build: build-deb/tern_VERSION_ARCH.deb
+deb: deps
+	@[ -f build-deb/build.ninja ] || meson setup build-deb --prefix=/usr --buildtype=release -Dcuda=disabled $(MESON_OPTS)
+	meson compile -C build-deb
+	packaging/make-deb build-deb build-deb
+
 clean:
-	rm -rf build build-asan build-tsan build-debug build-fuzz
+	rm -rf build build-asan build-tsan build-debug build-fuzz build-deb

@@ -156,6 +156,20 @@ static int source_root(char *buf, size_t n)
     return -1;
 }
 
+/* PREFIX/share/tern/bench-texts.txt of an installed binary (PREFIX/bin/tern). */
+static int installed_texts(char *buf, size_t n)
+{
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return -1;
+    exe[k] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return -1;
+    *slash = 0; /* PREFIX/bin */
+    snprintf(buf, n, "%s/../share/tern/bench-texts.txt", exe);
+    return 0;
+}
+
 static int load_dir(struct bench *b, const char *dir)
 {
     DIR *d = opendir(dir);
@@ -189,13 +203,18 @@ static int load_texts(struct bench *b, char *err, size_t errlen)
         snprintf(path, sizeof path, "%s/../shared/texts", root);
         n = load_dir(b, path) > 0;
     }
+    char installed[PATH_MAX + 64] = "";
     if (have_root) {
         snprintf(path, sizeof path, "%s/data/bench-texts.txt", root);
         n += append_file(b, path) == 0;
+    } else if (installed_texts(installed, sizeof installed) == 0) {
+        n += append_file(b, installed) == 0; /* an installed tern: PREFIX/share/tern */
     }
     if (n <= 0 || b->corpus_len < 1024) {
         snprintf(err, errlen,
-                 "no prompt texts found: pass --texts DIR (a folder of .txt files of real prose)");
+                 "no prompt texts found (looked for %s): pass --texts DIR (a folder of .txt "
+                 "files of real prose)",
+                 installed[0] ? installed : "data/bench-texts.txt beside the source tree");
         return -1;
     }
     return 0;
@@ -1045,4 +1064,9 @@ close:
 out:
     cli_free(&cli);
     return rc;
+}
+
+const char *bench_profiles_usage(void)
+{
+    return usage;
 }

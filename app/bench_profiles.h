@@ -5,5 +5,7 @@
 #define TERN_BENCH_PROFILES_H
 
 int bench_profiles_main(int argc, char **argv);
+/* The --profile options' help (tern bench --help shows it too). */
+const char *bench_profiles_usage(void);
 
 #endif

@@ -1,5 +1,6 @@
 /* cli: shared option parsing for all subcommands (see cli.h). */
 #include "cli.h"
+#include "model_name.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -42,6 +43,25 @@ static const char *find_config_arg(int argc, char **argv)
     return NULL;
 }
 
+/* Every command's long options: a config key outside this list is a typo
+ * worth a warning (a key of another command is not). */
+static const char *const known_keys[] = {
+    "all", "backend", "bos", "chunks", "concurrency", "config", "context-policy", "ctx", "db",
+    "file", "gpu", "headless-frames", "help", "ids", "ignore-eos", "json", "keys", "kv-mem",
+    "kv-type", "limit", "markdown", "max-tokens", "mem", "min-p", "model", "no-color",
+    "no-history", "no-save", "out", "perplexity", "pieces", "profile", "prompt", "prompts",
+    "quiet", "rate", "raw", "repeat-penalty", "requests", "requests-out", "save", "scale", "seed",
+    "size", "slo-tpot", "slo-ttft", "special", "step-tokens", "stop", "stride", "system", "temp",
+    "texts", "threads", "timings", "top-k", "top-p", "trace", "verbose", "version", "continue",
+    "url", "host", "port", "sha256", "dir", "dry-run"};
+
+static bool known_key(const char *k)
+{
+    for (size_t i = 0; i < sizeof known_keys / sizeof *known_keys; i++)
+        if (!strcmp(known_keys[i], k)) return true;
+    return false;
+}
+
 static const struct option *find_long(const struct option *o, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
@@ -56,12 +76,19 @@ static int expand_argv(struct cli *cli, int argc, char **argv, const struct opti
 {
     size_t cap = (size_t)argc + cli->config.n + 1;
     char **out = calloc(cap, sizeof *out);
-    if (!out) return -1;
+    cli->config_line = calloc(cli->config.n + 1, sizeof *cli->config_line);
+    if (!out || !cli->config_line) {
+        free(out);
+        return -1;
+    }
     size_t k = 0, made = 0;
     out[k++] = argv[0];
     for (size_t i = 0; i < cli->config.n; i++) {
         const struct config_entry *e = &cli->config.entries[i];
         const struct option *o = find_long(all, n_all, e->key);
+        if (!o && !known_key(e->key))
+            fprintf(stderr, "tern %s: %s:%d: unknown key '%s' (not an option of any command)\n",
+                    cli->cmd, cli->config.path, e->line, e->key);
         if (!o || strcmp(e->key, "config") == 0) continue; /* other commands' keys */
         char *s;
         if (o->has_arg == no_argument) {
@@ -74,6 +101,7 @@ static int expand_argv(struct cli *cli, int argc, char **argv, const struct opti
             if (s) sprintf(s, "--%s=%s", e->key, e->value);
         }
         if (!s) goto oom;
+        cli->config_line[made] = e->line; /* for a bad value's message */
         out[k++] = s;
         made++;
     }
@@ -190,6 +218,12 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
             if (!on_opt || on_opt(c, optarg, ud) != 0) {
                 if (!on_opt)
                     fprintf(stderr, "tern %s: unhandled option\n", cli->cmd);
+                /* a value from the config file: say where it is */
+                int at = optind - 1;
+                for (size_t k = 0; at >= 1 && k < cli->n_owned; k++)
+                    if (cli->argv[at] == cli->owned_strs[k])
+                        fprintf(stderr, "tern %s: (that value is set in %s:%d)\n", cli->cmd,
+                                cli->config.path, cli->config_line[k]);
                 rc = CLI_EXIT_USAGE;
                 goto done;
             }
@@ -211,7 +245,21 @@ void cli_free(struct cli *cli)
         free(cli->owned_argv);
         cli->owned_argv = NULL;
     }
+    free(cli->config_line);
+    cli->config_line = NULL;
     config_free(&cli->config);
+}
+
+int cli_threads(const struct cli *cli, const char *arg, long *out)
+{
+    if (cli_int(cli, "--threads", arg, 1, 1024, out) < 0) return -1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && *out > cores) {
+        fprintf(stderr, "tern %s: --threads %ld is more than the %ld cores here: using %ld\n",
+                cli->cmd, *out, cores, cores);
+        *out = cores;
+    }
+    return 0;
 }
 
 void cli_data_dir(char *buf, size_t n)
@@ -244,18 +292,32 @@ int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t
 {
     const char *p = cli->model;
     if (!p || !*p) p = getenv("TERN_MODEL");
-    if (p && *p) {
-        snprintf(buf, n, "%s", p);
-        return 0;
-    }
     char dir[1024];
+    if (p && *p) {
+        model_name_dir(dir, sizeof dir);
+        return model_name_resolve(p, dir, buf, n, err, errlen);
+    }
     cli_data_dir(dir, sizeof dir);
     snprintf(buf, n, "%s/models/%s", dir, TERN_DEFAULT_MODEL_FILE);
     if (access(buf, R_OK) == 0) return 0;
+    /* an installed tern names its installed fetcher, a build tree its source one */
+    char fetch[4300] = "packaging/fetch-model' (or 'make run')";
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            char probe[4200];
+            snprintf(probe, sizeof probe, "%s/../share/tern/fetch-model", exe);
+            if (access(probe, X_OK) == 0) snprintf(fetch, sizeof fetch, "%s'", probe);
+        }
+    }
     snprintf(err, errlen,
-             "no model: %s is absent. Run 'packaging/fetch-model' (or 'make run') to fetch the "
-             "default model, or pass -m PATH / set TERN_MODEL",
-             buf);
+             "no model: %s is absent. Run '%s to fetch the default model, 'tern pull URL' for "
+             "another, or pass -m PATH / set TERN_MODEL",
+             buf, fetch);
     return -1;
 }
 

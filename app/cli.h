@@ -32,6 +32,7 @@ struct cli {
     bool insecure;
     enum engine_balance balance;
     double read_timeout_s;   /* --read-timeout; 0 = the engine's default (60 s) */
+    int *config_line;        /* config file line of each owned string */
 };
 
 /* Called for each command-specific option; returns 0, or -1 after printing
@@ -74,6 +75,8 @@ void cli_data_dir(char *buf, size_t n);
 int cli_int(const struct cli *cli, const char *opt, const char *arg, long lo, long hi, long *out);
 int cli_double(const struct cli *cli, const char *opt, const char *arg, double lo, double hi,
                double *out);
+/* --threads N: more than the machine's cores is warned about and capped. */
+int cli_threads(const struct cli *cli, const char *arg, long *out);
 /* Sizes like 512M, 8G, 1.5GiB. */
 int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned long long *out);
 

@@ -44,7 +44,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_PP: return cli_int(o->cli, "--pp", arg, 0, 1 << 20, &o->pp);
     case OPT_TG: return cli_int(o->cli, "--tg", arg, 0, 1 << 20, &o->tg);
     case 'r': return cli_int(o->cli, "--repetitions", arg, 1, 1000, &o->reps);
-    case 't': return cli_int(o->cli, "--threads", arg, 1, 1024, &o->threads);
+    case 't': return cli_threads(o->cli, arg, &o->threads);
     case OPT_JSON: o->json = true; return 0;
     case OPT_SCALAR: o->scalar = true; return 0;
     case OPT_SYNTH: o->synthetic = arg; return 0;
@@ -166,7 +166,10 @@ static void report(const struct bench_opts *o, const char *model_name, const str
     if (o->tg)
         printf("| %s | %.2f MiB | %.2f M | %s | %ld | tg%ld | %.2f | %.2f - %.2f |\n", model_name,
                mib, mp, info->name, o->threads, o->tg, ft.median, ft.min, ft.max);
-    fprintf(stderr, "device: %s%s%s\n", info->device, info->note[0] ? "; " : "", info->note);
+    /* the fallback note only when a backend was asked for (auto on a CPU-only
+     * machine is not news) */
+    bool note = info->note[0] && o->backend != BACKEND_AUTO;
+    fprintf(stderr, "device: %s%s%s\n", info->device, note ? "; " : "", note ? info->note : "");
 }
 
 
@@ -290,7 +293,12 @@ int cmd_bench(int argc, char **argv)
     struct bench_opts o = { .pp = 512, .tg = 128, .reps = 5, .synth_type = QT_Q4_0,
                             .kv_type = KV_F16, .backend = BACKEND_AUTO };
     o.cli = &cli;
-    int rc = cli_parse(&cli, argc, argv, "r:t:", longopts, on_opt, &o, use);
+    /* --help shows the profile options as well */
+    const char *pu = bench_profiles_usage();
+    char *full = malloc(strlen(use) + strlen(pu) + 64);
+    if (full) sprintf(full, "%s\nwith --profile:\n\n%s", use, pu);
+    int rc = cli_parse(&cli, argc, argv, "r:t:", longopts, on_opt, &o, full ? full : use);
+    free(full);
     if (rc >= 0) goto out;
     if (cli.argc > 0) {
         fprintf(stderr, "tern bench: unexpected argument '%s'\n", cli.argv[0]);

@@ -4,8 +4,10 @@
 #include <string.h>
 
 #include "app.h"
+#include "ctxfit.h"
 #include "cli.h"
 #include "commands.h"
+#include "model_name.h"
 
 enum {
     OPT_THREADS = CLI_OPT_CMD,
@@ -21,6 +23,11 @@ enum {
     OPT_MAX_TOKENS,
     OPT_SYSTEM,
     OPT_ATTACH,
+    OPT_CTX_POLICY,
+    OPT_TOP_K,
+    OPT_MIN_P,
+    OPT_REPEAT,
+    OPT_SEED,
 };
 
 static const struct option longopts[] = {
@@ -37,6 +44,11 @@ static const struct option longopts[] = {
     {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
     {"system", required_argument, 0, OPT_SYSTEM},
     {"attach", optional_argument, 0, OPT_ATTACH},
+    {"context-policy", required_argument, 0, OPT_CTX_POLICY},
+    {"top-k", required_argument, 0, OPT_TOP_K},
+    {"min-p", required_argument, 0, OPT_MIN_P},
+    {"repeat-penalty", required_argument, 0, OPT_REPEAT},
+    {"seed", required_argument, 0, OPT_SEED},
     {0, 0, 0, 0},
 };
 
@@ -102,7 +114,7 @@ static int on_opt(int c, const char *arg, void *ud)
     long v;
     switch (c) {
     case OPT_THREADS:
-        if (cli_int(a->cli, "--threads", arg, 1, 1024, &v) < 0) return -1;
+        if (cli_threads(a->cli, arg, &v) < 0) return -1;
         a->o.engine.backend.threads = (int)v;
         return 0;
     case OPT_CTX:
@@ -141,6 +153,24 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_ATTACH:
         a->attach = arg ? arg : CHAT_ATTACH_DEFAULT;
         return 0;
+    case OPT_TOP_K:
+        return cli_int(a->cli, "--top-k", arg, 0, 1 << 24, &a->o.top_k);
+    case OPT_MIN_P:
+        return cli_double(a->cli, "--min-p", arg, 0, 1, &a->o.min_p);
+    case OPT_REPEAT:
+        return cli_double(a->cli, "--repeat-penalty", arg, 0, 10, &a->o.repeat_penalty);
+    case OPT_SEED:
+        return cli_int(a->cli, "--seed", arg, 0, 0x7fffffffL, &a->o.seed);
+    case OPT_CTX_POLICY: {
+        enum ui_ctx_policy p;
+        if (ui_ctx_policy_parse(arg, &p) < 0) {
+            fprintf(stderr, "tern chat: --context-policy: '%s' is not truncate or reject\n", arg);
+            return -1;
+        }
+        a->o.ctx_policy = (int)p;
+        a->o.set_ctx_policy = true;
+        return 0;
+    }
     case OPT_NO_COLOR:
         a->o.no_color = true;
         return 0;
@@ -184,9 +214,15 @@ int cmd_chat(int argc, char **argv)
         "      --db PATH            history database (default $XDG_DATA_HOME/tern/history.db)\n"
         "      --temp T             temperature of new sessions (default 0.8; 0 = greedy)\n"
         "      --top-p P            top-p of new sessions (default 0.95)\n"
+        "      --top-k K            top-k (default 40; 0 = off)\n"
+        "      --min-p P            min-p (default 0.05; 0 = off)\n"
+        "      --repeat-penalty R   (default 1 = off)\n"
+        "      --seed N             sampling seed (default: a new one per reply)\n"
         "      --max-tokens N       reply length limit of new sessions (default 512)\n"
         "      --system TEXT        system prompt of new sessions\n"
-        "                           (F4 changes all four for the open session)\n"
+        "      --context-policy P   when a session outgrows the context: truncate (drop\n"
+        "                           the oldest turns, the default) or reject\n"
+        "                           (F4 changes these for the open session)\n"
         "      --attach[=URL]       chat through a running tern serve and watch its engine\n"
         "                           (default " CHAT_ATTACH_DEFAULT "; any --url server works too)\n"
         "      --no-color           monochrome (also when NO_COLOR is set)\n"
@@ -201,6 +237,8 @@ int cmd_chat(int argc, char **argv)
     memset(&a, 0, sizeof a);
     a.cli = &cli;
     engine_config_default(&a.o.engine);
+    a.o.top_k = a.o.seed = -1;
+    a.o.min_p = a.o.repeat_penalty = -1;
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &a, use);
     if (rc >= 0) goto done;
     if (cli.argc > 0) {
@@ -209,7 +247,11 @@ int cmd_chat(int argc, char **argv)
         rc = CLI_EXIT_USAGE;
         goto done;
     }
-    char path[4096], merr[1024], err[1024];
+    char path[4096], merr[1024], err[1024], mdir[2048];
+    model_name_dir(mdir, sizeof mdir);
+    a.o.models_dir = mdir;
+    a.o.list_models = model_name_list;
+    a.o.free_models = model_name_list_free;
     if (a.attach && cli.n_urls < ENGINE_MAX_ENDPOINTS) /* the server's engine, over HTTP */
         cli.urls[cli.n_urls++] = a.attach;
     if (cli_engine_remote(&cli, &a.o.engine))

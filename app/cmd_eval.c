@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "commands.h"
+#include "textsafe.h"
 #include "engine.h"
 #include "gguf.h"
 #include "store.h"
@@ -298,6 +299,7 @@ static int do_perplexity(struct eval *ev)
         cJSON *both = cJSON_CreateObject();
         cJSON_AddItemReferenceToObject(both, "config", config);
         cJSON_AddItemReferenceToObject(both, "result", summary);
+        textsafe_json(both);
         char *txt = cJSON_Print(both);
         if (txt) puts(txt);
         free(txt);
@@ -561,6 +563,7 @@ static void run_items(struct eval *ev, struct item *v, int n, FILE *out)
         for (int i = written; i < next; i++) take_item_events(ev, &v[i]);
         while (written < next && v[written].finished) {
             cJSON *j = item_json(&v[written]);
+            textsafe_json(j); /* model output may be invalid UTF-8 */
             char *txt = cJSON_PrintUnformatted(j);
             if (txt) fprintf(out, "%s\n", txt);
             free(txt);

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "textsafe.h"
 #include "store.h"
 
 enum { OPT_DB = CLI_OPT_CMD, OPT_JSON, OPT_MARKDOWN, OPT_TIMINGS, OPT_ALL, OPT_LIMIT };
@@ -63,8 +64,50 @@ static void fmt_dur(double s, char *buf, size_t n)
         snprintf(buf, n, "%.2f s", s);
 }
 
+/* Stored text as the terminal may see it (textsafe_term): ESC, OSC, BEL
+ * and invalid UTF-8 never reach the terminal raw. The copies live in a
+ * small ring, so a printf can take several; the last ones are freed at
+ * exit by the OS (a command, not a library). */
+static const char *safe(const char *s)
+{
+    static char *ring[8];
+    static unsigned k;
+    k = (k + 1) % 8;
+    free(ring[k]);
+    ring[k] = textsafe_term(s ? s : "");
+    return ring[k] ? ring[k] : "(out of memory)";
+}
+
+/* Search snippets carry these around matches; they are replaced by the
+ * output's own markers after the text is escaped, so a stored ESC cannot
+ * pose as one and a marker is never mistaken for text. */
+#define HL_OPEN "\x02"
+#define HL_CLOSE "\x03"
+
+/* The snippet with the matches between ho and hc, the text escaped. */
+static char *mark_snippet(const char *s, const char *ho, const char *hc)
+{
+    size_t n = strlen(s), cap = n * 4 + 1 + 16 * (strlen(ho) + strlen(hc)), o = 0;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    for (size_t i = 0; i < n && o + 1 < cap;) {
+        size_t e = i;
+        while (e < n && s[e] != HL_OPEN[0] && s[e] != HL_CLOSE[0]) e++;
+        char *piece = textsafe_term_n(s + i, e - i);
+        if (piece) {
+            o += (size_t)snprintf(out + o, cap - o, "%s", piece);
+            free(piece);
+        }
+        if (e < n) o += (size_t)snprintf(out + o, cap - o, "%s", s[e] == HL_OPEN[0] ? ho : hc);
+        i = e + 1;
+    }
+    out[o < cap ? o : cap - 1] = 0;
+    return out;
+}
+
 static int print_json(cJSON *j)
 {
+    if (j) textsafe_json(j); /* stored text may hold invalid UTF-8: strict decoders must accept it */
     char *txt = j ? cJSON_Print(j) : NULL;
     cJSON_Delete(j);
     if (!txt) {
@@ -99,6 +142,15 @@ static int do_list(struct store *s, const struct hopts *o, const struct style *s
         fprintf(stderr, "tern history: %s\n", err);
         return CLI_EXIT_FAIL;
     }
+    /* --limit N: the N newest */
+    if (o->limit > 0 && l.n > (size_t)o->limit) {
+        for (size_t i = (size_t)o->limit; i < l.n; i++) {
+            free(l.v[i].title);
+            free(l.v[i].model);
+            free(l.v[i].params_json);
+        }
+        l.n = (size_t)o->limit;
+    }
     if (o->json) {
         cJSON *a = cJSON_CreateArray();
         for (size_t i = 0; a && i < l.n; i++) {
@@ -124,8 +176,8 @@ static int do_list(struct store *s, const struct hopts *o, const struct style *s
         char t[32];
         fmt_time(l.v[i].updated, t, sizeof t);
         printf("%6lld  %-16s  %5lld  %-28.28s  %s\n", (long long)l.v[i].id, t,
-               (long long)l.v[i].n_messages, l.v[i].model ? l.v[i].model : "-",
-               l.v[i].title ? l.v[i].title : "");
+               (long long)l.v[i].n_messages, l.v[i].model ? safe(l.v[i].model) : "-",
+               safe(l.v[i].title));
     }
     store_session_list_free(&l);
     return CLI_EXIT_OK;
@@ -152,15 +204,16 @@ static void print_transcript(const struct store_transcript *t, bool timings,
 {
     char c[32];
     fmt_time(t->session.created, c, sizeof c);
-    printf("%sSession %lld: %s%s\n", st->bold, (long long)t->session.id,
-           t->session.title ? t->session.title : "", st->off);
+    printf("%sSession %lld: %s%s\n", st->bold, (long long)t->session.id, safe(t->session.title),
+           st->off);
     printf("%smodel %s · started %s · %zu messages%s\n\n", st->dim,
-           t->session.model ? t->session.model : "-", c, t->n, st->off);
+           t->session.model ? safe(t->session.model) : "-", c, t->n, st->off);
     for (size_t i = 0; i < t->n; i++) {
         const struct store_message_info *m = &t->msgs[i];
         printf("%s%s%s", st->bold, m->role, st->off);
-        if (strcmp(m->status, "ok") != 0) printf(" %s(%s)%s", st->hl, m->status, st->off);
-        printf("\n%s\n", m->text);
+        if (strcmp(m->status, "ok") != 0) printf(" %s(%s)%s", st->hl, safe(m->status), st->off);
+        printf("\n%s\n", safe(m->text));
+        if (m->error) printf("%s[%s]%s\n", st->hl, safe(m->error), st->off);
         if (timings && m->req) print_timings(m->req, st);
         printf("\n");
     }
@@ -197,14 +250,15 @@ static void print_markdown(const struct store_transcript *t)
 {
     char c[32];
     fmt_time(t->session.created, c, sizeof c);
-    printf("# %s\n\n", t->session.title && *t->session.title ? t->session.title : "(untitled)");
+    printf("# %s\n\n", t->session.title && *t->session.title ? safe(t->session.title) : "(untitled)");
     printf("*Session %lld · model %s · %s*\n\n", (long long)t->session.id,
-           t->session.model ? t->session.model : "-", c);
+           t->session.model ? safe(t->session.model) : "-", c);
     for (size_t i = 0; i < t->n; i++) {
         const struct store_message_info *m = &t->msgs[i];
         printf("## %s%s%s%s\n\n%s\n\n", m->role, strcmp(m->status, "ok") ? " (" : "",
-               strcmp(m->status, "ok") ? m->status : "", strcmp(m->status, "ok") ? ")" : "",
-               m->text);
+               strcmp(m->status, "ok") ? safe(m->status) : "", strcmp(m->status, "ok") ? ")" : "",
+               safe(m->text));
+        if (m->error) printf("> %s\n\n", safe(m->error));
     }
 }
 
@@ -262,6 +316,39 @@ static int do_export(struct store *s, const struct hopts *o, int argc, char **ar
 
 /* ---------------------------------------------------------------- search */
 
+/* "snippet" with **markers**, "text" without, and "highlights": [start, end)
+ * byte ranges of the matches in "text" (markers can then never be confused
+ * with a "**" in code). */
+static void add_snippet_json(cJSON *e, const char *s)
+{
+    size_t n = strlen(s), o = 0, t = 0;
+    char *mk = malloc(n * 2 + 64), *bare = malloc(n + 1);
+    cJSON *hl = cJSON_AddArrayToObject(e, "highlights");
+    cJSON *cur = NULL;
+    for (size_t i = 0; mk && bare && i < n; i++) {
+        if (s[i] == HL_OPEN[0] || s[i] == HL_CLOSE[0]) {
+            memcpy(mk + o, "**", 2), o += 2;
+            if (s[i] == HL_OPEN[0]) {
+                cur = cJSON_CreateArray();
+                cJSON_AddItemToArray(cur, cJSON_CreateNumber((double)t));
+            } else if (cur) {
+                cJSON_AddItemToArray(cur, cJSON_CreateNumber((double)t));
+                cJSON_AddItemToArray(hl, cur);
+                cur = NULL;
+            }
+            continue;
+        }
+        mk[o++] = bare[t++] = s[i];
+    }
+    cJSON_Delete(cur);
+    if (mk) mk[o] = 0;
+    if (bare) bare[t] = 0;
+    cJSON_AddStringToObject(e, "snippet", mk ? mk : "");
+    cJSON_AddStringToObject(e, "text", bare ? bare : "");
+    free(mk);
+    free(bare);
+}
+
 static int do_search(struct store *s, const struct hopts *o, int argc, char **argv,
                      const struct style *st)
 {
@@ -274,10 +361,12 @@ static int do_search(struct store *s, const struct hopts *o, int argc, char **ar
         fprintf(stderr, "tern history search: give the text to search for\n");
         return CLI_EXIT_USAGE;
     }
-    /* A terminal shows matches in colour; pipes and JSON get **markdown bold**. */
+    /* A terminal shows matches in colour; pipes and JSON get **markdown bold**
+     * (JSON also has the plain "text" and the matches' byte ranges). */
     bool tty = !o->json && o->color;
+    const char *ho = tty ? st->hl : "**", *hc = tty ? st->off : "**";
     struct store_hits h;
-    if (store_search(s, q, tty ? st->hl : "**", tty ? st->off : "**", (size_t)o->limit, &h, err,
+    if (store_search(s, q, HL_OPEN, HL_CLOSE, o->limit > 0 ? (size_t)o->limit : 50, &h, err,
                      sizeof err) != 0) {
         fprintf(stderr, "tern history: %s\n", err);
         return CLI_EXIT_FAIL;
@@ -291,7 +380,7 @@ static int do_search(struct store *s, const struct hopts *o, int argc, char **ar
             cJSON_AddStringToObject(e, "title", h.v[i].session_title ? h.v[i].session_title : "");
             cJSON_AddStringToObject(e, "role", h.v[i].role);
             cJSON_AddNumberToObject(e, "created", h.v[i].created);
-            cJSON_AddStringToObject(e, "snippet", h.v[i].snippet ? h.v[i].snippet : "");
+            add_snippet_json(e, h.v[i].snippet ? h.v[i].snippet : "");
             cJSON_AddItemToArray(a, e);
         }
         store_hits_free(&h);
@@ -301,10 +390,11 @@ static int do_search(struct store *s, const struct hopts *o, int argc, char **ar
     for (size_t i = 0; i < h.n; i++) {
         char t[32];
         fmt_time(h.v[i].created, t, sizeof t);
+        char *sn = mark_snippet(h.v[i].snippet ? h.v[i].snippet : "", ho, hc);
         printf("%ssession %lld%s %s· %s · %s · %s%s\n  %s\n", st->bold,
-               (long long)h.v[i].session_id, st->off, st->dim,
-               h.v[i].session_title ? h.v[i].session_title : "", h.v[i].role, t, st->off,
-               h.v[i].snippet ? h.v[i].snippet : "");
+               (long long)h.v[i].session_id, st->off, st->dim, safe(h.v[i].session_title),
+               h.v[i].role, t, st->off, sn ? sn : "");
+        free(sn);
     }
     store_hits_free(&h);
     return CLI_EXIT_OK;
@@ -343,7 +433,7 @@ static int do_stats(struct store *s, const struct hopts *o, const struct style *
         const struct store_model_stats *m = &sv.v[i];
         printf("%s%s%s  %lld requests (%lld ok) · %lld prompt tokens (%lld cached) · "
                "%lld generated\n",
-               st->bold, m->model, st->off, (long long)m->n_requests, (long long)m->n_ok,
+               st->bold, safe(m->model), st->off, (long long)m->n_requests, (long long)m->n_ok,
                (long long)m->prompt_tokens, (long long)m->cached_tokens,
                (long long)m->generated_tokens);
         const struct store_pcts *p[3] = {&m->ttft, &m->tpot, &m->e2e};
@@ -469,7 +559,8 @@ int cmd_history(int argc, char **argv)
         "      --markdown    export as Markdown\n"
         "      --timings     show: each reply's queue/prefill/TTFT/TPOT/decode/e2e\n"
         "      --all         export: every session\n"
-        "      --limit N     search: at most N matches (default 50)\n";
+        "      --limit N     list: the N newest sessions (default all); search: at most\n"
+        "                    N matches (default 50)\n";
     static const struct option longopts[] = {
         {"db", required_argument, 0, OPT_DB},
         {"json", no_argument, 0, OPT_JSON},
@@ -480,7 +571,7 @@ int cmd_history(int argc, char **argv)
         {0, 0, 0, 0},
     };
     struct cli cli;
-    struct hopts o = {.cli = &cli, .limit = 50};
+    struct hopts o = {.cli = &cli, .limit = 0};
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc < 0) {
         const char *nc = getenv("NO_COLOR");

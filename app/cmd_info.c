@@ -13,9 +13,11 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "textsafe.h"
 #include "backend_cuda.h"
 #include "gguf.h"
 #include "model.h"
+#include "model_info.h"
 #include "quant.h"
 #include "template.h"
 #include "tok.h"
@@ -29,130 +31,6 @@ struct info_opts {
     uint32_t kv_type;       /* QT_F16, QT_F32 or QT_Q8_0 */
     int gpu;                /* --gpu[=N]: device index for the GPU plan; -1 = no plan */
 };
-
-struct type_use {
-    uint32_t type;
-    uint64_t count, bytes;
-};
-
-struct model_info {
-    const char *arch, *name, *tok_model, *tok_pre, *tmpl_family;
-    bool tmpl_fallback, tmpl_from_vocab;
-    char tok_err[256]; /* why the tokenizer could not be opened, or "" */
-    uint64_t params, weight_bytes, n_types, vocab;
-    struct type_use types[64];
-    uint32_t ctx, layers, embd, heads, kv_heads, key_len, val_len; /* 0 = absent */
-    uint32_t swa;           /* attention.sliding_window, 0 = none */
-    int64_t bos, eos, eot;  /* -1 = none */
-    uint64_t kv_per_token, budget, kv_tokens;
-};
-
-/* ---- gathering ----------------------------------------------------------- */
-
-static uint32_t arch_u32(const struct gguf_ctx *g, const char *arch, const char *suffix)
-{
-    char key[256];
-    uint32_t v = 0;
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    gguf_get_u32(g, key, &v);
-    return v;
-}
-
-static int cmp_use(const void *a, const void *b)
-{
-    const struct type_use *x = a, *y = b;
-    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
-}
-
-static void gather_tensors(const struct gguf_ctx *g, struct model_info *mi)
-{
-    for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
-        const struct gguf_tensor *t = gguf_tensor_at(g, i);
-        uint64_t k = 0;
-        while (k < mi->n_types && mi->types[k].type != t->type) k++;
-        if (k == mi->n_types) {
-            if (k == sizeof mi->types / sizeof mi->types[0]) continue; /* cannot happen: < 64 type numbers */
-            mi->types[mi->n_types++].type = t->type;
-        }
-        mi->types[k].count++;
-        mi->types[k].bytes += t->nbytes;
-        mi->params += t->n_elements;
-        mi->weight_bytes += t->nbytes;
-    }
-    qsort(mi->types, mi->n_types, sizeof mi->types[0], cmp_use);
-}
-
-/* BOS/EOS from the keys; EOT and the chat template as the engine resolves
- * them (tokenizer: eot key or marker text; template: markers, or for files
- * without one the vocabulary's marker tokens). Without a usable tokenizer
- * the template family comes from the template text alone. */
-static void gather_vocab(const struct gguf_ctx *g, struct model_info *mi)
-{
-    const struct gguf_kv *tokens = gguf_get_arr(g, "tokenizer.ggml.tokens");
-    const char *jinja = gguf_get_str(g, "tokenizer.chat_template");
-    mi->vocab = tokens ? tokens->v.arr.n : 0;
-    mi->tok_model = gguf_get_str(g, "tokenizer.ggml.model");
-    mi->tok_pre = gguf_get_str(g, "tokenizer.ggml.pre");
-    uint32_t id;
-    mi->bos = gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &id) ? (int64_t)id : -1;
-    mi->eos = gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &id) ? (int64_t)id : -1;
-    mi->eot = gguf_get_u32(g, "tokenizer.ggml.eot_token_id", &id) ? (int64_t)id : -1;
-    struct tok *tk = tok_open(g, mi->tok_err, sizeof mi->tok_err);
-    struct tmpl t;
-    char err[256];
-    if (tk && tmpl_init_model(&t, g, tk, NULL, err, sizeof err) == 0) {
-        mi->eot = tok_eot(tk);
-        mi->tmpl_family = tmpl_family_name(t.family);
-        mi->tmpl_fallback = t.fallback;
-        mi->tmpl_from_vocab = t.from_vocab;
-        tmpl_free(&t);
-    } else {
-        enum tmpl_family f = tmpl_detect(jinja);
-        mi->tmpl_family = tmpl_family_name(f == TMPL_UNKNOWN ? TMPL_CHATML : f);
-        mi->tmpl_fallback = f == TMPL_UNKNOWN;
-        if (tk) snprintf(mi->tok_err, sizeof mi->tok_err, "%s", err);
-    }
-    tok_close(tk);
-}
-
-static uint64_t physical_memory(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-}
-
-/* KV bytes per token: K and V rows of kv_heads x head_dim per layer. */
-static void plan_memory(struct model_info *mi, const struct info_opts *o)
-{
-    uint64_t krow = qtype_row_bytes(o->kv_type, (uint64_t)mi->kv_heads * mi->key_len);
-    uint64_t vrow = qtype_row_bytes(o->kv_type, (uint64_t)mi->kv_heads * mi->val_len);
-    mi->kv_per_token = (uint64_t)mi->layers * (krow + vrow);
-    mi->budget = o->mem ? o->mem : physical_memory();
-    mi->kv_tokens = mi->kv_per_token && mi->budget > mi->weight_bytes
-                        ? (mi->budget - mi->weight_bytes) / mi->kv_per_token
-                        : 0;
-}
-
-static void gather(const struct gguf_ctx *g, const struct info_opts *o, struct model_info *mi)
-{
-    memset(mi, 0, sizeof *mi);
-    mi->arch = gguf_get_str(g, "general.architecture"); /* the reader requires it */
-    mi->name = gguf_get_str(g, "general.name");
-    gather_tensors(g, mi);
-    mi->ctx = arch_u32(g, mi->arch, "context_length");
-    mi->layers = arch_u32(g, mi->arch, "block_count");
-    mi->embd = arch_u32(g, mi->arch, "embedding_length");
-    mi->heads = arch_u32(g, mi->arch, "attention.head_count");
-    mi->kv_heads = arch_u32(g, mi->arch, "attention.head_count_kv");
-    if (!mi->kv_heads) mi->kv_heads = mi->heads; /* no key: no grouped-query attention */
-    mi->key_len = arch_u32(g, mi->arch, "attention.key_length");
-    mi->val_len = arch_u32(g, mi->arch, "attention.value_length");
-    if (!mi->key_len && mi->heads) mi->key_len = mi->embd / mi->heads;
-    if (!mi->val_len) mi->val_len = mi->key_len;
-    mi->swa = arch_u32(g, mi->arch, "attention.sliding_window");
-    gather_vocab(g, mi);
-    plan_memory(mi, o);
-}
 
 /* ---- output -------------------------------------------------------------- */
 
@@ -343,6 +221,7 @@ static int print_json(const struct gguf_ctx *g, const struct model_info *mi,
     cJSON_AddBoolToObject(t, "chatml_fallback", mi->tmpl_fallback);
     cJSON_AddBoolToObject(t, "from_vocabulary", mi->tmpl_from_vocab);
     cJSON_AddItemToObject(j, "memory", json_memory(mi, o));
+    textsafe_json(j); /* names and token texts come from the file */
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
     if (!s) {
@@ -441,7 +320,7 @@ int cmd_info(int argc, char **argv)
         goto done;
     }
     struct model_info mi;
-    gather(g, &o, &mi);
+    model_info_gather(g, o.kv_type, o.mem, &mi);
     if (o.json) rc = print_json(g, &mi, &o);
     else {
         print_text(g, &mi, &o);

@@ -1,6 +1,7 @@
 /* cmd_run: 'tern run' — one reply to one prompt, streamed to stdout as it is
  * generated, through the engine API (the same path as chat, bench, eval).
  * --verbose prints the phase timings to stderr, like `ollama run --verbose`. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +14,12 @@
 #include "commands.h"
 #include "engine.h"
 #include "store.h"
+#include "textsafe.h"
 
 enum {
     OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT,
     OPT_SEED, OPT_STOP, OPT_SYSTEM, OPT_CTX, OPT_KVMEM, OPT_KVTYPE, OPT_TRACE, OPT_BACKEND,
-    OPT_STEP, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB
+    OPT_STEP, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB, OPT_CONTINUE
 };
 
 #define RUN_MAX_STOP 16
@@ -25,7 +27,7 @@ enum {
 struct run_opts {
     const struct cli *cli;
     const char *prompt, *system, *trace, *db_path;
-    bool raw, verbose, ignore_eos, no_history;
+    bool raw, verbose, ignore_eos, no_history, cont;
     long threads, max_tokens, ctx, step_tokens;
     unsigned long long kv_mem;
     enum kv_type kv_type;
@@ -63,8 +65,10 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_VERBOSE: o->verbose = true; return 0;
     case OPT_IGNORE_EOS: o->ignore_eos = true; return 0;
     case OPT_NO_HISTORY: o->no_history = true; return 0;
+    case 'c':
+    case OPT_CONTINUE: o->cont = true; return 0;
     case OPT_DB: o->db_path = arg; return 0;
-    case 't': return cli_int(o->cli, "--threads", arg, 1, 1024, &o->threads);
+    case 't': return cli_threads(o->cli, arg, &o->threads);
     case 'n': return cli_int(o->cli, "--max-tokens", arg, 1, 1 << 24, &o->max_tokens);
     case OPT_CTX: return cli_int(o->cli, "--ctx", arg, 16, 1 << 22, &o->ctx);
     case OPT_STEP: return cli_int(o->cli, "--step-tokens", arg, 1, 1 << 16, &o->step_tokens);
@@ -96,15 +100,21 @@ static int on_opt(int c, const char *arg, void *ud)
     return -1;
 }
 
-/* Reads all of stdin (the prompt when -p is absent). */
+/* Reads all of stdin (the prompt when -p is absent). On a terminal one
+ * Ctrl-D ends it: a read that returns a line without its newline can only
+ * be Ctrl-D pressed after text (a second one is not needed). */
 static char *read_stdin(void)
 {
     size_t len = 0, cap = 4096;
     char *buf = malloc(cap);
+    bool tty = isatty(STDIN_FILENO);
     while (buf) {
-        size_t got = fread(buf + len, 1, cap - len - 1, stdin);
+        ssize_t r = read(STDIN_FILENO, buf + len, cap - len - 1);
+        if (r < 0 && errno == EINTR) continue;
+        size_t got = r > 0 ? (size_t)r : 0;
         len += got;
         if (got == 0) break;
+        if (tty && buf[len - 1] != '\n') break;
         if (cap - len - 1 == 0) {
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
@@ -126,27 +136,91 @@ static char *read_stdin(void)
 struct run_history {
     struct store *db;
     store_key reply;
+    int64_t cont;                 /* -c: the session continued (0: a new one) */
+    struct store_transcript prev; /* its messages so far */
 };
+
+/* -c: the newest session and its transcript. Returns 0, or -1 (said). */
+static int history_continue(struct run_history *h)
+{
+    char err[512];
+    struct store_session_list l;
+    if (store_sessions(h->db, &l, err, sizeof err) != 0 || l.n == 0) {
+        fprintf(stderr, "tern run: -c: %s\n", l.n == 0 ? "no stored session to continue" : err);
+        return -1;
+    }
+    h->cont = l.v[0].id;
+    store_session_list_free(&l);
+    if (store_transcript(h->db, h->cont, &h->prev, err, sizeof err) != 0) {
+        fprintf(stderr, "tern run: -c: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int history_open(struct run_history *h, const struct run_opts *o)
+{
+    char err[512];
+    memset(h, 0, sizeof *h);
+    if (o->no_history) {
+        if (!o->cont) return 0;
+        fprintf(stderr, "tern run: -c continues a stored session: it needs the history\n");
+        return -1;
+    }
+    if (store_open(&h->db, o->db_path, STORE_READWRITE, err, sizeof err) != 0) {
+        fprintf(stderr, "tern run: history %s: %s\n", o->cont ? "needed by -c" : "off", err);
+        h->db = NULL;
+        return o->cont ? -1 : 0;
+    }
+    return o->cont ? history_continue(h) : 0;
+}
 
 static void history_begin(struct run_history *h, const struct run_opts *o,
                           const char *model_name, const char *prompt)
 {
-    char err[512], title[80];
-    memset(h, 0, sizeof *h);
-    if (o->no_history) return;
-    if (store_open(&h->db, o->db_path, STORE_READWRITE, err, sizeof err) != 0) {
-        fprintf(stderr, "tern run: history off: %s\n", err);
-        h->db = NULL;
-        return;
-    }
+    char title[80];
+    if (!h->db) return;
     size_t n = strcspn(prompt, "\n");
     if (n >= sizeof title) n = sizeof title - 1;
     memcpy(title, prompt, n);
     title[n] = 0;
-    store_key ses = store_session_new(h->db, title, model_name, NULL);
-    if (o->system) store_message_add(h->db, ses, "system", o->system, -1);
+    /* marked as a one-shot run: the chat does not open it as its session */
+    store_key ses = h->cont ? h->cont
+                            : store_session_new(h->db, title, model_name, "{\"source\":\"run\"}");
+    if (o->system && !h->cont) store_message_add(h->db, ses, "system", o->system, -1);
     store_message_add(h->db, ses, "user", prompt, -1);
     h->reply = store_reply_begin(h->db, ses);
+}
+
+static bool failed_status(const char *s)
+{
+    return !strcmp(s, "error") || !strcmp(s, "rejected") || !strcmp(s, "timeout") ||
+           !strcmp(s, "consumer-stalled");
+}
+
+/* The request's messages: the continued session's turns (failed replies
+ * and their user turns left out), the system prompt, then the prompt.
+ * Returns the count; *out is malloc'd. */
+static int32_t build_messages(const struct run_history *h, const struct run_opts *o,
+                              const char *prompt, struct engine_message **out)
+{
+    size_t n = h->prev.n;
+    struct engine_message *v = malloc((n + 2) * sizeof *v);
+    int32_t k = 0;
+    *out = v;
+    if (!v) return -1;
+    if (o->system) v[k++] = (struct engine_message){"system", o->system};
+    for (size_t i = 0; i < n; i++) {
+        const struct store_message_info *m = &h->prev.msgs[i];
+        bool failed = failed_status(m->status);
+        bool answer_failed =
+            i + 1 < n && !strcmp(m->role, "user") && failed_status(h->prev.msgs[i + 1].status);
+        if (!m->text[0] || failed || answer_failed) continue;
+        if (!strcmp(m->role, "system") && o->system) continue;
+        v[k++] = (struct engine_message){m->role, m->text};
+    }
+    v[k++] = (struct engine_message){"user", prompt};
+    return k;
 }
 
 static void history_finish(struct run_history *h, const struct engine_info *info,
@@ -245,14 +319,44 @@ static void print_verbose(const struct engine_info *info, double load_s, double 
     fprintf(stderr, "%-22s %s\n", "finish:", engine_status_name(m->status));
 }
 
+/* Prefill progress on stderr (a terminal, with -v): one line rewritten per
+ * chunk, "prefill 1536/3072 tok  50%  ETA 2.1 s", erased at the first token,
+ * so a long prompt never looks frozen. */
+struct run_progress {
+    bool on, shown;
+    double t_admit;
+    int32_t cached;
+};
+
+static void progress_event(struct run_progress *p, const struct engine_event *ev)
+{
+    if (!p->on) return;
+    if (ev->type == ENGINE_EV_ADMITTED) {
+        p->t_admit = ev->t;
+        p->cached = ev->done;
+    } else if (ev->type == ENGINE_EV_PREFILL && ev->done < ev->total) {
+        double spent = ev->t - p->t_admit, eta = -1;
+        if (ev->done > p->cached && spent > 0)
+            eta = (ev->total - ev->done) * spent / (ev->done - p->cached);
+        fprintf(stderr, "\rprefill %d/%d tok  %3.0f%%", ev->done, ev->total,
+                100.0 * ev->done / (ev->total > 0 ? ev->total : 1));
+        if (eta >= 0) fprintf(stderr, "  ETA %.1f s", eta);
+        fputs("\033[K", stderr);
+        p->shown = true;
+    } else if (p->shown && (ev->type == ENGINE_EV_TOKEN || ev->type == ENGINE_EV_FINISHED)) {
+        fputs("\r\033[K", stderr);
+        p->shown = false;
+    }
+}
+
 /* Streams the reply of request id to stdout; returns the final event's
  * metrics (caller frees) and the whole reply in *reply. */
 static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist, char **reply,
-                        struct engine_event *fin)
+                        struct engine_event *fin, struct run_progress *prog)
 {
     size_t len = 0, cap = 256;
     char *buf = malloc(cap);
-    bool cancelled = false;
+    bool cancelled = false, tty = isatty(STDOUT_FILENO);
     struct engine_event evs[32];
     if (!buf) return -1;
     buf[0] = 0;
@@ -265,9 +369,14 @@ static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist,
         int n = engine_poll_request(e, id, evs, 32);
         for (int i = 0; i < n; i++) {
             struct engine_event *ev = &evs[i];
+            progress_event(prog, ev);
             if (ev->type == ENGINE_EV_TOKEN && ev->text && ev->text[0]) {
                 size_t tl = strlen(ev->text);
-                fwrite(ev->text, 1, tl, stdout);
+                /* a terminal never gets the model's control sequences raw;
+                 * a pipe gets the text as it came (and the history stores it) */
+                char *shown = tty ? textsafe_term(ev->text) : NULL;
+                fputs(shown ? shown : ev->text, stdout);
+                free(shown);
                 fflush(stdout);
                 store_reply_append(hist->db, hist->reply, ev->text, tl);
                 if (len + tl + 1 > cap) {
@@ -317,18 +426,35 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     double load_s = app_now_s() - t0;
     struct engine_info info;
     engine_info(e, &info);
-    /* A fallback (e.g. "no usable GPU: ...; running on CPU") is always said. */
-    if (info.backend.note[0]) fprintf(stderr, "tern run: %s\n", info.backend.note);
+    /* A fallback ("no usable GPU: ...; running on CPU") is said with -v, or
+     * when a backend was asked for: auto on a CPU-only machine is not news. */
+    if (info.backend.note[0] && (o->verbose || o->backend != BACKEND_AUTO))
+        fprintf(stderr, "tern run: %s\n", info.backend.note);
 
-    struct engine_message msgs[2];
-    int32_t n_msgs = 0;
-    if (o->system) msgs[n_msgs++] = (struct engine_message){"system", o->system};
-    msgs[n_msgs++] = (struct engine_message){"user", prompt};
-    struct engine_request q = {.sampling = o->sp, .max_tokens = (int32_t)o->max_tokens,
+    struct run_history hist;
+    if (history_open(&hist, o) != 0) {
+        engine_close(e);
+        return CLI_EXIT_FAIL;
+    }
+    struct engine_message *msgs = NULL;
+    int32_t n_msgs = build_messages(&hist, o, prompt, &msgs);
+    /* a sane default reply limit: a base model would otherwise fill the context */
+    int32_t max_tokens = (int32_t)o->max_tokens;
+    if (max_tokens <= 0) max_tokens = info.n_ctx / 4 < 1024 ? info.n_ctx / 4 : 1024;
+    bool base = !info.has_chat_template || info.chat_template_from_vocab;
+    char *plain = NULL;
+    if (base && !o->raw) {
+        fprintf(stderr,
+                "tern run: warning: %s is a base model (the file has no chat template): the "
+                "prompt is continued as plain text, as with --raw\n",
+                info.model_name);
+        if (o->system && asprintf(&plain, "%s\n%s", o->system, prompt) < 0) plain = NULL;
+    }
+    struct engine_request q = {.sampling = o->sp, .max_tokens = max_tokens,
                                .stop = o->stop, .n_stop = o->n_stop,
                                .priority = ENGINE_PRIO_INTERACTIVE,
                                .ignore_eos = o->ignore_eos};
-    if (o->raw) q.prompt = prompt;
+    if (o->raw || base) q.prompt = plain ? plain : prompt;
     else {
         q.messages = msgs;
         q.n_messages = n_msgs;
@@ -337,8 +463,12 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     t0 = app_now_s();
     uint64_t id = engine_submit(e, &q, &why, err, sizeof err);
     double tok_s = app_now_s() - t0;
+    free(plain);
+    free(msgs);
     if (!id) {
         fprintf(stderr, "tern run: %s: %s\n", engine_status_name(why), err);
+        store_transcript_free(&hist.prev);
+        store_close(hist.db);
         engine_close(e);
         return CLI_EXIT_FAIL;
     }
@@ -347,12 +477,13 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     sigaction(SIGINT, &sa, &old);
     char *reply = NULL;
     struct engine_event fin = {0};
-    struct run_history hist;
     history_begin(&hist, o, info.model_name, prompt);
-    int rc = stream_reply(e, id, &hist, &reply, &fin);
+    struct run_progress prog = {.on = o->verbose && isatty(STDERR_FILENO)};
+    int rc = stream_reply(e, id, &hist, &reply, &fin, &prog);
     sigaction(SIGINT, &old, NULL);
     if (rc != 0) {
         fprintf(stderr, "tern run: out of memory\n");
+        store_transcript_free(&hist.prev);
         store_close(hist.db);
         engine_close(e);
         return CLI_EXIT_FAIL;
@@ -369,6 +500,7 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
                 fin.message ? fin.message : "");
         rc = CLI_EXIT_FAIL;
     }
+    store_transcript_free(&hist.prev);
     store_close(hist.db);
     engine_event_free(&fin);
     free(reply);
@@ -379,15 +511,18 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
 int cmd_run(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern run [OPTIONS] [-p PROMPT]\n"
+        "usage: tern run [OPTIONS] [PROMPT...]\n"
         "\n"
-        "Generates one reply to a prompt and streams it to stdout. Without -p the\n"
-        "prompt is read from stdin. The chat template is applied unless --raw.\n"
+        "Generates one reply to a prompt and streams it to stdout. The prompt is the\n"
+        "words after the options, or -p, or else stdin (one Ctrl-D ends it). The chat template is applied unless --raw; a base\n"
+        "model (no chat template in the file) continues the prompt as plain text.\n"
         "\n"
-        "  -p, --prompt TEXT       the prompt (default: stdin)\n"
+        "  -p, --prompt TEXT       the prompt (default: the arguments, or stdin)\n"
+        "  -c, --continue          continue the newest stored session (as llm -c)\n"
         "      --system TEXT       system message (chat template only)\n"
         "      --raw               send the prompt as is, without the chat template\n"
-        "  -n, --max-tokens N      stop after N new tokens (default: context limit)\n"
+        "  -n, --max-tokens N      stop after N new tokens (default: 1024 or a quarter\n"
+        "                          of the context, whichever is less)\n"
         "      --stop S            stop string (repeatable; never printed)\n"
         "      --temp T            temperature (default 0.8; 0 = greedy)\n"
         "      --top-k K           (default 40; 0 = off)\n"
@@ -406,6 +541,7 @@ int cmd_run(int argc, char **argv)
         "      --db PATH           history database (default ~/.local/share/tern/history.db)\n"
         "      --no-history        do not record this exchange in the history\n"
         "  -v, --verbose           print load, prefill and decode timings to stderr\n"
+        "                          (and, on a terminal, the prefill's progress)\n"
         "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {
         {"prompt", required_argument, 0, 'p'},
@@ -429,19 +565,43 @@ int cmd_run(int argc, char **argv)
         {"trace", required_argument, 0, OPT_TRACE},
         {"db", required_argument, 0, OPT_DB},
         {"no-history", no_argument, 0, OPT_NO_HISTORY},
+        {"continue", no_argument, 0, OPT_CONTINUE},
         {"verbose", no_argument, 0, 'v'},
         {0, 0, 0, 0},
     };
     struct cli cli;
     struct run_opts o = {.cli = &cli, .backend = BACKEND_AUTO, .kv_type = KV_F16};
     engine_sampling_default(&o.sp);
-    int rc = cli_parse(&cli, argc, argv, "p:n:t:v", longopts, on_opt, &o, use);
+    int rc = cli_parse(&cli, argc, argv, "p:n:t:vc", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     rc = CLI_EXIT_USAGE;
-    if (cli.argc > 0) {
-        fprintf(stderr, "tern run: unexpected argument '%s' (the prompt goes after -p)\n",
-                cli.argv[0]);
+    /* tern run "prompt": the words after the options are the prompt */
+    char *joined = NULL;
+    if (cli.argc > 0 && o.prompt) {
+        fprintf(stderr, "tern run: a prompt with -p and another one '%s'\n", cli.argv[0]);
         goto done;
+    }
+    if (cli.argc > 0) {
+        size_t len = 1;
+        for (int i = 0; i < cli.argc; i++) len += strlen(cli.argv[i]) + 1;
+        if (!(joined = malloc(len))) goto done;
+        joined[0] = 0;
+        for (int i = 0; i < cli.argc; i++) {
+            if (i) strcat(joined, " ");
+            strcat(joined, cli.argv[i]);
+        }
+        o.prompt = joined;
+    }
+    /* a trace file that cannot be written is an error now, not at the end */
+    if (o.trace) {
+        FILE *tf = fopen(o.trace, "a");
+        if (!tf) {
+            fprintf(stderr, "tern run: --trace %s: %s\n", o.trace, strerror(errno));
+            rc = CLI_EXIT_FAIL;
+            free(joined);
+            goto done;
+        }
+        fclose(tf);
     }
     if (o.raw && o.system) {
         fprintf(stderr, "tern run: --system needs the chat template (drop --raw)\n");
@@ -472,6 +632,7 @@ int cmd_run(int argc, char **argv)
         rc = run(&o, &cli, model, prompt);
     }
     free(in);
+    free(joined);
 done:
     cli_free(&cli);
     return rc;

@@ -9,6 +9,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_version(int argc, char **argv);

@@ -20,6 +20,8 @@ static const struct command commands[] = {
     {"eval", cmd_eval, "perplexity and prompt-set evaluation"},
     {"history", cmd_history, "list, show, search and export stored sessions"},
     {"info", cmd_info, "describe a model file and its memory plan"},
+    {"models", cmd_models, "list the models in the models directory"},
+    {"pull", cmd_pull, "download a model (URL or hf:ORG/REPO/FILE.gguf)"},
     {"tokenize", cmd_tokenize, "show the token ids of a text"},
     {"serve", cmd_serve, "serve the model over an OpenAI-compatible HTTP API"},
     {"version", cmd_version, "print version and build features"},
@@ -40,13 +42,14 @@ static void usage(FILE *f)
     fprintf(f,
             "\n"
             "global options (every command):\n"
-            "  -m, --model PATH   model file (GGUF); default: the fetched SmolLM2-135M-Instruct,\n"
-            "                     or $TERN_MODEL\n"
+            "  -m, --model NAME   model file (GGUF path), or a name in the models directory\n"
+            "                     (file, stem or unique start: smollm2; see 'tern models');\n"
+            "                     default: $TERN_MODEL, or the fetched SmolLM2-135M-Instruct\n"
             "      --config PATH  configuration file (default ~/.config/tern/tern.conf)\n"
             "  -h, --help         help for tern or for a command\n"
             "      --version      print the version\n"
             "\n"
-            "'tern COMMAND --help' describes a command's options.\n");
+            "'tern help COMMAND' (or 'tern COMMAND --help') describes a command's options.\n");
 }
 
 int cmd_version(int argc, char **argv)
@@ -71,6 +74,16 @@ int main(int argc, char **argv)
     }
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        /* tern help CMD: that command's help */
+        if (argc > 2 && strcmp(name, "help") == 0) {
+            for (size_t i = 0; i < N_COMMANDS; i++)
+                if (strcmp(commands[i].name, argv[2]) == 0) {
+                    char *h[] = {argv[2], "--help", NULL};
+                    return commands[i].fn(2, h);
+                }
+            fprintf(stderr, "tern help: unknown command '%s' (see 'tern --help')\n", argv[2]);
+            return CLI_EXIT_USAGE;
+        }
         usage(stdout);
         return 0;
     }

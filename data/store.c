@@ -23,11 +23,11 @@
 
 enum job_kind {
     J_SESSION_NEW, J_SESSION_RENAME, J_SESSION_PARAMS, J_SESSION_DELETE, J_MESSAGE, J_REPLY_BEGIN,
-    J_REPLY_FINISH, J_REQUEST, J_RUN,
+    J_REPLY_FINISH, J_REQUEST, J_RUN, J_MESSAGE_DELETE,
 };
 
 /* String slots per kind: session new (title, model, params); rename (title);
- * message (role, text); finish (status, text); request (model, file, hash,
+ * message (role, text); finish (status, text, error); request (model, file, hash,
  * backend, params, status); run (kind, model, config, summary). */
 struct store_job {
     struct store_job *next;
@@ -200,6 +200,16 @@ static void job_session_delete(struct store *s, struct store_job *j)
     exec_stmt(s, st, "deleting a session");
 }
 
+static void job_message_delete(struct store *s, struct store_job *j)
+{
+    int64_t id = row_of(s, j->ref);
+    if (!id) return;
+    sqlite3_stmt *st = prep(s, "DELETE FROM messages WHERE id = ?1", "delete message");
+    if (!st) return;
+    sqlite3_bind_int64(st, 1, id);
+    exec_stmt(s, st, "deleting a message");
+}
+
 /* Messages and reply starts: str[0] role, str[1] text, str[2] status. */
 static void job_message(struct store *s, struct store_job *j)
 {
@@ -222,6 +232,15 @@ static void job_message(struct store *s, struct store_job *j)
         sqlite3_bind_null(st, 7);
     set_row(s, j->key, exec_stmt(s, st, "adding a message"));
     touch_session(s, session, j->t);
+}
+
+static void write_reply_error(struct store *s, int64_t id, const char *error)
+{
+    sqlite3_stmt *st = prep(s, "UPDATE messages SET error = ?2 WHERE id = ?1", "reply error");
+    if (!st) return;
+    sqlite3_bind_int64(st, 1, id);
+    bind_text(st, 2, error);
+    exec_stmt(s, st, "recording why a reply failed");
 }
 
 static void write_reply_text(struct store *s, int64_t id, const char *text, const char *status,
@@ -252,6 +271,7 @@ static void job_reply_finish(struct store *s, struct store_job *j)
     int64_t id = row_of(s, j->ref);
     if (!id) return;
     write_reply_text(s, id, j->str[1], j->str[0], j->i[0], j->t);
+    if (j->str[2]) write_reply_error(s, id, j->str[2]);
     sqlite3_stmt *st = prep(s,
                             "UPDATE sessions SET updated_at = ?2 WHERE id ="
                             " (SELECT session_id FROM messages WHERE id = ?1)",
@@ -318,6 +338,7 @@ static void run_job(struct store *s, struct store_job *j)
     case J_REPLY_FINISH: job_reply_finish(s, j); break;
     case J_REQUEST: job_request(s, j); break;
     case J_RUN: job_run(s, j); break;
+    case J_MESSAGE_DELETE: job_message_delete(s, j); break;
     }
 }
 
@@ -486,6 +507,12 @@ void store_session_delete(struct store *s, store_key session)
     enqueue(s, job_new(J_SESSION_DELETE, session), false);
 }
 
+void store_message_delete(struct store *s, store_key message)
+{
+    if (!s || s->mode != STORE_READWRITE || !message) return;
+    enqueue(s, job_new(J_MESSAGE_DELETE, message), false);
+}
+
 store_key store_message_add(struct store *s, store_key session, const char *role,
                             const char *text, int64_t n_tokens)
 {
@@ -560,6 +587,12 @@ void store_reply_append(struct store *s, store_key reply, const char *text, size
 
 void store_reply_finish(struct store *s, store_key reply, const char *status, int64_t n_tokens)
 {
+    store_reply_fail(s, reply, status, NULL, n_tokens);
+}
+
+void store_reply_fail(struct store *s, store_key reply, const char *status, const char *error,
+                      int64_t n_tokens)
+{
     if (!s || s->mode != STORE_READWRITE) return;
     pthread_mutex_lock(&s->mu);
     struct store_reply *r = find_reply(s, reply, true);
@@ -569,6 +602,7 @@ void store_reply_finish(struct store *s, store_key reply, const char *status, in
     if (j) {
         j->str[0] = strdup(status ? status : "ok");
         j->str[1] = r->text ? r->text : strdup("");
+        j->str[2] = dup_or_null(error);
         r->text = NULL;
         j->i[0] = n_tokens;
     }

@@ -65,6 +65,10 @@ void store_session_rename(struct store *s, store_key session, const char *title)
 void store_session_set_params(struct store *s, store_key session, const char *params_json);
 void store_session_delete(struct store *s, store_key session);
 
+/* Deletes one message (and its requests): a regenerated reply, an edited
+ * turn. */
+void store_message_delete(struct store *s, store_key message);
+
 /* role: "system", "user" or "assistant"; n_tokens < 0 when unknown. */
 store_key store_message_add(struct store *s, store_key session, const char *role,
                             const char *text, int64_t n_tokens);
@@ -77,6 +81,10 @@ store_key store_reply_begin(struct store *s, store_key session);
 void store_reply_append(struct store *s, store_key reply, const char *text, size_t len);
 /* status: "ok", "cancelled", "error", ...; n_tokens < 0 when unknown. */
 void store_reply_finish(struct store *s, store_key reply, const char *status, int64_t n_tokens);
+/* The same for a reply that failed: status ("rejected", "error", "timeout")
+ * and the message saying why, shown again when the session is reopened. */
+void store_reply_fail(struct store *s, store_key reply, const char *status, const char *error,
+                      int64_t n_tokens);
 
 /* One generation's figures (seconds; < 0 when not measured). */
 struct store_request {
@@ -122,6 +130,7 @@ struct store_request_info {
 struct store_message_info {
     int64_t id;
     char *role, *text, *status;
+    char *error;      /* why a failed reply failed, or NULL */
     int64_t n_tokens; /* < 0: unknown */
     double created, updated;
     struct store_request_info *req; /* the reply's generation, or NULL */

@@ -77,6 +77,7 @@ static cJSON *message_json(const struct store_message_info *m)
     add_str(o, "role", m->role);
     add_str(o, "text", m->text);
     add_str(o, "status", m->status);
+    add_str(o, "error", m->error);
     add_num(o, "n_tokens", (double)m->n_tokens);
     add_num(o, "created", m->created);
     add_num(o, "updated", m->updated);

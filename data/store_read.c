@@ -181,7 +181,7 @@ int store_transcript(struct store *s, int64_t session_id, struct store_transcrip
     const char *what = "reading a transcript";
     sqlite3_stmt *st = read_begin(
         s,
-        "SELECT m.id, m.role, m.text, m.status, m.n_tokens, m.created_at, m.updated_at, " REQUEST_COLS
+        "SELECT m.id, m.role, m.text, m.status, m.n_tokens, m.created_at, m.updated_at, m.error, " REQUEST_COLS
         " FROM messages m LEFT JOIN requests r ON r.id ="
         " (SELECT max(id) FROM requests WHERE message_id = m.id)"
         " WHERE m.session_id = ?1 ORDER BY m.id",
@@ -200,8 +200,9 @@ int store_transcript(struct store *s, int64_t session_id, struct store_transcrip
         m->n_tokens = col_count(st, 4);
         m->created = sqlite3_column_double(st, 5);
         m->updated = sqlite3_column_double(st, 6);
-        if (sqlite3_column_type(st, 7) != SQLITE_NULL && (m->req = calloc(1, sizeof *m->req)))
-            request_row(st, 7, m->req);
+        m->error = sqlite3_column_type(st, 7) != SQLITE_NULL ? col_str(st, 7) : NULL;
+        if (sqlite3_column_type(st, 8) != SQLITE_NULL && (m->req = calloc(1, sizeof *m->req)))
+            request_row(st, 8, m->req);
     }
     if (read_end(s, st, rc, what, err, errlen) == 0) return 0;
 fail:
@@ -217,6 +218,7 @@ void store_transcript_free(struct store_transcript *t)
         free(m->role);
         free(m->text);
         free(m->status);
+        free(m->error);
         request_info_free(m->req);
         free(m->req);
     }
@@ -275,16 +277,104 @@ static char *as_phrase(const char *q)
     return p;
 }
 
+/* ASCII lower-case copy (SQLite's lower() does the same). */
+static char *lower_ascii(const char *s)
+{
+    char *t = strdup(s);
+    for (char *p = t; p && *p; p++)
+        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p + 32);
+    return t;
+}
+
+/* Back from p to a character start, at most max characters. */
+static size_t back_chars(const char *s, size_t p, int max)
+{
+    while (p > 0 && max > 0) {
+        p--;
+        while (p > 0 && ((unsigned char)s[p] & 0xC0) == 0x80) p--;
+        if (s[p] == '\n') return p + 1;
+        max--;
+    }
+    return p;
+}
+
+static size_t fwd_chars(const char *s, size_t n, size_t p, int max)
+{
+    while (p < n && max > 0 && s[p] != '\n') {
+        p++;
+        while (p < n && ((unsigned char)s[p] & 0xC0) == 0x80) p++;
+        max--;
+    }
+    return p;
+}
+
+/* "…before ho match hc after…" around the first match of q in text. */
+static char *substring_snippet(const char *text, const char *q, const char *ho, const char *hc)
+{
+    char *lt = lower_ascii(text), *lq = lower_ascii(q), *out = NULL;
+    const char *m = lt && lq ? strstr(lt, lq) : NULL;
+    if (m) {
+        size_t n = strlen(text), at = (size_t)(m - lt), ql = strlen(q);
+        size_t a = back_chars(text, at, 30), b = fwd_chars(text, n, at + ql, 40);
+        size_t cap = (b - a) + strlen(ho) + strlen(hc) + 8;
+        if ((out = malloc(cap)))
+            snprintf(out, cap, "%s%.*s%s%.*s%s%.*s%s", a > 0 ? "…" : "", (int)(at - a), text + a, ho,
+                     (int)ql, text + at, hc, (int)(b - at - ql), text + at + ql, b < n ? "…" : "");
+    }
+    free(lt);
+    free(lq);
+    return out;
+}
+
+/* Text the FTS5 tokenizer cannot split into words (Chinese, Japanese: no
+ * spaces, so a run of characters is one token) is found as a substring: a
+ * scan of the messages, newest first (the history of one user is small;
+ * measured: tests/store/test_store.c). */
+static int search_substring(struct store *s, const char *q, const char *ho, const char *hc,
+                            size_t limit, struct store_hits *out, char *err, size_t errlen)
+{
+    const char *what = "searching (substring)";
+    sqlite3_stmt *st = read_begin(s,
+                                  "SELECT m.session_id, m.id, s.title, m.role, m.created_at,"
+                                  " m.text FROM messages m JOIN sessions s ON s.id = m.session_id"
+                                  " WHERE instr(lower(m.text), lower(?1)) > 0"
+                                  " ORDER BY m.id DESC LIMIT ?2",
+                                  what, err, errlen);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, q, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, (int64_t)limit);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct store_hit *h = grow((void **)&out->v, &out->n, &cap, sizeof *h);
+        if (!h) break;
+        h->session_id = sqlite3_column_int64(st, 0);
+        h->message_id = sqlite3_column_int64(st, 1);
+        h->session_title = col_str(st, 2);
+        h->role = col_str(st, 3);
+        h->created = sqlite3_column_double(st, 4);
+        const char *text = (const char *)sqlite3_column_text(st, 5);
+        h->snippet = substring_snippet(text ? text : "", q, ho, hc);
+        if (!h->snippet) h->snippet = strdup("");
+    }
+    return read_end(s, st, rc, what, err, errlen);
+}
+
 int store_search(struct store *s, const char *query, const char *hl_open, const char *hl_close,
                  size_t limit, struct store_hits *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (!limit) limit = 50;
-    if (search_once(s, query, hl_open, hl_close, limit, out, err, errlen) == 0) return 0;
+    int rc = search_once(s, query, hl_open, hl_close, limit, out, err, errlen);
+    if (rc != 0) {
+        store_hits_free(out);
+        char *p = as_phrase(query);
+        rc = p ? search_once(s, p, hl_open, hl_close, limit, out, err, errlen) : -1;
+        free(p);
+    }
+    if (rc == 0 && out->n > 0) return 0;
     store_hits_free(out);
-    char *p = as_phrase(query);
-    int rc = p ? search_once(s, p, hl_open, hl_close, limit, out, err, errlen) : -1;
-    free(p);
+    rc = search_substring(s, query, hl_open, hl_close, limit, out, err, errlen);
     if (rc != 0) store_hits_free(out);
     return rc;
 }

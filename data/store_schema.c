@@ -76,7 +76,11 @@ static const char step4[] =
     " WHERE EXISTS (SELECT 1 FROM requests r JOIN messages m ON m.id = r.message_id"
     "  WHERE m.session_id = sessions.id AND r.params IS NOT NULL);";
 
-static const char *const steps[STORE_SCHEMA_VERSION] = {step1, step2, step3, step4};
+/* v5: a failed reply keeps why it failed (rejected, error, timeout: the
+ * engine's message), so a reopened session shows the error, not a blank. */
+static const char step5[] = "ALTER TABLE messages ADD COLUMN error TEXT;";
+
+static const char *const steps[STORE_SCHEMA_VERSION] = {step1, step2, step3, step4, step5};
 
 int store_schema_version(sqlite3 *db, const char *path, char *err, size_t errlen)
 {

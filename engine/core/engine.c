@@ -287,6 +287,7 @@ void engine_local_info(const struct engine_local *e, struct engine_info *out)
     out->has_chat_template = engine_has_template(e);
     out->chat_template = e->has_tmpl ? tmpl_family_name(e->tmpl.family) : NULL;
     out->chat_template_fallback = e->has_tmpl && e->tmpl.fallback;
+    out->chat_template_from_vocab = e->has_tmpl && e->tmpl.from_vocab;
     out->backend = e->binfo;
     out->token_counts = "model tokenizer";
 }

@@ -389,6 +389,8 @@ struct engine_info {
     bool has_chat_template;
     const char *chat_template;       /* template family ("chatml", "gemma", ...) or NULL */
     bool chat_template_fallback;     /* the model's template was not recognised: ChatML used */
+    bool chat_template_from_vocab;   /* the file has no template (a base model): the family
+                                        was chosen from its vocabulary */
     struct backend_info backend;     /* remote: name "remote", device = URL and server kind */
     const char *remote_url;          /* first endpoint; NULL for the local engine */
     const char *token_counts;        /* how engine_count_tokens counts: "model tokenizer",

@@ -102,7 +102,7 @@ ok $? "stats: percentiles per model equal numpy's over the stored requests"
 
 out=$("$tern" history --db "$db" rm "$sb" --json)
 ok $? "rm ID"
-[ "$(echo $out | tr -d ' \t')" = "{\"removed\":[$sb]}" ]; ok $? "rm --json says what was removed: $out"
+[ "$(echo $out | tr -d ' \t')" = "{\"removed\":[$sb]}" ]; ok $? "rm --json says what was removed: $(echo $out)"
 n=$("$tern" history --db "$db" list --json | python3 -c "import json,sys; print(len(json.load(sys.stdin)))")
 [ "$n" = 1 ]; ok $? "rm: one session left"
 out=$("$tern" history --db "$db" search --json квокка)

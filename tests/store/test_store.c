@@ -101,6 +101,20 @@ static void test_basic(const char *path)
     store_key r2 = store_reply_begin(s, ses2);
     store_reply_append(s, r2, "Grasses and roots.", 18);
     store_reply_finish(s, r2, "cancelled", -1);
+    store_message_add(s, ses2, "user", "And its teeth?", -1);
+    store_key r3 = store_reply_begin(s, ses2);
+    store_reply_fail(s, r3, "rejected", "context full: the conversation is 300 tokens", 0);
+    {
+        struct store_transcript t2;
+        int64_t id2 = store_resolve(s, ses2);
+        is_int(store_transcript(s, id2, &t2, err, sizeof err), 0, "read the second session");
+        ok(t2.n == 4 && !strcmp(t2.msgs[3].status, "rejected") && t2.msgs[3].error &&
+               !strcmp(t2.msgs[3].error, "context full: the conversation is 300 tokens") &&
+               t2.msgs[1].error == NULL,
+           "a failed reply keeps its status and message (%s: %s)", t2.n == 4 ? t2.msgs[3].status : "?",
+           t2.n == 4 && t2.msgs[3].error ? t2.msgs[3].error : "NULL");
+        store_transcript_free(&t2);
+    }
     struct store_session_list l;
     is_int(store_sessions(s, &l, err, sizeof err), 0, "list sessions");
     is_int(l.n, 2, "two sessions");
@@ -109,6 +123,7 @@ static void test_basic(const char *path)
         is_str(l.v[1].title, "quokkas", "rename applied");
         is_str(l.v[1].params_json, "{\"temp\":0.2}", "parameters replaced");
         is_int(l.v[1].n_messages, 3, "message count of the first");
+        is_int(l.v[0].n_messages, 4, "message count of the second");
     }
     store_session_list_free(&l);
 

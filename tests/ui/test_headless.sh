@@ -1,8 +1,9 @@
 #!/bin/bash
 # test_headless: runs the real `tern chat` loop off-screen (--headless-frames,
 # the mode sanitizer builds use): a missing model and an unusable history
-# database each show a readable message and the UI stays up; a request that
-# can never fit the context is shown as rejected with the engine's numbers;
+# database each show a readable message and the UI stays up; a message that
+# can never fit the context is refused with the numbers, a reply limit past
+# the context is shortened to what remains;
 # a normal reply streams with at most ~30 frames a second.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
@@ -29,11 +30,17 @@ ok $? "history database failure is shown with the reason"
 grep -q 'nomodelloaded' <<<"$flat"; ok $? "a message sent without a model gets a readable answer"
 show
 
-run -m "$MODEL" --db "$TMP/ctx.db" --ctx 64 --headless-frames 400 --keys '{wait}hello there\r{wait}' >"$TMP/out"
+long=$(printf 'word %.0s' $(seq 60))
+run -m "$MODEL" --db "$TMP/ctx.db" --ctx 64 --headless-frames 400 --keys "{wait}$long\\r{wait}" >"$TMP/out"
 ok $? "tiny context: exits 0"
 flat=$(tr -d '\n │' <"$TMP/out")
-grep -q 'rejected:' <<<"$flat" && grep -q 'context64' <<<"$flat"
-ok $? "a request that cannot fit is shown as rejected with the numbers"
+grep -Eq 'context full: the newest message alone is [0-9]+ tokens' "$TMP/out" && grep -q 'contextholds64' <<<"$flat"
+ok $? "a message that alone cannot fit the context is refused with the numbers"
+show
+run -m "$MODEL" --db "$TMP/ctx2.db" --ctx 64 --max-tokens 500 --headless-frames 3000 --keys '{wait}hello there\r{wait}' >"$TMP/out"
+flat=$(tr -d '\n │' <"$TMP/out")
+grep -Eq 'assistant·[0-9]+tok' <<<"$flat" && ! grep -q 'rejected' <<<"$flat"
+ok $? "a reply limit larger than the context is shortened, not rejected"
 show
 
 run -m "$MODEL" --db "$TMP/reply.db" --max-tokens 24 --headless-frames 3000 --keys '{wait}Say hi.\r{wait}' >"$TMP/out"

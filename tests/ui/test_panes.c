@@ -10,6 +10,7 @@
 #include <wchar.h>
 
 #include "chat.h"
+#include "ctxfit.h"
 #include "dialog.h"
 #include "gauge.h"
 #include "input.h"
@@ -146,11 +147,15 @@ static void check_frames(const struct ui_theme *t)
         ui_screen_draw(w, H, W, &v);
         char name[64];
         snprintf(name, sizeof name, "%dx%d", W, H);
-        ok(screen_has(w, H, "█used 30") && screen_has(w, H, "·free 50"), "%s: KV bar legend", name);
+        /* at 80x24 the sessions pane narrows the instruments: compact legend */
+        ok((screen_has(w, H, "█used 30") && screen_has(w, H, "·free 50")) ||
+               (W == 80 && screen_has(w, H, "█30 ") && screen_has(w, H, "·50 free")),
+           "%s: KV bar legend", name);
         ok(screen_has(w, H, "12.5 ms"), "%s: TPOT of the last reply", name);
         ok(screen_has(w, H, "45.0 ms"), "%s: TTFT of the last reply", name);
-        ok(screen_has(w, H, "prompt 120 tok: 96 cached + 24 computed"), "%s: timeline tokens",
-           name);
+        ok(screen_has(w, H, "prompt 120 tok: 96 cached + 24 computed") ||
+               screen_has(w, H, "prompt 120: 96 cached + 24 new"),
+           "%s: timeline tokens", name);
         ok(screen_has(w, H, "14 chars · 7 tokens"), "%s: input counts", name);
         ok(screen_has(w, H, "F1 help"), "%s: key hints", name);
         ok(v.cursor && v.cur_y >= v.layout.r_input.y && v.cur_y < H - 1,
@@ -291,10 +296,15 @@ static void check_dialog(void)
     ui_dialog_params(&d, 1, &p);
     ui_input_set(&d.field[0], "0.3");
     ui_input_set(&d.field[2], "64");
-    ui_input_set(&d.field[3], "Answer briefly.");
+    ui_input_set(&d.field[4], "Answer briefly.");
     ok(ui_dialog_get_params(&d, &p) == 0 && p.max_tokens == 64 && p.temp > 0.29f &&
-           p.temp < 0.31f && strcmp(p.system, "Answer briefly.") == 0,
-       "params form parses");
+           p.temp < 0.31f && strcmp(p.system, "Answer briefly.") == 0 &&
+           p.ctx_policy == UI_CTX_TRUNCATE,
+       "params form parses (context policy truncate by default)");
+    ui_input_set(&d.field[3], "drop");
+    ok(ui_dialog_get_params(&d, &p) < 0 && d.focus == 3, "a context policy not truncate/reject refused");
+    ui_input_set(&d.field[3], "reject");
+    ok(ui_dialog_get_params(&d, &p) == 0 && p.ctx_policy == UI_CTX_REJECT, "context policy reject parses");
     ui_input_set(&d.field[1], "1.5");
     ok(ui_dialog_get_params(&d, &p) < 0 && d.focus == 1,
        "top-p above 1 refused, focus moves there");
@@ -304,6 +314,55 @@ static void check_dialog(void)
     struct ui_key y = {0, 'y'};
     is_int(ui_dialog_key(&d, &y), UI_DLG_OK, "y confirms");
     ui_dialog_free(&d);
+}
+
+/* A stand-in tokenizer for ctxfit: each message costs 4 tokens of template
+ * plus one per byte of content. */
+static int64_t count_bytes(void *ud, const struct engine_message *v, int32_t n, char *err,
+                           size_t errlen)
+{
+    (void)ud, (void)err, (void)errlen;
+    int64_t t = 0;
+    for (int32_t i = 0; i < n; i++) t += 4 + (int64_t)strlen(v[i].content);
+    return t;
+}
+
+static void check_ctxfit(void)
+{
+    char err[256], big[300];
+    memset(big, 'x', 96);
+    big[96] = 0; /* 100 tokens a turn */
+    struct engine_message turns[9];
+    for (int i = 0; i < 9; i++) turns[i] = (struct engine_message){i % 2 ? "assistant" : "user", big};
+    struct engine_message sys = {"system", "be brief"}; /* 12 tokens */
+    struct ui_ctxfit f;
+    /* 912 prompt tokens + 64 fit a 1000-token context as they are */
+    int rc = ui_ctxfit_run(&sys, turns, 9, 0, 1000, 64, UI_CTX_TRUNCATE, count_bytes, NULL, &f, err,
+                           sizeof err);
+    ok(rc == 0 && f.first == 0 && f.n_prompt == 912 && f.max_tokens == 64, "a fitting conversation is kept whole");
+    /* 512 tokens asked: the reply budget is a quarter of the context (250);
+     * turns go until prompt + budget fit three quarters (750): 912 -> 712 ->
+     * 512 -> 312, six turns dropped, the kept part starts with a user turn */
+    rc = ui_ctxfit_run(&sys, turns, 9, 0, 1000, 512, UI_CTX_TRUNCATE, count_bytes, NULL, &f, err,
+                       sizeof err);
+    ok(rc == 0 && f.first == 6 && f.n_prompt == 312 && f.max_tokens == 512 &&
+           !strcmp(turns[f.first].role, "user"),
+       "truncate drops the oldest turns from a user turn (first %d, %d + %d)", f.first,
+       f.n_prompt, f.max_tokens);
+    rc = ui_ctxfit_run(&sys, turns, 9, 0, 1250, 512, UI_CTX_TRUNCATE, count_bytes, NULL, &f, err,
+                       sizeof err);
+    ok(rc == 0 && f.first == 0 && f.max_tokens == 1250 - 912,
+       "max_tokens shortened to what remains rather than rejected (%d)", f.max_tokens);
+    rc = ui_ctxfit_run(&sys, turns, 9, 4, 1000, 512, UI_CTX_TRUNCATE, count_bytes, NULL, &f, err,
+                       sizeof err);
+    ok(rc == 0 && f.first == 4 && f.max_tokens == 488,
+       "the kept start is kept while it fits (its cached prefix still matches)");
+    rc = ui_ctxfit_run(&sys, turns, 9, 0, 1000, 512, UI_CTX_REJECT, count_bytes, NULL, &f, err,
+                       sizeof err);
+    ok(rc == 1 && strstr(err, "reject"), "reject refuses, saying why: %s", err);
+    rc = ui_ctxfit_run(&sys, turns, 9, 0, 100, 64, UI_CTX_TRUNCATE, count_bytes, NULL, &f, err,
+                       sizeof err);
+    ok(rc == 1 && strstr(err, "newest message alone"), "a newest message larger than the context is refused: %s", err);
 }
 
 static void check_gauge(void)
@@ -353,6 +412,7 @@ int main(void)
     check_layouts();
     check_input();
     check_dialog();
+    check_ctxfit();
     check_gauge();
     check_no_color();
     endwin();

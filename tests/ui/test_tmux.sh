@@ -59,7 +59,7 @@ max_tokens 96
 wait_for 'parameters set' 5
 ok $? "F4 parameters dialog saves max tokens"
 text "Hello! Who are you? Tell me a long story about your day."; keys Enter
-wait_for 'assistant · (streaming|waiting)' 30
+wait_for 'assistant · (streaming|waiting|prefill)' 30
 ok $? "reply starts streaming"
 # sample the reply while it streams: it must be seen at several lengths
 sizes=""
@@ -111,7 +111,7 @@ ok $? "timeline durations of queue, prefill and decode"
 show "timeline"
 # a follow-up in the same session reuses the conversation's prefix from the KV cache
 text "And what can you do?"; keys Enter
-wait_for 'assistant · (streaming|waiting)' 30
+wait_for 'assistant · (streaming|waiting|prefill)' 30
 for ((i = 0; i < 600; i++)); do
     [ "$(cap | grep -Ec 'assistant · [0-9]+ tok · ')" -ge 2 ] && break
     sleep 0.2

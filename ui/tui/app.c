@@ -13,9 +13,11 @@
 
 #include "bridge.h"
 #include "chat.h"
+#include "clip.h"
 #include "dialog.h"
 #include "input.h"
 #include "keys.h"
+#include "md.h"
 #include "screen.h"
 #include "term.h"
 #include "text.h"
@@ -23,7 +25,7 @@
 
 #define FRAME_S (1.0 / 30.0)
 
-enum action { ACT_NONE, ACT_QUIT, ACT_DELETE, ACT_RENAME, ACT_PARAMS };
+enum action { ACT_NONE, ACT_QUIT, ACT_DELETE, ACT_RENAME, ACT_PARAMS, ACT_MODEL };
 
 struct app {
     const struct ui_app_opts *o;
@@ -102,6 +104,120 @@ static void select_reply(struct app *a, int dir)
     a->view.show_timeline = true;
 }
 
+/* F6: the models of the models directory; Enter reopens the engine on one. */
+static void open_picker(struct app *a)
+{
+    struct ui_state *st = &a->st;
+    char err[512], **files = NULL;
+    if (!a->o->list_models) {
+        ui_state_set_status(st, false, "no model picker here (-m chooses the model)");
+        return;
+    }
+    if (ui_state_streaming(st) || st->loading) {
+        ui_state_set_status(st, false, "%s", st->loading ? "a model is loading; wait for it"
+                                                         : "a reply is streaming: Esc cancels it first");
+        return;
+    }
+    int n = a->o->list_models(a->o->models_dir, &files, err, sizeof err);
+    if (n < 0) {
+        ui_state_set_status(st, true, "models: %s", err);
+        return;
+    }
+    int cur = -1;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(files[i], a->br.model_file)) cur = i;
+    char title[96];
+    snprintf(title, sizeof title, "model · %d in the models directory · Enter loads", n);
+    ui_dialog_list(&a->dlg, ACT_MODEL, title, files, n, cur);
+    snprintf(a->dlg.message, sizeof a->dlg.message, "none in %s (packaging/fetch-model)",
+             a->o->models_dir);
+    a->o->free_models(files);
+}
+
+static void pick_model(struct app *a)
+{
+    const char *f = ui_dialog_choice(&a->dlg);
+    if (!f) return;
+    if (!strcmp(f, a->br.model_file) && a->st.engine_ok) {
+        ui_state_set_status(&a->st, false, "%s is already loaded", f);
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", a->o->models_dir, f);
+    ui_bridge_switch_model(&a->br, &a->st, path);
+    a->in.changed = true;
+}
+
+/* The reply the timeline selects, else the newest. */
+static const struct ui_msg *chosen_reply(const struct ui_state *st)
+{
+    if (st->timeline_msg < st->n_msgs && st->msgs[st->timeline_msg].role == UI_ROLE_ASSISTANT)
+        return &st->msgs[st->timeline_msg];
+    for (size_t i = st->n_msgs; i-- > 0;)
+        if (st->msgs[i].role == UI_ROLE_ASSISTANT && st->msgs[i].len) return &st->msgs[i];
+    return NULL;
+}
+
+/* Ctrl-Y copies the reply, Alt-Y its last code block (OSC 52). */
+static void copy_reply(struct app *a, bool code)
+{
+    struct ui_state *st = &a->st;
+    const struct ui_msg *m = chosen_reply(st);
+    if (!m || !m->len) {
+        ui_state_set_status(st, false, "no reply to copy");
+        return;
+    }
+    char *text = NULL;
+    if (code) {
+        struct ui_md md;
+        if (ui_md_parse(&md, m->text, m->len) == 0) {
+            text = md.n_code ? ui_md_code_text(&md, md.n_code - 1) : NULL;
+            ui_md_free(&md);
+        }
+        if (!text) {
+            ui_state_set_status(st, false, "the reply has no code block");
+            return;
+        }
+    }
+    const char *s = text ? text : m->text;
+    size_t n = text ? strlen(text) : m->len;
+    int rc = a->o->headless ? 0 : ui_clip_osc52(a->term.out, s, n);
+    a->st.copied = n;
+    ui_state_set_status(st, rc != 0, rc ? "copy failed" : "copied %s (%zu bytes) to the clipboard",
+                        code ? "the code block" : "the reply", n);
+    free(text);
+}
+
+static void edit_last(struct app *a)
+{
+    struct ui_state *st = &a->st;
+    if (ui_state_streaming(st)) {
+        ui_state_set_status(st, false, "a reply is streaming: Esc cancels it first");
+        return;
+    }
+    char *t = ui_bridge_take_last_user(&a->br, st);
+    if (!t) {
+        ui_state_set_status(st, false, "no message to edit");
+        return;
+    }
+    ui_input_set(&a->in, t);
+    free(t);
+    ui_state_set_status(st, false, "editing your last message: Enter sends it again");
+}
+
+static void regenerate(struct app *a)
+{
+    struct ui_state *st = &a->st;
+    if (ui_state_streaming(st)) {
+        ui_state_set_status(st, false, "a reply is streaming: Esc cancels it first");
+        return;
+    }
+    if (!ui_bridge_regenerate(&a->br, st))
+        ui_state_set_status(st, false, "nothing to regenerate");
+    else
+        ui_state_set_status(st, false, "regenerating the last reply");
+}
+
 static void dialog_done(struct app *a, enum ui_dialog_result r)
 {
     struct ui_state *st = &a->st;
@@ -123,6 +239,9 @@ static void dialog_done(struct app *a, enum ui_dialog_result r)
             if (ui_dialog_get_params(&a->dlg, &st->params) < 0)
                 return; /* stays open with the error */
             ui_bridge_save_params(&a->br, st);
+            break;
+        case ACT_MODEL:
+            pick_model(a);
             break;
         default:
             break;
@@ -258,6 +377,22 @@ static bool global_key(struct app *a, const struct ui_key *k)
         ui_state_set_status(st, false, "new session");
         return true;
     }
+    if (fn == 0 && k->ch == 25) { /* Ctrl-Y */
+        copy_reply(a, false);
+        return true;
+    }
+    if (fn == 0 && k->ch == 18) { /* Ctrl-R */
+        regenerate(a);
+        return true;
+    }
+    if (fn == UI_KEY_ALT_Y) {
+        copy_reply(a, true);
+        return true;
+    }
+    if (fn == UI_KEY_ALT_E) {
+        edit_last(a);
+        return true;
+    }
     if (fn == 0 && k->ch == 12) { /* Ctrl-L */
         clearok(curscr, TRUE);
         return true;
@@ -283,6 +418,9 @@ static bool global_key(struct app *a, const struct ui_key *k)
         v->show_sessions = !v->show_sessions;
         v->focus_sessions = v->show_sessions;
         st->sel = st->cur;
+        return true;
+    case KEY_F(6):
+        open_picker(a);
         return true;
     case KEY_F(10):
         request_quit(a);
@@ -396,12 +534,22 @@ static void script_step(struct app *a, bool got_keys)
 
 static void frame(struct app *a)
 {
-    if (a->in.changed && a->st.engine_ok) {
+    struct ui_state *st = &a->st;
+    if (a->in.changed && st->engine_ok) {
         a->in.tokens = ui_bridge_count_tokens(&a->br, a->in.buf ? a->in.buf : "", a->in.len);
         a->in.changed = false;
-    } else if (!a->st.engine_ok) {
-        a->in.tokens = -1;
+        st->ctx_dirty = true;
     }
+    if (st->ctx_dirty && st->engine_ok && !ui_state_streaming(st)) {
+        /* the whole next prompt: recounted per edit, at most once a frame */
+        st->ctx_tokens = (int32_t)ui_bridge_next_prompt_tokens(&a->br, st, a->in.buf);
+        st->ctx_dirty = false;
+    } else if (!st->engine_ok) {
+        a->in.tokens = -1;
+        st->ctx_tokens = -1;
+    }
+    a->in.ctx_tokens = st->ctx_tokens;
+    a->in.ctx_limit = st->n_ctx;
     ui_screen_draw(stdscr, a->term.rows, a->term.cols, &a->view);
     if (a->view.cursor) {
         curs_set(1);
@@ -514,6 +662,11 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     if (o->set_temp) a.st.defaults.temp = (float)o->temp;
     if (o->top_p > 0) a.st.defaults.top_p = (float)o->top_p;
     if (o->max_tokens > 0) a.st.defaults.max_tokens = o->max_tokens;
+    if (o->top_k >= 0) a.st.defaults.top_k = (int32_t)o->top_k;
+    if (o->min_p >= 0) a.st.defaults.min_p = (float)o->min_p;
+    if (o->repeat_penalty >= 0) a.st.defaults.repeat_penalty = (float)o->repeat_penalty;
+    if (o->seed >= 0) a.st.defaults.seed = (uint64_t)o->seed;
+    if (o->set_ctx_policy) a.st.defaults.ctx_policy = (enum ui_ctx_policy)o->ctx_policy;
     if (o->system) snprintf(a.st.defaults.system, sizeof a.st.defaults.system, "%s", o->system);
     a.st.params = a.st.defaults;
     ui_input_init(&a.in);
@@ -534,7 +687,13 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
         rc = 1;
     } else {
         ui_bridge_list_sessions(&a.br, &a.st);
-        if (a.st.n_sessions) ui_bridge_open_session(&a.br, &a.st, 0); /* continue the newest */
+        /* continue the newest chat session (one-shot runs do not take over) */
+        size_t first = 0;
+        while (first < a.st.n_sessions && a.st.sessions[first].from_run) first++;
+        if (first < a.st.n_sessions)
+            ui_bridge_open_session(&a.br, &a.st, first);
+        else
+            ui_bridge_new_session(&a.br, &a.st, NULL);
         a.dirty = true;
         loop(&a);
         wind_down(&a);

@@ -21,7 +21,17 @@ struct ui_app_opts {
     double temp, top_p;
     int32_t max_tokens;
     const char *system;
+    /* the model picker (F6): the models directory and how to list it (the
+     * app's model_name module); list NULL: no picker */
+    const char *models_dir;
+    int (*list_models)(const char *dir, char ***out, char *err, size_t errlen);
+    void (*free_models)(char **list);
     bool set_temp;
+    bool set_ctx_policy;
+    /* the other sampling flags of run (< 0: default) */
+    long top_k, seed;
+    double min_p, repeat_penalty;
+    int ctx_policy; /* enum ui_ctx_policy */
     /* headless: an off-screen rows x cols terminal, keys from `keys`
      * ("\r" Enter, "\x1b" Esc, "{wait}" waits until the model is loaded and
      * no reply streams, "{resize CxR}" resizes); quits when the keys are

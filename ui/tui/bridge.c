@@ -32,6 +32,50 @@ static void *load_main(void *arg)
     return NULL;
 }
 
+static void set_model_path(struct ui_bridge *b, const char *path)
+{
+    copy_str(b->model_path, sizeof b->model_path, path ? path : "");
+    b->cfg.model_path = b->model_path;
+    const char *base = strrchr(b->model_path, '/');
+    copy_str(b->model_file, sizeof b->model_file, base ? base + 1 : b->model_path);
+}
+
+static int start_loader(struct ui_bridge *b, struct ui_state *st, char *err, size_t errlen)
+{
+    if (pthread_create(&b->loader, NULL, load_main, b) != 0) {
+        snprintf(err, errlen, "model loader: cannot start a thread");
+        return -1;
+    }
+    b->loading = true;
+    st->loading = true;
+    return 0;
+}
+
+void ui_bridge_switch_model(struct ui_bridge *b, struct ui_state *st, const char *path)
+{
+    char err[256];
+    if (b->loading || ui_state_streaming(st)) return;
+    if (b->load_pipe[0] < 0) { /* started without a model */
+        if (pipe(b->load_pipe) < 0) return;
+        fcntl(b->load_pipe[0], F_SETFD, FD_CLOEXEC);
+        fcntl(b->load_pipe[1], F_SETFD, FD_CLOEXEC);
+    }
+    engine_close(b->eng); /* frees the old model's memory before the new one maps */
+    b->eng = b->loaded = NULL;
+    set_model_path(b, path);
+    st->engine_ok = false;
+    st->have_stats = false;
+    st->base_model = false;
+    st->alert[UI_ALERT_MODEL][0] = 0;
+    copy_str(st->model_name, sizeof st->model_name, b->model_file);
+    st->backend[0] = st->device[0] = 0;
+    if (start_loader(b, st, err, sizeof err) < 0) {
+        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "%s", err);
+        return;
+    }
+    ui_state_set_status(st, false, "loading %s…", b->model_file);
+}
+
 int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
                    const char *db_path, const char *model_error, char *err, size_t errlen)
 {
@@ -39,10 +83,7 @@ int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine
     memset(b, 0, sizeof *b);
     b->load_pipe[0] = b->load_pipe[1] = -1;
     b->cfg = *cfg;
-    copy_str(b->model_path, sizeof b->model_path, cfg->model_path ? cfg->model_path : "");
-    b->cfg.model_path = b->model_path;
-    const char *base = strrchr(b->model_path, '/');
-    copy_str(b->model_file, sizeof b->model_file, base ? base + 1 : b->model_path);
+    set_model_path(b, cfg->model_path);
 
     if (store_open(&b->db, db_path, STORE_READWRITE, serr, sizeof serr) < 0) {
         b->db = NULL;
@@ -63,13 +104,7 @@ int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine
     }
     fcntl(b->load_pipe[0], F_SETFD, FD_CLOEXEC);
     fcntl(b->load_pipe[1], F_SETFD, FD_CLOEXEC);
-    if (pthread_create(&b->loader, NULL, load_main, b) != 0) {
-        snprintf(err, errlen, "model loader: cannot start a thread");
-        return -1;
-    }
-    b->loading = true;
-    st->loading = true;
-    return 0;
+    return start_loader(b, st, err, errlen);
 }
 
 void ui_bridge_close(struct ui_bridge *b)
@@ -120,9 +155,19 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     copy_str(st->backend, sizeof st->backend, info.backend.name ? info.backend.name : "?");
     copy_str(st->device, sizeof st->device, info.backend.device);
     copy_str(st->backend_note, sizeof st->backend_note, info.backend.note);
-    st->n_ctx = info.n_ctx;
-    if (info.backend.note[0])
-        ui_state_set_status(st, false, "%s", info.backend.note);
+    /* a sequence holds the context or the whole KV pool, whichever is less */
+    int64_t pool = (int64_t)info.kv_blocks * info.kv_block_tokens;
+    b->ctx_limit = pool > 0 && pool < info.n_ctx ? (int32_t)pool : info.n_ctx;
+    st->n_ctx = b->ctx_limit;
+    st->ctx_dirty = true;
+    /* no template in the file: a base model, which continues text */
+    b->base_model = !info.has_chat_template || info.chat_template_from_vocab;
+    st->base_model = b->base_model;
+    if (b->base_model)
+        ui_state_set_status(st, false,
+                            "%s is a base model (no chat template): plain completion, your text "
+                            "is continued",
+                            st->model_name);
     else
         ui_state_set_status(st, false, "model ready: %s on %s", st->model_name, st->backend);
     ui_bridge_snapshot(b, st);
@@ -137,6 +182,11 @@ char *ui_params_to_json(const struct ui_params *p)
     cJSON_AddNumberToObject(o, "temperature", (double)p->temp);
     cJSON_AddNumberToObject(o, "top_p", (double)p->top_p);
     cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
+    cJSON_AddNumberToObject(o, "top_k", p->top_k);
+    cJSON_AddNumberToObject(o, "min_p", (double)p->min_p);
+    cJSON_AddNumberToObject(o, "repeat_penalty", (double)p->repeat_penalty);
+    if (p->seed) cJSON_AddNumberToObject(o, "seed", (double)p->seed);
+    cJSON_AddStringToObject(o, "context_policy", ui_ctx_policy_name(p->ctx_policy));
     cJSON_AddStringToObject(o, "system", p->system);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -154,6 +204,15 @@ void ui_params_from_json(struct ui_params *p, const char *json)
         p->top_p = (float)v->valuedouble;
     if ((v = cJSON_GetObjectItem(o, "max_tokens")) && cJSON_IsNumber(v))
         p->max_tokens = v->valueint;
+    if ((v = cJSON_GetObjectItem(o, "top_k")) && cJSON_IsNumber(v)) p->top_k = v->valueint;
+    if ((v = cJSON_GetObjectItem(o, "min_p")) && cJSON_IsNumber(v))
+        p->min_p = (float)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "repeat_penalty")) && cJSON_IsNumber(v))
+        p->repeat_penalty = (float)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "seed")) && cJSON_IsNumber(v) && v->valuedouble >= 0)
+        p->seed = (uint64_t)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "context_policy")) && cJSON_IsString(v))
+        ui_ctx_policy_parse(v->valuestring, &p->ctx_policy);
     if ((v = cJSON_GetObjectItem(o, "system")) && cJSON_IsString(v))
         copy_str(p->system, sizeof p->system, v->valuestring);
     cJSON_Delete(o);
@@ -204,6 +263,8 @@ void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st)
     for (size_t i = 0; i < l.n; i++) {
         int k = ui_state_add_session(st, l.v[i].id, l.v[i].title, l.v[i].created, false);
         if (k >= 0) st->sessions[k].n_messages = l.v[i].n_messages;
+        if (k >= 0 && l.v[i].params_json && strstr(l.v[i].params_json, "\"source\":\"run\""))
+            st->sessions[k].from_run = true;
     }
     store_session_list_free(&l);
 }
@@ -231,6 +292,7 @@ static void phase_from_store(struct ui_phase *ph, const struct store_request_inf
     ph->n_cached = (int32_t)r->cached_tokens;
     ph->n_computed = (int32_t)(r->prompt_tokens - r->cached_tokens);
     ph->n_generated = (int32_t)r->generated_tokens;
+    ph->prefill_s = r->prefill_s;
     copy_str(ph->status, sizeof ph->status, r->status ? r->status : "");
 }
 
@@ -251,6 +313,11 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
         return;
     }
     ui_params_from_json(&st->params, tr.session.params_json);
+    /* a session remembers its model: say when another one is loaded */
+    if (tr.session.model && tr.session.model[0] && b->model_file[0] &&
+        strcmp(tr.session.model, b->model_file) != 0)
+        ui_state_set_status(st, false, "this session was made with %s; loaded: %s (F6 picks)",
+                            tr.session.model, b->model_file);
     for (size_t k = 0; k < tr.n; k++) {
         const struct store_message_info *mi = &tr.msgs[k];
         enum ui_role role = !strcmp(mi->role, "user")     ? UI_ROLE_USER
@@ -260,9 +327,12 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
         if (!m) break;
         m->key = mi->id;
         m->status = status_of(mi->status);
+        if (m->status == UI_MSG_ERROR && mi->error && mi->error[0]) ui_msg_set_note(m, mi->error);
         if (mi->req) {
             phase_from_store(&m->ph, mi->req);
             if (mi->req->ttft_s >= 0) ui_state_add_latency(st, mi->req->ttft_s, mi->req->tpot_s);
+            /* a reopened reply shows its stored rate */
+            if (mi->req->tpot_s > 0) st->tok_s = 1.0 / mi->req->tpot_s;
         }
         if (role == UI_ROLE_ASSISTANT) st->timeline_msg = st->n_msgs - 1;
     }
@@ -320,7 +390,10 @@ static const char *role_name(enum ui_role r)
     return r == UI_ROLE_USER ? "user" : r == UI_ROLE_SYSTEM ? "system" : "assistant";
 }
 
-static void add_error_reply(struct ui_state *st, const char *fmt, const char *detail)
+/* A reply that failed before or while it ran: shown with its reason and
+ * stored with its status and message, so a reopened session shows it too. */
+static void add_error_reply(struct ui_bridge *b, struct ui_state *st, int64_t skey,
+                            const char *status, const char *fmt, const char *detail)
 {
     char note[600];
     snprintf(note, sizeof note, fmt, detail);
@@ -329,54 +402,234 @@ static void add_error_reply(struct ui_state *st, const char *fmt, const char *de
     m->status = UI_MSG_ERROR;
     ui_msg_set_note(m, note);
     ui_state_set_status(st, true, "%s", note);
+    if (b->db && skey) {
+        m->key = store_reply_begin(b->db, skey);
+        store_reply_fail(b->db, m->key, status, note, 0);
+    }
 }
 
-static int32_t build_messages(const struct ui_state *st, struct engine_message *v, int32_t cap)
+/* The conversation's turns (user and assistant text; notes, failed replies
+ * and the user turns they answered left out: a failed turn must not make the
+ * next prompt larger). idx[k] is turn k's transcript index. Returns the
+ * count; v and idx have room for st->n_msgs + 1. */
+static int32_t build_turns(const struct ui_state *st, struct engine_message *v, size_t *idx)
 {
     int32_t n = 0;
-    if (st->params.system[0] && n < cap)
-        v[n++] = (struct engine_message){"system", st->params.system};
-    for (size_t i = 0; i < st->n_msgs && n < cap; i++) {
+    for (size_t i = 0; i < st->n_msgs; i++) {
         const struct ui_msg *m = &st->msgs[i];
         if (m->role == UI_ROLE_NOTE || m->status == UI_MSG_ERROR || m->len == 0) continue;
+        if (m->role == UI_ROLE_USER && i + 1 < st->n_msgs &&
+            st->msgs[i + 1].role == UI_ROLE_ASSISTANT && st->msgs[i + 1].status == UI_MSG_ERROR)
+            continue;
+        idx[n] = i;
         v[n++] = (struct engine_message){role_name(m->role), m->text};
     }
     return n;
 }
 
+/* A base model's prompt: the conversation as one text that the model
+ * continues (each reply follows its user text directly; a new user turn
+ * starts a new line). Caller frees; NULL when out of memory. */
+static char *render_plain(const struct engine_message *v, int32_t n)
+{
+    size_t len = 1;
+    for (int32_t i = 0; i < n; i++) len += strlen(v[i].content) + 2;
+    char *t = malloc(len), *o = t;
+    if (!t) return NULL;
+    for (int32_t i = 0; i < n; i++) {
+        bool sep = i > 0 && (!strcmp(v[i].role, "user") || !strcmp(v[i - 1].role, "system"));
+        if (sep) *o++ = '\n';
+        size_t l = strlen(v[i].content);
+        memcpy(o, v[i].content, l);
+        o += l;
+    }
+    *o = 0;
+    return t;
+}
+
+static int64_t count_chat(void *ud, const struct engine_message *v, int32_t n, char *err,
+                          size_t errlen)
+{
+    struct ui_bridge *b = ud;
+    if (!b->base_model) return engine_count_chat_tokens(b->eng, v, n, err, errlen);
+    char *t = render_plain(v, n);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int64_t r = engine_count_tokens(b->eng, t, strlen(t), err, errlen);
+    free(t);
+    return r;
+}
+
+/* Index of the first turn at or after transcript message `from`. */
+static int32_t turn_at(const size_t *idx, int32_t n, size_t from)
+{
+    int32_t k = 0;
+    while (k < n && idx[k] < from) k++;
+    return k;
+}
+
+/* Says once per truncation step how much of the session the model no
+ * longer sees. */
+static void note_dropped(struct ui_state *st, int32_t dropped)
+{
+    if (dropped == st->ctx_dropped) return;
+    st->ctx_dropped = dropped;
+    if (dropped == 0) return;
+    char t[160];
+    snprintf(t, sizeof t,
+             "%d earlier turn%s outside the context (context policy truncate: the model no "
+             "longer sees %s)",
+             dropped, dropped == 1 ? " is" : "s are", dropped == 1 ? "it" : "them");
+    struct ui_msg *m = ui_state_add_msg(st, UI_ROLE_NOTE, t);
+    if (m) m->status = UI_MSG_DONE;
+}
+
+long ui_bridge_next_prompt_tokens(struct ui_bridge *b, struct ui_state *st, const char *input)
+{
+    char err[256];
+    if (!b->eng) return -1;
+    struct engine_message *v = malloc((st->n_msgs + 2) * sizeof *v);
+    size_t *idx = malloc((st->n_msgs + 2) * sizeof *idx);
+    long r = -1;
+    if (!v || !idx) goto done;
+    int32_t k = 0;
+    if (st->params.system[0]) v[k++] = (struct engine_message){"system", st->params.system};
+    int32_t n = build_turns(st, v + k, idx);
+    int32_t first = turn_at(idx, n, st->ctx_first);
+    memmove(v + k, v + k + first, (size_t)(n - first) * sizeof *v);
+    k += n - first;
+    if (input && input[0]) v[k++] = (struct engine_message){"user", input};
+    r = k > 0 ? (long)count_chat(b, v, k, err, sizeof err) : 0;
+done:
+    free(v);
+    free(idx);
+    return r;
+}
+
+static void submit(struct ui_bridge *b, struct ui_state *st, int64_t skey);
+
 void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text)
 {
-    char err[512];
-    enum engine_status why;
     int64_t skey = session_key(b, st, text);
     struct ui_msg *u = ui_state_add_msg(st, UI_ROLE_USER, text);
     if (!u) return;
     if (b->db && skey) u->key = store_message_add(b->db, skey, "user", text, -1);
     st->sessions[st->cur].n_messages++;
     st->scroll = 0;
+    submit(b, st, skey);
+}
+
+/* Drops the transcript from message i on (and from the store). */
+static void drop_from(struct ui_bridge *b, struct ui_state *st, size_t i)
+{
+    while (st->n_msgs > i) {
+        struct ui_msg *m = &st->msgs[st->n_msgs - 1];
+        if (m->key && b->db) store_message_delete(b->db, m->key);
+        if (m->role != UI_ROLE_NOTE && st->n_sessions) st->sessions[st->cur].n_messages--;
+        free(m->text);
+        free(m->note);
+        st->n_msgs--;
+    }
+    if (st->timeline_msg >= st->n_msgs) st->timeline_msg = (size_t)-1;
+    if (st->ctx_first > st->n_msgs) st->ctx_first = 0;
+    st->ctx_dirty = true;
+}
+
+bool ui_bridge_regenerate(struct ui_bridge *b, struct ui_state *st)
+{
+    size_t i = st->n_msgs;
+    while (i > 0 && st->msgs[i - 1].role != UI_ROLE_USER) i--;
+    if (i == 0 || ui_state_streaming(st) || !b->eng) return false;
+    drop_from(b, st, i); /* the replies (and notes) after the last user turn */
+    int64_t skey = st->n_sessions ? st->sessions[st->cur].key : 0;
+    st->scroll = 0;
+    submit(b, st, skey);
+    return true;
+}
+
+char *ui_bridge_take_last_user(struct ui_bridge *b, struct ui_state *st)
+{
+    size_t i = st->n_msgs;
+    while (i > 0 && st->msgs[i - 1].role != UI_ROLE_USER) i--;
+    if (i == 0 || ui_state_streaming(st)) return NULL;
+    char *t = strdup(st->msgs[i - 1].text ? st->msgs[i - 1].text : "");
+    if (t) drop_from(b, st, i - 1);
+    return t;
+}
+
+/* Submits the conversation as it stands (its last turn is the user's). */
+static void submit(struct ui_bridge *b, struct ui_state *st, int64_t skey)
+{
+    char err[512];
+    enum engine_status why;
     if (!b->eng) {
-        add_error_reply(st, "%s",
+        add_error_reply(b, st, skey, "error", "%s",
                         st->loading ? "the model is still loading; send again when it is ready"
                                     : "no model loaded (see the message at the top)");
         return;
     }
-    size_t cap = st->n_msgs + 1;
+    st->ctx_dirty = true;
+    size_t cap = st->n_msgs + 2;
     struct engine_message *v = malloc(cap * sizeof *v);
-    if (!v) return;
+    size_t *idx = malloc(cap * sizeof *idx);
+    if (!v || !idx) {
+        free(v);
+        free(idx);
+        return;
+    }
+    int32_t n = build_turns(st, v + 1, idx);
+    const struct engine_message sys = {"system", st->params.system};
+    struct ui_ctxfit fit;
+    int frc = ui_ctxfit_run(st->params.system[0] ? &sys : NULL, v + 1, n,
+                            turn_at(idx, n, st->ctx_first), b->ctx_limit, st->params.max_tokens,
+                            st->params.ctx_policy, count_chat, b, &fit, err, sizeof err);
+    if (frc != 0) {
+        free(v);
+        free(idx);
+        add_error_reply(b, st, skey, "rejected", frc > 0 ? "context full: %s" : "%s", err);
+        return;
+    }
+    st->ctx_first = fit.first < n ? idx[fit.first] : st->n_msgs;
+    note_dropped(st, fit.first);
+    /* the kept turns, after the system prompt */
+    struct engine_message *kept = v + 1 + fit.first;
+    int32_t nk = n - fit.first;
+    if (st->params.system[0]) {
+        *--kept = sys;
+        nk++;
+    }
     struct engine_request r;
     memset(&r, 0, sizeof r);
-    r.messages = v;
-    r.n_messages = build_messages(st, v, (int32_t)cap);
+    char *plain = b->base_model ? render_plain(kept, nk) : NULL;
+    if (b->base_model && !plain) {
+        free(v);
+        free(idx);
+        return;
+    }
+    if (plain) {
+        r.prompt = plain;
+    } else {
+        r.messages = kept;
+        r.n_messages = nk;
+    }
     engine_sampling_default(&r.sampling);
     r.sampling.temp = st->params.temp;
     r.sampling.top_p = st->params.top_p;
-    r.sampling.seed = (uint64_t)time(NULL);
-    r.max_tokens = st->params.max_tokens;
+    r.sampling.top_k = st->params.top_k;
+    r.sampling.min_p = st->params.min_p;
+    r.sampling.repeat_penalty = st->params.repeat_penalty;
+    r.sampling.seed = st->params.seed ? st->params.seed : (uint64_t)time(NULL);
+    r.max_tokens = fit.max_tokens;
     r.priority = ENGINE_PRIO_INTERACTIVE;
     uint64_t id = engine_submit(b->eng, &r, &why, err, sizeof err);
+    free(plain);
     free(v);
+    free(idx);
     if (id == 0) {
-        add_error_reply(st, why == ENGINE_REJECTED ? "rejected: %s" : "request failed: %s", err);
+        add_error_reply(b, st, skey, why == ENGINE_REJECTED ? "rejected" : "error",
+                        why == ENGINE_REJECTED ? "rejected: %s" : "request failed: %s", err);
         return;
     }
     struct ui_msg *m = ui_state_add_msg(st, UI_ROLE_ASSISTANT, "");
@@ -435,6 +688,7 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->srv_queue_s = mt->server.queue_s;
         ph->srv_prefill_s = mt->server.prefill_s;
         ph->srv_decode_s = mt->server.decode_s;
+        ph->prefill_s = mt->prefill_s;
     }
     copy_str(ph->status, sizeof ph->status, engine_status_name(ev->status));
     switch (ev->status) {
@@ -460,18 +714,21 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
     }
     }
     m->req_id = 0;
+    st->ctx_dirty = true;
     if (ph->ttft_s >= 0 && m->status != UI_MSG_ERROR)
         ui_state_add_latency(st, ph->ttft_s, ph->tpot_s);
     if (!b->db || !m->key) return;
     const char *sst = ev->metrics && ev->metrics->interrupted ? "interrupted"
                                                                 : store_status(ev->status);
-    store_reply_finish(b->db, m->key, sst, ph->n_generated);
+    store_reply_fail(b->db, m->key, sst,
+                     m->status == UI_MSG_ERROR ? m->note : NULL, ph->n_generated);
     char *pj = ui_params_to_json(&st->params);
     struct store_request sr = {.model = st->model_name,
                                .model_file = b->model_path,
                                .backend = st->backend,
                                .params_json = pj,
-                               .status = store_status(ev->status),
+                               /* the engine's word, as the live timeline showed it */
+                               .status = engine_status_name(ev->status),
                                .queue_s = ph->queue_s,
                                .prefill_s = mt ? mt->prefill_s : -1,
                                .ttft_s = ph->ttft_s,
@@ -494,19 +751,27 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->have = true;
         ph->t0 = ev->t;
         ph->n_prompt = ev->total;
+        ph->ttft_s = ph->tpot_s = -1; /* not yet: shown as – */
         snprintf(ph->status, sizeof ph->status, "queued");
         break;
     case ENGINE_EV_ADMITTED:
         ph->queue_s = ev->t - ph->t0;
         ph->n_cached = ev->done;
         ph->n_computed = ph->n_prompt - ev->done;
-        snprintf(ph->status, sizeof ph->status, "prefill");
+        ph->admit_t = ev->t - ph->t0;
+        ph->pf_done = ev->done;
+        ph->pf_total = ev->total;
+        snprintf(ph->status, sizeof ph->status, "prefilling");
         break;
     case ENGINE_EV_PREFILL:
         if (ph->n_chunks < UI_MAX_CHUNKS) {
             ph->chunk_end[ph->n_chunks] = ev->t - ph->t0;
             ph->chunk_done[ph->n_chunks++] = ev->done;
         }
+        ph->pf_done = ev->done;
+        ph->pf_total = ev->total;
+        ph->pf_t = ev->t - ph->t0;
+        ph->prefill_s = ph->pf_t - ph->admit_t;
         break;
     case ENGINE_EV_FIRST_TOKEN:
         ph->prefill_end = ph->ttft_s = ev->t - ph->t0;

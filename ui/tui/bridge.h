@@ -25,6 +25,8 @@ struct ui_bridge {
     struct engine *loaded; /* set by the loader */
     char load_err[512];
     char model_file[256]; /* basename, the store's model name */
+    int32_t ctx_limit;    /* tokens one sequence can hold (context or KV pool) */
+    bool base_model;      /* no chat template: prompts are the plain conversation text */
 };
 
 /* Opens the store (db_path NULL: default location; a failure is shown in
@@ -42,14 +44,27 @@ int ui_bridge_event_fd(const struct ui_bridge *b);
  * description or the error into the state. */
 void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st);
 
+/* Closes the engine and loads the model at path instead (the load fd then
+ * reports it, as at start). Nothing may stream. */
+void ui_bridge_switch_model(struct ui_bridge *b, struct ui_state *st, const char *path);
+
 /* Sends text as the user's next message in the open session (created in
  * the store when needed) and submits the conversation. */
 void ui_bridge_send(struct ui_bridge *b, struct ui_state *st, const char *text);
+/* Ctrl-R: the replies after the last user turn are dropped (screen and
+ * store) and the conversation is submitted again. False when nothing to do. */
+bool ui_bridge_regenerate(struct ui_bridge *b, struct ui_state *st);
+/* Alt-E: the last user turn and what followed are dropped; its text is
+ * returned (caller frees) to be edited and sent again. NULL when none. */
+char *ui_bridge_take_last_user(struct ui_bridge *b, struct ui_state *st);
 /* Moves waiting engine events into the transcript. Returns true if anything changed. */
 bool ui_bridge_drain(struct ui_bridge *b, struct ui_state *st);
 /* Cancels the reply in progress; returns false when none. */
 bool ui_bridge_cancel(struct ui_bridge *b, struct ui_state *st);
 void ui_bridge_snapshot(struct ui_bridge *b, struct ui_state *st);
+/* Tokens of the open session's next prompt: the turns inside the context
+ * plus input as the next user turn; -1 when unknown (no model yet). */
+long ui_bridge_next_prompt_tokens(struct ui_bridge *b, struct ui_state *st, const char *input);
 /* Token count of text, or -1 (no model yet). */
 long ui_bridge_count_tokens(struct ui_bridge *b, const char *text, size_t len);
 

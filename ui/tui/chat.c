@@ -1,22 +1,28 @@
 /* chat: laying out and drawing the transcript (see chat.h). */
 #include "chat.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "instruments.h"
+#include "md.h"
 #include "text.h"
 
-enum line_kind { L_HEAD, L_TEXT, L_CODE, L_FENCE, L_NOTE, L_BLANK };
+enum line_kind { L_HEAD, L_TEXT, L_CODE, L_FENCE, L_NOTE, L_BLANK, L_MD, L_RULE };
 
 struct line {
     enum line_kind kind;
     const char *s;
     size_t n;
-    bool last_text; /* the message's last text line (streaming cursor) */
+    bool last_text;        /* the message's last text line (streaming cursor) */
+    const uint8_t *st;     /* L_MD: a UI_MD_* style per byte of s */
+    const char *prefix;    /* L_MD: bullet / quote bar / indent drawn before s */
 };
 
 typedef void (*emit_fn)(void *ctx, const struct line *l);
 
 #define INDENT 2
+#define RIGHT_MARGIN 1 /* a reply never touches the border */
 
 static bool is_fence(const char *s, size_t n)
 {
@@ -40,12 +46,69 @@ static const char *note_text(const struct ui_msg *m)
     }
 }
 
+/* An assistant reply's Markdown blocks as display lines; returns the count
+ * or -1 when it could not be parsed (then it is laid out as plain text). */
+static int md_lines(const struct ui_msg *m, int tw, emit_fn f, void *ctx)
+{
+    struct ui_md md;
+    if (ui_md_parse(&md, m->text, m->len) < 0) return -1;
+    int count = 0;
+    struct line l;
+    for (size_t i = 0; i < md.n; i++) {
+        const struct ui_md_block *b = &md.v[i];
+        bool last = i + 1 == md.n;
+        switch (b->kind) {
+        case UI_MD_BLANK:
+            l = (struct line){L_TEXT, "", 0, false, NULL, NULL};
+            if (f) f(ctx, &l);
+            count++;
+            break;
+        case UI_MD_RULE:
+            l = (struct line){L_RULE, "", 0, last, NULL, NULL};
+            if (f) f(ctx, &l);
+            count++;
+            break;
+        case UI_MD_FENCE:
+            l = (struct line){L_FENCE, b->text, b->n, false, NULL, NULL};
+            if (f) f(ctx, &l);
+            count++;
+            break;
+        default: {
+            int pw = ui_text_width(b->first, strlen(b->first));
+            int w = tw - pw > 4 ? tw - pw : 4;
+            struct ui_wrap wr;
+            size_t st, len;
+            int cols;
+            bool first = true;
+            ui_wrap_init(&wr, b->text, b->n, w);
+            if (b->n == 0) {
+                l = (struct line){b->kind == UI_MD_CODE ? L_CODE : L_MD, "", 0, last, b->style,
+                                  b->first};
+                if (f) f(ctx, &l);
+                count++;
+            }
+            while (ui_wrap_next(&wr, &st, &len, &cols)) {
+                bool code = b->kind == UI_MD_CODE;
+                l = (struct line){code ? L_CODE : L_MD, b->text + st, len,
+                                  last && wr.pos >= b->n, b->style + st,
+                                  first ? b->first : b->rest};
+                if (f) f(ctx, &l);
+                count++;
+                first = false;
+            }
+        }
+        }
+    }
+    ui_md_free(&md);
+    return count;
+}
+
 /* Emits (when f is set) and counts the display lines of one message at
  * text width tw. Code state is carried from fence to fence. */
 static int msg_lines(const struct ui_msg *m, int tw, emit_fn f, void *ctx)
 {
     int count = 0;
-    struct line l = {L_HEAD, NULL, 0, false};
+    struct line l = {L_HEAD, NULL, 0, false, NULL, NULL};
     if (m->role == UI_ROLE_NOTE) goto body;
     if (f) f(ctx, &l);
     count++;
@@ -53,8 +116,14 @@ body:;
     const char *s = m->text;
     size_t n = m->len;
     bool code = false;
-    if (n == 0 && m->role != UI_ROLE_NOTE && m->status != UI_MSG_ERROR) {
-        l = (struct line){L_TEXT, "", 0, true};
+    /* replies are Markdown: rendered; the user's text shows as typed */
+    int mdn = m->role == UI_ROLE_ASSISTANT && n > 0 ? md_lines(m, tw, f, ctx) : -1;
+    if (mdn >= 0) {
+        count += mdn;
+        n = 0; /* the text is laid out; the note follows */
+    }
+    if (n == 0 && mdn <= 0 && m->role != UI_ROLE_NOTE && m->status != UI_MSG_ERROR) {
+        l = (struct line){L_TEXT, "", 0, true, NULL, NULL};
         if (f) f(ctx, &l);
         count++;
     }
@@ -72,14 +141,14 @@ body:;
         int cols;
         ui_wrap_init(&w, s + ls, le - ls, tw);
         while (ui_wrap_next(&w, &st, &len, &cols)) {
-            l = (struct line){k, s + ls + st, len, le >= n && w.pos >= le - ls};
+            l = (struct line){k, s + ls + st, len, le >= n && w.pos >= le - ls, NULL, NULL};
             if (f) f(ctx, &l);
             count++;
         }
         if (le >= n) break;
         ls = le + 1;
         if (ls == n) { /* a trailing newline shows as an empty line */
-            l = (struct line){code ? L_CODE : L_TEXT, "", 0, true};
+            l = (struct line){code ? L_CODE : L_TEXT, "", 0, true, NULL, NULL};
             if (f) f(ctx, &l);
             count++;
         }
@@ -91,19 +160,19 @@ body:;
         int cols;
         ui_wrap_init(&w, note, strlen(note), tw);
         while (ui_wrap_next(&w, &st, &len, &cols)) {
-            l = (struct line){L_NOTE, note + st, len, false};
+            l = (struct line){L_NOTE, note + st, len, false, NULL, NULL};
             if (f) f(ctx, &l);
             count++;
         }
     }
-    l = (struct line){L_BLANK, NULL, 0, false};
+    l = (struct line){L_BLANK, NULL, 0, false, NULL, NULL};
     if (f) f(ctx, &l);
     return count + 1;
 }
 
 static int text_width(int pane_w)
 {
-    int tw = pane_w - 2 - INDENT;
+    int tw = pane_w - 2 - INDENT - RIGHT_MARGIN;
     return tw < 1 ? 1 : tw;
 }
 
@@ -153,6 +222,50 @@ static const char *status_word(const struct ui_msg *m)
     }
 }
 
+/* Seconds left of a prefill at the rate of its chunks so far, or -1. */
+static double prefill_eta(const struct ui_phase *ph)
+{
+    int32_t computed = ph->pf_done - ph->n_cached;
+    double spent = ph->pf_t - ph->admit_t;
+    if (computed <= 0 || spent <= 0) return -1;
+    return (double)(ph->pf_total - ph->pf_done) * spent / computed;
+}
+
+/* " · prefill ▕███░░░▏ 1.2k/3.0k · 4 s left": a long prompt never looks frozen. */
+static int draw_prefill(struct draw_ctx *c, int y, int x)
+{
+    const struct ui_phase *ph = &c->m->ph;
+    const struct ui_theme *t = c->t;
+    int end = c->r.x + c->r.w;
+    char a[16], b[16], eta[40] = "";
+    ui_fmt_count(a, sizeof a, ph->pf_done);
+    ui_fmt_count(b, sizeof b, ph->pf_total);
+    double left = prefill_eta(ph);
+    if (left >= 0) {
+        char d[24];
+        ui_fmt_dur(d, sizeof d, left);
+        snprintf(eta, sizeof eta, " · %s left", d);
+    }
+    int x0 = x;
+    x += ui_draw_str(c->w, y, x, end - x, t->a[UI_C_DIM], " · prefill ");
+    const int bw = end - x >= 40 ? 10 : 5;
+    if (end - x > bw + 2) {
+        int fill = (int)((int64_t)bw * ph->pf_done / (ph->pf_total > 0 ? ph->pf_total : 1));
+        x += ui_draw_str(c->w, y, x, 1, t->a[UI_C_DIM], "▕");
+        for (int i = 0; i < bw; i++)
+            x += ui_draw_str(c->w, y, x, 1, i < fill ? t->a[UI_C_PREFILL] : t->a[UI_C_DIM],
+                             i < fill ? "█" : "░");
+        x += ui_draw_str(c->w, y, x, 1, t->a[UI_C_DIM], "▏");
+    }
+    x += ui_draw_fmt(c->w, y, x, end - x, t->a[UI_C_NORMAL], " %s/%s tok%s", a, b, eta);
+    return x - x0;
+}
+
+static bool prefilling(const struct ui_msg *m)
+{
+    return m->status == UI_MSG_QUEUED && m->ph.pf_total > 0 && m->ph.pf_done < m->ph.pf_total;
+}
+
 static void draw_head(struct draw_ctx *c, int y)
 {
     const struct ui_msg *m = c->m;
@@ -164,6 +277,10 @@ static void draw_head(struct draw_ctx *c, int y)
     int x = c->r.x;
     x += ui_draw_str(c->w, y, x, c->r.w, a, c->selected ? "▶ " : "▌ ");
     x += ui_draw_str(c->w, y, x, c->r.x + c->r.w - x, a, who);
+    if (prefilling(m)) {
+        draw_prefill(c, y, x);
+        return;
+    }
     const char *st = status_word(m);
     if (st)
         x += ui_draw_fmt(c->w, y, x, c->r.x + c->r.w - x,
@@ -172,6 +289,33 @@ static void draw_head(struct draw_ctx *c, int y)
         m->status != UI_MSG_STREAMING)
         ui_draw_fmt(c->w, y, x, c->r.x + c->r.w - x, t->a[UI_C_DIM], " · %d tok · %.2f s",
                     m->ph.n_generated, m->ph.e2e_s);
+}
+
+static attr_t md_attr(const struct ui_theme *t, uint8_t st)
+{
+    attr_t a = t->a[UI_C_NORMAL];
+    if (st & UI_MD_MONO) a = t->a[UI_C_CODE];
+    if (st & UI_MD_HEAD) a = t->a[UI_C_ASSIST];
+    if (st & UI_MD_BOLD) a |= A_BOLD;
+    if (st & UI_MD_ITALIC) a |= A_ITALIC;
+    if (st & UI_MD_LINK) a |= A_UNDERLINE;
+    return a;
+}
+
+/* A Markdown line: its prefix, then runs of one style each. */
+static void draw_md(struct draw_ctx *c, int y, const struct line *l)
+{
+    const struct ui_theme *t = c->t;
+    int x = c->r.x + INDENT, end = c->r.x + c->r.w - RIGHT_MARGIN;
+    if (l->prefix) x += ui_draw_str(c->w, y, x, end - x, t->a[UI_C_DIM], l->prefix);
+    for (size_t i = 0; i < l->n;) {
+        size_t j = i + 1;
+        while (j < l->n && l->st[j] == l->st[i]) j++;
+        x += ui_draw_text(c->w, y, x, end - x, md_attr(t, l->st[i]), l->s + i, j - i);
+        i = j;
+    }
+    bool live = c->m->status == UI_MSG_STREAMING || c->m->status == UI_MSG_QUEUED;
+    if (live && l->last_text && x < c->r.x + c->r.w) ui_draw_str(c->w, y, x, 1, t->a[UI_C_ASSIST], "▍");
 }
 
 static void draw_line(void *ctx, const struct line *l)
@@ -191,6 +335,23 @@ static void draw_line(void *ctx, const struct line *l)
         break;
     case L_BLANK:
         break;
+    case L_RULE:
+        ui_draw_fill(c->w, y, c->r.x + INDENT, c->r.w - INDENT - RIGHT_MARGIN, t->a[UI_C_DIM], "─");
+        break;
+    case L_MD:
+        draw_md(c, y, l);
+        break;
+    case L_FENCE:
+        if (c->m->role == UI_ROLE_ASSISTANT) { /* a code block's head: its language */
+            int x = c->r.x + INDENT;
+            x += ui_draw_str(c->w, y, x, c->r.w - INDENT, t->a[UI_C_FENCE], "┌─ ");
+            x += ui_draw_text(c->w, y, x, c->r.x + c->r.w - x, t->a[UI_C_FENCE], l->s, l->n);
+            if (l->n) x += ui_draw_str(c->w, y, x, c->r.x + c->r.w - x, t->a[UI_C_FENCE], " ");
+            ui_draw_fill(c->w, y, x, c->r.x + c->r.w - RIGHT_MARGIN - x, t->a[UI_C_FENCE], "─");
+            break;
+        }
+        /* a user's ``` line is drawn as typed */
+        __attribute__((fallthrough));
     default: {
         attr_t a = l->kind == L_CODE    ? t->a[UI_C_CODE]
                    : l->kind == L_FENCE ? t->a[UI_C_FENCE]
@@ -220,6 +381,9 @@ void ui_chat_draw(WINDOW *w, struct ui_rect r, struct ui_state *s, const struct 
     if (s->n_msgs == 0) {
         ui_draw_str(w, in.y + in.h / 2, in.x + 2, in.w - 2, t->a[UI_C_DIM],
                     "Type a message and press Enter. F1 shows every key.");
+        if (s->base_model)
+            ui_draw_str(w, in.y + in.h / 2 + 2, in.x + 2, in.w - 2, t->a[UI_C_NOTE],
+                        "A base model (no chat template): it continues the text you write.");
         return;
     }
     for (size_t i = 0; i < s->n_msgs; i++) {

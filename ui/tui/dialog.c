@@ -14,9 +14,46 @@ void ui_dialog_init(struct ui_dialog *d)
     for (int i = 0; i < UI_DLG_FIELDS; i++) ui_input_init(&d->field[i]);
 }
 
+static void free_items(struct ui_dialog *d)
+{
+    for (int i = 0; i < d->n_items; i++) free(d->items[i]);
+    free(d->items);
+    d->items = NULL;
+    d->n_items = 0;
+}
+
 void ui_dialog_free(struct ui_dialog *d)
 {
     for (int i = 0; i < UI_DLG_FIELDS; i++) ui_input_free(&d->field[i]);
+    free_items(d);
+}
+
+void ui_dialog_list(struct ui_dialog *d, int action, const char *title, char *const *items,
+                    int n, int current)
+{
+    free_items(d);
+    d->kind = UI_DLG_LIST;
+    d->action = action;
+    d->message[0] = d->error[0] = 0;
+    snprintf(d->title, sizeof d->title, "%s", title);
+    d->items = calloc(n > 0 ? (size_t)n : 1, sizeof *d->items);
+    for (int i = 0; d->items && i < n; i++)
+        if ((d->items[d->n_items] = strdup(items[i]))) d->n_items++;
+    d->focus = current >= 0 && current < d->n_items ? current : 0;
+}
+
+const char *ui_dialog_choice(const struct ui_dialog *d)
+{
+    return d->kind == UI_DLG_LIST && d->focus < d->n_items ? d->items[d->focus] : NULL;
+}
+
+static enum ui_dialog_result list_key(struct ui_dialog *d, const struct ui_key *k)
+{
+    if (k->fn == UI_KEY_ESC || k->fn == KEY_F(6)) return UI_DLG_CANCEL;
+    if (k->fn == 0 && k->ch == '\r') return d->n_items ? UI_DLG_OK : UI_DLG_CANCEL;
+    if (k->fn == KEY_UP && d->focus > 0) d->focus--;
+    if (k->fn == KEY_DOWN && d->focus + 1 < d->n_items) d->focus++;
+    return UI_DLG_OPEN;
 }
 
 static void open_kind(struct ui_dialog *d, enum ui_dialog_kind kind, int action, const char *title)
@@ -44,20 +81,21 @@ void ui_dialog_prompt(struct ui_dialog *d, int action, const char *title, const 
 }
 
 static const char *const param_labels[UI_DLG_FIELDS] = {"temperature", "top-p", "max tokens",
-                                                        "system prompt"};
+                                                        "context full", "system prompt"};
 
 void ui_dialog_params(struct ui_dialog *d, int action, const struct ui_params *p)
 {
     char buf[64];
     open_kind(d, UI_DLG_PARAMS, action, "generation parameters · Enter saves, Esc cancels");
-    d->n_fields = 4;
+    d->n_fields = 5;
     snprintf(buf, sizeof buf, "%.2f", p->temp);
     ui_input_set(&d->field[0], buf);
     snprintf(buf, sizeof buf, "%.2f", p->top_p);
     ui_input_set(&d->field[1], buf);
     snprintf(buf, sizeof buf, "%d", p->max_tokens);
     ui_input_set(&d->field[2], buf);
-    ui_input_set(&d->field[3], p->system);
+    ui_input_set(&d->field[3], ui_ctx_policy_name(p->ctx_policy));
+    ui_input_set(&d->field[4], p->system);
 }
 
 void ui_dialog_close(struct ui_dialog *d)
@@ -101,10 +139,17 @@ int ui_dialog_get_params(struct ui_dialog *d, struct ui_params *p)
         d->focus = 2;
         return -1;
     }
+    enum ui_ctx_policy cp;
+    if (ui_ctx_policy_parse(d->field[3].buf ? d->field[3].buf : "", &cp) < 0) {
+        snprintf(d->error, sizeof d->error, "context full: truncate (drop oldest turns) or reject");
+        d->focus = 3;
+        return -1;
+    }
+    p->ctx_policy = cp;
     p->temp = (float)t;
     p->top_p = (float)tp;
     p->max_tokens = (int32_t)mt;
-    snprintf(p->system, sizeof p->system, "%s", d->field[3].buf ? d->field[3].buf : "");
+    snprintf(p->system, sizeof p->system, "%s", d->field[4].buf ? d->field[4].buf : "");
     return 0;
 }
 
@@ -162,6 +207,7 @@ static enum ui_dialog_result field_key(struct ui_dialog *d, const struct ui_key 
 
 enum ui_dialog_result ui_dialog_key(struct ui_dialog *d, const struct ui_key *k)
 {
+    if (d->kind == UI_DLG_LIST) return list_key(d, k);
     if (d->kind == UI_DLG_CONFIRM) {
         if (k->fn == 0 && (k->ch == 'y' || k->ch == 'Y')) return UI_DLG_OK;
         if (k->fn == UI_KEY_ESC || (k->fn == 0 && (k->ch == 'n' || k->ch == 'N')))
@@ -175,13 +221,30 @@ void ui_dialog_draw(WINDOW *w, struct ui_rect screen, const struct ui_dialog *d,
                     const struct ui_theme *t, int *cy, int *cx)
 {
     int bw = screen.w - 4 < 64 ? screen.w - 4 : 64;
-    int bh = d->kind == UI_DLG_CONFIRM ? 5 : d->kind == UI_DLG_PROMPT ? 5 : 4 + 2 * d->n_fields;
+    int bh = d->kind == UI_DLG_CONFIRM  ? 5
+             : d->kind == UI_DLG_PROMPT ? 5
+             : d->kind == UI_DLG_LIST   ? 4 + (d->n_items ? d->n_items : 1)
+                                        : 4 + 2 * d->n_fields;
     if (bh > screen.h) bh = screen.h;
     struct ui_rect r = {screen.y + (screen.h - bh) / 2, screen.x + (screen.w - bw) / 2, bh, bw};
     ui_draw_box(w, r, t->a[UI_C_TITLE], d->title);
     if (d->kind == UI_DLG_CONFIRM) {
         ui_draw_str(w, r.y + 1, r.x + 2, bw - 4, t->a[UI_C_NORMAL], d->message);
         ui_draw_str(w, r.y + 3, r.x + 2, bw - 4, t->a[UI_C_KEY], " y: yes   n/Esc: no ");
+        return;
+    }
+    if (d->kind == UI_DLG_LIST) {
+        /* rows that do not fit scroll with the selection */
+        int rows = bh - 4 > 0 ? bh - 4 : 0, first = d->focus >= rows ? d->focus - rows + 1 : 0;
+        for (int i = first; i < d->n_items && i - first < rows; i++) {
+            attr_t a = i == d->focus ? t->a[UI_C_SEL] : t->a[UI_C_NORMAL];
+            ui_draw_fill(w, r.y + 2 + i - first, r.x + 2, bw - 4, a, " ");
+            ui_draw_str(w, r.y + 2 + i - first, r.x + 3, bw - 6, a, d->items[i]);
+        }
+        if (!d->n_items)
+            ui_draw_str(w, r.y + 2, r.x + 2, bw - 4, t->a[UI_C_DIM], d->message);
+        *cy = r.y + 2 + d->focus - first;
+        *cx = r.x + 2;
         return;
     }
     int lw = d->kind == UI_DLG_PARAMS ? 15 : 0;

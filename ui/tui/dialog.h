@@ -1,6 +1,6 @@
 /* dialog: the modal boxes: a yes/no question (delete a session, quit while
  * streaming), a one-line text prompt (rename) and the generation parameters
- * form (temperature, top-p, max tokens, system prompt). Fields are edited
+ * form (temperature, top-p, max tokens, context policy, system prompt). Fields are edited
  * with the same editor as the input box. */
 #ifndef TERN_UI_DIALOG_H
 #define TERN_UI_DIALOG_H
@@ -13,10 +13,10 @@
 #include "state.h"
 #include "theme.h"
 
-enum ui_dialog_kind { UI_DLG_NONE, UI_DLG_CONFIRM, UI_DLG_PROMPT, UI_DLG_PARAMS };
+enum ui_dialog_kind { UI_DLG_NONE, UI_DLG_CONFIRM, UI_DLG_PROMPT, UI_DLG_PARAMS, UI_DLG_LIST };
 enum ui_dialog_result { UI_DLG_OPEN, UI_DLG_OK, UI_DLG_CANCEL };
 
-#define UI_DLG_FIELDS 4
+#define UI_DLG_FIELDS 5
 
 struct ui_dialog {
     enum ui_dialog_kind kind;
@@ -26,6 +26,8 @@ struct ui_dialog {
     char error[128]; /* validation message of the params form */
     struct ui_input field[UI_DLG_FIELDS];
     int n_fields, focus;
+    char **items; /* list: choices (owned copies), the chosen one at focus */
+    int n_items;
 };
 
 void ui_dialog_init(struct ui_dialog *d);
@@ -33,6 +35,11 @@ void ui_dialog_free(struct ui_dialog *d);
 void ui_dialog_confirm(struct ui_dialog *d, int action, const char *title, const char *message);
 void ui_dialog_prompt(struct ui_dialog *d, int action, const char *title, const char *initial);
 void ui_dialog_params(struct ui_dialog *d, int action, const struct ui_params *p);
+/* A list to pick one of (the model picker); current is selected at first. */
+void ui_dialog_list(struct ui_dialog *d, int action, const char *title, char *const *items,
+                    int n, int current);
+/* The chosen item of a list, or NULL. */
+const char *ui_dialog_choice(const struct ui_dialog *d);
 void ui_dialog_close(struct ui_dialog *d);
 
 /* Handles one key; OK and CANCEL leave the dialog open for the caller to

@@ -18,6 +18,9 @@ struct ui_rect {
 int ui_draw_text(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *s, size_t n);
 /* The same for a NUL-terminated string. */
 int ui_draw_str(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *s);
+/* The same, a string wider than maxw shortened in the middle
+ * ("SmolLM2-135M…Q4_1.gguf"), so both its start and its end show. */
+int ui_draw_mid(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *s);
 /* printf-style into at most maxw columns. */
 int ui_draw_fmt(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));

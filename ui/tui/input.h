@@ -18,6 +18,8 @@ struct ui_input {
     char *draft;     /* the unsent text saved when recall starts */
     long tokens;     /* token count of buf (-1: unknown), set by the app */
     bool changed;    /* buf changed since the token count */
+    long ctx_tokens; /* the session's next prompt with buf (-1: unknown), set by the app */
+    long ctx_limit;  /* tokens a sequence holds (0: unknown) */
 };
 
 void ui_input_init(struct ui_input *in);

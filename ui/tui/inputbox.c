@@ -2,7 +2,9 @@
 #include "inputbox.h"
 
 #include <stdio.h>
+#include <string.h>
 
+#include "instruments.h"
 #include "text.h"
 
 static int text_w(int box_w)
@@ -74,6 +76,16 @@ void ui_inputbox_draw(WINDOW *w, struct ui_rect r, const struct ui_input *in,
     else
         snprintf(title, sizeof title, "message · %zu chars", chars);
     ui_draw_box(w, r, focused ? t->a[UI_C_USER] : t->a[UI_C_DIM], title);
+    /* the context gauge after the title, in the warning colour near the limit */
+    if (in->ctx_limit > 0 && in->ctx_tokens >= 0) {
+        char a[16], b[16];
+        ui_fmt_count(a, sizeof a, (double)in->ctx_tokens);
+        ui_fmt_count(b, sizeof b, (double)in->ctx_limit);
+        bool warn = (double)in->ctx_tokens >= UI_CTX_WARN * (double)in->ctx_limit;
+        int x = r.x + 2 + ui_text_width(title, strlen(title)) + 2;
+        ui_draw_fmt(w, r.y, x, r.x + r.w - 2 - x, warn ? t->a[UI_C_WARN] | A_BOLD : t->a[UI_C_DIM],
+                    "· context %s/%s ", a, b);
+    }
     struct ui_rect inr = {r.y + 1, r.x + 1, r.h - 2, r.w - 2};
     if (inr.h <= 0 || inr.w <= 0) return;
     const char *s = in->buf ? in->buf : "";

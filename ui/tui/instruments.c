@@ -2,8 +2,10 @@
 #include "instruments.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "gauge.h"
+#include "text.h"
 
 void ui_fmt_dur(char *buf, size_t n, double s)
 {
@@ -19,6 +21,20 @@ void ui_fmt_dur(char *buf, size_t n, double s)
         snprintf(buf, n, "%.2f s", s);
 }
 
+void ui_fmt_count(char *buf, size_t n, double v)
+{
+    if (v < 0)
+        snprintf(buf, n, "–");
+    else if (v < 1000)
+        snprintf(buf, n, "%.0f", v);
+    else if (v < 99950)
+        snprintf(buf, n, "%.1fk", v / 1e3);
+    else if (v < 999500)
+        snprintf(buf, n, "%.0fk", v / 1e3);
+    else
+        snprintf(buf, n, "%.1fM", v / 1e6);
+}
+
 struct pane {
     WINDOW *w;
     struct ui_rect in;
@@ -29,6 +45,52 @@ struct pane {
 static bool room(const struct pane *p)
 {
     return p->y < p->in.y + p->in.h;
+}
+
+static bool fits(const struct pane *p, const char *s)
+{
+    return ui_text_width(s, strlen(s)) <= p->in.w;
+}
+
+/* One row in the first of its forms that fits the width (long labels,
+ * then compact ones): a number is never cut. */
+static void row_fit(struct pane *p, attr_t a, const char *const *forms, int n)
+{
+    if (!room(p)) return;
+    int k = 0;
+    while (k + 1 < n && !fits(p, forms[k])) k++;
+    ui_draw_str(p->w, p->y++, p->in.x, p->in.w, a, forms[k]);
+}
+
+/* "CPU · 2 threads · AVX-512; no GPU found" from a device string like
+ * "Intel Xeon (2 threads, AVX-512)": the calm line of a machine without a
+ * usable GPU. */
+static void cpu_line(const struct ui_state *s, char *out, size_t n)
+{
+    const char *o = strrchr(s->device, '(');
+    int threads = 0;
+    char isa[48] = "";
+    if (o) sscanf(o, "(%d threads, %47[^)])", &threads, isa);
+    if (threads > 0 && isa[0])
+        snprintf(out, n, "CPU · %d thread%s · %s; no GPU found", threads, threads == 1 ? "" : "s",
+                 isa);
+    else
+        snprintf(out, n, "CPU; no GPU found");
+}
+
+/* The same in the first form that fits the pane. */
+static void cpu_row(struct pane *p, const struct ui_state *s)
+{
+    char f[4][200], isa[48] = "";
+    int threads = 0;
+    const char *o = strrchr(s->device, '(');
+    if (o) sscanf(o, "(%d threads, %47[^)])", &threads, isa);
+    cpu_line(s, f[0], sizeof f[0]);
+    snprintf(f[1], sizeof f[1], "CPU · %d thr · %s · no GPU", threads, isa);
+    snprintf(f[2], sizeof f[2], "CPU %d thr %s, no GPU", threads, isa);
+    snprintf(f[3], sizeof f[3], "CPU · %d thr · no GPU", threads);
+    const char *forms[] = {f[0], f[1], f[2], f[3]};
+    row_fit(p, p->t->a[UI_C_DIM], forms, threads > 0 ? 4 : 1);
 }
 
 static void section(struct pane *p, const char *name)
@@ -44,14 +106,16 @@ static void section(struct pane *p, const char *name)
 static void latency_row(struct pane *p, const char *label, double a, double b, double limit)
 {
     if (!room(p)) return;
-    char sa[24], sb[24];
+    char sa[24], sb[24] = "";
     int x = p->in.x;
-    x += ui_draw_fmt(p->w, p->y, x, p->in.w, p->t->a[UI_C_DIM], "%-5s ", label);
     ui_fmt_dur(sa, sizeof sa, a);
+    if (b > -2) ui_fmt_dur(sb, sizeof sb, b);
+    /* aligned columns when they fit, else packed: never a cut number */
+    bool packed = 6 + 9 + (b > -2 ? 3 + ui_text_width(sb, strlen(sb)) : 0) > p->in.w;
+    x += ui_draw_fmt(p->w, p->y, x, p->in.w, p->t->a[UI_C_DIM], packed ? "%s " : "%-5s ", label);
     attr_t wa = limit > 0 && a > limit ? p->t->a[UI_C_WARN] : p->t->a[UI_C_NORMAL];
-    x += ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, wa, "%9s", sa);
+    x += ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, wa, packed ? "%s" : "%9s", sa);
     if (b > -2) {
-        ui_fmt_dur(sb, sizeof sb, b);
         attr_t wb = limit > 0 && b > limit ? p->t->a[UI_C_WARN] : p->t->a[UI_C_NORMAL];
         x += ui_draw_str(p->w, p->y, x, p->in.x + p->in.w - x, p->t->a[UI_C_DIM], " / ");
         ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, wb, "%s", sb);
@@ -69,15 +133,20 @@ static const struct ui_msg *last_reply(const struct ui_state *s)
 static void draw_model(struct pane *p, const struct ui_state *s)
 {
     const struct ui_theme *t = p->t;
+    /* long names shorten in the middle: the start and the quant suffix show */
     if (room(p))
-        ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_ASSIST],
+        ui_draw_mid(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_ASSIST],
                     s->model_name[0] ? s->model_name : "(no model)");
-    if (room(p)) {
+    if (room(p) && s->backend_note[0] && !strcmp(s->backend, "cpu")) {
+        cpu_row(p, s); /* no usable GPU on a CPU run: one calm line, not a warning */
+    } else if (room(p)) {
         int x = p->in.x;
         x += ui_draw_fmt(p->w, p->y, x, p->in.w, t->a[UI_C_TITLE], "%s ",
                          s->backend[0] ? s->backend : "–");
-        ui_draw_str(p->w, p->y++, x, p->in.x + p->in.w - x, t->a[UI_C_NORMAL], s->device);
+        ui_draw_mid(p->w, p->y++, x, p->in.x + p->in.w - x, t->a[UI_C_NORMAL], s->device);
     }
+    if (s->base_model && room(p))
+        ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NOTE], "base model: plain completion");
     if (s->have_stats && s->stats.backend.mem_total > 0 && room(p))
         ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM], "GPU mem %.1f / %.1f GiB",
                     (double)s->stats.backend.mem_used / 1073741824.0,
@@ -98,6 +167,26 @@ static void spark_row(struct pane *p, const struct ui_state *s)
     p->y++;
 }
 
+/* "ctx 1.2k / 8.2k  15%": the next prompt against what a sequence holds. */
+static void draw_context(struct pane *p, const struct ui_state *s)
+{
+    if (!room(p) || s->n_ctx <= 0) return;
+    char a[16], b[16];
+    long used = s->ctx_tokens >= 0 ? s->ctx_tokens : 0;
+    double frac = (double)used / s->n_ctx;
+    ui_fmt_count(a, sizeof a, (double)used);
+    ui_fmt_count(b, sizeof b, (double)s->n_ctx);
+    attr_t at = frac >= UI_CTX_WARN ? p->t->a[UI_C_WARN] : p->t->a[UI_C_NORMAL];
+    int x = p->in.x;
+    x += ui_draw_str(p->w, p->y, x, p->in.w, p->t->a[UI_C_DIM], "ctx ");
+    x += ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, at, "%s / %s  %.0f%%", a, b,
+                     frac * 100);
+    if (s->ctx_dropped > 0)
+        ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, p->t->a[UI_C_DIM], "  -%d turns",
+                    s->ctx_dropped);
+    p->y++;
+}
+
 static void draw_latency(struct pane *p, const struct ui_state *s)
 {
     const struct engine_stats *st = &s->stats;
@@ -110,11 +199,27 @@ static void draw_latency(struct pane *p, const struct ui_state *s)
     spark_row(p, s);
     if (room(p))
         ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "tok/s %9.1f", s->tok_s);
+    /* prefill rate: prompt tokens computed per second of prefill */
+    /* while it prefills, the chunks done so far */
+    int32_t computed = m && m->status == UI_MSG_QUEUED ? m->ph.pf_done - m->ph.n_cached
+                       : m                             ? m->ph.n_computed
+                                                       : 0;
+    if (room(p) && m && m->ph.prefill_s > 0 && computed > 0) {
+        char r[16], a[48], b[48];
+        ui_fmt_count(r, sizeof r, computed / m->ph.prefill_s);
+        snprintf(a, sizeof a, "pp %9s tok/s", r);
+        snprintf(b, sizeof b, "pp %s tok/s", r);
+        const char *forms[] = {a, b};
+        row_fit(p, p->t->a[UI_C_NORMAL], forms, 2);
+    }
     section(p, "session p50 / p90");
     latency_row(p, "TTFT", ui_state_session_pct(s, 0, 50), ui_state_session_pct(s, 0, 90),
                 slo_ttft);
     latency_row(p, "TPOT", ui_state_session_pct(s, 1, 50), ui_state_session_pct(s, 1, 90),
                 slo_tpot);
+    /* engine-wide figures give way first on a short screen (80x24): the KV
+     * cache below matters more to one user */
+    if (p->in.h < 20) return;
     section(p, s->have_stats && st->server.remote ? "client p50 / p90" : "engine p50 / p90");
     bool h1 = s->have_stats && st->ttft.count > 0, h2 = s->have_stats && st->tpot.count > 0;
     latency_row(p, "TTFT", h1 ? st->ttft.p50 : -1, h1 ? st->ttft.p90 : -1, slo_ttft);
@@ -204,10 +309,13 @@ static void draw_kv(struct pane *p, const struct ui_state *s)
         if (room(p)) ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM], "not running");
         return;
     }
-    if (room(p))
-        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NORMAL],
-                    "queue %d  running %d  reqs %llu", st->waiting, st->running,
-                    (unsigned long long)st->submitted);
+    char f1[64], f2[64], f3[64], reqs[16];
+    ui_fmt_count(reqs, sizeof reqs, (double)st->submitted);
+    snprintf(f1, sizeof f1, "queue %d  running %d  reqs %s", st->waiting, st->running, reqs);
+    snprintf(f2, sizeof f2, "queue %d run %d reqs %s", st->waiting, st->running, reqs);
+    snprintf(f3, sizeof f3, "q %d run %d req %s", st->waiting, st->running, reqs);
+    const char *qf[] = {f1, f2, f3};
+    row_fit(p, t->a[UI_C_NORMAL], qf, 3);
     if (room(p)) {
         int x = p->in.x;
         x += ui_draw_str(p->w, p->y, x, p->in.w, t->a[UI_C_DIM], "KV ");
@@ -218,20 +326,26 @@ static void draw_kv(struct pane *p, const struct ui_state *s)
         p->y++;
     }
     if (room(p)) {
-        int x = p->in.x;
-        x += ui_draw_fmt(p->w, p->y, x, p->in.w, t->a[UI_C_KV_USED], "█used %d ", st->kv_used);
-        x += ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, t->a[UI_C_KV_CACHED], "▒cached %d ",
-                         st->kv_cached);
-        ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, t->a[UI_C_DIM], "·free %d", st->kv_free);
+        /* the legend with its labels, or only the glyphs when narrow */
+        char u[24], c[24], f[24];
+        snprintf(u, sizeof u, "%d", st->kv_used);
+        snprintf(c, sizeof c, "%d", st->kv_cached);
+        snprintf(f, sizeof f, "%d", st->kv_free);
+        bool full = ui_text_width(u, strlen(u)) + ui_text_width(c, strlen(c)) +
+                        ui_text_width(f, strlen(f)) + 21 <= p->in.w;
+        int x = p->in.x, end = p->in.x + p->in.w;
+        x += ui_draw_fmt(p->w, p->y, x, end - x, t->a[UI_C_KV_USED], full ? "█used %s " : "█%s ", u);
+        x += ui_draw_fmt(p->w, p->y, x, end - x, t->a[UI_C_KV_CACHED],
+                         full ? "▒cached %s " : "▒%s ", c);
+        ui_draw_fmt(p->w, p->y, x, end - x, t->a[UI_C_DIM], full ? "·free %s" : "·%s free", f);
         p->y++;
     }
-    if (room(p))
-        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NORMAL],
-                    "prefix hit %4.0f%%  preempt %llu", st->prefix_hit_rate * 100.0,
-                    (unsigned long long)st->preemptions);
-    if (room(p))
-        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM], "gen %.1f tok/s  pp %.0f tok/s",
-                    st->gen_tok_s, st->prompt_tok_s);
+    snprintf(f1, sizeof f1, "prefix hit %4.0f%%  preempt %llu", st->prefix_hit_rate * 100.0,
+             (unsigned long long)st->preemptions);
+    snprintf(f2, sizeof f2, "hit %.0f%% preempt %llu", st->prefix_hit_rate * 100.0,
+             (unsigned long long)st->preemptions);
+    const char *hf[] = {f1, f2};
+    row_fit(p, t->a[UI_C_NORMAL], hf, 2);
 }
 
 void ui_instruments_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
@@ -241,9 +355,10 @@ void ui_instruments_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     struct pane p = {w, {r.y + 1, r.x + 1, r.h - 2, r.w - 2}, t, r.y + 1};
     if (p.in.h <= 0 || p.in.w <= 0) return;
     draw_model(&p, s);
+    draw_context(&p, s);
     draw_latency(&p, s);
     draw_kv(&p, s);
-    /* the GPU fallback note also shows in the status line at start */
-    if (s->backend_note[0] && room(&p))
-        ui_draw_str(w, p.y++, p.in.x, p.in.w, t->a[UI_C_WARN], s->backend_note);
+    /* another backend's fallback note (a CPU run says it on its second row) */
+    if (s->backend_note[0] && strcmp(s->backend, "cpu") && room(&p))
+        ui_draw_mid(w, p.y++, p.in.x, p.in.w, t->a[UI_C_DIM], s->backend_note);
 }

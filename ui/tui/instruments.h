@@ -14,5 +14,9 @@ void ui_instruments_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
                          const struct ui_theme *t);
 /* "850 µs", "12.3 ms", "345 ms", "1.24 s", or "–" for a negative (unmeasured) value. */
 void ui_fmt_dur(char *buf, size_t n, double s);
+/* Compact counts: "999", "12.3k", "345k", "1.2M". */
+void ui_fmt_count(char *buf, size_t n, double v);
+/* The context gauge's warning point: next prompt at 80% of the context. */
+#define UI_CTX_WARN 0.8
 
 #endif

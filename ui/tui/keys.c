@@ -56,6 +56,10 @@ static bool after_esc(struct ui_keys *k, struct ui_key *out)
         *out = (struct ui_key){c == 'b' ? UI_KEY_WORD_LEFT : UI_KEY_WORD_RIGHT, 0};
         return true;
     }
+    if (r == OK && (c == 'y' || c == 'e')) {
+        *out = (struct ui_key){c == 'y' ? UI_KEY_ALT_Y : UI_KEY_ALT_E, 0};
+        return true;
+    }
     if (r == KEY_CODE_YES && (c == KEY_UP || c == KEY_DOWN)) {
         *out = (struct ui_key){c == KEY_UP ? UI_KEY_ALT_UP : UI_KEY_ALT_DOWN, 0};
         return true;

@@ -22,6 +22,8 @@ enum {
     UI_KEY_ALT_DOWN,
     UI_KEY_WORD_LEFT,  /* Alt-B */
     UI_KEY_WORD_RIGHT, /* Alt-F */
+    UI_KEY_ALT_Y,      /* copy the reply's last code block */
+    UI_KEY_ALT_E,      /* edit and resend the last message */
     UI_KEY_WHEEL_UP,
     UI_KEY_WHEEL_DOWN,
 };

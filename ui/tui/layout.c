@@ -17,6 +17,12 @@ void ui_layout_compute(struct ui_layout *L, int rows, int cols, bool sessions, b
     /* side panes give way when the chat would be narrower than chat_min */
     L->instruments = instruments && cols - inst_w >= chat_min;
     if (!L->instruments) inst_w = 0;
+    /* both asked for and too wide: the instruments narrow first (their rows
+     * have compact forms), then the sessions pane alone stays */
+    if (sessions && L->instruments && cols - inst_w - sess_w < chat_min) {
+        inst_w = cols - sess_w - chat_min;
+        if (inst_w < 26) L->instruments = false, inst_w = 0;
+    }
     L->sessions = sessions && cols - inst_w - sess_w >= chat_min;
     if (!L->sessions) sess_w = 0;
     int tl_h = 6;

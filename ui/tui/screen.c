@@ -73,7 +73,7 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
         v->cursor = false;
     }
     if (v->dlg && v->dlg->kind != UI_DLG_NONE) {
-        v->cursor = v->dlg->kind != UI_DLG_CONFIRM;
+        v->cursor = v->dlg->kind != UI_DLG_CONFIRM && v->dlg->kind != UI_DLG_LIST;
         ui_dialog_draw(w, all, v->dlg, t, &v->cur_y, &v->cur_x);
     }
 }

@@ -12,6 +12,9 @@ void ui_params_default(struct ui_params *p)
     p->temp = 0.8f;
     p->top_p = 0.95f;
     p->max_tokens = 512;
+    p->top_k = 40;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
 }
 
 void ui_state_init(struct ui_state *s)
@@ -35,6 +38,10 @@ void ui_state_clear_msgs(struct ui_state *s)
     s->scroll = 0;
     s->timeline_msg = (size_t)-1;
     s->n_sess_lat = 0;
+    s->ctx_first = 0;
+    s->tok_s = 0;
+    s->ctx_dropped = 0;
+    s->ctx_dirty = true;
 }
 
 void ui_state_free(struct ui_state *s)

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctxfit.h"
 #include "engine.h"
 
 enum ui_role { UI_ROLE_USER, UI_ROLE_ASSISTANT, UI_ROLE_SYSTEM, UI_ROLE_NOTE };
@@ -33,6 +34,10 @@ struct ui_phase {
     double chunk_end[UI_MAX_CHUNKS]; /* end of each chunk, relative to t0 */
     int32_t chunk_done[UI_MAX_CHUNKS];
     double prefill_end; /* first token, relative to t0 */
+    double admit_t;     /* admission, relative to t0 */
+    double pf_t;        /* last prefill chunk's end, relative to t0 */
+    double prefill_s;   /* first scheduled to prefill done (pp tok/s = n_computed / it) */
+    int32_t pf_done, pf_total; /* prefill progress (prompt tokens in the cache / all) */
     double decode_s;
     double ttft_s, tpot_s, e2e_s;
     int32_t n_prompt, n_cached, n_computed, n_generated, n_preempted;
@@ -61,7 +66,11 @@ struct ui_msg {
 
 struct ui_params {
     float temp, top_p;
+    float min_p, repeat_penalty; /* engine defaults 0.05, 1 (off) */
+    int32_t top_k;               /* engine default 40 */
+    uint64_t seed;               /* 0: a new seed per reply */
     int32_t max_tokens;
+    enum ui_ctx_policy ctx_policy; /* what to do when the conversation outgrows the context */
     char system[512];
 };
 
@@ -70,6 +79,7 @@ struct ui_session {
     char *title;
     double created; /* unix seconds */
     int64_t n_messages;
+    bool from_run; /* a one-shot `tern run` session: not opened at start */
 };
 
 #define UI_SPARK_N 120
@@ -87,11 +97,17 @@ struct ui_state {
     struct ui_msg *msgs;
     size_t n_msgs, cap_msgs;
     int scroll;          /* lines scrolled up from the bottom */
+    size_t ctx_first;    /* first transcript message inside the context (truncate policy) */
+    int32_t ctx_dropped; /* turns before it, outside the context */
+    int32_t ctx_tokens;  /* tokens of the next prompt (conversation + input), -1 unknown */
+    bool ctx_dirty;      /* conversation changed: ctx_tokens to recount */
     size_t timeline_msg; /* reply shown by the timeline (index into msgs) */
 
     /* instruments */
     char model_name[128], backend[32], device[160], backend_note[256];
     int32_t n_ctx;
+    bool base_model; /* no chat template: plain completion */
+    size_t copied;   /* bytes of the last copy to the clipboard */
     struct engine_stats stats;
     bool have_stats;
     double *sess_ttft, *sess_tpot; /* this session's replies */

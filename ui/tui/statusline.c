@@ -11,7 +11,8 @@ struct hint {
 
 static const struct hint chat_hints[] = {
     {"F1", "help"},     {"Enter", "send"}, {"Esc", "cancel"},  {"F2", "gauges"},
-    {"F3", "timeline"}, {"F4", "params"},  {"F5", "sessions"}, {"F10", "quit"},
+    {"F3", "timeline"}, {"F4", "params"},  {"F5", "sessions"}, {"F6", "model"},
+    {"F10", "quit"},
 };
 static const struct hint list_hints[] = {
     {"Enter", "open"}, {"^N", "new"},  {"r", "rename"}, {"Del", "delete"},

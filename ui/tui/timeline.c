@@ -2,8 +2,10 @@
 #include "timeline.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "instruments.h"
+#include "text.h"
 
 /* Columns for [t0, t1) of a total on a bar of width cols. */
 static int cols_of(double t0, double t1, double total, int cols)
@@ -16,7 +18,9 @@ static int cols_of(double t0, double t1, double total, int cols)
 static void draw_bar(WINDOW *w, int y, int x, int cols, const struct ui_phase *ph,
                      const struct ui_theme *t)
 {
+    /* a reply still prefilling ends, for now, at its last chunk */
     double end = ph->prefill_end + ph->decode_s;
+    if (end < ph->pf_t) end = ph->pf_t;
     if (end <= 0) end = ph->queue_s > 0 ? ph->queue_s : 1;
     int q = cols_of(0, ph->queue_s, end, cols);
     if (ph->queue_s > 0 && q == 0) q = 1;
@@ -98,8 +102,9 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     draw_bar(w, in.y, in.x, in.w, ph, t);
     char q[24], pf[24], dc[24], tt[24], tp[24];
     ui_fmt_dur(q, sizeof q, ph->queue_s);
-    ui_fmt_dur(pf, sizeof pf, ph->prefill_end > ph->queue_s ? ph->prefill_end - ph->queue_s : -1);
-    ui_fmt_dur(dc, sizeof dc, ph->decode_s);
+    double pf_end = ph->prefill_end > 0 ? ph->prefill_end : ph->pf_t;
+    ui_fmt_dur(pf, sizeof pf, pf_end > ph->queue_s ? pf_end - ph->queue_s : -1);
+    ui_fmt_dur(dc, sizeof dc, ph->n_generated > 0 ? ph->decode_s : -1); /* none yet: – */
     ui_fmt_dur(tt, sizeof tt, ph->ttft_s);
     ui_fmt_dur(tp, sizeof tp, ph->n_generated > 1 ? ph->tpot_s : -1);
     if (in.h >= 2 && ph->remote) {
@@ -107,18 +112,25 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     } else if (in.h >= 2) {
         int x = in.x;
         x += ui_draw_fmt(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], "░queue %s ", q);
-        if (ph->n_chunks > 1)
+        if (ph->n_chunks > 0)
             x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL],
-                             "█prefill %s ×%d ", pf, ph->n_chunks);
+                             "█prefill %s (%d chunk%s) ", pf, ph->n_chunks,
+                             ph->n_chunks == 1 ? "" : "s");
         else
             x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], "█prefill %s ",
                              pf);
         ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], "━decode %s", dc);
     }
-    if (in.h >= 3)
-        ui_draw_fmt(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL],
-                    "prompt %d tok: %d cached + %d computed · gen %d", ph->n_prompt, ph->n_cached,
-                    ph->n_computed, ph->n_generated);
+    if (in.h >= 3) {
+        /* the long form, or a compact one on a narrow pane: numbers whole */
+        char a[96], b[96];
+        snprintf(a, sizeof a, "prompt %d tok: %d cached + %d computed · gen %d", ph->n_prompt,
+                 ph->n_cached, ph->n_computed, ph->n_generated);
+        snprintf(b, sizeof b, "prompt %d: %d cached + %d new · gen %d", ph->n_prompt, ph->n_cached,
+                 ph->n_computed, ph->n_generated);
+        bool fit = ui_text_width(a, strlen(a)) <= in.w;
+        ui_draw_str(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL], fit ? a : b);
+    }
     if (in.h >= 4) {
         attr_t sa = m->status == UI_MSG_ERROR || m->status == UI_MSG_CANCELLED ? t->a[UI_C_WARN]
                                                                                : t->a[UI_C_GOOD];

@@ -1,0 +1,61 @@
+#!/bin/bash
+# test_progress: a long prompt shows its progress. A ~3,000-token message
+# in the real `tern chat` (tmux) shows a prefill bar with tokens done /
+# total and the time left in the reply's header before the reply streams;
+# `tern run -v` on a terminal (script(1) gives it a pty) rewrites a
+# "prefill done/total" line while it prefills, and prints none when stderr
+# is not a terminal.
+set -u
+. "$TERN_SRC/tests/app/tap.sh"
+MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
+if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
+    ok 1 "default model available (packaging/fetch-model --print-path)"
+    tap_done; exit 1
+fi
+command -v tmux >/dev/null || { ok 1 "tmux installed"; tap_done; exit 1; }
+TMP=$(mktemp -d)
+SOCK="tern-prog-$$"
+trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
+export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
+T() { tmux -L "$SOCK" "$@"; }
+cap() { T capture-pane -p -N -t chat 2>/dev/null; }
+show() { diag "screen: $1"; cap | sed 's/^/  |/; s/$/|/' | while IFS= read -r l; do diag "$l"; done; }
+for i in $(seq 80); do printf 'The quick brown fox number %d jumps over the lazy dog. ' "$i"; done >"$TMP/long.txt"
+
+T new-session -d -x 100 -y 30 -s chat \
+    "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens 8; echo TERN-EXITED rc=\$?; sleep 600"
+T set-option -t chat -g status off >/dev/null
+for ((i = 0; i < 600; i++)); do cap | grep -Eq 'KV [0-9]+ blk' && break; sleep 0.2; done
+T load-buffer -b long "$TMP/long.txt"
+T paste-buffer -p -b long -t chat
+sleep 1
+T send-keys -t chat Enter
+seen=""
+for ((i = 0; i < 600; i++)); do
+    scr=$(cap)
+    if grep -Eq 'assistant · prefill ▕[█░]+▏ [0-9.]+k?/[0-9.]+k tok' <<<"$scr"; then
+        seen=$(grep -Eo 'prefill ▕[█░]+▏ [^│]*' <<<"$scr" | head -1)
+        grep -q 'left' <<<"$seen" && break
+    fi
+    grep -Eq 'assistant · [0-9]+ tok · ' <<<"$scr" && break
+    sleep 0.1
+done
+[ -n "$seen" ]; ok $? "the reply header shows the prefill bar with done/total tokens (${seen:-none})"
+grep -Eq '· [0-9.]+ (ms|s) left' <<<"$seen"; ok $? "and the time left"
+show "prefilling"
+for ((i = 0; i < 600; i++)); do cap | grep -Eq 'assistant · [0-9]+ tok · ' && break; sleep 0.2; done
+cap | grep -Eq 'assistant · [0-9]+ tok · '; ok $? "the reply follows the prefill"
+T send-keys -t chat C-c
+T kill-server 2>/dev/null
+
+script -qefc "'$TERN_BIN' run -m '$MODEL' -v --no-history --temp 0 -n 4 -p \"\$(cat '$TMP/long.txt')\"" \
+    "$TMP/typescript" >/dev/null 2>&1 </dev/null
+ok $? "tern run -v on a terminal succeeds"
+n=$(tr '\r' '\n' <"$TMP/typescript" | grep -Ec '^prefill [0-9]+/[0-9]+ tok +[0-9]+%')
+[ "$n" -ge 2 ]; ok $? "tern run -v rewrites a prefill progress line on a terminal ($n updates)"
+tr '\r' '\n' <"$TMP/typescript" | grep -Eq '^prefill [0-9]+/[0-9]+ tok +[0-9]+%  ETA [0-9.]+ s'
+ok $? "with an ETA"
+"$TERN_BIN" run -m "$MODEL" -v --no-history --temp 0 -n 4 -p "$(cat "$TMP/long.txt")" >/dev/null 2>"$TMP/err"
+! grep -q 'prefill [0-9]*/' "$TMP/err" && grep -q 'prompt eval count' "$TMP/err"
+ok $? "no progress line when stderr is not a terminal (timings still printed)"
+tap_done
