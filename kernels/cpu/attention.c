@@ -15,6 +15,14 @@
 #include "ops.h"
 #include "threadpool.h"
 
+/* Per-ISA versions of the worker (explicit, not target_clones: the caller's
+ * isa picks one). Not under TSan, as OPS_ISA_CLONES (ops.h). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define ATTN_X86 1
+#else
+#define ATTN_X86 0
+#endif
+
 #if defined(__GNUC__) && !defined(__clang__)
 /* ld16 is always inlined, so no vector ever crosses a call boundary. */
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -137,8 +145,7 @@ static void load_block_t(const struct attn_layer *L, int32_t block, int32_t g, i
  * rounded to f16 as the reference rounds it before the product with V. The
  * sum runs in 8 fixed lanes (one dependent chain of double adds was 6 % of
  * a prefill), the same order on every ISA. */
-OPS_ISA_CLONES
-static void softmax_f16(float *restrict sc, int32_t n)
+static inline __attribute__((always_inline)) void softmax_f16(float *restrict sc, int32_t n)
 {
     float mx = -INFINITY;
     for (int32_t j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;
@@ -249,11 +256,8 @@ static inline __attribute__((always_inline)) void score_rows(
  * head g, in three passes over the blocks: scores, softmax, weighted V.
  * Scores of query (tt, h) for key position kp sit at
  * sc[(tt*G + h) * span + kp - lo_min]. */
-/* Compiled per ISA, picked at load time; every clone does the same
- * operations in the same order (C11: no FMA contraction), so results do
- * not depend on the CPU. */
-OPS_ISA_CLONES
-static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, float *ws)
+static inline __attribute__((always_inline)) void do_tile(const struct attn_job *J, int32_t t0,
+                                                          int32_t T, int32_t g, float *ws)
 {
     const struct attn_layer *L = J->L;
     const struct attn_batch *b = J->b;
@@ -324,9 +328,13 @@ static void do_tile(const struct attn_job *J, int32_t t0, int32_t T, int32_t g, 
     }
 }
 
-static void attn_worker(void *arg, int ith, int nth)
+/* The work items of thread ith. Compiled per ISA and picked by the
+ * caller's isa (so TERN_ISA caps it like the matmuls); every version does
+ * the same operations in the same order (C11: no FMA contraction), so
+ * results do not depend on the CPU. */
+static inline __attribute__((always_inline)) void worker_body(const struct attn_job *J, int ith,
+                                                              int nth)
 {
-    const struct attn_job *J = arg;
     const int32_t nkv = J->b->n_head_kv;
     float *ws = J->scratch + (size_t)ith * J->per_thread;
     /* Interleaved items balance the causal triangle across threads. */
@@ -334,6 +342,34 @@ static void attn_worker(void *arg, int ith, int nth)
         const int32_t tile = it / nkv;
         do_tile(J, J->tiles[2 * tile], J->tiles[2 * tile + 1], it % nkv, ws);
     }
+}
+
+static void worker_scalar(void *arg, int ith, int nth)
+{
+    worker_body(arg, ith, nth);
+}
+
+#if ATTN_X86
+__attribute__((target("avx2,fma,f16c"))) static void worker_avx2(void *arg, int ith, int nth)
+{
+    worker_body(arg, ith, nth);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))) static void
+worker_avx512(void *arg, int ith, int nth)
+{
+    worker_body(arg, ith, nth);
+}
+#endif
+
+static void (*attn_worker_for(enum cpu_isa isa))(void *, int, int)
+{
+#if ATTN_X86
+    if (isa >= CPU_ISA_AVX512) return worker_avx512;
+    if (isa == CPU_ISA_AVX2) return worker_avx2;
+#endif
+    (void)isa;
+    return worker_scalar;
 }
 
 static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles)
@@ -352,8 +388,8 @@ static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles)
     return n;
 }
 
-int attn_forward(struct threadpool *tp, const struct attn_layer *L, const struct attn_batch *b,
-                 struct attn_scratch *s)
+int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
+                 const struct attn_batch *b, struct attn_scratch *s)
 {
     const int nth = tp ? tp_n_threads(tp) : 1;
     const size_t G = (size_t)(b->n_head / b->n_head_kv), hd = (size_t)b->head_dim;
@@ -377,9 +413,10 @@ int attn_forward(struct threadpool *tp, const struct attn_layer *L, const struct
         s->tiles_cap = (size_t)b->n_tokens;
     }
     struct attn_job J = { L, b, s->tiles, make_tiles(b, s->tiles), s->buf, per };
+    void (*worker)(void *, int, int) = attn_worker_for(isa);
     if (tp && nth > 1 && (int64_t)J.n_tiles * b->n_head_kv > 1)
-        tp_run(tp, attn_worker, &J);
+        tp_run(tp, worker, &J);
     else
-        attn_worker(&J, 0, 1);
+        worker(&J, 0, 1);
     return 0;
 }

@@ -212,21 +212,31 @@ static void test_attention(enum ops_kv_type type, double tol, const char *name)
     struct threadpool *tp = tp_open(2);
     struct attn_scratch s = { 0 };
     const struct attn_layer L = { kp, vp, type, BT, row };
+    static float out0[NTOK * NHA * HDA];
     for (int32_t window = 0; window <= 6; window += 6) {
+      for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {
+        const char *iname = cpu_isa_name((enum cpu_isa)isa);
         const struct attn_batch b = { NTOK, NHA, NKV, HDA, window, q, out, pos, tabs, 0.8f };
-        ok(attn_forward(tp, &L, &b, &s) == 0, "%s window %d: attention runs", name, window);
+        ok(attn_forward(tp, (enum cpu_isa)isa, &L, &b, &s) == 0, "%s window %d %s: attention runs",
+           name, window, iname);
         attn_ref(q, K, V, pos, window, ref);
         double worst = 0.0;
         for (int i = 0; i < NTOK * NHA * HDA; i++) worst = fmax(worst, fabs(out[i] - ref[i]));
-        ok(worst < tol, "%s window %d: paged attention matches the direct computation "
-           "(max error %.2g)", name, window, worst);
+        ok(worst < tol, "%s window %d %s: paged attention matches the direct computation "
+           "(max error %.2g)", name, window, iname, worst);
+        if (isa == CPU_ISA_SCALAR)
+            memcpy(out0, out, sizeof out0);
+        else
+            ok(memcmp(out0, out, sizeof out0) == 0, "%s window %d: %s equals scalar bit for bit",
+               name, window, iname);
         /* the last token alone gives bit-identical output */
         float one[NHA * HDA];
         const struct attn_batch b1 = { 1, NHA, NKV, HDA, window, q + (NTOK - 1) * NHA * HDA,
                                        one, pos + NTOK - 1, tabs, 0.8f };
-        attn_forward(tp, &L, &b1, &s);
+        attn_forward(tp, (enum cpu_isa)isa, &L, &b1, &s);
         ok(memcmp(one, out + (NTOK - 1) * NHA * HDA, sizeof one) == 0,
-           "%s window %d: a query alone equals the same query in a batch", name, window);
+           "%s window %d %s: a query alone equals the same query in a batch", name, window, iname);
+      }
     }
     attn_scratch_free(&s);
     tp_close(tp);
