@@ -89,7 +89,7 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
         const int32_t w = b->window > 0 && b->pos[i] + 1 > b->window ? b->window : b->pos[i] + 1;
         span = w + ATTN_TILE > span ? w + ATTN_TILE : span;
     }
-    const size_t per = bt * hd + hd + 4 * bt + ATTN_TILE * G * hd + ATTN_TILE * G * (size_t)span + 16;
+    const size_t per = bt * hd + hd + ATTN_ROWS_MAX * bt + ATTN_TILE * G * hd + ATTN_TILE * G * (size_t)span + 16;
     if (s->cap < per * (size_t)nth) {
         float *nb = realloc(s->buf, per * (size_t)nth * sizeof(float));
         if (!nb) return -1;

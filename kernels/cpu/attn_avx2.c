@@ -3,6 +3,8 @@
 #include <immintrin.h>
 
 #define VW 8
+#define QKN 4   /* query rows per QK pass: QKN x 16/VW accumulators */
+#define PVN 2   /* rows per PV pass: PVN x 4 accumulators */
 #define ATTN_PREFIX(name) attn_avx2_##name
 
 static inline __attribute__((always_inline)) __m256 vfma(__m256 a, __m256 b, __m256 c)

@@ -4,6 +4,8 @@
 #include <immintrin.h>
 
 #define VW 16
+#define QKN 8   /* query rows per QK pass: QKN x 16/VW accumulators */
+#define PVN 4   /* rows per PV pass: PVN x 4 accumulators */
 #define ATTN_PREFIX(name) attn_avx512_##name
 
 static inline __attribute__((always_inline)) __m512 vfma(__m512 a, __m512 b, __m512 c)

@@ -10,7 +10,8 @@
 
 #include "attention.h"
 
-enum { ATTN_TILE = 8 };   /* queries of one sequence per tile */
+/* queries of one sequence per tile; query rows per QK pass at most (QKN) */
+enum { ATTN_TILE = 8, ATTN_ROWS_MAX = 8 };
 
 struct attn_job {
     const struct attn_layer *L;

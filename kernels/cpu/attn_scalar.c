@@ -4,6 +4,8 @@
 #include <math.h>
 
 #define VW 4
+#define QKN 2   /* query rows per QK pass: QKN x 16/VW accumulators */
+#define PVN 2   /* rows per PV pass: PVN x 4 accumulators */
 #define ATTN_PREFIX(name) attn_scalar_##name
 
 typedef float vf4 __attribute__((vector_size(16)));
