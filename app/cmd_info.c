@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "backend_cuda.h"
+#include "cpu/cpu_isa.h"
 #include "gguf.h"
 #include "model.h"
 #include "quant.h"
@@ -420,6 +421,13 @@ int cmd_info(int argc, char **argv)
     if (o.json) rc = print_json(g, &mi, &o);
     else {
         print_text(g, &mi, &o);
+        /* the CPU kernels' ISA in force: the detected one, capped by TERN_ISA */
+        enum cpu_isa isa;
+        const char *cap = getenv("TERN_ISA");
+        bool ok = cpu_isa_capped(cap, &isa);
+        printf("\nCPU kernels: %s (detected %s%s%s)\n", cpu_isa_name(isa),
+               cpu_isa_name(cpu_isa_detect()), cap && cap[0] ? ok ? ", TERN_ISA=" : ", invalid TERN_ISA=" : "",
+               cap && cap[0] ? cap : "");
         rc = CLI_EXIT_OK;
     }
     gguf_close(g);
