@@ -1,6 +1,7 @@
 /* cmd_bench: 'tern bench' raw mode in the reference's llama-bench terms:
  * ppN = one forward batch of N prompt tokens into an empty context, tgN =
- * N single-token decode steps from an empty context; each repeated -r times
+ * N single-token decode steps from an empty context (or after -d tokens
+ * already in it, llama-bench's -d); each repeated -r times
  * after one warm-up, reporting the median and the spread. --profile hands
  * over to the serving load profiles (bench_profiles.c); --synthetic runs a
  * generated model of a known shape instead of a file. */
@@ -22,12 +23,12 @@
 
 enum {
     OPT_PP = CLI_OPT_CMD, OPT_TG, OPT_JSON, OPT_PROFILE, OPT_SYNTH, OPT_TYPE, OPT_KVTYPE,
-    OPT_BACKEND, OPT_SCALAR
+    OPT_BACKEND, OPT_SCALAR, OPT_DEPTH
 };
 
 struct bench_opts {
     const struct cli *cli;
-    long pp, tg, reps, threads;
+    long pp, tg, reps, threads, depth;
     bool json, scalar;
     const char *synthetic;
     uint32_t synth_type;
@@ -44,6 +45,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_PP: return cli_int(o->cli, "--pp", arg, 0, 1 << 20, &o->pp);
     case OPT_TG: return cli_int(o->cli, "--tg", arg, 0, 1 << 20, &o->tg);
     case 'r': return cli_int(o->cli, "--repetitions", arg, 1, 1000, &o->reps);
+    case 'd': return cli_int(o->cli, "--depth", arg, 0, 1 << 20, &o->depth);
     case 't': return cli_threads(o->cli, arg, &o->threads);
     case OPT_JSON: o->json = true; return 0;
     case OPT_SCALAR: o->scalar = true; return 0;
@@ -76,8 +78,10 @@ static int forward(struct run *r, int32_t n, int32_t p0, char *err, size_t errle
     return fwd_single_forward(r->be, &r->s, n, p0, err, errlen);
 }
 
-/* Tokens/s of one pp run (one batch) or one tg run (n single steps). */
-static int measure(struct run *r, bool prompt, int32_t n, double *tps, char *err, size_t errlen)
+/* Tokens/s of one pp run (one batch) or one tg run (n single steps), at
+ * positions p0.. (the context before p0 was filled by fill_depth). */
+static int measure(struct run *r, bool prompt, int32_t n, int32_t p0, double *tps, char *err,
+                   size_t errlen)
 {
     const int32_t nv = r->be->model->hp.n_vocab;
     uint32_t x = 12345u;
@@ -87,15 +91,32 @@ static int measure(struct run *r, bool prompt, int32_t n, double *tps, char *err
     }
     const double t0 = app_now_s();
     if (prompt) {
-        if (forward(r, n, 0, err, errlen)) return -1;
+        if (forward(r, n, p0, err, errlen)) return -1;
     } else {
         for (int32_t i = 0; i < n; i++) {
             x = x * 1103515245u + 12345u;
             r->s.tok[0] = (int32_t)((x >> 8) % (uint32_t)nv);
-            if (forward(r, 1, i, err, errlen)) return -1;
+            if (forward(r, 1, p0 + i, err, errlen)) return -1;
         }
     }
     *tps = (double)n / (app_now_s() - t0);
+    return 0;
+}
+
+/* Positions [0, depth) of the context, in batches of at most chunk tokens;
+ * once: every test then writes only positions from depth on. */
+static int fill_depth(struct run *r, int32_t depth, int32_t chunk, char *err, size_t errlen)
+{
+    const int32_t nv = r->be->model->hp.n_vocab;
+    uint32_t x = 777u;
+    for (int32_t p = 0; p < depth; p += chunk) {
+        const int32_t n = depth - p < chunk ? depth - p : chunk;
+        for (int32_t i = 0; i < n; i++) {
+            x = x * 1103515245u + 12345u;
+            r->s.tok[i] = (int32_t)((x >> 8) % (uint32_t)nv);
+        }
+        if (forward(r, n, p, err, errlen)) return -1;
+    }
     return 0;
 }
 
@@ -143,10 +164,10 @@ static void report(const struct bench_opts *o, const char *model_name, const str
     if (o->json) {
         printf("{\"model\":\"%s\",\"arch\":\"%s\",\"params\":%llu,\"weight_bytes\":%llu,"
                "\"backend\":\"%s\",\"device\":\"%s\",\"threads\":%ld,\"kv_type\":\"%s\","
-               "\"repetitions\":%ld,\"pp\":%ld,\"tg\":%ld,",
+               "\"repetitions\":%ld,\"depth\":%ld,\"pp\":%ld,\"tg\":%ld,",
                model_name, m->hp.arch_name, (unsigned long long)m->n_params,
                (unsigned long long)m->weight_bytes, info->name, info->device, o->threads,
-               kv_names[o->kv_type], o->reps, o->pp, o->tg);
+               kv_names[o->kv_type], o->reps, o->depth, o->pp, o->tg);
         printf("\"pp_tok_s\":%.3f,\"pp_min\":%.3f,\"pp_max\":%.3f,\"pp_sd\":%.3f,", fp.median,
                fp.min, fp.max, fp.sd);
         printf("\"tg_tok_s\":%.3f,\"tg_min\":%.3f,\"tg_max\":%.3f,\"tg_sd\":%.3f,", ft.median,
@@ -160,12 +181,14 @@ static void report(const struct bench_opts *o, const char *model_name, const str
     printf("| model | size | params | backend | threads | test | t/s (median) | min - max |\n");
     printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
     const double mib = (double)m->weight_bytes / 1048576.0, mp = (double)m->n_params / 1e6;
+    char at[32] = "";
+    if (o->depth) snprintf(at, sizeof at, " @ d%ld", o->depth);
     if (o->pp)
-        printf("| %s | %.2f MiB | %.2f M | %s | %ld | pp%ld | %.2f | %.2f - %.2f |\n", model_name,
-               mib, mp, info->name, o->threads, o->pp, fp.median, fp.min, fp.max);
+        printf("| %s | %.2f MiB | %.2f M | %s | %ld | pp%ld%s | %.2f | %.2f - %.2f |\n",
+               model_name, mib, mp, info->name, o->threads, o->pp, at, fp.median, fp.min, fp.max);
     if (o->tg)
-        printf("| %s | %.2f MiB | %.2f M | %s | %ld | tg%ld | %.2f | %.2f - %.2f |\n", model_name,
-               mib, mp, info->name, o->threads, o->tg, ft.median, ft.min, ft.max);
+        printf("| %s | %.2f MiB | %.2f M | %s | %ld | tg%ld%s | %.2f | %.2f - %.2f |\n",
+               model_name, mib, mp, info->name, o->threads, o->tg, at, ft.median, ft.min, ft.max);
     /* the fallback note only when a backend was asked for (auto on a CPU-only
      * machine is not news) */
     bool note = info->note[0] && o->backend != BACKEND_AUTO;
@@ -195,7 +218,8 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
         fprintf(stderr, "tern bench: %s\n", err);
         return CLI_EXIT_FAIL;
     }
-    const long need = o->pp > o->tg ? o->pp : o->tg;
+    const long need = o->depth + (o->pp > o->tg ? o->pp : o->tg);
+    const long chunk = o->pp > 0 ? o->pp : (o->depth < 512 ? (o->depth > 0 ? o->depth : 1) : 512);
     if (need > m->hp.n_ctx_train) {
         fprintf(stderr, "tern bench: a test of %ld tokens exceeds the model's context of %d\n",
                 need, m->hp.n_ctx_train);
@@ -204,7 +228,7 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
     }
     const struct backend_config cfg = {
         .kind = o->backend, .threads = (int)o->threads, .kv_type = o->kv_type,
-        .kv_block_tokens = 16, .max_batch_tokens = (int32_t)(o->pp > 0 ? o->pp : 1),
+        .kv_block_tokens = 16, .max_batch_tokens = (int32_t)chunk,
         .max_seqs = 1, .force_scalar = o->scalar,
     };
     struct run r = { 0 };
@@ -229,13 +253,16 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
         goto out;
     }
     double warm;
-    /* warm-up (first-touch of weights and buffers), as llama-bench does */
-    if (measure(&r, true, (int32_t)(o->pp ? o->pp : 1), &warm, err, sizeof err) ||
-        (o->tg && measure(&r, false, 1, &warm, err, sizeof err)))
+    const int32_t d = (int32_t)o->depth;
+    /* the context before the tests, then a warm-up (first-touch of weights
+     * and buffers), as llama-bench does */
+    if (fill_depth(&r, d, (int32_t)chunk, err, sizeof err) ||
+        measure(&r, true, (int32_t)(o->pp ? o->pp : 1), d, &warm, err, sizeof err) ||
+        (o->tg && measure(&r, false, 1, d, &warm, err, sizeof err)))
         goto fail_run;
     for (long i = 0; i < o->reps; i++) {
-        if (o->pp && measure(&r, true, (int32_t)o->pp, &pp[i], err, sizeof err)) goto fail_run;
-        if (o->tg && measure(&r, false, (int32_t)o->tg, &tg[i], err, sizeof err)) goto fail_run;
+        if (o->pp && measure(&r, true, (int32_t)o->pp, d, &pp[i], err, sizeof err)) goto fail_run;
+        if (o->tg && measure(&r, false, (int32_t)o->tg, d, &tg[i], err, sizeof err)) goto fail_run;
     }
     struct backend_info info;
     r.be->ops->get_info(r.be, &info);
@@ -265,6 +292,7 @@ int cmd_bench(int argc, char **argv)
         "  --pp N              prompt tokens, one batch into an empty context (512; 0 = skip)\n"
         "  --tg N              generated tokens, one decode step each (128; 0 = skip)\n"
         "  -r, --repetitions N runs of each test after one warm-up (5)\n"
+        "  -d, --depth N       tokens already in the context before each test (0)\n"
         "  -t, --threads N     CPU threads (physical cores)\n"
         "  --json              one JSON object: pp_tok_s, tg_tok_s (medians), runs, ...\n"
         "  --kv-type T         f16 (default), f32 or q8_0\n"
@@ -280,6 +308,7 @@ int cmd_bench(int argc, char **argv)
         { "pp", required_argument, 0, OPT_PP },
         { "tg", required_argument, 0, OPT_TG },
         { "repetitions", required_argument, 0, 'r' },
+        { "depth", required_argument, 0, 'd' },
         { "threads", required_argument, 0, 't' },
         { "json", no_argument, 0, OPT_JSON },
         { "kv-type", required_argument, 0, OPT_KVTYPE },
@@ -297,7 +326,7 @@ int cmd_bench(int argc, char **argv)
     const char *pu = bench_profiles_usage();
     char *full = malloc(strlen(use) + strlen(pu) + 64);
     if (full) sprintf(full, "%s\nwith --profile:\n\n%s", use, pu);
-    int rc = cli_parse(&cli, argc, argv, "r:t:", longopts, on_opt, &o, full ? full : use);
+    int rc = cli_parse(&cli, argc, argv, "r:t:d:", longopts, on_opt, &o, full ? full : use);
     free(full);
     if (rc >= 0) goto out;
     if (cli.argc > 0) {

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "textsafe.h"
 #include "backend_cuda.h"
+#include "cpu/cpu_isa.h"
 #include "gguf.h"
 #include "model.h"
 #include "model_info.h"
@@ -324,6 +325,13 @@ int cmd_info(int argc, char **argv)
     if (o.json) rc = print_json(g, &mi, &o);
     else {
         print_text(g, &mi, &o);
+        /* the CPU kernels' ISA in force: the detected one, capped by TERN_ISA */
+        enum cpu_isa isa;
+        const char *cap = getenv("TERN_ISA");
+        bool ok = cpu_isa_capped(cap, &isa);
+        printf("\nCPU kernels: %s (detected %s%s%s)\n", cpu_isa_name(isa),
+               cpu_isa_name(cpu_isa_detect()), cap && cap[0] ? ok ? ", TERN_ISA=" : ", invalid TERN_ISA=" : "",
+               cap && cap[0] ? cap : "");
         rc = CLI_EXIT_OK;
     }
     gguf_close(g);

@@ -420,7 +420,13 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
         snprintf(err, errlen, "cpu backend: cannot start %d threads", c->n_threads);
         goto fail;
     }
-    c->isa = cfg->force_scalar ? CPU_ISA_SCALAR : cpu_isa_detect();
+    /* TERN_ISA caps the kernels' ISA (reproducing another CPU's path). */
+    const char *isa_cap = getenv("TERN_ISA");
+    if (!cpu_isa_capped(isa_cap, &c->isa)) {
+        snprintf(err, errlen, "cpu backend: TERN_ISA=%s: expected scalar, avx2 or avx512", isa_cap);
+        goto fail;
+    }
+    if (cfg->force_scalar) c->isa = CPU_ISA_SCALAR;
     if (pack_weights(c, m, err, errlen)) goto fail;
     int32_t cap = cfg->max_batch_tokens > 0 ? cfg->max_batch_tokens : 512;
     if (reserve_acts(c, cap, err, errlen)) goto fail;
@@ -586,7 +592,7 @@ static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, cha
         .q = c->a.q, .out = c->a.att, .pos = b->pos, .table = c->a.tables,
         .scale = model_scales_q(m) ? 1.0f : hp->query_scale, .softcap = hp->attn_softcap,
     };
-    if (attn_forward(c->tp, &L, &ab, &c->attn)) {
+    if (attn_forward(c->tp, c->isa, &L, &ab, &c->attn)) {
         snprintf(err, errlen, "forward: out of memory for attention scratch (layer %d)", l);
         return -1;
     }

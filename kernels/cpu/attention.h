@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_isa.h"
 #include "ops.h"
 
 struct threadpool;
@@ -60,8 +61,9 @@ void attn_scratch_free(struct attn_scratch *s);
 void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
                    int32_t block, int32_t slot, const float *k, const float *v);
 
-/* Returns 0, or -1 when the scratch cannot be allocated. */
-int attn_forward(struct threadpool *tp, const struct attn_layer *L, const struct attn_batch *b,
-                 struct attn_scratch *s);
+/* Returns 0, or -1 when the scratch cannot be allocated. isa (at most
+ * cpu_isa_detect()) picks the code path; the results are the same on each. */
+int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
+                 const struct attn_batch *b, struct attn_scratch *s);
 
 #endif

@@ -1,6 +1,10 @@
 /* cpu_isa: which SIMD path this CPU can run, from cpuid (the instructions)
  * and xgetbv (whether the OS saves the wider registers on context switch). */
-#include "cpu/matmul.h"
+#include "cpu/cpu_isa.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -45,4 +49,33 @@ const char *cpu_isa_name(enum cpu_isa isa)
     case CPU_ISA_AVX512: return "avx512";
     }
     return "unknown";
+}
+
+bool cpu_isa_parse(const char *name, enum cpu_isa *out)
+{
+    static const enum cpu_isa all[] = { CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVX512 };
+    for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++) {
+        if (strcmp(name, cpu_isa_name(all[i])) == 0) {
+            *out = all[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+bool cpu_isa_capped(const char *cap, enum cpu_isa *out)
+{
+    *out = cpu_isa_detect();
+    if (!cap || !cap[0]) return true;
+    enum cpu_isa c;
+    if (!cpu_isa_parse(cap, &c)) return false;
+    if (c < *out) *out = c;
+    return true;
+}
+
+enum cpu_isa cpu_isa_best(void)
+{
+    enum cpu_isa isa;
+    cpu_isa_capped(getenv("TERN_ISA"), &isa);
+    return isa;
 }

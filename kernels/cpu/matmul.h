@@ -11,13 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu/cpu_isa.h"
+
 struct threadpool;
-
-enum cpu_isa { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 };
-
-/* Best ISA this CPU supports (cpuid + OS support of the register state). */
-enum cpu_isa cpu_isa_detect(void);
-const char *cpu_isa_name(enum cpu_isa isa);
 
 /* Scratch for quantized activations; grows as needed, owned by the caller. */
 struct mm_scratch {

@@ -492,7 +492,7 @@ static void test_attention(struct threadpool *tp)
                                      .window = cfgs[ci].window, .q = q, .out = ref, .pos = pos,
                                      .table = tabs, .scale = 1.0f };
             struct attn_scratch scr = { 0 };
-            if (attn_forward(tp, &L, &ab, &scr) != 0) tap_bail("attn_forward scratch");
+            if (attn_forward(tp, cpu_isa_best(), &L, &ab, &scr) != 0) tap_bail("attn_forward scratch");
             attn_scratch_free(&scr);
             float *dq = dev_copy(q, (size_t)n * nh * hd * 4), *dout = NULL;
             CK(cudaMalloc((void **)&dout, (size_t)n * nh * hd * 4));

@@ -156,7 +156,7 @@ static void test_geglu(void)
 }
 
 /* Paged attention vs a direct double computation over a shuffled block table. */
-enum { NHA = 4, NKV = 2, HDA = 32, BT = 4, NBLK = 8, NTOK = 20 };
+enum { NHA = 4, NKV = 2, HDA = 64, NBLK = 16, NTOK = 40 };
 
 static void attn_ref(const float *q, const float *K, const float *V, const int32_t *pos,
                      int32_t window, float *out)
@@ -183,11 +183,11 @@ static void attn_ref(const float *q, const float *K, const float *V, const int32
     }
 }
 
-static void test_attention(enum ops_kv_type type, double tol, const char *name)
+static void test_attention(enum ops_kv_type type, int32_t bt, double tol, const char *name)
 {
-    const int32_t table[NBLK] = { 5, 2, 7, 0, 3, 6, 1, 4 };
+    const int32_t table[NBLK] = { 5, 2, 7, 0, 3, 6, 1, 4, 12, 9, 15, 8, 11, 14, 10, 13 };
     const size_t row = ops_kv_row_bytes(type, NKV * HDA);
-    char *kp = calloc(NBLK * BT, row), *vp = calloc(NBLK * BT, row);
+    char *kp = calloc((size_t)NBLK * bt, row), *vp = calloc((size_t)NBLK * bt, row);
     float K[NTOK * NKV * HDA], V[NTOK * NKV * HDA], q[NTOK * NHA * HDA];
     float out[NTOK * NHA * HDA], ref[NTOK * NHA * HDA];
     int32_t pos[NTOK];
@@ -197,8 +197,8 @@ static void test_attention(enum ops_kv_type type, double tol, const char *name)
             K[t * NKV * HDA + i] = frand();
             V[t * NKV * HDA + i] = frand();
         }
-        const struct attn_layer L = { kp, vp, type, BT, row };
-        attn_kv_store(&L, NKV, HDA, table[t / BT], t % BT, K + t * NKV * HDA, V + t * NKV * HDA);
+        const struct attn_layer L = { kp, vp, type, bt, row };
+        attn_kv_store(&L, NKV, HDA, table[t / bt], t % bt, K + t * NKV * HDA, V + t * NKV * HDA);
         /* the reference sees the stored (rounded) values */
         char stored[NKV * HDA * 4];
         ops_kv_store(type, stored, K + t * NKV * HDA, NKV * HDA);
@@ -211,22 +211,32 @@ static void test_attention(enum ops_kv_type type, double tol, const char *name)
     }
     struct threadpool *tp = tp_open(2);
     struct attn_scratch s = { 0 };
-    const struct attn_layer L = { kp, vp, type, BT, row };
+    const struct attn_layer L = { kp, vp, type, bt, row };
+    static float out0[NTOK * NHA * HDA];
     for (int32_t window = 0; window <= 6; window += 6) {
+      for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {
+        const char *iname = cpu_isa_name((enum cpu_isa)isa);
         const struct attn_batch b = { NTOK, NHA, NKV, HDA, window, q, out, pos, tabs, 0.8f, 0.0f };
-        ok(attn_forward(tp, &L, &b, &s) == 0, "%s window %d: attention runs", name, window);
+        ok(attn_forward(tp, (enum cpu_isa)isa, &L, &b, &s) == 0, "%s window %d %s: attention runs",
+           name, window, iname);
         attn_ref(q, K, V, pos, window, ref);
         double worst = 0.0;
         for (int i = 0; i < NTOK * NHA * HDA; i++) worst = fmax(worst, fabs(out[i] - ref[i]));
-        ok(worst < tol, "%s window %d: paged attention matches the direct computation "
-           "(max error %.2g)", name, window, worst);
+        ok(worst < tol, "%s window %d %s: paged attention matches the direct computation "
+           "(max error %.2g)", name, window, iname, worst);
+        if (isa == CPU_ISA_SCALAR)
+            memcpy(out0, out, sizeof out0);
+        else
+            ok(memcmp(out0, out, sizeof out0) == 0, "%s window %d: %s equals scalar bit for bit",
+               name, window, iname);
         /* the last token alone gives bit-identical output */
         float one[NHA * HDA];
         const struct attn_batch b1 = { 1, NHA, NKV, HDA, window, q + (NTOK - 1) * NHA * HDA,
                                        one, pos + NTOK - 1, tabs, 0.8f, 0.0f };
-        attn_forward(tp, &L, &b1, &s);
+        attn_forward(tp, (enum cpu_isa)isa, &L, &b1, &s);
         ok(memcmp(one, out + (NTOK - 1) * NHA * HDA, sizeof one) == 0,
-           "%s window %d: a query alone equals the same query in a batch", name, window);
+           "%s window %d %s: a query alone equals the same query in a batch", name, window, iname);
+      }
     }
     attn_scratch_free(&s);
     tp_close(tp);
@@ -242,8 +252,12 @@ int main(void)
     test_f16();
     test_geglu();
     /* f16 rounding of Q and of the probabilities bounds the agreement */
-    test_attention(OPS_KV_F32, 3e-3, "f32 KV");
-    test_attention(OPS_KV_F16, 3e-3, "f16 KV");
-    test_attention(OPS_KV_Q8_0, 3e-3, "q8_0 KV");
+    /* blocks of 4 (the generic loops) and of 16 (the vector path) */
+    test_attention(OPS_KV_F32, 4, 3e-3, "f32 KV, blocks of 4");
+    test_attention(OPS_KV_F16, 4, 3e-3, "f16 KV, blocks of 4");
+    test_attention(OPS_KV_Q8_0, 4, 3e-3, "q8_0 KV, blocks of 4");
+    test_attention(OPS_KV_F32, 16, 3e-3, "f32 KV, blocks of 16");
+    test_attention(OPS_KV_F16, 16, 3e-3, "f16 KV, blocks of 16");
+    test_attention(OPS_KV_Q8_0, 16, 3e-3, "q8_0 KV, blocks of 16");
     return tap_done();
 }

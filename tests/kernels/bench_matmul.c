@@ -132,7 +132,7 @@ static void bench_overhead(struct threadpool *tp, double secs)
     td_weights(QT_Q4_1, w, 8, 576, &seed);
     td_acts(x, 1, 576, &seed);
     struct mm_scratch scr = { 0 };
-    enum cpu_isa isa = cpu_isa_detect();
+    enum cpu_isa isa = cpu_isa_best();
     calls = 0;
     t0 = now_s();
     while (now_s() - t0 < secs) {
@@ -243,7 +243,7 @@ static void bench_model(struct threadpool *tp, const struct model_shape *ms, int
     td_weights(ms->t_out, all + layer_bytes * (size_t)ms->layers, ms->vocab, ms->dim, &seed);
     td_acts(x, 512, ms->ff, &seed);
     struct mm_scratch scr = { 0 };
-    enum cpu_isa isa = cpu_isa_detect();
+    enum cpu_isa isa = cpu_isa_best();
     static const int64_t ns[] = { 1, 512 };
     for (int ni = 0; ni < 2; ni++) {
         int64_t n = ns[ni];
@@ -288,7 +288,7 @@ int main(int argc, char **argv)
     }
     struct threadpool *tp = tp_open(threads);
     if (!tp) return 1;
-    enum cpu_isa best = cpu_isa_detect();
+    enum cpu_isa best = cpu_isa_best();
     if (model) {
         for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
             if (strstr(models[k].name, model)) bench_model(tp, &models[k], 3);

@@ -118,7 +118,7 @@ static void check_case(uint32_t wtype, const struct shape *s, struct threadpool 
         simd_tol[i] = 1e-5 * o.mag[i] + 1e-7;
         ys_d[i] = ys[i];
     }
-    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detect(); isa++) {
+    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
         for (size_t i = 0; i < ny; i++) yv[i] = NAN;
         cpu_matmul(tp, (enum cpu_isa)isa, scr, wtype, w, s->rows, s->cols, x, s->n, yv);
         r = worst_ratio(yv, ys_d, simd_tol, (int64_t)ny, &at);
@@ -158,7 +158,7 @@ static void check_quantizers(uint64_t *seed)
     ok(sums, "scalar activation quantizer: block sums");
     is_int(d0[1] == 0.0f && q0[40] == 0, 1, "all-zero block quantizes to d=0, q=0");
 #ifdef __x86_64__
-    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detect(); isa++) {
+    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
         if (isa == CPU_ISA_AVX2) mm_avx2_quant(x, N, q1, d1, s1);
         else mm_avx512_quant(x, N, q1, d1, s1);
         ok(memcmp(q0, q1, N) == 0 && memcmp(d0, d1, sizeof d0) == 0 && memcmp(s0, s1, sizeof s0) == 0,
@@ -186,7 +186,7 @@ static void check_multi(struct threadpool *tp, struct mm_scratch *scr, uint64_t 
     float *x = malloc(sizeof(float) * 20 * COLS);
     td_acts(x, 20, COLS, seed);
     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-        for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_detect(); isa++) {
+        for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {
             int64_t n = ns[ni];
             for (int k = 0; k < K; k++)
                 cpu_matmul(tp, (enum cpu_isa)isa, scr, mt[k], ops[k].w, mrows[k], COLS, x, n, ref[k]);
@@ -222,7 +222,7 @@ static void check_guard(struct mm_scratch *scr, uint64_t *seed)
         td_weights(types[k], w, rows, cols, seed);
         float x[17 * 256], y[17 * 9];
         td_acts(x, 17, cols, seed);
-        for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_detect(); isa++) {
+        for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {
             cpu_matmul(NULL, (enum cpu_isa)isa, scr, types[k], w, rows, cols, x, 1, y);
             cpu_matmul(NULL, (enum cpu_isa)isa, scr, types[k], w, rows, cols, x, 17, y);
         }
@@ -252,7 +252,7 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
             float *y0 = malloc(sizeof(float) * ny), *y1 = malloc(sizeof(float) * ny);
             td_weights(pt[k], w, s->rows, s->cols, seed);
             td_acts(x, s->n, s->cols, seed);
-            for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detect(); isa++) {
+            for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
                 size_t bytes = mm_pack_size((enum cpu_isa)isa, pt[k], s->rows, s->cols);
                 uint8_t *pw = malloc(bytes ? bytes : 1);
                 uint32_t ptype = bytes ? mm_pack((enum cpu_isa)isa, pt[k], w, s->rows, s->cols, pw) : 0;
@@ -296,7 +296,7 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
 int main(void)
 {
     uint64_t seed = 12345;
-    tap_diag("cpu_isa_detect: %s", cpu_isa_name(cpu_isa_detect()));
+    tap_diag("cpu_isa_detect: %s", cpu_isa_name(cpu_isa_best()));
     check_quantizers(&seed);
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         ok(mm_supported(types[k]), "mm_supported(%s)", qtype_name(types[k]));

@@ -1,0 +1,31 @@
+/* attn_avx2: the attention tile kernel (attn_tile.inc) for AVX2 + FMA +
+ * F16C CPUs, 8 lanes (one ymm), chosen at run time by the caller's isa. */
+#include <immintrin.h>
+
+#define VW 8
+#define QKN 4   /* query rows per QK pass: QKN x 16/VW accumulators */
+#define PVN 2   /* rows per PV pass: PVN x 4 accumulators */
+#define ATTN_PREFIX(name) attn_avx2_##name
+
+static inline __attribute__((always_inline)) __m256 vfma(__m256 a, __m256 b, __m256 c)
+{
+    return _mm256_fmadd_ps(a, b, c);
+}
+
+static inline __attribute__((always_inline)) __m256 splat(float x)
+{
+    return _mm256_set1_ps(x);
+}
+
+/* a > b ? a : b and a < b ? a : b per lane (maxps / minps). */
+static inline __attribute__((always_inline)) __m256 vmaxv(__m256 a, __m256 b)
+{
+    return _mm256_max_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) __m256 vminv(__m256 a, __m256 b)
+{
+    return _mm256_min_ps(a, b);
+}
+
+#include "attn_tile.inc"

@@ -1,0 +1,32 @@
+/* attn_avx512: the attention tile kernel (attn_tile.inc) for AVX-512 CPUs,
+ * 16 lanes (one zmm: a block of 16 keys per vector), chosen at run time by
+ * the caller's isa. */
+#include <immintrin.h>
+
+#define VW 16
+#define QKN 8   /* query rows per QK pass: QKN x 16/VW accumulators */
+#define PVN 4   /* rows per PV pass: PVN x 4 accumulators */
+#define ATTN_PREFIX(name) attn_avx512_##name
+
+static inline __attribute__((always_inline)) __m512 vfma(__m512 a, __m512 b, __m512 c)
+{
+    return _mm512_fmadd_ps(a, b, c);
+}
+
+static inline __attribute__((always_inline)) __m512 splat(float x)
+{
+    return _mm512_set1_ps(x);
+}
+
+/* a > b ? a : b and a < b ? a : b per lane (maxps / minps). */
+static inline __attribute__((always_inline)) __m512 vmaxv(__m512 a, __m512 b)
+{
+    return _mm512_max_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) __m512 vminv(__m512 a, __m512 b)
+{
+    return _mm512_min_ps(a, b);
+}
+
+#include "attn_tile.inc"

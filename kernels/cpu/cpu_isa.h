@@ -1,0 +1,25 @@
+/* cpu_isa: the SIMD level the CPU kernels run at. Detection (cpuid and the
+ * OS's register-state support) and a cap from the environment, TERN_ISA =
+ * scalar | avx2 | avx512, which runs a lower path on a CPU that has a higher
+ * one: bug reports from AVX2-only machines can be reproduced on AVX-512
+ * ones, and the tests run every path on every machine. */
+#ifndef TERN_CPU_ISA_H
+#define TERN_CPU_ISA_H
+
+#include <stdbool.h>
+
+enum cpu_isa { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 };
+
+/* Best ISA this CPU supports (cpuid + OS support of the register state). */
+enum cpu_isa cpu_isa_detect(void);
+const char *cpu_isa_name(enum cpu_isa isa);
+/* "scalar", "avx2", "avx512" -> *out; false for anything else. */
+bool cpu_isa_parse(const char *name, enum cpu_isa *out);
+/* cpu_isa_detect() capped by cap (a name as above; NULL or "" = no cap).
+ * False, with *out = the detected ISA, when cap is not a valid name. */
+bool cpu_isa_capped(const char *cap, enum cpu_isa *out);
+/* cpu_isa_capped(getenv("TERN_ISA")), an invalid value ignored (the
+ * backend reports it; tests and benchmarks just need the level). */
+enum cpu_isa cpu_isa_best(void);
+
+#endif
