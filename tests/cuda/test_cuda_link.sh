@@ -41,7 +41,8 @@ if [ ! -e /dev/nvidia0 ]; then
   else
     grep -q 'built without CUDA' "$tmp/e"; ok $? "and says built without CUDA: $(head -c 200 "$tmp/e")"
   fi
-  "$tern" run -m "$model" --backend auto -n 2 --temp 0 -p Hi > "$tmp/o" 2> "$tmp/e"; rc=$?
+  # -v: with backend auto, the fallback is said only when asked (issue #16: a calm CPU line)
+  "$tern" run -v -m "$model" --backend auto -n 2 --temp 0 -p Hi > "$tmp/o" 2> "$tmp/e"; rc=$?
   ok $rc "run --backend auto without a GPU answers on the CPU (rc $rc)"
   [ -s "$tmp/o" ]; ok $? "and prints a reply"
   grep -q 'no usable GPU: .*; running on CPU' "$tmp/e"; ok $? "and says it fell back: $(head -c 200 "$tmp/e")"

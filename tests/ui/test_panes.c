@@ -340,6 +340,11 @@ static void check_ctxfit(void)
     int rc = ui_ctxfit_run(&sys, turns, 9, 0, 1000, 64, UI_CTX_TRUNCATE, count_bytes, NULL, &f, err,
                            sizeof err);
     ok(rc == 0 && f.first == 0 && f.n_prompt == 912 && f.max_tokens == 64, "a fitting conversation is kept whole");
+    /* a context the engine does not know (a remote server): nothing is dropped
+     * or refused, the server answers for its own limit */
+    rc = ui_ctxfit_run(&sys, turns, 9, 0, 0, 512, UI_CTX_TRUNCATE, count_bytes, NULL, &f, err,
+                       sizeof err);
+    ok(rc == 0 && f.first == 0 && f.max_tokens == 512, "an unknown context keeps the conversation whole");
     /* 512 tokens asked: the reply budget is a quarter of the context (250);
      * turns go until prompt + budget fit three quarters (750): 912 -> 712 ->
      * 512 -> 312, six turns dropped, the kept part starts with a user turn */

@@ -43,6 +43,14 @@ int ui_ctxfit_run(const struct engine_message *sys, const struct engine_message 
                   enum ui_ctx_policy policy, ui_ctxfit_count_fn count, void *ud,
                   struct ui_ctxfit *out, char *err, size_t errlen)
 {
+    if (limit <= 0) {
+        /* context unknown (a remote server that does not say): send it all
+         * and let the server answer for its own limit */
+        out->first = 0;
+        out->n_prompt = -1;
+        out->max_tokens = max_tokens;
+        return 0;
+    }
     struct engine_message *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
     if (!tmp) {
         snprintf(err, errlen, "out of memory fitting the conversation");

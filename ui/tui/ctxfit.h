@@ -32,7 +32,8 @@ struct ui_ctxfit {
 /* sys: the system prompt or NULL; turns[0..n) alternate user/assistant and
  * end with the newest user turn. first_hint: the first turn kept last time
  * (kept again so the prefix cache still matches; only moved forward when the
- * conversation has outgrown it). limit: tokens one sequence can hold.
+ * conversation has outgrown it). limit: tokens one sequence can hold; <= 0:
+ * unknown (a remote server): nothing is dropped, n_prompt is -1.
  * Returns 0 (fits; *out filled), 1 (cannot fit under the policy; err says
  * why, with the numbers) or -1 (counting failed; err). */
 int ui_ctxfit_run(const struct engine_message *sys, const struct engine_message *turns, int32_t n,
