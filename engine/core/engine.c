@@ -138,22 +138,7 @@ int engine_local_event_fd(const struct engine_local *e)
 
 bool engine_local_wait_events(struct engine_local *e, uint64_t id, double timeout_s)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    if (timeout_s >= 0) {
-        double s = (double)until.tv_sec + (double)until.tv_nsec * 1e-9 + timeout_s;
-        until.tv_sec = (time_t)s;
-        until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
-    }
-    pthread_mutex_lock(&e->mu);
-    while (!evq_has(&e->evq, id)) {
-        int rc = timeout_s < 0 ? pthread_cond_wait(&e->ev_cond, &e->mu)
-                               : pthread_cond_timedwait(&e->ev_cond, &e->mu, &until);
-        if (rc == ETIMEDOUT) break;
-    }
-    bool has = evq_has(&e->evq, id);
-    pthread_mutex_unlock(&e->mu);
-    return has;
+    return evq_wait(&e->evq, &e->mu, &e->ev_cond, id, timeout_s);
 }
 
 int engine_local_cancel(struct engine_local *e, uint64_t id)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 int evq_init(struct evq *q, char *err, size_t errlen)
@@ -95,4 +96,25 @@ int evq_has(const struct evq *q, uint64_t id)
     for (const struct evq_node *n = q->head; n; n = n->next)
         if (n->ev.id == id) return 1;
     return 0;
+}
+
+bool evq_wait(const struct evq *q, pthread_mutex_t *mu, pthread_cond_t *cond, uint64_t id,
+              double timeout_s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_s >= 0) {
+        double s = (double)until.tv_sec + (double)until.tv_nsec * 1e-9 + timeout_s;
+        until.tv_sec = (time_t)s;
+        until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+    }
+    pthread_mutex_lock(mu);
+    while (!evq_has(q, id)) {
+        int rc = timeout_s < 0 ? pthread_cond_wait(cond, mu)
+                               : pthread_cond_timedwait(cond, mu, &until);
+        if (rc == ETIMEDOUT) break;
+    }
+    bool has = evq_has(q, id);
+    pthread_mutex_unlock(mu);
+    return has;
 }

@@ -5,6 +5,8 @@
 #ifndef TERN_EVQ_H
 #define TERN_EVQ_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,5 +36,10 @@ int evq_pop(struct evq *q, uint64_t id, struct engine_event *out, int max,
             void (*release)(void *owner));
 /* Whether an event of request id (any when 0) is queued. */
 int evq_has(const struct evq *q, uint64_t id);
+/* Waits on cond (signalled by whoever pushes, under mu) until an event of
+ * request id (any when id == 0) is queued or timeout_s passes (< 0: no
+ * limit). Takes and releases mu itself. Returns whether one is waiting. */
+bool evq_wait(const struct evq *q, pthread_mutex_t *mu, pthread_cond_t *cond, uint64_t id,
+              double timeout_s);
 
 #endif

@@ -407,22 +407,7 @@ static int remote_event_fd(const struct engine *e)
 static bool remote_wait_events(struct engine *e, uint64_t id, double timeout_s)
 {
     struct remote *R = (struct remote *)e;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    if (timeout_s >= 0) {
-        double s = (double)until.tv_sec + (double)until.tv_nsec * 1e-9 + timeout_s;
-        until.tv_sec = (time_t)s;
-        until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
-    }
-    pthread_mutex_lock(&R->mu);
-    while (!evq_has(&R->evq, id)) {
-        int rc = timeout_s < 0 ? pthread_cond_wait(&R->ev_cond, &R->mu)
-                               : pthread_cond_timedwait(&R->ev_cond, &R->mu, &until);
-        if (rc == ETIMEDOUT) break;
-    }
-    bool has = evq_has(&R->evq, id);
-    pthread_mutex_unlock(&R->mu);
-    return has;
+    return evq_wait(&R->evq, &R->mu, &R->ev_cond, id, timeout_s);
 }
 
 static const struct engine_ops remote_ops = {
