@@ -226,6 +226,17 @@ void store_transcript_free(struct store_transcript *t)
     memset(t, 0, sizeof *t);
 }
 
+/* The columns both searches select first: session, message, title, role, time. */
+static void hit_from_row(sqlite3_stmt *st, struct store_hit *h)
+{
+    h->session_id = sqlite3_column_int64(st, 0);
+    h->message_id = sqlite3_column_int64(st, 1);
+    h->session_title = col_str(st, 2);
+    h->role = col_str(st, 3);
+    h->created = sqlite3_column_double(st, 4);
+}
+
+
 /* --------------------------------------------------------------- search */
 
 static int search_once(struct store *s, const char *q, const char *ho, const char *hc,
@@ -250,11 +261,7 @@ static int search_once(struct store *s, const char *q, const char *ho, const cha
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct store_hit *h = grow((void **)&out->v, &out->n, &cap, sizeof *h);
         if (!h) break;
-        h->session_id = sqlite3_column_int64(st, 0);
-        h->message_id = sqlite3_column_int64(st, 1);
-        h->session_title = col_str(st, 2);
-        h->role = col_str(st, 3);
-        h->created = sqlite3_column_double(st, 4);
+        hit_from_row(st, h);
         h->snippet = col_str(st, 5);
     }
     return read_end(s, st, rc, what, err, errlen);
@@ -348,11 +355,7 @@ static int search_substring(struct store *s, const char *q, const char *ho, cons
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct store_hit *h = grow((void **)&out->v, &out->n, &cap, sizeof *h);
         if (!h) break;
-        h->session_id = sqlite3_column_int64(st, 0);
-        h->message_id = sqlite3_column_int64(st, 1);
-        h->session_title = col_str(st, 2);
-        h->role = col_str(st, 3);
-        h->created = sqlite3_column_double(st, 4);
+        hit_from_row(st, h);
         const char *text = (const char *)sqlite3_column_text(st, 5);
         h->snippet = substring_snippet(text ? text : "", q, ho, hc);
         if (!h->snippet) h->snippet = strdup("");
