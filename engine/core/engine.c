@@ -74,8 +74,11 @@ void engine_event_free(struct engine_event *ev)
     free(ev->message);
     if (ev->metrics) free(ev->metrics->token_t);
     free(ev->metrics);
+    free(ev->logprobs);
     ev->text = ev->message = NULL;
     ev->metrics = NULL;
+    ev->logprobs = NULL;
+    ev->n_logprobs = 0;
 }
 
 /* ---- request lifetime (lock held) --------------------------------------------- */
@@ -89,6 +92,7 @@ void engine_req_unref(struct engine_req *r)
     free(r->stop);
     free(r->hold);
     free(r->m.token_t);
+    free(r->plp);
     engine_sampler_free(r);
     free(r);
 }

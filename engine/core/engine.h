@@ -156,6 +156,35 @@ struct engine_request {
      * in metrics.nll_sum / metrics.n_scored (finishes with ENGINE_OK). */
     bool score;
     int32_t score_from;
+
+    /* Log-probabilities (OpenAI's logprobs / top_logprobs / echo, vLLM's
+     * prompt_logprobs), natural log of the model's distribution: softmax of
+     * the raw logits, before temperature, penalties and truncation.
+     * logprobs: each TOKEN event carries its token's entry, with the
+     * top_logprobs most likely alternatives. prompt_logprobs: the FINISHED
+     * event carries one entry per prompt token (prompt_top_logprobs
+     * alternatives each); with score set, only positions after score_from.
+     * Prompt positions that need log-probabilities are computed, not taken
+     * from the prefix cache. */
+    bool logprobs;
+    int32_t top_logprobs;            /* 0..ENGINE_MAX_TOP_LOGPROBS */
+    bool prompt_logprobs;
+    int32_t prompt_top_logprobs;     /* 0..ENGINE_MAX_TOP_LOGPROBS */
+};
+
+#define ENGINE_MAX_TOP_LOGPROBS 20
+/* One token's log-probability and the most likely tokens at its position
+ * (descending). logprob is NAN where none exists (a prompt's first token,
+ * or a position before score_from). */
+struct engine_logprob {
+    int32_t token;
+    float logprob;
+    int32_t rank;                    /* 1 + tokens more likely than it */
+    int32_t n_top;
+    struct engine_top_logprob {
+        int32_t token;
+        float logprob;
+    } top[ENGINE_MAX_TOP_LOGPROBS];
 };
 
 /* Submits a request; returns its id (> 0) at once. On refusal returns 0
@@ -248,8 +277,13 @@ struct engine_event {
     enum engine_status status;       /* FINISHED */
     char *message;                   /* FINISHED: why (error, rejected, stop string); may be NULL */
     struct engine_metrics *metrics;  /* FINISHED */
+    /* Requests that asked for log-probabilities: TOKEN: [1] the token's;
+     * FINISHED: [n_prompt] the prompt's (entry i for prompt token i). NULL
+     * and 0 otherwise. Owned by the event. */
+    struct engine_logprob *logprobs;
+    int32_t n_logprobs;
 };
-/* Frees text, message and metrics of one event (safe on a zeroed event). */
+/* Frees text, message, metrics and logprobs of one event (safe on a zeroed event). */
 void engine_event_free(struct engine_event *ev);
 
 /* Moves up to max waiting events (oldest first) into out; returns the count.
@@ -397,6 +431,11 @@ struct engine_info {
                                         "server /tokenize", "estimate (~4 bytes/token)" */
 };
 void engine_info(const struct engine *e, struct engine_info *out);
+
+/* The bytes token id stands for (a byte-level piece may be part of a UTF-8
+ * character), written to out[0..cap) without a NUL; returns the length, or
+ * -1 when the engine has no tokenizer or id is out of range. */
+int engine_token_bytes(const struct engine *e, int32_t id, char *out, size_t cap);
 
 /* Token count of raw text (as a prompt would be encoded), or -1 with err. */
 int64_t engine_count_tokens(const struct engine *e, const char *text, size_t len,

@@ -68,6 +68,11 @@ int64_t engine_count_chat_tokens(const struct engine *e, const struct engine_mes
     return e->ops->count_chat_tokens(e, msgs, n, err, errlen);
 }
 
+int engine_token_bytes(const struct engine *e, int32_t id, char *out, size_t cap)
+{
+    return e->ops->token_bytes(e, id, out, cap);
+}
+
 /* ---- snapshot as JSON ------------------------------------------------------------- */
 
 static void hist_json(cJSON *o, const char *name, const struct engine_hist *h)

@@ -424,5 +424,6 @@ static const struct engine_ops remote_ops = {
     .info = remote_info,
     .count_tokens = remote_count_tokens,
     .count_chat_tokens = remote_count_chat_tokens,
+    .token_bytes = remote_token_bytes,
     .close = remote_close,
 };

@@ -156,6 +156,7 @@ int64_t remote_count_tokens(const struct engine *e, const char *text, size_t len
                             size_t errlen);
 int64_t remote_count_chat_tokens(const struct engine *e, const struct engine_message *msgs,
                                  int32_t n, char *err, size_t errlen);
+int remote_token_bytes(const struct engine *e, int32_t id, char *out, size_t cap);
 /* POST ROOT/tokenize (bounded wait); -1 when the server has none. */
 int64_t remote_server_tokenize(const struct remote *R, const char *text, size_t len);
 

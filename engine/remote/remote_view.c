@@ -191,6 +191,14 @@ int64_t remote_count_tokens(const struct engine *e, const char *text, size_t len
     return (int64_t)((len + 3) / 4); /* estimate: engine_info.token_counts says so */
 }
 
+/* Token bytes only with a local tokenizer (-m): the server's ids are not seen. */
+int remote_token_bytes(const struct engine *e, int32_t id, char *out, size_t cap)
+{
+    const struct remote *R = (const struct remote *)e;
+    if (!R->tok || id < 0 || id >= tok_n_vocab(R->tok)) return -1;
+    return (int)tok_decode_token_special(R->tok, id, out, cap);
+}
+
 int64_t remote_count_chat_tokens(const struct engine *e, const struct engine_message *msgs,
                                         int32_t n, char *err, size_t errlen)
 {
