@@ -62,6 +62,7 @@ struct rendpoint {
     uint64_t scrapes, scrape_errors;
     char scrape_error[160];
     char server_kind[16];
+    int32_t n_ctx;                 /* the server's context per sequence; 0 = unknown */
     /* tern serve's GET /v1/tern/status: its engine's own snapshot (KV
      * blocks, steps), beside what /metrics says */
     struct engine_stats tstat;
@@ -76,6 +77,13 @@ struct rreq {
     int32_t ep;
     bool chat;
     char *body;                    /* JSON request body */
+    /* score requests (eval perplexity): one non-streamed completions call
+     * with echo + logprobs + max_tokens 0; the prompt's ids to find each
+     * token's entry, and the whole JSON body */
+    bool score;
+    int32_t score_from, n_ids;
+    int32_t *ids;
+    struct rbuf whole;
     /* worker only */
     CURL *easy;
     struct curl_slist *hdrs;

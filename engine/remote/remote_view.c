@@ -135,6 +135,8 @@ void remote_info(const struct engine *e, struct engine_info *out)
         out->n_vocab = R->tmodel->hp.n_vocab;
         out->n_ctx_train = R->tmodel->hp.n_ctx_train;
     }
+    /* Context fitting (the chat) works from the server's own figure. */
+    out->n_ctx = R->ep[0].n_ctx;
     out->has_chat_template = true;  /* the server applies its own */
     out->chat_template = R->has_tmpl ? tmpl_family_name(R->tmpl.family) : NULL;
     out->backend.name = "remote";
