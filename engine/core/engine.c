@@ -179,6 +179,7 @@ void engine_local_snapshot(struct engine_local *e, struct engine_stats *out)
     metrics_fill_stats(&e->mx, engine_now(e), out);
     out->waiting = e->n_inbox + e->stats.waiting;
     out->kv_usage = out->kv_total > 0 ? (double)out->kv_used / out->kv_total : 0;
+    out->paused = e->paused;
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -203,7 +203,10 @@ int engine_cancel(struct engine *e, uint64_t id);
  * are still taken in (QUEUED events), cancelled and timed out, but none is
  * admitted or computed. Lets a caller submit a group that must be scheduled
  * together (a benchmark wave, a test of contention) or freeze the engine
- * while it inspects it. */
+ * while it inspects it. A remote engine cannot hold a server's queue: there
+ * it holds the requests on the client (none is sent; cancelling one ends it
+ * at once), lets the streams already running go on, and says so in the
+ * snapshot (paused, server.held); releasing sends the held ones together. */
 void engine_pause(struct engine *e, bool paused);
 
 /* ---- events ------------------------------------------------------------------ */
@@ -344,6 +347,8 @@ struct engine_stats {
     struct backend_info backend;
     /* What is not known (ENGINE_STAT_* bits); 0 = all known. */
     uint32_t unknown;
+    bool paused;                     /* engine_pause holds it (local: no step runs;
+                                        remote: no new stream starts) */
     double kv_usage;                 /* used / total KV, 0..1 */
     /* Remote engines: the server's own view, from its Prometheus /metrics
      * (percentiles over the last sampling interval, from bucket deltas). The
@@ -352,6 +357,7 @@ struct engine_stats {
         bool remote;                 /* false: local engine, the rest is zero */
         char source[16];             /* "vllm", "sglang", "llamacpp", "tern", "" = no metrics */
         uint64_t scrapes, scrape_errors;
+        int32_t held;                /* submitted but not sent: engine_pause holds them */
         double scrape_age_s;         /* since the last good scrape; < 0 never */
         char scrape_error[160];      /* last failure, "" if none */
         struct engine_hist ttft, itl, e2e, queue;

@@ -167,6 +167,7 @@ struct cJSON *engine_snapshot_json(struct engine *e)
     cJSON_AddNumberToObject(kv, "evictions", (double)s.evictions);
     cJSON_AddNumberToObject(o, "preemptions", (double)s.preemptions);
     cJSON_AddNumberToObject(o, "running", s.running);
+    cJSON_AddBoolToObject(o, "paused", s.paused);
     cJSON_AddNumberToObject(o, "waiting", s.waiting);
     cJSON_AddNumberToObject(o, "submitted", (double)s.submitted);
     cJSON *fin = cJSON_AddObjectToObject(o, "finished");

@@ -447,13 +447,16 @@ static int remote_cancel(struct engine *e, uint64_t id)
     return rc;
 }
 
-/* A server's queue cannot be held from here; pausing only matters to the
- * local scheduler (a wave submitted together), and a remote server admits
- * requests as they come anyway. */
+/* A server's queue cannot be held from here: pausing holds new requests on
+ * the client (the worker sends none of the inbox), so that a wave goes out
+ * together when released; running streams are not touched. */
 static void remote_pause(struct engine *e, bool paused)
 {
-    (void)e;
-    (void)paused;
+    struct remote *R = (struct remote *)e;
+    pthread_mutex_lock(&R->mu);
+    R->paused = paused;
+    pthread_mutex_unlock(&R->mu);
+    curl_multi_wakeup(R->multi);
 }
 
 /* ---- events --------------------------------------------------------------------------- */

@@ -138,6 +138,7 @@ struct remote {
     pthread_mutex_t mu;
     pthread_cond_t ev_cond;
     bool stop;
+    bool paused;                   /* engine_pause: inbox requests are held, not sent */
     struct rreq *inbox_head, *inbox_tail;
     struct rreq *live;
     struct evq evq;

@@ -17,12 +17,47 @@
 
 #define REMOTE_HEALTH_INTERVAL_S 5.0
 
+/* While paused: the held requests stay in the inbox, except the cancelled
+ * ones, which move to the active list (where prune drops them) and end now. */
+static void end_held_cancelled(struct remote *R)
+{
+    struct rreq *done = NULL;
+    pthread_mutex_lock(&R->mu);
+    for (struct rreq **pp = &R->inbox_head, *prev = NULL; *pp;) {
+        struct rreq *q = *pp;
+        if (!q->cancel) {
+            prev = q;
+            pp = &q->inbox_next;
+            continue;
+        }
+        *pp = q->inbox_next;
+        if (R->inbox_tail == q) R->inbox_tail = prev;
+        q->inbox_next = done;
+        done = q;
+    }
+    pthread_mutex_unlock(&R->mu);
+    while (done) {
+        struct rreq *q = done;
+        done = q->inbox_next;
+        q->inbox_next = NULL;
+        q->act_next = R->active;
+        R->active = q;
+        remote_stream_finish(R, q, ENGINE_CANCELLED, "cancelled while held by engine_pause "
+                                                     "(never sent)");
+    }
+}
+
 static void start_new(struct remote *R)
 {
     pthread_mutex_lock(&R->mu);
-    struct rreq *q = R->inbox_head;
-    R->inbox_head = R->inbox_tail = NULL;
+    bool paused = R->paused;
+    struct rreq *q = paused ? NULL : R->inbox_head;
+    if (!paused) R->inbox_head = R->inbox_tail = NULL;
     pthread_mutex_unlock(&R->mu);
+    if (paused) {
+        end_held_cancelled(R);
+        return;
+    }
     while (q) {
         struct rreq *next = q->inbox_next;
         q->inbox_next = NULL;
@@ -296,8 +331,19 @@ void *remote_main(void *arg)
         probes(R, now);
         curl_multi_poll(R->multi, NULL, 0, 50, NULL);
     }
-    /* Close: cancel what is left (closing each connection). */
-    start_new(R);
+    /* Close: cancel what is left (closing each connection); requests never
+     * sent (the inbox, held or not) end without a connection. */
+    pthread_mutex_lock(&R->mu);
+    struct rreq *in = R->inbox_head;
+    R->inbox_head = R->inbox_tail = NULL;
+    pthread_mutex_unlock(&R->mu);
+    while (in) {
+        struct rreq *next = in->inbox_next;
+        in->inbox_next = NULL;
+        in->act_next = R->active;
+        R->active = in;
+        in = next;
+    }
     for (struct rreq *q = R->active; q; q = q->act_next) {
         pthread_mutex_lock(&R->mu);
         bool fin = q->finished;

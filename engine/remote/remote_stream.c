@@ -443,9 +443,11 @@ void remote_stream_done(struct remote *R, struct rreq *q, CURLcode rc)
     char msg[700];
     const char *base = R->ep[q->ep].base;
     if (rc != CURLE_OK && retryable(rc) && !q->got_bytes && q->retries < R->max_retries) {
-        /* Nothing reached the server: safe to try again, with backoff. */
+        /* Nothing reached the server: safe to try again, with backoff
+         * (0.2 s doubling, capped at 2 s). */
         drop_transfer(R, q);
-        q->retry_at = remote_now(R) + 0.2 * (double)(1 << q->retries);
+        double wait = 0.2 * (double)(1 << (q->retries < 8 ? q->retries : 8));
+        q->retry_at = remote_now(R) + (wait < 2.0 ? wait : 2.0);
         q->retries++;
         return;
     }

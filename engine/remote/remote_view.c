@@ -99,6 +99,8 @@ void remote_snapshot(struct engine *e, struct engine_stats *out)
     out->server.n_endpoints = R->n_ep;
     for (int32_t i = 0; i < R->n_ep; i++) out->server.endpoint[i] = R->ep[i].pub;
     merge_server(R, now, out);
+    out->paused = R->paused;
+    for (const struct rreq *q = R->inbox_head; q; q = q->inbox_next) out->server.held++;
     pthread_mutex_unlock(&R->mu);
     out->backend.name = "remote";
     snprintf(out->backend.device, sizeof out->backend.device, "%s", R->device);

@@ -13,6 +13,7 @@ base URL http://127.0.0.1:PORT/MODE/v1. Modes:
   malformed  a chunk that is not JSON
   auth       401 on every route unless 'Authorization: Bearer sekrit'
   replay-NAME  the recorded stream fixtures/NAME-stream.sse (vllm, sglang, llamacpp)
+GET /MODE/count: {"posts": N} completion POSTs seen in that mode.
 GET /MODE/metrics serves fixtures/MODE-1.prom, then MODE-2.prom (or MODE.prom).
 Arguments: PORT [CERT KEY] (with a certificate: HTTPS). Prints 'PORT N' once listening. Runs until killed; every socket is bounded."""
 import json, os, socket, sys, threading, time
@@ -69,6 +70,9 @@ class H(BaseHTTPRequestHandler):
                 {"id": MODEL, "object": "model", "owned_by": "fault"}]})
         if rest == "/health":
             return self.send_json(200, {"status": "ok"})
+        if rest == "/count":  # how many completion POSTs this mode got (retry tests)
+            with LOCK:
+                return self.send_json(200, {"posts": SCRAPES.get("post:" + mode, 0)})
         if rest == "/metrics":
             # MODE-1.prom on the first scrape, MODE-2.prom after (an interval
             # with new samples), else MODE.prom.
@@ -94,6 +98,8 @@ class H(BaseHTTPRequestHandler):
 
     def do_POST(self):
         mode, rest = self.mode()
+        with LOCK:
+            SCRAPES["post:" + mode] = SCRAPES.get("post:" + mode, 0) + 1
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(min(n, 1 << 20))
         if not self.authorized(mode):
