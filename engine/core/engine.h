@@ -45,6 +45,8 @@ enum engine_balance {
     ENGINE_BALANCE_LEAST_OUTSTANDING = 1
 };
 #define ENGINE_MAX_ENDPOINTS 8
+#define ENGINE_SERVER_RECENT 8       /* a tern server's recent requests in a snapshot */
+#define ENGINE_SERVER_TENANTS 6
 
 struct engine_config {
     const char *model_path;          /* GGUF file (ignored when parts.model is set) */
@@ -362,6 +364,23 @@ struct engine_stats {
         char scrape_error[160];      /* last failure, "" if none */
         struct engine_hist ttft, itl, e2e, queue;
         double gen_tok_s;            /* the server's generation throughput */
+        /* tern serve (its /v1/tern/status): the last finished requests,
+         * newest first, and the tenants among them; n_recent 0 elsewhere. */
+        int32_t n_recent;
+        struct engine_server_req {
+            char tenant[32], request_id[48];
+            char route[8];           /* "chat", "cmpl" */
+            char status[20];         /* engine status name */
+            double queue_s, ttft_s, e2e_s;
+            int32_t n_prompt, n_cached, n_generated;
+        } recent[ENGINE_SERVER_RECENT];
+        int32_t n_tenants;
+        struct engine_server_tenant {
+            char name[32];
+            int32_t requests;        /* among the server's recent requests (up to 32) */
+            int64_t tokens;          /* prompt + generated of those */
+            double ttft_p50_s;       /* their median TTFT */
+        } tenants[ENGINE_SERVER_TENANTS];
         int32_t n_endpoints;
         struct engine_endpoint {
             char url[128];

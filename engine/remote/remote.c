@@ -364,6 +364,11 @@ static uint64_t remote_submit(struct engine *e, const struct engine_request *r,
     if (!why) why = &dummy;
     *why = ENGINE_ERROR;
     if (r->score && score_refused(R, r, err, errlen)) return 0;
+    if (!r->score && (r->logprobs || r->prompt_logprobs)) {
+        snprintf(err, errlen, "remote engine: token log-probabilities are not relayed into "
+                              "events (scoring is: score requests use echo + logprobs)");
+        return 0;
+    }
     bool chat = !r->score && r->messages && r->n_messages > 0;
     if (!chat && !r->prompt && !(r->prompt_tokens && r->n_prompt_tokens > 0)) {
         snprintf(err, errlen, "remote engine: empty request (no messages, prompt or tokens)");

@@ -65,7 +65,7 @@ struct rendpoint {
     int32_t n_ctx;                 /* the server's context per sequence; 0 = unknown */
     /* tern serve's GET /v1/tern/status: its engine's own snapshot (KV
      * blocks, steps), beside what /metrics says */
-    struct engine_stats tstat;
+    struct engine_stats tstat;     /* server.recent / tenants are filled too */
     bool tstat_ok;
 };
 

@@ -76,6 +76,10 @@ static void merge_server(struct remote *R, double now, struct engine_stats *out)
         out->sched_overhead = t->sched_overhead;
         out->step_s = t->step_s;
         out->step_tokens = t->step_tokens;
+        out->server.n_recent = t->server.n_recent;
+        memcpy(out->server.recent, t->server.recent, sizeof out->server.recent);
+        out->server.n_tenants = t->server.n_tenants;
+        memcpy(out->server.tenants, t->server.tenants, sizeof out->server.tenants);
         known_any |= ENGINE_STAT_KV_BLOCKS | ENGINE_STAT_STEPS;
         break;
     }
