@@ -310,11 +310,16 @@ static char *build_body(const struct remote *R, const struct engine_request *r, 
 {
     char *body = oai_request_build(chat ? OAI_CHAT : OAI_COMPLETION, R->model, r, !r->score,
                                    !r->score);
-    if (!body || !r->ignore_eos) return body;
+    if (!body || !(r->ignore_eos || r->score)) return body;
     cJSON *j = cJSON_Parse(body);
     free(body);
     if (!j) return NULL;
-    cJSON_AddBoolToObject(j, "ignore_eos", true);
+    if (r->ignore_eos) cJSON_AddBoolToObject(j, "ignore_eos", true);
+    /* Scoring asks for one generated token, not 0: vLLM's sampling
+     * parameters refuse max_tokens < 1 (vllm-project/vllm#9336), while
+     * echo + logprobs + max_tokens 1 works there and on tern serve; the
+     * token's entry after the prompt's is ignored. */
+    if (r->score) cJSON_ReplaceItemInObject(j, "max_tokens", cJSON_CreateNumber(1));
     body = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return body;
