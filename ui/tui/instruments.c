@@ -244,6 +244,9 @@ static void draw_server(struct pane *p, const struct ui_state *s)
     char head[64], a[24], b[24], c[24];
     snprintf(head, sizeof head, "server %s", st->server.source[0] ? st->server.source : "");
     section(p, head);
+    if (st->paused && room(p)) /* engine_pause: the client holds new requests */
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_WARN],
+                    "paused: %d held, none sent", st->server.held);
     if (!st->server.source[0]) {
         if (room(p))
             ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM],
