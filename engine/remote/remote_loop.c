@@ -225,8 +225,6 @@ static void jhist(const cJSON *o, const char *k, struct engine_hist *h, bool *ok
     h->max = jnum(j, "max", ok);
 }
 
-/* tern serve's /v1/tern/status: "engine" is its engine_snapshot_json, so the
- * KV blocks and step figures shown are exactly the server's own. */
 static void copy_jstr(char *dst, size_t n, const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -298,6 +296,8 @@ static void recent_of(const cJSON *j, struct engine_server_stats *sv)
     tenants_of(rec, sv);
 }
 
+/* tern serve's /v1/tern/status: "engine" is its engine_snapshot_json, so the
+ * KV blocks and step figures shown are exactly the server's own. */
 static void status_result(struct remote *R, struct rprobe *p, long code, CURLcode rc)
 {
     if (rc != CURLE_OK || code != 200) return;

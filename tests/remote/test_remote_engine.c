@@ -295,6 +295,68 @@ static struct engine *open_cfg(const char *const *urls, int n, int retries, char
     return engine_open(&c, err, errlen);
 }
 
+/* A tern server's /v1/tern/status (fault_server's "tern" mode): its KV
+ * blocks, 8 of its 10 recent requests newest first, its tenants with counts,
+ * tokens and median TTFT, a tenant name's escape bytes replaced; the JSON. */
+static void test_tern_status(const char *base)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s/tern/v1", base);
+    const char *urls[] = {url};
+    struct engine *e = open_at(urls, 1, ENGINE_BALANCE_ROUND_ROBIN);
+    if (!e) { tap_ok(0, "open tern"); return; }
+    struct engine_info in;
+    engine_info(e, &in);
+    tap_ok(in.n_ctx == 4096, "context length from /v1/models context_length (%d)", in.n_ctx);
+    struct engine_stats s;
+    double t0 = now_s();
+    do {
+        usleep(100000);
+        engine_snapshot(e, &s);
+    } while (s.server.n_recent == 0 && now_s() - t0 < 5);
+    const struct engine_server_stats *v = &s.server;
+    tap_ok(s.kv_total == 64 && s.kv_used == 3 && s.steps == 7,
+           "status: the server's own KV blocks and steps (%d/%d, %llu)", s.kv_used, s.kv_total,
+           (unsigned long long)s.steps);
+    tap_ok(v->n_recent == ENGINE_SERVER_RECENT && !strcmp(v->recent[0].request_id, "r0") &&
+               !strcmp(v->recent[7].request_id, "r7"),
+           "status: %d recent requests, newest first (r0 .. r7 of 10)", v->n_recent);
+    tap_ok(!strcmp(v->recent[0].route, "chat") && !strcmp(v->recent[1].route, "cmpl") &&
+               !strcmp(v->recent[2].status, "cancelled") && v->recent[1].n_prompt == 11 &&
+               v->recent[1].n_cached == 1 && v->recent[1].n_generated == 4 &&
+               fabs(v->recent[1].ttft_s - 0.9) < 1e-9 && fabs(v->recent[1].e2e_s - 1.5) < 1e-9,
+           "status: a recent row's kind, status, tokens and times");
+    int ed = -1, ni = -1, ev = -1;
+    for (int i = 0; i < v->n_tenants; i++) {
+        if (!strcmp(v->tenants[i].name, "editor")) ed = i;
+        if (!strcmp(v->tenants[i].name, "nightly")) ni = i;
+        if (!strncmp(v->tenants[i].name, "ev", 2)) ev = i;
+    }
+    tap_ok(v->n_tenants == 3 && ed >= 0 && ni >= 0 && ev >= 0, "status: 3 tenants (%d)",
+           v->n_tenants);
+    if (ed >= 0 && ni >= 0 && ev >= 0) {
+        tap_ok(v->tenants[ed].requests == 6 && v->tenants[ni].requests == 3 &&
+                   v->tenants[ed].tokens == 6 * 10 + (0 + 2 + 4 + 6 + 8 + 9) + 6 * 4,
+               "status: tenant counts over all 10 (editor 6, nightly 3), editor tokens %lld",
+               (long long)v->tenants[ed].tokens);
+        tap_ok(fabs(v->tenants[ed].ttft_p50_s - 0.4) < 1e-9 &&
+                   fabs(v->tenants[ni].ttft_p50_s - 0.8) < 1e-9,
+               "status: median TTFT per tenant (editor %.2f, nightly %.2f)",
+               v->tenants[ed].ttft_p50_s, v->tenants[ni].ttft_p50_s);
+        tap_ok(!strcmp(v->tenants[ev].name, "ev?[31mil") && !strchr(v->recent[3].tenant, 0x1b),
+               "status: the escape byte in a tenant name is replaced (%s)", v->tenants[ev].name);
+    }
+    cJSON *j = engine_snapshot_json(e);
+    const cJSON *sv = j ? cJSON_GetObjectItem(j, "server") : NULL;
+    const cJSON *rec = sv ? cJSON_GetObjectItem(sv, "recent") : NULL;
+    const cJSON *ten = sv ? cJSON_GetObjectItem(sv, "tenants") : NULL;
+    tap_ok(cJSON_GetArraySize(rec) == ENGINE_SERVER_RECENT && cJSON_GetArraySize(ten) == 3 &&
+               cJSON_IsNumber(cJSON_GetObjectItem(sv, "held")),
+           "snapshot JSON: server.recent (8), server.tenants (3), server.held");
+    cJSON_Delete(j);
+    engine_close(e);
+}
+
 static void test_pause(const char *base)
 {
     char url[256];
@@ -472,6 +534,7 @@ int main(void)
     test_cancel(base);
     test_concurrent_and_balance(base);
     test_scrape(base);
+    test_tern_status(base);
     test_pause(base);
     test_dns(base);
     test_retry(base);
