@@ -724,7 +724,16 @@ static struct engine *open_engine(const struct cli *cli, const struct eopts *o, 
         c.backend.kind = strcmp(o->backend, "cpu") == 0    ? BACKEND_CPU
                          : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
                                                            : BACKEND_AUTO;
-    cli_engine_remote(cli, &c);
+    /* Through --url, -m names the server's model file: its tokenizer cuts
+     * the perplexity text into the ids the server scores (a name resolves
+     * as in-process). */
+    if (cli_engine_remote(cli, &c) && cli->model) {
+        if (cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
+            fprintf(stderr, "tern eval: %s\n", err);
+            return NULL;
+        }
+        c.model_path = path;
+    }
     struct engine *e = engine_open(&c, err, sizeof err);
     if (!e) fprintf(stderr, "tern eval: %s\n", err);
     return e;
@@ -742,7 +751,9 @@ int cmd_eval(int argc, char **argv)
         "\"messages\", and optionally \"answer\", \"id\", \"max_tokens\", \"temperature\",\n"
         "\"seed\", \"stop\". Outputs are JSONL with per-request timings; exact-match\n"
         "accuracy is reported when answers are given; bad lines are reported and skipped.\n"
-        "Both run at batch priority and are stored in the history database.\n"
+        "Both run at batch priority and are stored in the history database. Through --url,\n"
+        "perplexity scores on the server (echo + logprobs) and needs -m MODEL, the server's\n"
+        "model file, for its tokenizer.\n"
         "\n"
         "options:\n"
         "      --ctx N           perplexity context (default 512)\n"
@@ -780,12 +791,11 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "tern eval: give one of --perplexity FILE or --prompts FILE.jsonl\n");
         goto out;
     }
-    if (o.ppl && cli.n_urls > 0) {
-        /* Scoring needs every prompt position's log-probability, which the
-         * OpenAI API gives only through per-server extensions (echo +
-         * logprobs) this client does not speak yet. */
-        fprintf(stderr, "tern eval: --perplexity through --url is not supported yet (it needs "
-                        "the prompt's log-probabilities from the server); --prompts works\n");
+    if (o.ppl && cli.n_urls > 0 && !cli.model) {
+        /* The server scores token ids (echo + logprobs): the text must be
+         * cut by the server's own tokenizer, read from its model file. */
+        fprintf(stderr, "tern eval: --perplexity through --url needs -m MODEL (the server's "
+                        "model file) for its tokenizer\n");
         goto out;
     }
     struct eval ev = {.o = &o, .tty = isatty(STDERR_FILENO)};

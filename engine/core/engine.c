@@ -74,8 +74,11 @@ void engine_event_free(struct engine_event *ev)
     free(ev->message);
     if (ev->metrics) free(ev->metrics->token_t);
     free(ev->metrics);
+    free(ev->logprobs);
     ev->text = ev->message = NULL;
     ev->metrics = NULL;
+    ev->logprobs = NULL;
+    ev->n_logprobs = 0;
 }
 
 /* ---- request lifetime (lock held) --------------------------------------------- */
@@ -89,6 +92,7 @@ void engine_req_unref(struct engine_req *r)
     free(r->stop);
     free(r->hold);
     free(r->m.token_t);
+    free(r->plp);
     engine_sampler_free(r);
     free(r);
 }
@@ -175,6 +179,7 @@ void engine_local_snapshot(struct engine_local *e, struct engine_stats *out)
     metrics_fill_stats(&e->mx, engine_now(e), out);
     out->waiting = e->n_inbox + e->stats.waiting;
     out->kv_usage = out->kv_total > 0 ? (double)out->kv_used / out->kv_total : 0;
+    out->paused = e->paused;
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -45,6 +45,8 @@ enum engine_balance {
     ENGINE_BALANCE_LEAST_OUTSTANDING = 1
 };
 #define ENGINE_MAX_ENDPOINTS 8
+#define ENGINE_SERVER_RECENT 8       /* a tern server's recent requests in a snapshot */
+#define ENGINE_SERVER_TENANTS 6
 
 struct engine_config {
     const char *model_path;          /* GGUF file (ignored when parts.model is set) */
@@ -156,6 +158,35 @@ struct engine_request {
      * in metrics.nll_sum / metrics.n_scored (finishes with ENGINE_OK). */
     bool score;
     int32_t score_from;
+
+    /* Log-probabilities (OpenAI's logprobs / top_logprobs / echo, vLLM's
+     * prompt_logprobs), natural log of the model's distribution: softmax of
+     * the raw logits, before temperature, penalties and truncation.
+     * logprobs: each TOKEN event carries its token's entry, with the
+     * top_logprobs most likely alternatives. prompt_logprobs: the FINISHED
+     * event carries one entry per prompt token (prompt_top_logprobs
+     * alternatives each); with score set, only positions after score_from.
+     * Prompt positions that need log-probabilities are computed, not taken
+     * from the prefix cache. */
+    bool logprobs;
+    int32_t top_logprobs;            /* 0..ENGINE_MAX_TOP_LOGPROBS */
+    bool prompt_logprobs;
+    int32_t prompt_top_logprobs;     /* 0..ENGINE_MAX_TOP_LOGPROBS */
+};
+
+#define ENGINE_MAX_TOP_LOGPROBS 20
+/* One token's log-probability and the most likely tokens at its position
+ * (descending). logprob is NAN where none exists (a prompt's first token,
+ * or a position before score_from). */
+struct engine_logprob {
+    int32_t token;
+    float logprob;
+    int32_t rank;                    /* 1 + tokens more likely than it */
+    int32_t n_top;
+    struct engine_top_logprob {
+        int32_t token;
+        float logprob;
+    } top[ENGINE_MAX_TOP_LOGPROBS];
 };
 
 /* Submits a request; returns its id (> 0) at once. On refusal returns 0
@@ -174,7 +205,10 @@ int engine_cancel(struct engine *e, uint64_t id);
  * are still taken in (QUEUED events), cancelled and timed out, but none is
  * admitted or computed. Lets a caller submit a group that must be scheduled
  * together (a benchmark wave, a test of contention) or freeze the engine
- * while it inspects it. */
+ * while it inspects it. A remote engine cannot hold a server's queue: there
+ * it holds the requests on the client (none is sent; cancelling one ends it
+ * at once), lets the streams already running go on, and says so in the
+ * snapshot (paused, server.held); releasing sends the held ones together. */
 void engine_pause(struct engine *e, bool paused);
 
 /* ---- events ------------------------------------------------------------------ */
@@ -248,8 +282,13 @@ struct engine_event {
     enum engine_status status;       /* FINISHED */
     char *message;                   /* FINISHED: why (error, rejected, stop string); may be NULL */
     struct engine_metrics *metrics;  /* FINISHED */
+    /* Requests that asked for log-probabilities: TOKEN: [1] the token's;
+     * FINISHED: [n_prompt] the prompt's (entry i for prompt token i). NULL
+     * and 0 otherwise. Owned by the event. */
+    struct engine_logprob *logprobs;
+    int32_t n_logprobs;
 };
-/* Frees text, message and metrics of one event (safe on a zeroed event). */
+/* Frees text, message, metrics and logprobs of one event (safe on a zeroed event). */
 void engine_event_free(struct engine_event *ev);
 
 /* Moves up to max waiting events (oldest first) into out; returns the count.
@@ -310,6 +349,8 @@ struct engine_stats {
     struct backend_info backend;
     /* What is not known (ENGINE_STAT_* bits); 0 = all known. */
     uint32_t unknown;
+    bool paused;                     /* engine_pause holds it (local: no step runs;
+                                        remote: no new stream starts) */
     double kv_usage;                 /* used / total KV, 0..1 */
     /* Remote engines: the server's own view, from its Prometheus /metrics
      * (percentiles over the last sampling interval, from bucket deltas). The
@@ -318,10 +359,28 @@ struct engine_stats {
         bool remote;                 /* false: local engine, the rest is zero */
         char source[16];             /* "vllm", "sglang", "llamacpp", "tern", "" = no metrics */
         uint64_t scrapes, scrape_errors;
+        int32_t held;                /* submitted but not sent: engine_pause holds them */
         double scrape_age_s;         /* since the last good scrape; < 0 never */
         char scrape_error[160];      /* last failure, "" if none */
         struct engine_hist ttft, itl, e2e, queue;
         double gen_tok_s;            /* the server's generation throughput */
+        /* tern serve (its /v1/tern/status): the last finished requests,
+         * newest first, and the tenants among them; n_recent 0 elsewhere. */
+        int32_t n_recent;
+        struct engine_server_req {
+            char tenant[32], request_id[48];
+            char route[8];           /* "chat", "cmpl" */
+            char status[20];         /* engine status name */
+            double queue_s, ttft_s, e2e_s;
+            int32_t n_prompt, n_cached, n_generated;
+        } recent[ENGINE_SERVER_RECENT];
+        int32_t n_tenants;
+        struct engine_server_tenant {
+            char name[32];
+            int32_t requests;        /* among the server's recent requests (up to 32) */
+            int64_t tokens;          /* prompt + generated of those */
+            double ttft_p50_s;       /* their median TTFT */
+        } tenants[ENGINE_SERVER_TENANTS];
         int32_t n_endpoints;
         struct engine_endpoint {
             char url[128];
@@ -397,6 +456,11 @@ struct engine_info {
                                         "server /tokenize", "estimate (~4 bytes/token)" */
 };
 void engine_info(const struct engine *e, struct engine_info *out);
+
+/* The bytes token id stands for (a byte-level piece may be part of a UTF-8
+ * character), written to out[0..cap) without a NUL; returns the length, or
+ * -1 when the engine has no tokenizer or id is out of range. */
+int engine_token_bytes(const struct engine *e, int32_t id, char *out, size_t cap);
 
 /* Token count of raw text (as a prompt would be encoded), or -1 with err. */
 int64_t engine_count_tokens(const struct engine *e, const char *text, size_t len,

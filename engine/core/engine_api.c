@@ -68,6 +68,11 @@ int64_t engine_count_chat_tokens(const struct engine *e, const struct engine_mes
     return e->ops->count_chat_tokens(e, msgs, n, err, errlen);
 }
 
+int engine_token_bytes(const struct engine *e, int32_t id, char *out, size_t cap)
+{
+    return e->ops->token_bytes(e, id, out, cap);
+}
+
 /* ---- snapshot as JSON ------------------------------------------------------------- */
 
 static void hist_json(cJSON *o, const char *name, const struct engine_hist *h)
@@ -106,6 +111,40 @@ static void mark_unknown(cJSON *o, const struct engine_stats *s)
         cJSON_ReplaceItemInObjectCaseSensitive(o, "kv", cJSON_CreateNull());
 }
 
+/* A tern server's tenants and recent requests (absent elsewhere). */
+static void add_server_recent(cJSON *j, const struct engine_server_stats *v)
+{
+    if (v->n_tenants > 0) {
+        cJSON *a = cJSON_AddArrayToObject(j, "tenants");
+        for (int32_t i = 0; a && i < v->n_tenants; i++) {
+            cJSON *t = cJSON_CreateObject();
+            if (!t || !cJSON_AddItemToArray(a, t)) break;
+            cJSON_AddStringToObject(t, "name", v->tenants[i].name);
+            cJSON_AddNumberToObject(t, "requests", v->tenants[i].requests);
+            cJSON_AddNumberToObject(t, "tokens", (double)v->tenants[i].tokens);
+            cJSON_AddNumberToObject(t, "ttft_p50_s", v->tenants[i].ttft_p50_s);
+        }
+    }
+    if (v->n_recent > 0) {
+        cJSON *a = cJSON_AddArrayToObject(j, "recent");
+        for (int32_t i = 0; a && i < v->n_recent; i++) {
+            const struct engine_server_req *q = &v->recent[i];
+            cJSON *r = cJSON_CreateObject();
+            if (!r || !cJSON_AddItemToArray(a, r)) break;
+            cJSON_AddStringToObject(r, "tenant", q->tenant);
+            cJSON_AddStringToObject(r, "request_id", q->request_id);
+            cJSON_AddStringToObject(r, "kind", q->route);
+            cJSON_AddStringToObject(r, "status", q->status);
+            cJSON_AddNumberToObject(r, "queue_s", q->queue_s);
+            cJSON_AddNumberToObject(r, "ttft_s", q->ttft_s);
+            cJSON_AddNumberToObject(r, "e2e_s", q->e2e_s);
+            cJSON_AddNumberToObject(r, "prompt_tokens", q->n_prompt);
+            cJSON_AddNumberToObject(r, "cached_tokens", q->n_cached);
+            cJSON_AddNumberToObject(r, "generated_tokens", q->n_generated);
+        }
+    }
+}
+
 static void add_server(cJSON *o, const struct engine_stats *st)
 {
     const struct engine_server_stats *v = &st->server;
@@ -127,6 +166,8 @@ static void add_server(cJSON *o, const struct engine_stats *st)
         {ENGINE_STAT_SRV_GEN, "gen_tok_s"}};
     for (size_t i = 0; i < sizeof srv / sizeof srv[0]; i++)
         if (!engine_stat_known(st, srv[i].bit)) null_field(j, srv[i].name);
+    cJSON_AddNumberToObject(j, "held", v->held);
+    add_server_recent(j, v);
     cJSON *eps = cJSON_AddArrayToObject(j, "endpoints");
     for (int32_t i = 0; eps && i < v->n_endpoints; i++) {
         const struct engine_endpoint *p = &v->endpoint[i];
@@ -162,6 +203,7 @@ struct cJSON *engine_snapshot_json(struct engine *e)
     cJSON_AddNumberToObject(kv, "evictions", (double)s.evictions);
     cJSON_AddNumberToObject(o, "preemptions", (double)s.preemptions);
     cJSON_AddNumberToObject(o, "running", s.running);
+    cJSON_AddBoolToObject(o, "paused", s.paused);
     cJSON_AddNumberToObject(o, "waiting", s.waiting);
     cJSON_AddNumberToObject(o, "submitted", (double)s.submitted);
     cJSON *fin = cJSON_AddObjectToObject(o, "finished");

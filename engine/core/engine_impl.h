@@ -40,6 +40,11 @@ struct engine_req {
     int32_t n_stop;
     bool ignore_eos, score;
     int32_t score_from;
+    bool want_lp;                  /* logprobs: each TOKEN event carries its entry */
+    int32_t top_lp;                /* alternatives per generated token */
+    struct engine_logprob *plp;    /* prompt_logprobs: [n_prompt] (engine thread; moved
+                                      into the FINISHED event) */
+    int32_t plp_top;               /* alternatives per prompt token */
     double deadline;               /* queue timeout, engine time; 0 = none */
 
     /* shared, under engine.mu */
@@ -80,6 +85,8 @@ struct engine_local {
     struct sched sched;
     struct trace trace;
     float *logits;                 /* [rows_cap * n_vocab] */
+    float *lp_row;                 /* [n_vocab] a sampled row before the sampler changes it
+                                      (logprobs requests; allocated on first use) */
     int32_t rows_cap;
 
     /* shared, under mu */
@@ -154,5 +161,8 @@ void engine_on_token(struct engine_local *e, struct engine_req *r, int32_t token
 char *engine_flush_text(struct engine_local *e, struct engine_req *r);
 /* -log p(target) from one row of logits. */
 double engine_nll(const float *logits, int32_t n_vocab, int32_t target);
+/* Fills out with target's log p and the n_top most likely tokens of one row. */
+void engine_logprob_fill(const float *logits, int32_t n_vocab, int32_t target, int32_t n_top,
+                         struct engine_logprob *out);
 
 #endif

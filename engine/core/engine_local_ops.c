@@ -52,6 +52,12 @@ static int64_t op_count_chat_tokens(const struct engine *e, const struct engine_
 {
     return engine_local_count_chat_tokens(CL(e), m, n, err, errlen);
 }
+static int op_token_bytes(const struct engine *e, int32_t id, char *out, size_t cap)
+{
+    const struct engine_local *l = CL(e);
+    if (!l->tok || id < 0 || id >= tok_n_vocab(l->tok)) return -1;
+    return (int)tok_decode_token_special(l->tok, id, out, cap);
+}
 static void op_close(struct engine *e) { engine_local_close(L(e)); }
 
 const struct engine_ops engine_local_ops = {
@@ -68,6 +74,7 @@ const struct engine_ops engine_local_ops = {
     .info = op_info,
     .count_tokens = op_count_tokens,
     .count_chat_tokens = op_count_chat_tokens,
+    .token_bytes = op_token_bytes,
     .close = op_close,
 };
 

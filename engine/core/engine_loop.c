@@ -62,6 +62,11 @@ static void finish(struct engine_local *e, struct engine_req *r, enum engine_sta
         }
     }
     if (msg) ev.message = strdup(msg);
+    if (r->plp) { /* the prompt's entries move into the event */
+        ev.logprobs = r->plp;
+        ev.n_logprobs = r->seq.n_prompt;
+        r->plp = NULL;
+    }
     engine_emit(e, r, &ev);
 
     if (e->trace.f) {
@@ -174,11 +179,44 @@ static void publish(struct engine_local *e)
 struct item_out {
     bool sampled;
     struct engine_out o;
+    struct engine_logprob *lp;     /* the sampled token's, when the request asked */
     double nll;
     int32_t n_scored;
 };
 
-/* Samples or scores the rows of each item (no lock: engine-thread data only). */
+/* One prompt position's row: its loss (score requests) and its entry
+ * (prompt_logprobs: the next prompt token's log p). */
+static void score_row(struct engine_local *e, struct engine_req *r, const float *row, int32_t pos,
+                      struct item_out *io)
+{
+    int32_t next = r->seq.tokens[pos + 1];
+    if (r->plp) {
+        engine_logprob_fill(row, e->n_vocab, next, r->plp_top, &r->plp[pos + 1]);
+        if (r->score) io->nll -= (double)r->plp[pos + 1].logprob;
+    } else {
+        io->nll += engine_nll(row, e->n_vocab, next);
+    }
+    io->n_scored++;
+}
+
+/* Samples the row of a request's next token; with logprobs, the row is kept
+ * as it came (the sampler rewrites it) for the token's entry. */
+static void sample_row(struct engine_local *e, struct engine_req *r, float *row,
+                       struct item_out *io)
+{
+    if (r->want_lp && !e->lp_row) e->lp_row = malloc((size_t)e->n_vocab * sizeof *e->lp_row);
+    bool lp = r->want_lp && e->lp_row;
+    if (lp) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof *row);
+    int32_t t = engine_sample(e, r, row);
+    if (lp && (io->lp = malloc(sizeof *io->lp)) != NULL)
+        engine_logprob_fill(e->lp_row, e->n_vocab, t, r->top_lp, io->lp);
+    engine_on_token(e, r, t, &io->o);
+    io->sampled = true;
+}
+
+/* Samples or scores the rows of each item (no lock: engine-thread data only).
+ * A scored item's rows are the prompt positions first, then (a generating
+ * request with prompt_logprobs, at the prompt's end) the sampling row. */
 static void process_rows(struct engine_local *e, struct item_out *outs)
 {
     struct sched_plan *p = &e->sched.plan;
@@ -188,20 +226,12 @@ static void process_rows(struct engine_local *e, struct item_out *outs)
         struct item_out *io = &outs[i];
         memset(io, 0, sizeof *io);
         float *row = e->logits + (size_t)it->row0 * (size_t)e->n_vocab;
-        if (r->score) {
-            for (int32_t k = 0; k < it->n_rows; k++) {
-                int32_t pos = it->first_row_pos + k;
-                io->nll += engine_nll(row + (size_t)k * (size_t)e->n_vocab, e->n_vocab,
-                                      r->seq.tokens[pos + 1]);
-            }
-            io->n_scored = it->n_rows;
-            continue;
-        }
-        if (it->n_rows == 1 && it->start + it->n == r->seq.n_tokens) {
-            int32_t t = engine_sample(e, r, row);
-            engine_on_token(e, r, t, &io->o);
-            io->sampled = true;
-        }
+        int32_t k = 0;
+        for (; r->seq.score && k < it->n_rows && it->first_row_pos + k < r->seq.n_prompt - 1; k++)
+            score_row(e, r, row + (size_t)k * (size_t)e->n_vocab, it->first_row_pos + k, io);
+        if (r->score) continue;
+        if (k == it->n_rows - 1 && it->start + it->n == r->seq.n_tokens)
+            sample_row(e, r, row + (size_t)k * (size_t)e->n_vocab, io);
     }
 }
 
@@ -265,6 +295,9 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct ite
         if (!r->prefill_done && r->seq.n_computed >= r->seq.n_prompt) {
             r->prefill_done = true;
             r->m.t_prefill_done = t1;
+            /* The prompt's rows are in: a recomputation after a preemption
+             * needs only the sampling row again. */
+            if (!r->score) r->seq.score = false;
         }
     }
     if (r->score) {
@@ -278,6 +311,7 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct ite
     if (push_token_time(r, t1) != 0 || sched_seq_push(&r->seq, o->token) != 0) {
         free(o->text);
         free(o->message);
+        free(io->lp);
         finish(e, r, ENGINE_ERROR, "engine: out of memory for generated tokens");
         return;
     }
@@ -287,7 +321,8 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct ite
         struct engine_event fe = {.type = ENGINE_EV_FIRST_TOKEN, .t = t1, .token = o->token};
         engine_emit(e, r, &fe);
     }
-    struct engine_event ev = {.type = ENGINE_EV_TOKEN, .t = t1, .token = o->token, .text = o->text};
+    struct engine_event ev = {.type = ENGINE_EV_TOKEN, .t = t1, .token = o->token, .text = o->text,
+                              .logprobs = io->lp, .n_logprobs = io->lp ? 1 : 0};
     if (!ev.text) ev.text = calloc(1, 1);
     engine_emit(e, r, &ev);
     if (o->finish) finish(e, r, o->status, o->message);
@@ -331,7 +366,14 @@ static int32_t step(struct engine_local *e)
     report_moves(e, t0);
     for (int32_t i = 0; i < p->n_items; i++) {
         struct engine_req *r = p->items[i].seq->ud;
-        if (r->finished) continue;
+        if (r->finished) {
+            if (outs) {
+                free(outs[i].o.text);
+                free(outs[i].o.message);
+                free(outs[i].lp);
+            }
+            continue;
+        }
         if (rc != 0) finish(e, r, ENGINE_ERROR, err);
         else if (!outs) finish(e, r, ENGINE_ERROR, "engine: out of memory");
         else apply_item(e, &p->items[i], &outs[i], t0, t1);
@@ -548,6 +590,7 @@ void engine_local_close(struct engine_local *e)
     evq_free(&e->evq, release_event_owner);
     trace_close(&e->trace);
     free(e->logits);
+    free(e->lp_row);
     free(e->pub_reqs);
     sched_free(&e->sched);
     kv_free(&e->kv);

@@ -26,6 +26,7 @@ struct engine_ops {
                             size_t errlen);
     int64_t (*count_chat_tokens)(const struct engine *e, const struct engine_message *msgs,
                                  int32_t n, char *err, size_t errlen);
+    int (*token_bytes)(const struct engine *e, int32_t id, char *out, size_t cap);
     void (*close)(struct engine *e);
 };
 

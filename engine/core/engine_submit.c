@@ -2,6 +2,7 @@
  * rendered and tokenized here, so that a request that can never run (too
  * large for the context or the KV pool, queue full, malformed) is refused
  * at once with the numbers, before the engine thread sees it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,11 @@ static int copy_stops(struct engine_req *r, const struct engine_request *q)
     return 0;
 }
 
+static int32_t top_n(int32_t n)
+{
+    return n < 0 ? 0 : n > ENGINE_MAX_TOP_LOGPROBS ? ENGINE_MAX_TOP_LOGPROBS : n;
+}
+
 static struct engine_req *req_new(const struct engine_request *q)
 {
     struct engine_req *r = calloc(1, sizeof *r);
@@ -155,9 +161,24 @@ static struct engine_req *req_new(const struct engine_request *q)
     r->ignore_eos = q->ignore_eos;
     r->score = q->score;
     r->score_from = q->score_from > 0 ? q->score_from : 0;
+    r->want_lp = q->logprobs && !q->score;
+    r->top_lp = top_n(q->top_logprobs);
     r->refs = 1;
     tok_stream_init(&r->ts);
     return r;
+}
+
+/* One entry per prompt token, NAN until its position is computed. */
+static int init_prompt_lp(struct engine_req *r, const struct engine_request *q)
+{
+    r->plp = calloc((size_t)r->seq.n_prompt, sizeof *r->plp);
+    if (!r->plp) return -1;
+    for (int32_t i = 0; i < r->seq.n_prompt; i++) {
+        r->plp[i].token = r->seq.tokens[i];
+        r->plp[i].logprob = NAN;
+    }
+    r->plp_top = top_n(q->prompt_top_logprobs);
+    return 0;
 }
 
 /* Frees a request that never entered the engine. */
@@ -190,7 +211,14 @@ uint64_t engine_local_submit(struct engine_local *e, const struct engine_request
         goto fail;
     }
     r->seq.n_prompt = r->seq.n_tokens;
-    r->seq.score = r->score;
+    if (q->prompt_logprobs && init_prompt_lp(r, q) != 0) {
+        snprintf(err, errlen, "engine: out of memory for %d prompt log-probabilities",
+                 r->seq.n_prompt);
+        goto fail;
+    }
+    r->seq.score = r->score || q->prompt_logprobs;
+    r->seq.score_gen = !r->score;
+    if (!r->score && r->score_from > r->seq.n_prompt - 1) r->score_from = r->seq.n_prompt - 1;
     r->seq.score_from = r->score_from;
     if (!r->score && engine_sampler_init(e, r, err, errlen) != 0) goto fail;
     r->m.t_arrival = now;

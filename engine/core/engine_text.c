@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "perplexity.h"
 #include "sampler.h"
 
 int engine_sampler_init(struct engine_local *e, struct engine_req *r, char *err, size_t errlen)
@@ -52,12 +53,25 @@ int32_t engine_sample(struct engine_local *e, struct engine_req *r, float *logit
 
 double engine_nll(const float *logits, int32_t n_vocab, int32_t target)
 {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (logits[i] > mx) mx = logits[i];
-    double sum = 0;
-    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(logits[i] - mx));
-    return log(sum) + (double)mx - (double)logits[target];
+    return -ppl_log_softmax(logits, n_vocab, target);
+}
+
+void engine_logprob_fill(const float *logits, int32_t n_vocab, int32_t target, int32_t n_top,
+                         struct engine_logprob *out)
+{
+    int32_t tt[ENGINE_MAX_TOP_LOGPROBS];
+    float tl[ENGINE_MAX_TOP_LOGPROBS];
+    if (n_top > ENGINE_MAX_TOP_LOGPROBS) n_top = ENGINE_MAX_TOP_LOGPROBS;
+    if (n_top > n_vocab) n_top = n_vocab;
+    out->token = target;
+    out->logprob = (float)ppl_token_logprobs(logits, n_vocab, target, n_top, tt, tl);
+    out->rank = 1;
+    for (int32_t i = 0; i < n_vocab; i++) out->rank += logits[i] > logits[target];
+    out->n_top = n_top;
+    for (int32_t i = 0; i < n_top; i++) {
+        out->top[i].token = tt[i];
+        out->top[i].logprob = tl[i];
+    }
 }
 
 static int hold_append(struct engine_req *r, const char *s, size_t n)

@@ -10,13 +10,36 @@
 #include "backend.h"
 #include "model.h"
 
-double ppl_log_softmax(const float *logits, int32_t n_vocab, int32_t target)
+double ppl_token_logprobs(const float *logits, int32_t n_vocab, int32_t target, int32_t n_top,
+                          int32_t *top_tok, float *top_lp)
 {
     float mx = logits[0];
     for (int32_t i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
     double sum = 0.0;
     for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)(logits[i] - mx));
-    return (double)(logits[target] - mx) - log(sum);
+    const double lse = log(sum);
+    /* Insertion into a sorted list of n_top raw logits: most rows leave it
+     * after one comparison with its last entry. */
+    int32_t k = 0;
+    for (int32_t i = 0; i < n_vocab && n_top > 0; i++) {
+        float v = logits[i];
+        if (k == n_top && v <= top_lp[k - 1]) continue;
+        int32_t j = k < n_top ? k++ : n_top - 1;
+        while (j > 0 && top_lp[j - 1] < v) {
+            top_lp[j] = top_lp[j - 1];
+            top_tok[j] = top_tok[j - 1];
+            j--;
+        }
+        top_lp[j] = v;
+        top_tok[j] = i;
+    }
+    for (int32_t j = 0; j < k; j++) top_lp[j] = (float)((double)(top_lp[j] - mx) - lse);
+    return (double)(logits[target] - mx) - lse;
+}
+
+double ppl_log_softmax(const float *logits, int32_t n_vocab, int32_t target)
+{
+    return ppl_token_logprobs(logits, n_vocab, target, 0, NULL, NULL);
 }
 
 /* One chunk: forward in sub-batches, accumulate NLL of the scored half. */

@@ -38,5 +38,12 @@ int ppl_run(struct backend *be, const int32_t *tokens, int64_t n_tokens,
 
 /* log p(target) under softmax(logits[n_vocab]), in double as the reference. */
 double ppl_log_softmax(const float *logits, int32_t n_vocab, int32_t target);
+/* The same, plus the n_top most likely tokens (descending log p) into
+ * top_tok/top_lp[0..n_top) (n_top 0: none; ties keep the lower id). One pass
+ * for the maximum and the sum, one for the top list: O(n_vocab * n_top) at
+ * worst, O(n_vocab) for the usual row. The engine's scoring and logprobs
+ * (OpenAI logprobs, echo, prompt_logprobs) use this one function. */
+double ppl_token_logprobs(const float *logits, int32_t n_vocab, int32_t target, int32_t n_top,
+                          int32_t *top_tok, float *top_lp);
 
 #endif

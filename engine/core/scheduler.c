@@ -170,7 +170,8 @@ static int32_t rows_for(const struct sched_seq *q, int32_t start, int32_t n, int
     int32_t end = start + n;
     if (q->score && end <= q->n_prompt) {
         int32_t lo = start > q->score_from ? start : q->score_from;
-        int32_t hi = end < q->n_prompt - 1 ? end : q->n_prompt - 1;
+        int32_t last = q->score_gen && end == q->n_tokens ? q->n_prompt : q->n_prompt - 1;
+        int32_t hi = end < last ? end : last;
         *first_pos = lo;
         return hi > lo ? hi - lo : 0;
     }
@@ -246,13 +247,16 @@ static bool admit(struct sched *s, struct sched_seq *q)
     /* Reuse whole cached blocks, but always compute the last known token:
      * its logits give the next token. */
     int32_t n_cached_blocks;
-    int32_t reuse = kv_peek_match(kv, q->tokens, q->n_tokens - 1, &n_cached_blocks);
+    /* A scored sequence needs the logits of every position from score_from
+     * on, so the cache may only give what comes before it. */
+    int32_t lim = q->score && q->score_from < q->n_tokens - 1 ? q->score_from : q->n_tokens - 1;
+    int32_t reuse = kv_peek_match(kv, q->tokens, lim, &n_cached_blocks);
     int32_t need = kv_blocks_for(kv, q->n_tokens) - reuse / kv->block_tokens;
     /* Keep one block per running sequence free for their next decodes, so an
      * admission does not cause an immediate preemption. Matched blocks that
      * sit in the cached list stop being available once shared. */
     if (need + s->n_running > kv_available(kv) - n_cached_blocks) return false;
-    int32_t got = kv_seq_match(kv, &q->kv, q->tokens, q->n_tokens, q->n_tokens - 1);
+    int32_t got = kv_seq_match(kv, &q->kv, q->tokens, q->n_tokens, lim);
     if (got < 0 || kv_seq_reserve(kv, &q->kv, q->n_tokens) != 0) {
         kv_seq_free(kv, &q->kv);
         return false;

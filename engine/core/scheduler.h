@@ -33,6 +33,8 @@ struct sched_seq {
     int32_t n_cached;          /* prompt tokens reused at the last admission */
     bool score;                /* want logits at positions [score_from, n_prompt - 1) */
     int32_t score_from;
+    bool score_gen;            /* ... and it generates: the prompt's last position's row
+                                  (the first sample) follows those rows */
     struct kv_seq kv;
     enum sched_state state;
     int32_t n_preempted;

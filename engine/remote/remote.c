@@ -37,7 +37,9 @@ void remote_req_unref(struct rreq *q)
     free(q->body);
     free(q->fin_message);
     free(q->m.token_t);
+    free(q->ids);
     rbuf_free(&q->errbody);
+    rbuf_free(&q->whole);
     free(q);
 }
 
@@ -81,6 +83,42 @@ static int set_endpoint(struct rendpoint *ep, const char *url, char *err, size_t
     return 0;
 }
 
+static int32_t int_field(const cJSON *o, const char *k)
+{
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+    return cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e9 ? (int32_t)v->valuedouble
+                                                                            : 0;
+}
+
+/* The context length in a /v1/models entry: tern serve's context_length,
+ * vLLM's max_model_len, llama-server's meta.n_ctx_train (the training
+ * context; /props has the one in force). 0 = not said. */
+static int32_t model_ctx(const cJSON *m)
+{
+    int32_t n = int_field(m, "context_length");
+    if (!n) n = int_field(m, "max_model_len");
+    if (!n) n = int_field(m ? cJSON_GetObjectItemCaseSensitive(m, "meta") : NULL, "n_ctx_train");
+    return n;
+}
+
+/* llama-server: GET /props default_generation_settings.n_ctx (per slot), or
+ * an older top-level n_ctx. Kept as it was when /props does not answer. */
+static void props_ctx(const struct remote *R, struct rendpoint *ep)
+{
+    char url[1100], err[256];
+    snprintf(url, sizeof url, "%s/props", ep->root);
+    struct rbuf b = {0};
+    if (remote_http_sync(R, url, NULL, &b, R->connect_timeout_s + 5, err, sizeof err) == 200) {
+        cJSON *j = cJSON_ParseWithLength(b.p ? b.p : "", b.len);
+        int32_t n = int_field(j ? cJSON_GetObjectItemCaseSensitive(j, "default_generation_settings")
+                                : NULL, "n_ctx");
+        if (!n) n = int_field(j, "n_ctx");
+        if (n) ep->n_ctx = n;
+        cJSON_Delete(j);
+    }
+    rbuf_free(&b);
+}
+
 /* GET /v1/models: the endpoint answers (else open fails, naming it), and the
  * first model's id is the "model" sent when none was given. */
 static int probe_models(struct remote *R, int32_t i, char *err, size_t errlen)
@@ -113,7 +151,9 @@ static int probe_models(struct remote *R, int32_t i, char *err, size_t errlen)
     if (!R->model && cJSON_IsString(id)) R->model = strdup(id->valuestring);
     if (cJSON_IsString(own))
         snprintf(ep->server_kind, sizeof ep->server_kind, "%s", own->valuestring);
+    ep->n_ctx = model_ctx(m0);
     cJSON_Delete(j);
+    if (strcmp(ep->server_kind, "llamacpp") == 0) props_ctx(R, ep);
     rc = 0;
 out:
     rbuf_free(&b);
@@ -268,15 +308,57 @@ static int32_t pick_endpoint(struct remote *R)
 /* The JSON body; ignore_eos is a vLLM / SGLang / llama-server extension. */
 static char *build_body(const struct remote *R, const struct engine_request *r, bool chat)
 {
-    char *body = oai_request_build(chat ? OAI_CHAT : OAI_COMPLETION, R->model, r, true, true);
-    if (!body || !r->ignore_eos) return body;
+    char *body = oai_request_build(chat ? OAI_CHAT : OAI_COMPLETION, R->model, r, !r->score,
+                                   !r->score);
+    if (!body || !(r->ignore_eos || r->score)) return body;
     cJSON *j = cJSON_Parse(body);
     free(body);
     if (!j) return NULL;
-    cJSON_AddBoolToObject(j, "ignore_eos", true);
+    if (r->ignore_eos) cJSON_AddBoolToObject(j, "ignore_eos", true);
+    /* Scoring asks for one generated token, not 0: vLLM's sampling
+     * parameters refuse max_tokens < 1 (vllm-project/vllm#9336), while
+     * echo + logprobs + max_tokens 1 works there and on tern serve; the
+     * token's entry after the prompt's is ignored. */
+    if (r->score) cJSON_ReplaceItemInObject(j, "max_tokens", cJSON_CreateNumber(1));
     body = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return body;
+}
+
+/* Scoring goes over HTTP as echo + logprobs (tern serve, vLLM, OpenAI's
+ * legacy completions). llama-server cannot: its n_probs / logprobs cover
+ * the generated tokens only, never the prompt's (llama.cpp as vendored by
+ * llama-cpp-python 0.3.36: populate_token_probs runs on sampled tokens). */
+static bool score_refused(const struct remote *R, const struct engine_request *r, char *err,
+                          size_t errlen)
+{
+    if (!r->prompt_tokens || r->n_prompt_tokens < 2) {
+        snprintf(err, errlen, "remote engine: scoring needs the prompt as token ids (at least 2; "
+                              "give -m MODEL for the tokenizer)");
+        return true;
+    }
+    if (strcmp(R->ep[0].server_kind, "llamacpp") == 0) {
+        snprintf(err, errlen, "remote engine: %s is llama-server (llama.cpp), which cannot give "
+                              "a prompt's log-probabilities (its n_probs covers generated tokens "
+                              "only), so perplexity cannot be computed there; use tern serve or "
+                              "vLLM, or run eval in-process", R->ep[0].base);
+        return true;
+    }
+    return false;
+}
+
+/* Score requests: completions, not streamed (echo's prompt entries come
+ * in one body), with the prompt's ids kept to read its entries. */
+static int score_setup(struct rreq *q, const struct engine_request *r)
+{
+    q->score = true;
+    q->score_from = r->score_from > 0 ? r->score_from : 0;
+    q->n_ids = r->n_prompt_tokens;
+    q->ids = malloc((size_t)q->n_ids * sizeof *q->ids);
+    if (!q->ids) return -1;
+    memcpy(q->ids, r->prompt_tokens, (size_t)q->n_ids * sizeof *q->ids);
+    q->whole.max = (size_t)64 << 20; /* 20 alternatives per token still fit */
+    return 0;
 }
 
 static uint64_t remote_submit(struct engine *e, const struct engine_request *r,
@@ -286,12 +368,13 @@ static uint64_t remote_submit(struct engine *e, const struct engine_request *r,
     enum engine_status dummy;
     if (!why) why = &dummy;
     *why = ENGINE_ERROR;
-    if (r->score) {
-        snprintf(err, errlen, "remote engine: scoring (perplexity) needs the prompt's "
-                              "log-probabilities, which this client does not request over HTTP yet");
+    if (r->score && score_refused(R, r, err, errlen)) return 0;
+    if (!r->score && (r->logprobs || r->prompt_logprobs)) {
+        snprintf(err, errlen, "remote engine: token log-probabilities are not relayed into "
+                              "events (scoring is: score requests use echo + logprobs)");
         return 0;
     }
-    bool chat = r->messages && r->n_messages > 0;
+    bool chat = !r->score && r->messages && r->n_messages > 0;
     if (!chat && !r->prompt && !(r->prompt_tokens && r->n_prompt_tokens > 0)) {
         snprintf(err, errlen, "remote engine: empty request (no messages, prompt or tokens)");
         return 0;
@@ -307,6 +390,10 @@ static uint64_t remote_submit(struct engine *e, const struct engine_request *r,
     q->tag = r->tag;
     q->prio = r->priority;
     q->body = build_body(R, r, chat);
+    if (r->score && q->body && score_setup(q, r) != 0) {
+        free(q->body);
+        q->body = NULL;
+    }
     if (!q->body) {
         snprintf(err, errlen, "remote engine: cannot encode the request as JSON");
         free(q);
@@ -370,13 +457,16 @@ static int remote_cancel(struct engine *e, uint64_t id)
     return rc;
 }
 
-/* A server's queue cannot be held from here; pausing only matters to the
- * local scheduler (a wave submitted together), and a remote server admits
- * requests as they come anyway. */
+/* A server's queue cannot be held from here: pausing holds new requests on
+ * the client (the worker sends none of the inbox), so that a wave goes out
+ * together when released; running streams are not touched. */
 static void remote_pause(struct engine *e, bool paused)
 {
-    (void)e;
-    (void)paused;
+    struct remote *R = (struct remote *)e;
+    pthread_mutex_lock(&R->mu);
+    R->paused = paused;
+    pthread_mutex_unlock(&R->mu);
+    curl_multi_wakeup(R->multi);
 }
 
 /* ---- events --------------------------------------------------------------------------- */
@@ -424,5 +514,6 @@ static const struct engine_ops remote_ops = {
     .info = remote_info,
     .count_tokens = remote_count_tokens,
     .count_chat_tokens = remote_count_chat_tokens,
+    .token_bytes = remote_token_bytes,
     .close = remote_close,
 };

@@ -62,9 +62,10 @@ struct rendpoint {
     uint64_t scrapes, scrape_errors;
     char scrape_error[160];
     char server_kind[16];
+    int32_t n_ctx;                 /* the server's context per sequence; 0 = unknown */
     /* tern serve's GET /v1/tern/status: its engine's own snapshot (KV
      * blocks, steps), beside what /metrics says */
-    struct engine_stats tstat;
+    struct engine_stats tstat;     /* server.recent / tenants are filled too */
     bool tstat_ok;
 };
 
@@ -76,6 +77,13 @@ struct rreq {
     int32_t ep;
     bool chat;
     char *body;                    /* JSON request body */
+    /* score requests (eval perplexity): one non-streamed completions call
+     * with echo + logprobs + max_tokens 0; the prompt's ids to find each
+     * token's entry, and the whole JSON body */
+    bool score;
+    int32_t score_from, n_ids;
+    int32_t *ids;
+    struct rbuf whole;
     /* worker only */
     CURL *easy;
     struct curl_slist *hdrs;
@@ -130,6 +138,7 @@ struct remote {
     pthread_mutex_t mu;
     pthread_cond_t ev_cond;
     bool stop;
+    bool paused;                   /* engine_pause: inbox requests are held, not sent */
     struct rreq *inbox_head, *inbox_tail;
     struct rreq *live;
     struct evq evq;
@@ -156,6 +165,7 @@ int64_t remote_count_tokens(const struct engine *e, const char *text, size_t len
                             size_t errlen);
 int64_t remote_count_chat_tokens(const struct engine *e, const struct engine_message *msgs,
                                  int32_t n, char *err, size_t errlen);
+int remote_token_bytes(const struct engine *e, int32_t id, char *out, size_t cap);
 /* POST ROOT/tokenize (bounded wait); -1 when the server has none. */
 int64_t remote_server_tokenize(const struct remote *R, const char *text, size_t len);
 

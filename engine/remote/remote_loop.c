@@ -17,12 +17,47 @@
 
 #define REMOTE_HEALTH_INTERVAL_S 5.0
 
+/* While paused: the held requests stay in the inbox, except the cancelled
+ * ones, which move to the active list (where prune drops them) and end now. */
+static void end_held_cancelled(struct remote *R)
+{
+    struct rreq *done = NULL;
+    pthread_mutex_lock(&R->mu);
+    for (struct rreq **pp = &R->inbox_head, *prev = NULL; *pp;) {
+        struct rreq *q = *pp;
+        if (!q->cancel) {
+            prev = q;
+            pp = &q->inbox_next;
+            continue;
+        }
+        *pp = q->inbox_next;
+        if (R->inbox_tail == q) R->inbox_tail = prev;
+        q->inbox_next = done;
+        done = q;
+    }
+    pthread_mutex_unlock(&R->mu);
+    while (done) {
+        struct rreq *q = done;
+        done = q->inbox_next;
+        q->inbox_next = NULL;
+        q->act_next = R->active;
+        R->active = q;
+        remote_stream_finish(R, q, ENGINE_CANCELLED, "cancelled while held by engine_pause "
+                                                     "(never sent)");
+    }
+}
+
 static void start_new(struct remote *R)
 {
     pthread_mutex_lock(&R->mu);
-    struct rreq *q = R->inbox_head;
-    R->inbox_head = R->inbox_tail = NULL;
+    bool paused = R->paused;
+    struct rreq *q = paused ? NULL : R->inbox_head;
+    if (!paused) R->inbox_head = R->inbox_tail = NULL;
     pthread_mutex_unlock(&R->mu);
+    if (paused) {
+        end_held_cancelled(R);
+        return;
+    }
     while (q) {
         struct rreq *next = q->inbox_next;
         q->inbox_next = NULL;
@@ -190,6 +225,77 @@ static void jhist(const cJSON *o, const char *k, struct engine_hist *h, bool *ok
     h->max = jnum(j, "max", ok);
 }
 
+static void copy_jstr(char *dst, size_t n, const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    /* untrusted text for the terminal: printable ASCII only, bounded */
+    size_t i = 0;
+    for (const char *c = cJSON_IsString(v) ? v->valuestring : ""; *c && i + 1 < n; c++)
+        dst[i++] = (*c >= 32 && *c < 127) ? *c : '?';
+    dst[i] = 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The tenants among the recent requests: counts, tokens, median TTFT. */
+static void tenants_of(const cJSON *rec, struct engine_server_stats *sv)
+{
+    double ttft[ENGINE_SERVER_TENANTS][64];
+    int nt[ENGINE_SERVER_TENANTS] = {0};
+    const cJSON *r;
+    cJSON_ArrayForEach(r, rec) {
+        char name[32];
+        copy_jstr(name, sizeof name, r, "tenant");
+        int k = 0;
+        while (k < sv->n_tenants && strcmp(sv->tenants[k].name, name)) k++;
+        if (k == sv->n_tenants) {
+            if (k == ENGINE_SERVER_TENANTS) continue;
+            snprintf(sv->tenants[k].name, sizeof sv->tenants[k].name, "%s", name);
+            sv->n_tenants++;
+        }
+        bool ok = true;
+        sv->tenants[k].requests++;
+        sv->tenants[k].tokens += (int64_t)(jnum(r, "prompt_tokens", &ok) +
+                                           jnum(r, "generated_tokens", &ok));
+        double t = jnum(r, "ttft_s", &ok);
+        if (ok && t > 0 && nt[k] < 64) ttft[k][nt[k]++] = t;
+    }
+    for (int k = 0; k < sv->n_tenants; k++) {
+        qsort(ttft[k], (size_t)nt[k], sizeof ttft[k][0], cmp_double);
+        sv->tenants[k].ttft_p50_s = nt[k] ? ttft[k][nt[k] / 2] : 0;
+    }
+}
+
+/* "recent": newest first, as the server lists them. */
+static void recent_of(const cJSON *j, struct engine_server_stats *sv)
+{
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(j, "recent"), *r;
+    if (!cJSON_IsArray(rec)) return;
+    cJSON_ArrayForEach(r, rec) {
+        if (sv->n_recent == ENGINE_SERVER_RECENT) break;
+        if (!cJSON_IsObject(r)) continue;
+        struct engine_server_req *q = &sv->recent[sv->n_recent++];
+        bool ok = true;
+        char route[48];
+        copy_jstr(q->tenant, sizeof q->tenant, r, "tenant");
+        copy_jstr(q->request_id, sizeof q->request_id, r, "request_id");
+        copy_jstr(q->status, sizeof q->status, r, "status");
+        copy_jstr(route, sizeof route, r, "route");
+        snprintf(q->route, sizeof q->route, "%s", strstr(route, "chat") ? "chat" : "cmpl");
+        q->queue_s = jnum(r, "queue_s", &ok);
+        q->ttft_s = jnum(r, "ttft_s", &ok);
+        q->e2e_s = jnum(r, "e2e_s", &ok);
+        q->n_prompt = (int32_t)jnum(r, "prompt_tokens", &ok);
+        q->n_cached = (int32_t)jnum(r, "cached_tokens", &ok);
+        q->n_generated = (int32_t)jnum(r, "generated_tokens", &ok);
+    }
+    tenants_of(rec, sv);
+}
+
 /* tern serve's /v1/tern/status: "engine" is its engine_snapshot_json, so the
  * KV blocks and step figures shown are exactly the server's own. */
 static void status_result(struct remote *R, struct rprobe *p, long code, CURLcode rc)
@@ -212,6 +318,7 @@ static void status_result(struct remote *R, struct rprobe *p, long code, CURLcod
     t.goodput_rps = jnum(e, "goodput_rps", &ok);
     jhist(e, "step_s", &t.step_s, &ok);
     jhist(e, "step_tokens", &t.step_tokens, &ok);
+    if (ok) recent_of(j, &t.server);
     cJSON_Delete(j);
     if (!ok) return;
     struct rendpoint *ep = &R->ep[p->ep];
@@ -296,8 +403,19 @@ void *remote_main(void *arg)
         probes(R, now);
         curl_multi_poll(R->multi, NULL, 0, 50, NULL);
     }
-    /* Close: cancel what is left (closing each connection). */
-    start_new(R);
+    /* Close: cancel what is left (closing each connection); requests never
+     * sent (the inbox, held or not) end without a connection. */
+    pthread_mutex_lock(&R->mu);
+    struct rreq *in = R->inbox_head;
+    R->inbox_head = R->inbox_tail = NULL;
+    pthread_mutex_unlock(&R->mu);
+    while (in) {
+        struct rreq *next = in->inbox_next;
+        in->inbox_next = NULL;
+        in->act_next = R->active;
+        R->active = in;
+        in = next;
+    }
     for (struct rreq *q = R->active; q; q = q->act_next) {
         pthread_mutex_lock(&R->mu);
         bool fin = q->finished;

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "oai_logprobs.h"
 #include "remote_impl.h"
 #include "tok.h"
 
@@ -183,6 +184,15 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
                                            ? n : REMOTE_ERRBODY_MAX - q->errbody.len);
         return n;
     }
+    if (q->score) {
+        if (rbuf_add(&q->whole, ptr, n) == 0) return n;
+        char msg[256];
+        snprintf(msg, sizeof msg, "the scoring response from %s is over %zu MiB",
+                 q->R->ep[q->ep].base, q->whole.max >> 20);
+        set_fin(q, ENGINE_ERROR, msg);
+        q->failed = true;
+        return 0;
+    }
     int rc = sse_reader_feed(&q->sse, ptr, n, on_sse, q);
     if (rc < 0) {
         char msg[256];
@@ -233,7 +243,8 @@ int remote_stream_start(struct remote *R, struct rreq *q, char *err, size_t errl
     q->curl_err[0] = 0;
     curl_easy_setopt(q->easy, CURLOPT_URL, url);
     remote_easy_common(R, q->easy, &q->hdrs, true);
-    q->hdrs = curl_slist_append(q->hdrs, "Accept: text/event-stream");
+    q->hdrs = curl_slist_append(q->hdrs, q->score ? "Accept: application/json"
+                                                  : "Accept: text/event-stream");
     curl_easy_setopt(q->easy, CURLOPT_HTTPHEADER, q->hdrs);
     curl_easy_setopt(q->easy, CURLOPT_POSTFIELDS, q->body);
     curl_easy_setopt(q->easy, CURLOPT_WRITEFUNCTION, on_body);
@@ -371,6 +382,57 @@ static void http_error_message(struct remote *R, struct rreq *q, char *out, size
         snprintf(out + k, n - (size_t)k, "; retry after %.0f s", q->retry_after_s);
 }
 
+/* A score request's answer: the prompt's entries summed into nll_sum over
+ * the positions after score_from (what the local engine scores), usage for
+ * the counts. A server that leaves them out is named in the error. */
+static void finish_score(struct remote *R, struct rreq *q)
+{
+    char err[256], msg[700];
+    double *lp = malloc((size_t)q->n_ids * sizeof *lp);
+    const char *body = q->whole.p ? q->whole.p : "";
+    if (!lp || oai_prompt_logprobs_parse(body, q->whole.len, q->ids, q->n_ids, lp, err,
+                                         sizeof err) != 0) {
+        pthread_mutex_lock(&R->mu);
+        const char *kind = R->ep[q->ep].server_kind;
+        snprintf(msg, sizeof msg, "%s%s%s%s gave no prompt log-probabilities for scoring (echo + "
+                 "logprobs, or vLLM's prompt_logprobs): %s", R->ep[q->ep].base,
+                 kind[0] ? " (" : "", kind, kind[0] ? ")" : "", lp ? err : "out of memory");
+        pthread_mutex_unlock(&R->mu);
+        free(lp);
+        remote_stream_finish(R, q, ENGINE_ERROR, msg);
+        return;
+    }
+    struct oai_parsed p;
+    if (oai_response_parse(body, q->whole.len, &p, err, sizeof err) == 0) {
+        if (p.has_usage) {
+            q->has_usage = true;
+            q->usage = p.usage;
+            q->usage.completion_tokens = 0;
+        }
+        oai_parsed_free(&p);
+    }
+    double nll = 0;
+    int32_t n = 0, missing = 0;
+    for (int32_t i = q->score_from + 1; i < q->n_ids; i++) {
+        if (isnan(lp[i])) {
+            missing++;
+            continue;
+        }
+        nll -= lp[i];
+        n++;
+    }
+    free(lp);
+    if (missing) {
+        snprintf(msg, sizeof msg, "%s left %d of %d scored prompt positions without a "
+                 "log-probability", R->ep[q->ep].base, missing, missing + n);
+        remote_stream_finish(R, q, ENGINE_ERROR, msg);
+        return;
+    }
+    q->m.nll_sum = nll;
+    q->m.n_scored = n;
+    remote_stream_finish(R, q, ENGINE_OK, NULL);
+}
+
 static bool retryable(CURLcode rc)
 {
     return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST;
@@ -381,9 +443,11 @@ void remote_stream_done(struct remote *R, struct rreq *q, CURLcode rc)
     char msg[700];
     const char *base = R->ep[q->ep].base;
     if (rc != CURLE_OK && retryable(rc) && !q->got_bytes && q->retries < R->max_retries) {
-        /* Nothing reached the server: safe to try again, with backoff. */
+        /* Nothing reached the server: safe to try again, with backoff
+         * (0.2 s doubling, capped at 2 s). */
         drop_transfer(R, q);
-        q->retry_at = remote_now(R) + 0.2 * (double)(1 << q->retries);
+        double wait = 0.2 * (double)(1 << (q->retries < 8 ? q->retries : 8));
+        q->retry_at = remote_now(R) + (wait < 2.0 ? wait : 2.0);
         q->retries++;
         return;
     }
@@ -404,6 +468,10 @@ void remote_stream_done(struct remote *R, struct rreq *q, CURLcode rc)
         q->m.retry_after_s = q->retry_after_s;
         remote_stream_finish(R, q, q->http_status == 429 || q->http_status == 503 ? ENGINE_REJECTED
                                                                                  : ENGINE_ERROR, msg);
+        return;
+    }
+    if (q->score) {
+        finish_score(R, q);
         return;
     }
     if (!q->has_fin && !q->done_seen) {

@@ -76,6 +76,10 @@ static void merge_server(struct remote *R, double now, struct engine_stats *out)
         out->sched_overhead = t->sched_overhead;
         out->step_s = t->step_s;
         out->step_tokens = t->step_tokens;
+        out->server.n_recent = t->server.n_recent;
+        memcpy(out->server.recent, t->server.recent, sizeof out->server.recent);
+        out->server.n_tenants = t->server.n_tenants;
+        memcpy(out->server.tenants, t->server.tenants, sizeof out->server.tenants);
         known_any |= ENGINE_STAT_KV_BLOCKS | ENGINE_STAT_STEPS;
         break;
     }
@@ -99,6 +103,8 @@ void remote_snapshot(struct engine *e, struct engine_stats *out)
     out->server.n_endpoints = R->n_ep;
     for (int32_t i = 0; i < R->n_ep; i++) out->server.endpoint[i] = R->ep[i].pub;
     merge_server(R, now, out);
+    out->paused = R->paused;
+    for (const struct rreq *q = R->inbox_head; q; q = q->inbox_next) out->server.held++;
     pthread_mutex_unlock(&R->mu);
     out->backend.name = "remote";
     snprintf(out->backend.device, sizeof out->backend.device, "%s", R->device);
@@ -135,6 +141,8 @@ void remote_info(const struct engine *e, struct engine_info *out)
         out->n_vocab = R->tmodel->hp.n_vocab;
         out->n_ctx_train = R->tmodel->hp.n_ctx_train;
     }
+    /* Context fitting (the chat) works from the server's own figure. */
+    out->n_ctx = R->ep[0].n_ctx;
     out->has_chat_template = true;  /* the server applies its own */
     out->chat_template = R->has_tmpl ? tmpl_family_name(R->tmpl.family) : NULL;
     out->backend.name = "remote";
@@ -189,6 +197,14 @@ int64_t remote_count_tokens(const struct engine *e, const char *text, size_t len
     int64_t n = R->server_tokenize ? remote_server_tokenize(R, text, len) : -1;
     if (n >= 0) return n;
     return (int64_t)((len + 3) / 4); /* estimate: engine_info.token_counts says so */
+}
+
+/* Token bytes only with a local tokenizer (-m): the server's ids are not seen. */
+int remote_token_bytes(const struct engine *e, int32_t id, char *out, size_t cap)
+{
+    const struct remote *R = (const struct remote *)e;
+    if (!R->tok || id < 0 || id >= tok_n_vocab(R->tok)) return -1;
+    return (int)tok_decode_token_special(R->tok, id, out, cap);
 }
 
 int64_t remote_count_chat_tokens(const struct engine *e, const struct engine_message *msgs,

@@ -278,25 +278,52 @@ static int parse_stop(struct parse_ctx *c, const cJSON *root)
     return 0;
 }
 
+/* Log-probabilities: chat's logprobs (bool) + top_logprobs (0..20);
+ * completions' logprobs (int 0..20, OpenAI allows 5) + echo; vLLM's
+ * prompt_logprobs (int 0..20) on both. echo with max_tokens 0 scores the
+ * prompt without generating (the engine's score request). */
+static int parse_logprobs(struct parse_ctx *c, const cJSON *root)
+{
+    struct oai_request *r = c->r;
+    double d;
+    bool given, b = false;
+    r->logprobs = r->prompt_logprobs = -1;
+    if (r->kind == OAI_CHAT) {
+        if (get_bool(c, root, "logprobs", &b) != 0) return -1;
+        if (get_num(c, root, "top_logprobs", 0, ENGINE_MAX_TOP_LOGPROBS, true, &d, &given) != 0)
+            return -1;
+        if (given && !b)
+            return fail(c, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (b) r->logprobs = given ? (int32_t)d : 0;
+    } else {
+        if (get_num(c, root, "logprobs", 0, ENGINE_MAX_TOP_LOGPROBS, true, &d, &given) != 0)
+            return -1;
+        if (given) r->logprobs = (int32_t)d;
+        if (get_bool(c, root, "echo", &r->echo) != 0) return -1;
+    }
+    if (get_num(c, root, "prompt_logprobs", 0, ENGINE_MAX_TOP_LOGPROBS, true, &d, &given) != 0)
+        return -1;
+    if (given) r->prompt_logprobs = (int32_t)d;
+    struct engine_request *q = &r->req;
+    q->logprobs = r->logprobs >= 0;
+    q->top_logprobs = r->logprobs > 0 ? r->logprobs : 0;
+    int32_t pt = r->echo && r->logprobs >= 0 ? r->logprobs : -1;
+    if (r->prompt_logprobs > pt) pt = r->prompt_logprobs;
+    q->prompt_logprobs = pt >= 0;
+    q->prompt_top_logprobs = pt > 0 ? pt : 0;
+    return 0;
+}
+
 /* Fields tern does not implement: a clear 400 instead of silently ignoring them. */
 static int parse_unsupported(struct parse_ctx *c, const cJSON *root)
 {
     double d;
-    bool given, b = false;
+    bool given;
     if (get_num(c, root, "n", -1e18, 1e18, true, &d, &given) != 0) return -1;
     if (given && d != 1) return fail(c, "n", "'n' must be 1 (one choice per request)");
     if (get_num(c, root, "best_of", -1e18, 1e18, true, &d, &given) != 0) return -1;
     if (given && d != 1) return fail(c, "best_of", "'best_of' must be 1");
-    if (c->r->kind == OAI_CHAT) {
-        if (get_bool(c, root, "logprobs", &b) != 0) return -1;
-        if (b) return fail(c, "logprobs", "'logprobs' is not supported by tern");
-        if (field(root, "top_logprobs"))
-            return fail(c, "top_logprobs", "'top_logprobs' is not supported by tern");
-    } else {
-        if (field(root, "logprobs"))
-            return fail(c, "logprobs", "'logprobs' is not supported by tern");
-        if (get_bool(c, root, "echo", &b) != 0) return -1;
-        if (b) return fail(c, "echo", "'echo' is not supported by tern");
+    if (c->r->kind == OAI_COMPLETION) {
         const cJSON *sfx = field(root, "suffix");
         if (sfx && !(cJSON_IsString(sfx) && !sfx->valuestring[0]))
             return fail(c, "suffix", "'suffix' is not supported by tern");
@@ -344,7 +371,13 @@ static int parse_limits(struct parse_ctx *c, const cJSON *root)
                                                             : "max_tokens";
     if (get_num(c, root, name, -INFINITY, INFINITY, true, &d, &given) != 0) return -1;
     if (given) {
-        if (d < 1) return fail(c, name, "'%s' is %g; it must be at least 1", name, d);
+        if (d == 0 && c->r->echo) {
+            c->r->req.score = true; /* echo only: the prompt's log-probabilities */
+            c->r->req.logprobs = false;
+        } else if (d < 1) {
+            return fail(c, name, "'%s' is %g; it must be at least 1 (0 only with 'echo')", name,
+                        d);
+        }
         if (d > c->lim.max_tokens_cap)
             return fail(c, name, "'%s' is %g; at most %d is accepted", name, d,
                         (int)c->lim.max_tokens_cap);
@@ -414,7 +447,8 @@ int oai_request_parse(const char *body, size_t len, enum oai_kind kind,
     if (get_str(&c, root, "model", &out->model) != 0 || get_str(&c, root, "user", &out->user) != 0)
         goto fail;
     if ((kind == OAI_CHAT ? parse_messages(&c, root) : parse_prompt(&c, root)) != 0) goto fail;
-    if (parse_unsupported(&c, root) != 0 || parse_sampling(&c, root) != 0 ||
+    if (parse_unsupported(&c, root) != 0 || parse_logprobs(&c, root) != 0 ||
+        parse_sampling(&c, root) != 0 ||
         parse_limits(&c, root) != 0 || parse_stop(&c, root) != 0)
         goto fail;
     cJSON_Delete(root);
@@ -490,6 +524,23 @@ static bool build_sampling(cJSON *o, const struct engine_sampling *s)
            add_num(o, "repeat_last_n", s->penalty_last_n) && add_num(o, "seed", seed);
 }
 
+/* A score request is echo + logprobs + max_tokens 0 (the prompt's
+ * log-probabilities, nothing generated), which tern serve, vLLM and OpenAI's
+ * legacy completions answer; score_from does not travel (the receiver
+ * returns every position). */
+static bool build_logprobs(cJSON *o, enum oai_kind kind, const struct engine_request *r)
+{
+    if (kind == OAI_CHAT)
+        return !r->logprobs || (cJSON_AddBoolToObject(o, "logprobs", true) &&
+                                add_num(o, "top_logprobs", r->top_logprobs));
+    if (r->score)
+        return cJSON_AddBoolToObject(o, "echo", true) && add_num(o, "max_tokens", 0) &&
+               add_num(o, "logprobs", r->prompt_top_logprobs);
+    if (r->logprobs && !add_num(o, "logprobs", r->top_logprobs)) return false;
+    if (r->prompt_logprobs && !add_num(o, "prompt_logprobs", r->prompt_top_logprobs)) return false;
+    return true;
+}
+
 char *oai_request_build(enum oai_kind kind, const char *model, const struct engine_request *r,
                         bool stream, bool include_usage)
 {
@@ -497,7 +548,8 @@ char *oai_request_build(enum oai_kind kind, const char *model, const struct engi
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddStringToObject(o, "model", model ? model : "default")) goto done;
     if (!build_prompt(o, kind, r) || !build_sampling(o, &r->sampling)) goto done;
-    if (r->max_tokens > 0 && !add_num(o, "max_tokens", r->max_tokens)) goto done;
+    if (r->max_tokens > 0 && !r->score && !add_num(o, "max_tokens", r->max_tokens)) goto done;
+    if (!build_logprobs(o, kind, r)) goto done;
     if (r->n_stop > 0) {
         cJSON *st = cJSON_AddArrayToObject(o, "stop");
         if (!st) goto done;

@@ -43,6 +43,9 @@ struct oai_request {
     bool include_usage;         /* stream_options.include_usage */
     bool has_max_tokens;        /* max_tokens / max_completion_tokens given */
     bool has_seed;              /* "seed" given (else the caller may pick one) */
+    int32_t logprobs;           /* chat top_logprobs / completions logprobs; -1 = not asked */
+    bool echo;                  /* completions: the prompt goes before the reply */
+    int32_t prompt_logprobs;    /* vLLM's prompt_logprobs; -1 = not asked */
     int32_t n_chars;            /* prompt text bytes (all message contents or the prompt) */
     /* storage behind req (owned) */
     struct engine_message *msgs;

@@ -194,14 +194,39 @@ static cJSON *add_choice(cJSON *o, const char *finish)
     return ok ? ch : NULL;
 }
 
+/* Puts item (taken, may be NULL) under name in o, replacing a null. */
+static bool put(cJSON *o, const char *name, cJSON *item)
+{
+    if (!item) return true;
+    if (cJSON_GetObjectItemCaseSensitive(o, name)) return cJSON_ReplaceItemInObject(o, name, item);
+    return cJSON_AddItemToObject(o, name, item);
+}
+
 char *oai_response_build(const struct oai_resp_ctx *c, const char *text,
                          const struct engine_metrics *m)
+{
+    return oai_response_build_lp(c, text, m, NULL, NULL);
+}
+
+char *oai_chunk_build(const struct oai_resp_ctx *c, bool role, const char *delta,
+                      const char *finish, const struct engine_metrics *usage_m)
+{
+    return oai_chunk_build_lp(c, role, delta, finish, usage_m, NULL);
+}
+
+char *oai_response_build_lp(const struct oai_resp_ctx *c, const char *text,
+                            const struct engine_metrics *m, struct cJSON *logprobs,
+                            struct cJSON *prompt_logprobs)
 {
     bool chat = c->kind == OAI_CHAT;
     cJSON *o = envelope(c, chat ? "chat.completion" : "text_completion");
     if (!o) return NULL;
     cJSON *ch = add_choice(o, oai_finish_reason(m->status));
     bool ok = ch != NULL;
+    if (ok) {
+        ok = put(ch, "logprobs", logprobs) && put(ch, "prompt_logprobs", prompt_logprobs);
+        logprobs = prompt_logprobs = NULL;
+    }
     if (ok && chat) {
         cJSON *msg = cJSON_AddObjectToObject(ch, "message");
         ok = msg && cJSON_AddStringToObject(msg, "role", "assistant") &&
@@ -210,23 +235,31 @@ char *oai_response_build(const struct oai_resp_ctx *c, const char *text,
         ok = add_clean_string(ch, "text", text);
     }
     ok = ok && add_usage_tern(o, c, m);
+    cJSON_Delete(logprobs);
+    cJSON_Delete(prompt_logprobs);
     return print_free(o, ok);
 }
 
-char *oai_chunk_build(const struct oai_resp_ctx *c, bool role, const char *delta,
-                      const char *finish, const struct engine_metrics *usage_m)
+char *oai_chunk_build_lp(const struct oai_resp_ctx *c, bool role, const char *delta,
+                         const char *finish, const struct engine_metrics *usage_m,
+                         struct cJSON *logprobs)
 {
     bool chat = c->kind == OAI_CHAT;
     cJSON *o = envelope(c, chat ? "chat.completion.chunk" : "text_completion");
-    if (!o) return NULL;
+    if (!o) {
+        cJSON_Delete(logprobs);
+        return NULL;
+    }
     bool ok = true;
     bool usage_only = usage_m && !finish && !delta && !role;
     if (usage_only) {
+        cJSON_Delete(logprobs);
         ok = cJSON_AddArrayToObject(o, "choices") && add_usage_tern(o, c, usage_m);
         return print_free(o, ok);
     }
     cJSON *ch = add_choice(o, finish);
-    ok = ch != NULL;
+    ok = ch != NULL && put(ch, "logprobs", logprobs);
+    if (!ch) cJSON_Delete(logprobs);
     if (ok && chat) {
         cJSON *d = cJSON_AddObjectToObject(ch, "delta");
         ok = d && (!role || cJSON_AddStringToObject(d, "role", "assistant")) &&

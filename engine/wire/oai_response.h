@@ -67,6 +67,16 @@ char *oai_response_build(const struct oai_resp_ctx *c, const char *text,
 char *oai_chunk_build(const struct oai_resp_ctx *c, bool role, const char *delta,
                       const char *finish, const struct engine_metrics *usage_m);
 
+/* The same with a choice's "logprobs" (and, for the whole response, vLLM's
+ * "prompt_logprobs"): cJSON trees from oai_logprobs.h, taken (freed) by the
+ * call whatever it returns; NULL leaves the field null / absent. */
+char *oai_response_build_lp(const struct oai_resp_ctx *c, const char *text,
+                            const struct engine_metrics *m, struct cJSON *logprobs,
+                            struct cJSON *prompt_logprobs);
+char *oai_chunk_build_lp(const struct oai_resp_ctx *c, bool role, const char *delta,
+                         const char *finish, const struct engine_metrics *usage_m,
+                         struct cJSON *logprobs);
+
 /* type: "invalid_request_error", "authentication_error", "rate_limit_error",
  * "not_found_error", "server_error", ...; param and code may be NULL. */
 char *oai_error_build(const char *message, const char *type, const char *param,

@@ -18,4 +18,14 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 diag "server $1, tern $T"
 live_checks "$1"
+# Perplexity through the server's prompt log-probabilities (echo + logprobs,
+# or vLLM's prompt_logprobs), when TERN_PPL_MODEL names a GGUF file with the
+# server model's tokenizer: a number, or a refusal that names the server.
+if [ -n "${TERN_PPL_MODEL:-}" ]; then
+  "$T" eval --perplexity "$TERN_SRC/README.md" --ctx 128 --chunks 2 -m "$TERN_PPL_MODEL" \
+    --url "$1" --no-save >"$out/ppl" 2>"$out/pple"
+  diag "perplexity: $(cat "$out/ppl" "$out/pple" | head -c 300)"
+  ok $(grep -q '^perplexity [0-9]' "$out/ppl" || grep -q 'cannot give a prompt' "$out/pple"; echo $?) \
+    "live: eval --perplexity --url gives a figure or names why the server cannot"
+fi
 tap_done

@@ -12,7 +12,10 @@ base URL http://127.0.0.1:PORT/MODE/v1. Modes:
   429once    the first two requests get 429 with Retry-After: 1, then as ok
   malformed  a chunk that is not JSON
   auth       401 on every route unless 'Authorization: Bearer sekrit'
+  tern       as ok, but /v1/models says owned_by tern and GET /tern/v1/tern/status
+             answers (engine snapshot, 10 recent requests of 3 tenants)
   replay-NAME  the recorded stream fixtures/NAME-stream.sse (vllm, sglang, llamacpp)
+GET /MODE/count: {"posts": N} completion POSTs seen in that mode.
 GET /MODE/metrics serves fixtures/MODE-1.prom, then MODE-2.prom (or MODE.prom).
 Arguments: PORT [CERT KEY] (with a certificate: HTTPS). Prints 'PORT N' once listening. Runs until killed; every socket is bounded."""
 import json, os, socket, sys, threading, time
@@ -21,6 +24,29 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = "fault-model"
 LOCK = threading.Lock()
+H0 = {"count": 1, "mean": 0.01, "p50": 0.01, "p90": 0.01, "p99": 0.01, "max": 0.01}
+# mode "tern": a /v1/tern/status in tern serve's shape, with 10 recent
+# requests (newest first) from three tenants, one name carrying a terminal
+# escape (untrusted text the client must not print raw).
+TERN_STATUS = {"model": MODEL, "draining": False, "active_http": 0,
+               "engine": {"kv": {"block_tokens": 16, "total": 64, "used": 3, "cached": 5,
+                                 "free": 56},
+                          "steps": 7, "busy_s": 1.0, "backend_s": 0.9, "sched_overhead": 0.1,
+                          "goodput_rps": 0.5, "step_s": H0, "step_tokens": H0},
+               "recent": [{"tenant": t, "request_id": "r%d" % i, "route": r, "status": st,
+                           "queue_s": 0.001 * i, "ttft_s": tt, "e2e_s": 0.5 + i,
+                           "prompt_tokens": 10 + i, "cached_tokens": i, "generated_tokens": 4}
+                          for i, (t, r, st, tt) in enumerate([
+                              ("editor", "/v1/chat/completions", "stop", 0.1),
+                              ("nightly", "/v1/completions", "length", 0.9),
+                              ("editor", "/v1/chat/completions", "cancelled", 0.3),
+                              ("ev\x1b[31mil", "/v1/completions", "stop", 0.2),
+                              ("editor", "/v1/chat/completions", "stop", 0.2),
+                              ("nightly", "/v1/completions", "stop", 0.7),
+                              ("editor", "/v1/chat/completions", "stop", 0.4),
+                              ("nightly", "/v1/completions", "stop", 0.8),
+                              ("editor", "/v1/chat/completions", "stop", 0.5),
+                              ("editor", "/v1/chat/completions", "stop", 0.6)])]}
 SCRAPES = {}
 
 
@@ -66,9 +92,15 @@ class H(BaseHTTPRequestHandler):
             return self.error(401, "invalid api key")
         if rest == "/v1/models":
             return self.send_json(200, {"object": "list", "data": [
-                {"id": MODEL, "object": "model", "owned_by": "fault"}]})
+                {"id": MODEL, "object": "model", "owned_by": "tern" if mode == "tern" else "fault",
+                 "context_length": 4096}]})
+        if rest == "/v1/tern/status" and mode == "tern":
+            return self.send_json(200, TERN_STATUS)
         if rest == "/health":
             return self.send_json(200, {"status": "ok"})
+        if rest == "/count":  # how many completion POSTs this mode got (retry tests)
+            with LOCK:
+                return self.send_json(200, {"posts": SCRAPES.get("post:" + mode, 0)})
         if rest == "/metrics":
             # MODE-1.prom on the first scrape, MODE-2.prom after (an interval
             # with new samples), else MODE.prom.
@@ -94,6 +126,8 @@ class H(BaseHTTPRequestHandler):
 
     def do_POST(self):
         mode, rest = self.mode()
+        with LOCK:
+            SCRAPES["post:" + mode] = SCRAPES.get("post:" + mode, 0) + 1
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(min(n, 1 << 20))
         if not self.authorized(mode):

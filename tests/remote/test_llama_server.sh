@@ -58,6 +58,23 @@ diag "common prefix (chars, remote, local): $common"
 set -- $common
 ok $([ "$1" -ge 16 ] && [ "$1" -eq "$2" -o "$1" -ge 24 ]; echo $?) "greedy raw completion through --url equals in-process tern (common prefix $1 chars)"
 
+# Perplexity needs the prompt's log-probabilities, which llama-server does
+# not give (n_probs covers generated tokens): a clear refusal naming it.
+"$T" eval --perplexity "$TERN_SRC/README.md" --ctx 128 --chunks 1 -m "$model" --url "$U" \
+  --no-save >/dev/null 2>"$out/pe"
+st=$?
+diag "eval --perplexity: $(head -c 300 "$out/pe")"
+ok $([ $st -ne 0 ] && grep -q 'llama-server' "$out/pe" && grep -q 'n_probs' "$out/pe"; echo $?) \
+  "eval --perplexity --url: refused, naming llama-server and why (no prompt log-probabilities)"
+# The context gauge comes from /props (per-slot n_ctx: -c 2048 over -np 2).
+nctx=$(curl -sf "http://127.0.0.1:$port/props" | python3 -c 'import json,sys; print(json.load(sys.stdin)["default_generation_settings"]["n_ctx"])')
+lim=$(python3 -c "n=$nctx; print('%.1fk' % (n/1000) if n >= 1000 else n)")
+export XDG_DATA_HOME=$out/data XDG_CONFIG_HOME=$out/config
+timeout 120 "$T" chat --url "$U" --size 120x36 --headless-frames 200 --keys '{wait}hello' \
+  >"$out/tui" 2>"$out/tuie"
+ok $(tr -d ' ' <"$out/tui" | grep -q "context[0-9.k]*/$lim"; echo $?) \
+  "chat --url: the context gauge shows llama-server's per-slot context from /props ($nctx)"
+
 # llama-server's own view of the last request: /slots idle, /metrics parsed.
 curl -sf "http://127.0.0.1:$port/metrics" >"$out/m"
 ok $(grep -q '^llamacpp:' "$out/m"; echo $?) "llama-server /metrics exports llamacpp: metrics"

@@ -2,8 +2,10 @@
 # test_tern_serve: the remote engine against tern serve (the same binary) on
 # the default model, loopback only: the live checks, then run and eval
 # --prompts through --url give exactly the in-process greedy outputs, the
-# server's phase block reaches the client, and perplexity says it is not
-# supported over HTTP yet (instead of a wrong number).
+# server's phase block reaches the client, eval --perplexity through --url
+# (echo + logprobs) gives the in-process figure, logprobs through the
+# official openai client (test_logprobs.py), and the chat's context limit
+# comes from the server's /v1/models.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
 . "$TERN_SRC/tests/remote/live_checks.sh"
@@ -39,8 +41,27 @@ python3 -c 'import json,sys
 a=[json.loads(l)["output"] for l in open(sys.argv[1])]; b=[json.loads(l)["output"] for l in open(sys.argv[2])]
 print("# local ", a); print("# remote", b); sys.exit(not (a == b and len(a) == 2))' "$out/el" "$out/er"
 ok $? "eval --prompts --url: the same greedy outputs as in-process"
-"$T" eval --perplexity "$TERN_SRC/README.md" --url "$U" --no-save >/dev/null 2>"$out/pe"
-ok $(grep -q 'not supported yet' "$out/pe"; echo $?) "eval --perplexity --url: refused clearly, no number"
+txt=/work/shared/texts/gpl-3.0.txt
+[ -r "$txt" ] || txt=$TERN_SRC/README.md
+"$T" eval --perplexity "$txt" --ctx 128 --chunks 4 -m "$model" --threads 1 --no-save --json \
+  >"$out/pl" 2>"$out/ple"
+"$T" eval --perplexity "$txt" --ctx 128 --chunks 4 -m "$model" --url "$U" --no-save --json \
+  >"$out/pr" 2>"$out/pre"
+python3 -c 'import json,sys
+a=json.load(open(sys.argv[1]))["result"]; b=json.load(open(sys.argv[2]))["result"]
+print("# in-process ppl %.6f (%d scored), --url ppl %.6f (%d scored)" % (a["perplexity"], a["scored"], b["perplexity"], b["scored"]))
+sys.exit(not ("%.4f" % a["perplexity"] == "%.4f" % b["perplexity"] and a["scored"] == b["scored"] > 0))' \
+  "$out/pl" "$out/pr"
+ok $? "eval --perplexity --url: the in-process perplexity (print precision), the same tokens scored"
+"$T" eval --perplexity "$txt" --url "$U" --no-save >/dev/null 2>"$out/pe"
+ok $(grep -q 'needs -m MODEL' "$out/pe"; echo $?) "eval --perplexity --url without -m: asks for the tokenizer's model file"
+while IFS= read -r line; do
+  case $line in
+    "ok "*) ok 0 "openai logprobs: ${line#* - }" ;;
+    "not ok "*) ok 1 "openai logprobs: ${line#* - }" ;;
+    "#"*) echo "$line" ;;
+  esac
+done < <(timeout 120 python3 "$TERN_SRC/tests/remote/test_logprobs.py" "$U" 2>&1 || echo "not ok 0 - test_logprobs.py exited $?")
 # tern chat --attach: the real TUI loop off-screen, chatting through the
 # server and showing its engine in the instruments.
 export XDG_DATA_HOME=$out/data XDG_CONFIG_HOME=$out/config
@@ -52,4 +73,6 @@ ok $(grep -q 'assistant·[0-9]*tok' <<<"$flat"; echo $?) "chat --attach: a reply
 ok $(grep -q 'servertern' <<<"$flat" && grep -q 'clientp50/p90' <<<"$flat"; echo $?) \
   "chat --attach: instruments show the server's engine beside the client's figures"
 ok $(grep -q "uphttp://127.0.0.1:$port/v1" <<<"$flat"; echo $?) "chat --attach: the endpoint listed healthy"
+ctxlim=$(curl -sf "http://127.0.0.1:$port/v1/models" | python3 -c 'import json,sys; n=json.load(sys.stdin)["data"][0]["context_length"]; print("%.1fk" % (n/1000) if n >= 1000 else n)')
+ok $(grep -q "context[0-9.k]*/$ctxlim" <<<"$flat"; echo $?) "chat --attach: the context gauge shows the server's context_length ($ctxlim)"
 tap_done

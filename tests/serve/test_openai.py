@@ -116,9 +116,10 @@ ok(isinstance(e, openai.NotFoundError), f"unknown model -> 404: {e}")
 e = err_of(lambda: c.chat.completions.create(model=mid, max_tokens=3, n=2,
                                              messages=[{"role": "user", "content": "x"}]))
 ok(isinstance(e, openai.BadRequestError) and "'n'" in str(e), f"n=2 -> 400: {e}")
-e = err_of(lambda: c.chat.completions.create(model=mid, max_tokens=3, logprobs=True,
+e = err_of(lambda: c.chat.completions.create(model=mid, max_tokens=3, top_logprobs=2,
                                              messages=[{"role": "user", "content": "x"}]))
-ok(isinstance(e, openai.BadRequestError) and "logprobs" in str(e), f"logprobs -> 400: {e}")
+ok(isinstance(e, openai.BadRequestError) and "top_logprobs" in str(e),
+   f"top_logprobs without logprobs -> 400: {e}")
 e = err_of(lambda: c.chat.completions.create(model=mid, max_tokens=-1,
                                              messages=[{"role": "user", "content": "x"}]))
 ok(isinstance(e, openai.BadRequestError) and "max_tokens" in str(e), f"max_tokens -1 -> 400: {e}")

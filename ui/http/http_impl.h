@@ -45,6 +45,8 @@ struct http_req {
 };
 
 /* A completion being streamed (or waited for). */
+struct http_lp;
+
 struct http_stream {
     struct http_server *srv;
     struct http_req *hr;              /* NULL once MHD finished the request */
@@ -59,6 +61,7 @@ struct http_stream {
     struct sse_buf out;               /* bytes not yet handed to MHD */
     struct sse_buf text;              /* the whole reply (non-stream) */
     char *content;                    /* prompt text for --log-content */
+    struct http_lp *lp;               /* log-probabilities asked (http_lp.h), or NULL */
     bool sent_role, finished, done, accounted, disconnected;
     struct engine_event fin;          /* the FINISHED event */
     double t0, t_keepalive;

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "http_impl.h"
+#include "http_lp.h"
 #include "oai_response.h"
 #include "store.h"
 
@@ -137,6 +138,7 @@ static void stream_free(struct http_stream *st)
     sse_buf_free(&st->out);
     sse_buf_free(&st->text);
     free(st->content);
+    http_lp_free(st->lp);
     free(st);
 }
 
@@ -173,8 +175,10 @@ static void sse_json(struct http_stream *st, char *json)
     free(json);
 }
 
-static void on_token(struct http_stream *st, const char *text)
+static void on_token(struct http_stream *st, const struct engine_event *ev)
 {
+    const char *text = ev->text;
+    http_lp_token(st->lp, ev);
     if (!text || !text[0]) return;
     if (!st->stream) {
         sse_buf_add(&st->text, text, strlen(text));
@@ -182,7 +186,7 @@ static void on_token(struct http_stream *st, const char *text)
     }
     struct oai_resp_ctx c;
     ctx_of(st, &c, (int64_t)time(NULL));
-    sse_json(st, oai_chunk_build(&c, false, text, NULL, NULL));
+    sse_json(st, oai_chunk_build_lp(&c, false, text, NULL, NULL, http_lp_chunk(st->lp)));
 }
 
 /* The stream's end: the finish chunk (with the tern block), the usage chunk
@@ -198,7 +202,8 @@ static void on_finished(struct http_stream *st)
                                      s == ENGINE_TIMEOUT ? "timeout" : "server_error", NULL,
                                      engine_status_name(s)));
     } else {
-        sse_json(st, oai_chunk_build(&c, false, NULL, oai_finish_reason(s), m));
+        sse_json(st, oai_chunk_build_lp(&c, false, NULL, oai_finish_reason(s), m,
+                                        http_lp_chunk(st->lp)));
         if (st->include_usage && m) sse_json(st, oai_chunk_build(&c, false, NULL, NULL, m));
     }
     sse_event(&st->out, NULL, "[DONE]", 6);
@@ -211,7 +216,7 @@ static bool pump(struct http_stream *st, struct engine *e)
     int n = engine_poll_request(e, st->id, evs, N_EVS);
     for (int i = 0; i < n; i++) {
         struct engine_event *ev = &evs[i];
-        if (ev->type == ENGINE_EV_TOKEN) on_token(st, ev->text);
+        if (ev->type == ENGINE_EV_TOKEN) on_token(st, ev);
         if (ev->type == ENGINE_EV_FINISHED && !st->finished) {
             st->fin = *ev;
             st->finished = true;
@@ -376,7 +381,7 @@ static void wait_phase(struct http_stream *st, struct engine *e, bool until_fini
         for (int i = 0; i < n; i++) {
             struct engine_event *ev = &evs[i];
             if (ev->type == ENGINE_EV_ADMITTED || ev->type == ENGINE_EV_TOKEN) started = true;
-            if (ev->type == ENGINE_EV_TOKEN) on_token(st, ev->text);
+            if (ev->type == ENGINE_EV_TOKEN) on_token(st, ev);
             if (ev->type == ENGINE_EV_FINISHED) {
                 st->fin = *ev;
                 st->finished = true;
@@ -413,7 +418,9 @@ static enum MHD_Result reply_whole(struct http_req *r, struct http_stream *st)
     if (code == 200) {
         struct oai_resp_ctx c;
         ctx_of(st, &c, (int64_t)time(NULL));
-        char *json = oai_response_build(&c, st->text.p ? st->text.p : "", st->fin.metrics);
+        const char *text = st->text.p ? st->text.p : "";
+        char *json = st->lp ? http_lp_response(st->lp, &c, text, &st->fin)
+                            : oai_response_build(&c, text, st->fin.metrics);
         rc = http_send_json(r, 200, json, NULL);
         free(json);
     } else {
@@ -436,6 +443,8 @@ static enum MHD_Result reply_stream(struct http_req *r, struct http_stream *st)
     struct sse_buf early = st->out;
     st->out = (struct sse_buf){0};
     if (st->kind == OAI_CHAT) sse_json(st, oai_chunk_build(&c, true, NULL, NULL, NULL));
+    if (http_lp_echo(st->lp)[0]) /* completions echo: the prompt's text first */
+        sse_json(st, oai_chunk_build(&c, false, http_lp_echo(st->lp), NULL, NULL));
     if (early.len) sse_buf_add(&st->out, early.p, early.len);
     sse_buf_free(&early);
     st->http_status = 200;
@@ -471,16 +480,23 @@ static enum MHD_Result run(struct http_req *r, struct engine *e, struct oai_requ
                                                               : s->cfg.max_tokens_default;
     q->req.priority = t->priority;
     q->req.queue_timeout_s = s->cfg.queue_timeout_s;
+    char lerr[160];
+    struct http_lp *lp = http_lp_new(e, q, lerr, sizeof lerr);
+    if (!lp && lerr[0]) return http_send_error(r, 400, lerr, "stream", "invalid_request", NULL);
     int64_t np = t->tpm ? prompt_tokens(e, q) : 0;
     const char *limit;
     double retry;
-    if (http_auth_admit(s->auth, t, np < 0 ? 0 : np, q->req.max_tokens, &limit, &retry) != 0)
+    if (http_auth_admit(s->auth, t, np < 0 ? 0 : np, q->req.max_tokens, &limit, &retry) != 0) {
+        http_lp_free(lp);
         return quota_429(r, limit, retry);
+    }
     struct http_stream *st = stream_new(r, q, kind);
     if (!st) {
+        http_lp_free(lp);
         http_auth_release(s->auth, t, 0);
         return http_send_error(r, 503, "out of memory", NULL, NULL, "1");
     }
+    st->lp = lp;
     char err[512] = "";
     enum engine_status why = ENGINE_ERROR;
     atomic_fetch_add(&s->active, 1);

@@ -244,6 +244,9 @@ static void draw_server(struct pane *p, const struct ui_state *s)
     char head[64], a[24], b[24], c[24];
     snprintf(head, sizeof head, "server %s", st->server.source[0] ? st->server.source : "");
     section(p, head);
+    if (st->paused && room(p)) /* engine_pause: the client holds new requests */
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_WARN],
+                    "paused: %d held, none sent", st->server.held);
     if (!st->server.source[0]) {
         if (room(p))
             ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM],
@@ -291,6 +294,36 @@ static void draw_server(struct pane *p, const struct ui_state *s)
     }
 }
 
+/* A tern server's tenants and its last requests (its /v1/tern/status): who
+ * is calling and where each request's time went, newest first. */
+static void draw_server_recent(struct pane *p, const struct engine_stats *st)
+{
+    const struct ui_theme *t = p->t;
+    const struct engine_server_stats *sv = &st->server;
+    if (sv->n_tenants > 0 && room(p)) section(p, "server tenants");
+    for (int32_t i = 0; i < sv->n_tenants && room(p); i++) {
+        const struct engine_server_tenant *tn = &sv->tenants[i];
+        char tok[16];
+        ui_fmt_count(tok, sizeof tok, (double)tn->tokens);
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NORMAL],
+                    "%-8.8s %2d req %5.0fms %5s tok", tn->name, tn->requests,
+                    tn->ttft_p50_s * 1e3, tok);
+    }
+    if (sv->n_recent > 0 && room(p)) section(p, "server recent");
+    if (sv->n_recent > 0 && room(p))
+        ui_draw_str(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_DIM],
+                    "tenant  kind end  TTFT   E2E ms p/g");
+    for (int32_t i = 0; i < sv->n_recent && room(p); i++) {
+        const struct engine_server_req *q = &sv->recent[i];
+        bool good = !strcmp(q->status, "stop") || !strcmp(q->status, "length") ||
+                    !strcmp(q->status, "ok");
+        const char *end = !strcmp(q->status, "length") ? "len" : q->status;
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, good ? t->a[UI_C_NORMAL] : t->a[UI_C_WARN],
+                    "%-7.7s %-4s %-4.4s%5.0f %5.0f %d/%d", q->tenant, q->route, end,
+                    q->ttft_s * 1e3, q->e2e_s * 1e3, q->n_prompt, q->n_generated);
+    }
+}
+
 static void draw_kv(struct pane *p, const struct ui_state *s)
 {
     const struct engine_stats *st = &s->stats;
@@ -302,6 +335,7 @@ static void draw_kv(struct pane *p, const struct ui_state *s)
         snprintf(head, sizeof head, "engine");
     if (s->have_stats && st->server.remote) {
         draw_server(p, s);
+        draw_server_recent(p, st);
         return;
     }
     section(p, head);
