@@ -513,6 +513,20 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
         cpu_matmul_multi(tp, isa, scratch, n_ops - MM_MAX_OPS, ops + MM_MAX_OPS, cols, x, n);
         return;
     }
+    {   /* Q8_K-style and per-32 activations in one call: one call each (mm_lowbit.c) */
+        struct mm_op a[MM_MAX_OPS], b[MM_MAX_OPS];
+        int na = 0, nb = 0;
+        for (int k = 0; k < n_ops; k++) {
+            if (mm_wants_q8k(ops[k].wtype)) a[na++] = ops[k];
+            else b[nb++] = ops[k];
+        }
+        if (na && nb) {
+            cpu_matmul_multi(tp, isa, scratch, na, a, cols, x, n);
+            cpu_matmul_multi(tp, isa, scratch, nb, b, cols, x, n);
+            return;
+        }
+        if (na) job.quant = mm_q8k_quant;
+    }
     for (int k = 0; k < n_ops; k++) {
         mm_kernel_fn kern = kernel_for(isa, ops[k].wtype);
         if (!kern || ops[k].rows <= 0) continue;   /* unsupported: see mm_supported */
