@@ -380,6 +380,8 @@ static mm_kernel_fn kernel_for(enum cpu_isa isa, uint32_t wtype)
 #ifdef __x86_64__   /* the SIMD libraries are built for x86-64 only */
     if (isa == CPU_ISA_AVX512) k = mm_avx512_kernel(wtype);
     else if (isa == CPU_ISA_AVX2) k = mm_avx2_kernel(wtype);
+    if (!k) k = isa == CPU_ISA_AVX512 ? mm_lowbit_avx512_kernel(wtype)   /* mm_lowbit_simd.inc */
+                : isa == CPU_ISA_AVX2 ? mm_lowbit_avx2_kernel(wtype) : NULL;
 #else
     (void)isa;
 #endif

@@ -65,6 +65,9 @@ static inline bool mm_wants_xq(uint32_t wtype)
 mm_kernel_fn mm_scalar_kernel(uint32_t wtype);
 /* Q2_K, Q3_K, IQ4_NL, IQ4_XS (mm_lowbit.c, portable on every ISA). */
 mm_kernel_fn mm_lowbit_kernel(uint32_t wtype);
+/* Their SIMD forms (mm_lowbit_simd.inc); NULL for the other types. */
+mm_kernel_fn mm_lowbit_avx2_kernel(uint32_t wtype);
+mm_kernel_fn mm_lowbit_avx512_kernel(uint32_t wtype);
 /* The reference's Q8_K activations for the types it dots with Q8_K (cols a
  * multiple of 256; mm_lowbit.c). */
 static inline bool mm_wants_q8k(uint32_t wtype)
