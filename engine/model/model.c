@@ -450,6 +450,10 @@ static int bind_tensors(struct loader *L)
          bind(L, &m->rope_short, "rope_factors_short.weight", hp->n_rot / 2, 1, false)))
         return -1;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    else if (te->n_elements > 0) {   /* untied: a token reads one row of the embedding table */
+        const uint64_t row = te->nbytes / (uint64_t)hp->n_vocab;
+        m->weight_bytes_active -= te->nbytes - row;
+    }
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return fail(L, "out of memory for %d layers", hp->n_layer);
     for (int32_t l = 0; l < hp->n_layer; l++)

@@ -93,7 +93,9 @@ struct model {
     uint64_t n_params;
     uint64_t weight_bytes;
     /* What one token reads: every tensor but the unselected experts
-     * (== n_params / weight_bytes for dense models). */
+     * (== n_params for dense models); the bytes count one row of an untied
+     * embedding table (what decode reads), the parameters all of it. Memory
+     * holds weight_bytes: every expert stays resident. */
     uint64_t n_params_active;
     uint64_t weight_bytes_active;
     /* Synthetic models (no file): model_close calls owned_free(owned) and
