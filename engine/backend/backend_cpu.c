@@ -428,6 +428,7 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
     }
     if (cfg->force_scalar) c->isa = CPU_ISA_SCALAR;
     if (pack_weights(c, m, err, errlen)) goto fail;
+    if (moe_pack_experts(&c->moe, c->isa, m, err, errlen)) goto fail;   /* cpu_moe.c */
     int32_t cap = cfg->max_batch_tokens > 0 ? cfg->max_batch_tokens : 512;
     if (reserve_acts(c, cap, err, errlen)) goto fail;
     describe_cpu(c);
