@@ -11,6 +11,7 @@ F32), a real vocabulary (GPT-2's, 50,257 tokens), fixed seeds.
                     128 (the real model has 48 layers)
   qwen3-1b          qwen3, n_embd 2048, 16 layers, ff 6144, 16 / 8 heads of 128
   phi3-1b           phi3, n_embd 2048, 16 layers, ff 5632, 32 / 32 heads of 64
+                    (phi-3's vocabulary, 32,064 tokens)
   gemma2-1b         gemma2, n_embd 2048, 12 layers, ff 8192, 8 / 4 heads of 256,
                     4096-token windows on every other layer, soft caps 50 / 30
 Speed does not depend on the weights' values, only on their types and
@@ -32,7 +33,9 @@ MODELS = {
                               experts=(128, 8), ff_exp=768, layers=4), 2048, 6144),
     "qwen3-1b": (dict(arch="qwen3", vocab=V, heads=(16, 8), head_dim=128, qk_norm=True,
                       layers=16), 2048, 6144),
-    "phi3-1b": (dict(arch="phi3", vocab=V, heads=(32, 32), fused=True, layers=16), 2048, 5632),
+    # phi3 with its own vocabulary (the reference refuses phi3 with GPT-2's)
+    "phi3-1b": (dict(arch="phi3", vocab="ggml-vocab-phi-3.gguf", heads=(32, 32), fused=True,
+                     layers=16), 2048, 5632),
     "gemma2-1b": (dict(arch="gemma2", vocab=V, heads=(8, 4), head_dim=256, tied=True, layers=12,
                        softcap=(50.0, 30.0), kv={"gemma2.attention.sliding_window": 4096}),
                   2048, 8192),
