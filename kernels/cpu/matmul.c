@@ -515,19 +515,21 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
         cpu_matmul_multi(tp, isa, scratch, n_ops - MM_MAX_OPS, ops + MM_MAX_OPS, cols, x, n);
         return;
     }
-    {   /* Q8_K-style and per-32 activations in one call: one call each (mm_lowbit.c) */
-        struct mm_op a[MM_MAX_OPS], b[MM_MAX_OPS];
-        int na = 0, nb = 0;
+    {   /* activations as the reference quantizes them for each type (mm_impl.h):
+         * a call mixing the kinds runs as one call per kind */
+        struct mm_op g[3][MM_MAX_OPS];
+        int ng[3] = { 0, 0, 0 };
         for (int k = 0; k < n_ops; k++) {
-            if (mm_wants_q8k(ops[k].wtype)) a[na++] = ops[k];
-            else b[nb++] = ops[k];
+            const int kind = mm_wants_q8k(ops[k].wtype) ? 1 : mm_wants_q8_f32d(ops[k].wtype) ? 2 : 0;
+            g[kind][ng[kind]++] = ops[k];
         }
-        if (na && nb) {
-            cpu_matmul_multi(tp, isa, scratch, na, a, cols, x, n);
-            cpu_matmul_multi(tp, isa, scratch, nb, b, cols, x, n);
+        if ((ng[0] > 0) + (ng[1] > 0) + (ng[2] > 0) > 1) {
+            for (int i = 0; i < 3; i++)
+                if (ng[i]) cpu_matmul_multi(tp, isa, scratch, ng[i], g[i], cols, x, n);
             return;
         }
-        if (na) job.quant = mm_q8k_quant;
+        if (ng[1]) job.quant = mm_q8k_quant;
+        if (ng[2]) job.quant = mm_q8_f32d_quant;
     }
     for (int k = 0; k < n_ops; k++) {
         mm_kernel_fn kern = kernel_for(isa, ops[k].wtype);

@@ -57,7 +57,8 @@ static void oracle_run(uint32_t wtype, const uint8_t *w, const struct shape *s,
         for (int64_t b = 0; b < s->cols / qb; b++) {
             float amax = 0.0f;
             for (int i = 0; i < qb; i++) amax = fmaxf(amax, fabsf(x[j * s->cols + b * qb + i]));
-            double d = amax / 127.0, d16 = qb == 32 ? mm_fp16_to_f32(f32_to_fp16(amax / 127.0f)) : d;
+            double d = amax / 127.0;
+            double d16 = qb == 32 && !mm_wants_q8_f32d(wtype) ? mm_fp16_to_f32(f32_to_fp16(amax / 127.0f)) : d;
             for (int i = 0; i < qb; i++)
                 dhalf[j * s->cols + b * qb + i] =
                     quantized ? (d / 2.0 + 127.0 * fabs(d16 - d)) * 1.0001 : 0.0;
