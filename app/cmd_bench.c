@@ -163,10 +163,12 @@ static void report(const struct bench_opts *o, const char *model_name, const str
     const struct figures fp = summarize(pp, o->reps), ft = summarize(tg, o->reps);
     if (o->json) {
         printf("{\"model\":\"%s\",\"arch\":\"%s\",\"params\":%llu,\"weight_bytes\":%llu,"
+               "\"active_params\":%llu,\"active_weight_bytes\":%llu,"
                "\"backend\":\"%s\",\"device\":\"%s\",\"threads\":%ld,\"kv_type\":\"%s\","
                "\"repetitions\":%ld,\"depth\":%ld,\"pp\":%ld,\"tg\":%ld,",
                model_name, m->hp.arch_name, (unsigned long long)m->n_params,
-               (unsigned long long)m->weight_bytes, info->name, info->device, o->threads,
+               (unsigned long long)m->weight_bytes, (unsigned long long)m->n_params_active,
+               (unsigned long long)m->weight_bytes_active, info->name, info->device, o->threads,
                kv_names[o->kv_type], o->reps, o->depth, o->pp, o->tg);
         printf("\"pp_tok_s\":%.3f,\"pp_min\":%.3f,\"pp_max\":%.3f,\"pp_sd\":%.3f,", fp.median,
                fp.min, fp.max, fp.sd);

@@ -75,27 +75,13 @@ static void print_token(const struct gguf_ctx *g, const char *label, int64_t id)
 }
 
 /* Mixture of experts: what one token reads (only its experts' rows). */
-static void print_active(const struct gguf_ctx *g, const struct model_info *mi)
+static void print_active(const struct model_info *mi)
 {
-    char key[160];
-    uint32_t ne = 0, nu = 0;
-    snprintf(key, sizeof key, "%s.expert_count", mi->arch);
-    if (!gguf_get_u32(g, key, &ne) || ne == 0) return;
-    snprintf(key, sizeof key, "%s.expert_used_count", mi->arch);
-    if (!gguf_get_u32(g, key, &nu) || nu == 0 || nu > ne) return;
-    uint64_t exp_params = 0, exp_bytes = 0;
-    for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
-        const struct gguf_tensor *t = gguf_tensor_at(g, i);
-        if (strstr(t->name, "_exps")) {
-            exp_params += t->n_elements;
-            exp_bytes += t->nbytes;
-        }
-    }
-    const uint64_t act = mi->params - exp_params + exp_params / ne * nu;
-    const uint64_t act_b = mi->weight_bytes - exp_bytes + exp_bytes / ne * nu;
+    if (mi->active_params == mi->params) return;
     char a[32];
     printf("active        %.1fM per token (%u of %u experts), %s of weights read per token\n",
-           (double)act / 1e6, nu, ne, human(act_b, a, sizeof a));
+           (double)mi->active_params / 1e6, mi->n_expert_used, mi->n_expert,
+           human(mi->active_weight_bytes, a, sizeof a));
 }
 
 static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
@@ -110,7 +96,7 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
     if (np >= 1000000000) printf("parameters    %.2fB (%llu)\n", (double)np / 1e9, np);
     else if (np >= 1000000) printf("parameters    %.1fM (%llu)\n", (double)np / 1e6, np);
     else printf("parameters    %llu\n", np);
-    print_active(g, mi);
+    print_active(mi);
     printf("tensors       %llu, %s\n", (unsigned long long)gguf_n_tensors(g),
            human(mi->weight_bytes, a, sizeof a));
     for (uint64_t i = 0; i < mi->n_types; i++)
@@ -135,6 +121,10 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
            mi->tmpl_from_vocab ? " (the file has no template; chosen from its vocabulary)" : "");
     printf("memory plan   weights %s (%llu bytes)\n", human(mi->weight_bytes, a, sizeof a),
            (unsigned long long)mi->weight_bytes);
+    printf("  decode reads %s (%llu bytes) of them per token%s\n",
+           human(mi->active_weight_bytes, b, sizeof b), (unsigned long long)mi->active_weight_bytes,
+           mi->active_params != mi->params ? " (its experts' rows; every expert stays resident)"
+                                           : "");
     printf("  KV cache %s: %llu bytes per token (%u layers x %u kv heads x (%u + %u) x %s)\n",
            qtype_name(o->kv_type), (unsigned long long)mi->kv_per_token, mi->layers, mi->kv_heads,
            mi->key_len, mi->val_len,
@@ -189,6 +179,9 @@ static cJSON *json_memory(const struct model_info *mi, const struct info_opts *o
 {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddNumberToObject(m, "weight_bytes", (double)mi->weight_bytes);
+    cJSON_AddNumberToObject(m, "active_weight_bytes", (double)mi->active_weight_bytes);
+    cJSON_AddNumberToObject(m, "params", (double)mi->params);
+    cJSON_AddNumberToObject(m, "active_params", (double)mi->active_params);
     cJSON_AddStringToObject(m, "kv_type", qtype_name(o->kv_type));
     cJSON_AddNumberToObject(m, "kv_bytes_per_token", (double)mi->kv_per_token);
     cJSON_AddNumberToObject(m, "budget_bytes", (double)mi->budget);

@@ -40,7 +40,7 @@ static int cmp_use(const void *a, const void *b)
 
 static void gather_tensors(const struct gguf_ctx *g, struct model_info *mi)
 {
-    uint64_t expert_params = 0;
+    uint64_t expert_params = 0, expert_bytes = 0;
     for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
         const struct gguf_tensor *t = gguf_tensor_at(g, i);
         uint64_t k = 0;
@@ -53,11 +53,21 @@ static void gather_tensors(const struct gguf_ctx *g, struct model_info *mi)
         mi->types[k].bytes += t->nbytes;
         mi->params += t->n_elements;
         mi->weight_bytes += t->nbytes;
-        if (strstr(t->name, "_exps")) expert_params += t->n_elements; /* MoE expert stacks */
+        if (strstr(t->name, "_exps")) { /* MoE expert stacks */
+            expert_params += t->n_elements;
+            expert_bytes += t->nbytes;
+        }
     }
     mi->active_params = mi->params;
-    if (mi->n_expert > 0 && mi->n_expert_used > 0 && mi->n_expert_used < mi->n_expert)
-        mi->active_params -= expert_params / mi->n_expert * (mi->n_expert - mi->n_expert_used);
+    mi->active_weight_bytes = mi->weight_bytes;
+    const struct gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
+    if (te && gguf_find_tensor(g, "output.weight") && te->ne[1] > 0)   /* untied: one row read */
+        mi->active_weight_bytes -= te->nbytes - te->nbytes / te->ne[1];
+    if (mi->n_expert > 0 && mi->n_expert_used > 0 && mi->n_expert_used < mi->n_expert) {
+        const uint32_t unused = mi->n_expert - mi->n_expert_used;
+        mi->active_params -= expert_params / mi->n_expert * unused;
+        mi->active_weight_bytes -= expert_bytes / mi->n_expert * unused;
+    }
     qsort(mi->types, mi->n_types, sizeof mi->types[0], cmp_use);
 }
 

@@ -428,6 +428,7 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
     }
     if (cfg->force_scalar) c->isa = CPU_ISA_SCALAR;
     if (pack_weights(c, m, err, errlen)) goto fail;
+    if (moe_pack_experts(&c->moe, c->isa, m, err, errlen)) goto fail;   /* cpu_moe.c */
     int32_t cap = cfg->max_batch_tokens > 0 ? cfg->max_batch_tokens : 512;
     if (reserve_acts(c, cap, err, errlen)) goto fail;
     describe_cpu(c);
@@ -540,11 +541,15 @@ static void rope_tables(struct cpu_be *c, const struct fwd_batch *b)
     const float fs = 1.0f / hp->rope_scale;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         float *g = c->a.rope_g + (size_t)i * hp->n_rot, *lc = c->a.rope_l + (size_t)i * hp->n_rot;
-        ops_rope_cache(g, hp->n_rot, b->pos[i], hp->rope_base, fs, c->rope_factors);
+        if (hp->rope_yarn)   /* its attention factor is in the table (model.h) */
+            ops_rope_cache_yarn(g, hp->n_rot, b->pos[i], hp->rope_base, fs, c->rope_factors,
+                                hp->yarn_corr, hp->yarn_ext_factor, hp->yarn_attn);
+        else
+            ops_rope_cache(g, hp->n_rot, b->pos[i], hp->rope_base, fs, c->rope_factors);
         if (hp->sliding_window > 0)
             ops_rope_cache(lc, hp->n_rot, b->pos[i], hp->rope_base_local, 1.0f, NULL);
         /* cos and sin times the factor, as ggml (0: a synthetic model, none) */
-        if (hp->rope_attn_factor > 0.0f && hp->rope_attn_factor != 1.0f) {
+        if (!hp->rope_yarn && hp->rope_attn_factor > 0.0f && hp->rope_attn_factor != 1.0f) {
             ops_scale(g, hp->rope_attn_factor, hp->n_rot);
             if (hp->sliding_window > 0) ops_scale(lc, hp->rope_attn_factor, hp->n_rot);
         }

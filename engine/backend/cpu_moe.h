@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cpu/matmul.h"
+#include "model.h"
 
 struct threadpool;
 struct model;
@@ -29,9 +30,27 @@ struct moe_scratch {
     float *y;                 /* [n][k][dim] each slot's expert output */
     uint64_t bytes;
     uint64_t expert_bytes_read; /* expert weight bytes of the last call */
+    /* Expert tensors repacked for the ISA (moe_pack_experts), per layer
+     * gate, up, down; each expert's matrix `stride` bytes after the last.
+     * NULL: the file's layout. */
+    struct moe_packed {
+        struct wtensor t[3];
+        size_t stride[3];
+    } *pk;
+    void *pk_buf;
+    size_t pk_bytes;
 };
 
+/* Frees the buffers and the packed experts. */
 void moe_scratch_free(struct moe_scratch *s);
+/* Repacks every expert matrix that has a faster layout for isa (mm_pack:
+ * the same bytes reordered, results bit-identical) into one allocation,
+ * expert by expert, releasing each one's file pages at once so resident
+ * memory does not double. Decode reads 8 of 128 experts' matrices per
+ * layer, each once: the packed kernels stream them faster. Returns 0, or
+ * -1 with err (out of memory). */
+int moe_pack_experts(struct moe_scratch *s, enum cpu_isa isa, const struct model *m, char *err,
+                     size_t errlen);
 
 /* out (n × dim) = MoE FFN of layer l on xn (n × dim, normalised input).
  * Returns 0, or -1 with err on out of memory. */

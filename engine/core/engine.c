@@ -268,6 +268,8 @@ void engine_local_info(const struct engine_local *e, struct engine_info *out)
     out->arch = hp->arch_name;
     out->n_params = e->model->n_params;
     out->weight_bytes = e->model->weight_bytes;
+    out->n_params_active = e->model->n_params_active;
+    out->weight_bytes_active = e->model->weight_bytes_active;
     out->n_vocab = hp->n_vocab;
     out->n_ctx_train = hp->n_ctx_train;
     out->n_ctx = e->n_ctx;

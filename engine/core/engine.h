@@ -441,7 +441,8 @@ struct engine_info {
     const char *model_path;
     const char *model_name;          /* general.name or the file name */
     const char *arch;
-    uint64_t n_params, weight_bytes;
+    uint64_t n_params, weight_bytes;   /* all resident (every expert of a MoE) */
+    uint64_t n_params_active, weight_bytes_active;   /* read per decoded token */
     int32_t n_vocab, n_ctx_train, n_ctx;
     int32_t kv_block_tokens, kv_blocks;
     uint64_t kv_bytes_per_token;     /* to size --kv-mem for a number of tokens */

@@ -103,6 +103,29 @@ static int read_arch(struct loader *L)
                 hp->arch_name);
 }
 
+/* YaRN's constants as llama.cpp derives them (llama-context.cpp, ggml's
+ * ggml_rope_yarn_corr_dims): the rope.scaling.yarn_* keys are not read
+ * there, so beta_fast 32, beta_slow 1, ext_factor 1. The attention factor is
+ * get_mscale(factor) / (1 + 0.1 ln factor) · attn_factor, to which the rope
+ * kernel multiplies (1 + 0.1 ln(1 / freq_scale)) back: the same float steps. */
+static float yarn_corr_dim(int32_t n_rot, int32_t n_ctx_orig, float n_rot_beta, float base)
+{
+    return (float)n_rot * logf((float)n_ctx_orig / (n_rot_beta * 2 * (float)3.14159265358979323846)) / (2 * logf(base));
+}
+
+static void yarn_params(struct model_hparams *hp)
+{
+    const float beta_fast = 32.0f, beta_slow = 1.0f, factor = 1.0f / (1.0f / hp->rope_scale);
+    const float start = floorf(yarn_corr_dim(hp->n_rot, hp->n_ctx_orig, beta_fast, hp->rope_base));
+    const float end = ceilf(yarn_corr_dim(hp->n_rot, hp->n_ctx_orig, beta_slow, hp->rope_base));
+    hp->yarn_corr[0] = fmaxf(0.0f, start);
+    hp->yarn_corr[1] = fminf((float)(hp->n_rot - 1), end);
+    hp->yarn_ext_factor = 1.0f;   /* as llama.cpp sets it for yarn (context param unset) */
+    hp->yarn_attn = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    hp->yarn_attn *= 1.0f / (1.0f + 0.1f * logf(factor));
+    hp->yarn_attn *= hp->rope_attn_factor;
+}
+
 static int read_rope(struct loader *L)
 {
     struct model_hparams *hp = &L->m->hp;
@@ -133,6 +156,12 @@ static int read_rope(struct loader *L)
             return fail(L, "hyperparameter '%s.rope.scaling.factor' is %g, expected > 0",
                         hp->arch_name, (double)factor);
         hp->rope_scale = factor;
+    } else if (strcmp(type, "yarn") == 0) {
+        if (!(factor > 0.0f))
+            return fail(L, "hyperparameter '%s.rope.scaling.factor' is %g, expected > 0",
+                        hp->arch_name, (double)factor);
+        hp->rope_scale = factor;
+        hp->rope_yarn = true;   /* the rest once the original context is known */
     } else if (strcmp(type, "llama3") != 0 && strcmp(type, "longrope") != 0) {
         /* llama3 scaling arrives as the rope_freqs tensor, LongRoPE as
          * rope_factors_long/short, bound below. */
@@ -253,6 +282,7 @@ static int read_hparams(struct loader *L)
                     hp->arch_name, (double)hp->rope_attn_factor);
     if (hp->arch == ARCH_PHI3) hp->query_scale = 1.0f / sqrtf((float)hp->head_dim);
     if (!hp->rope_base_local) hp->rope_base_local = hp->rope_base;
+    if (hp->rope_yarn) yarn_params(hp);
     return 0;
 }
 
@@ -450,6 +480,10 @@ static int bind_tensors(struct loader *L)
          bind(L, &m->rope_short, "rope_factors_short.weight", hp->n_rot / 2, 1, false)))
         return -1;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    else if (te->n_elements > 0) {   /* untied: a token reads one row of the embedding table */
+        const uint64_t row = te->nbytes / (uint64_t)hp->n_vocab;
+        m->weight_bytes_active -= te->nbytes - row;
+    }
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return fail(L, "out of memory for %d layers", hp->n_layer);
     for (int32_t l = 0; l < hp->n_layer; l++)
@@ -521,6 +555,7 @@ const char *model_extra_feature(const struct model *m)
     if (m->hp.attn_softcap > 0.0f) return "attention logit soft-capping (gemma2)";
     if (m->hp.rope_attn_factor != 1.0f && m->hp.rope_attn_factor != 0.0f)
         return "rope attention factor";
+    if (m->hp.rope_yarn) return "YaRN rope scaling";
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const struct layer_weights *w = &m->layers[l];
         if (w->bo.data) return "attention output bias";

@@ -78,6 +78,12 @@ struct model_hparams {
      * magnitude correction; 1 = none), and the context the LongRoPE
      * factors were trained for (rope.scaling.original_context_length) */
     float rope_attn_factor;
+    /* YaRN (rope.scaling.type yarn), as the reference computes it: the
+     * correction dims over which the angles ramp from extrapolated to
+     * interpolated (beta_fast 32, beta_slow 1), ext_factor 1, and cos/sin
+     * scaled by yarn_mscale = (1 + 0.1 ln factor) · attn_factor. */
+    bool rope_yarn;
+    float yarn_corr[2], yarn_ext_factor, yarn_attn;
     int32_t n_ctx_orig;
 };
 
@@ -93,7 +99,9 @@ struct model {
     uint64_t n_params;
     uint64_t weight_bytes;
     /* What one token reads: every tensor but the unselected experts
-     * (== n_params / weight_bytes for dense models). */
+     * (== n_params for dense models); the bytes count one row of an untied
+     * embedding table (what decode reads), the parameters all of it. Memory
+     * holds weight_bytes: every expert stays resident. */
     uint64_t n_params_active;
     uint64_t weight_bytes_active;
     /* Synthetic models (no file): model_close calls owned_free(owned) and

@@ -380,6 +380,8 @@ static mm_kernel_fn kernel_for(enum cpu_isa isa, uint32_t wtype)
 #ifdef __x86_64__   /* the SIMD libraries are built for x86-64 only */
     if (isa == CPU_ISA_AVX512) k = mm_avx512_kernel(wtype);
     else if (isa == CPU_ISA_AVX2) k = mm_avx2_kernel(wtype);
+    if (!k) k = isa == CPU_ISA_AVX512 ? mm_lowbit_avx512_kernel(wtype)   /* mm_lowbit_simd.inc */
+                : isa == CPU_ISA_AVX2 ? mm_lowbit_avx2_kernel(wtype) : NULL;
 #else
     (void)isa;
 #endif
@@ -512,6 +514,22 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
         cpu_matmul_multi(tp, isa, scratch, MM_MAX_OPS, ops, cols, x, n);
         cpu_matmul_multi(tp, isa, scratch, n_ops - MM_MAX_OPS, ops + MM_MAX_OPS, cols, x, n);
         return;
+    }
+    {   /* activations as the reference quantizes them for each type (mm_impl.h):
+         * a call mixing the kinds runs as one call per kind */
+        struct mm_op g[3][MM_MAX_OPS];
+        int ng[3] = { 0, 0, 0 };
+        for (int k = 0; k < n_ops; k++) {
+            const int kind = mm_wants_q8k(ops[k].wtype) ? 1 : mm_wants_q8_f32d(ops[k].wtype) ? 2 : 0;
+            g[kind][ng[kind]++] = ops[k];
+        }
+        if ((ng[0] > 0) + (ng[1] > 0) + (ng[2] > 0) > 1) {
+            for (int i = 0; i < 3; i++)
+                if (ng[i]) cpu_matmul_multi(tp, isa, scratch, ng[i], g[i], cols, x, n);
+            return;
+        }
+        if (ng[1]) job.quant = mm_q8k_quant;
+        if (ng[2]) job.quant = mm_q8_f32d_quant;
     }
     for (int k = 0; k < n_ops; k++) {
         mm_kernel_fn kern = kernel_for(isa, ops[k].wtype);

@@ -65,6 +65,28 @@ static inline bool mm_wants_xq(uint32_t wtype)
 mm_kernel_fn mm_scalar_kernel(uint32_t wtype);
 /* Q2_K, Q3_K, IQ4_NL, IQ4_XS (mm_lowbit.c, portable on every ISA). */
 mm_kernel_fn mm_lowbit_kernel(uint32_t wtype);
+/* Their SIMD forms (mm_lowbit_simd.inc); NULL for the other types. */
+mm_kernel_fn mm_lowbit_avx2_kernel(uint32_t wtype);
+mm_kernel_fn mm_lowbit_avx512_kernel(uint32_t wtype);
+/* The reference's Q8_K activations for the types it dots with Q8_K (cols a
+ * multiple of 256; mm_lowbit.c). */
+static inline bool mm_wants_q8k(uint32_t wtype)
+{
+    switch (wtype & ~MM_PACKED) {
+    case QT_Q2_K: case QT_Q3_K: case QT_Q4_K: case QT_Q5_K: case QT_Q6_K: case QT_IQ4_XS:
+        return true;
+    default: return false;
+    }
+}
+void mm_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+/* Q4_1 and Q5_1: the reference dots them with Q8_1 (f16 d and an f16
+ * d·Σq), which the kernels' exact Σq cannot reproduce; they keep per-32
+ * activations with an f32 d = max/127, x·(1/d) (mm_lowbit.c, portable). */
+static inline bool mm_wants_q8_f32d(uint32_t wtype)
+{
+    return (wtype & ~MM_PACKED) == QT_Q4_1 || (wtype & ~MM_PACKED) == QT_Q5_1;
+}
+void mm_q8_f32d_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 mm_kernel_fn mm_avx2_kernel(uint32_t wtype);
 void mm_avx2_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);

@@ -9,11 +9,74 @@
  * s_g · q − m_g, as the reference's dequantization defines it. */
 #include "mm_impl.h"
 
+#include <math.h>
+
+/* The reference's Q8_K activations (quantize_row_q8_K_ref, also its x86
+ * path): one scale per 256 columns, iscale = -127 / x_max with x_max the
+ * signed element of largest magnitude, q = min(127, nearest(iscale · x)),
+ * d = 1 / iscale (negative when x_max > 0). Stored in struct mm_xq's blocks
+ * of 32, each of the 8 carrying the same d, so every K-quant kernel reads it
+ * unchanged. Activations quantized per 32 instead are finer, but differ from
+ * the reference's by more than its own flash-attention rounding: measured
+ * in docs/CORRECTNESS.md. Bit-identical on every ISA (portable only). */
+static int q8k_nearest(float f)   /* the reference's nearest_int: ties to even */
+{
+    float v = f + 12582912.f;
+    int32_t i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+void mm_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum)
+{
+    for (int64_t sb = 0; sb < cols / QK_K; sb++) {
+        const float *xb = x + sb * QK_K;
+        float amax = 0.0f, max = 0.0f;
+        for (int i = 0; i < QK_K; i++) {
+            const float ax = fabsf(xb[i]);
+            if (ax > amax) {
+                amax = ax;
+                max = xb[i];
+            }
+        }
+        const float iscale = amax != 0.0f ? -127.f / max : 0.0f;
+        for (int b = 0; b < QK_K / 32; b++) {
+            int32_t s = 0;
+            for (int i = 0; i < 32; i++) {
+                int v = q8k_nearest(iscale * xb[32 * b + i]);
+                v = v < 127 ? v : 127;
+                qs[sb * QK_K + 32 * b + i] = (int8_t)v;
+                s += v;
+            }
+            d[sb * 8 + b] = amax != 0.0f ? 1 / iscale : 0.0f;
+            sum[sb * 8 + b] = s;
+        }
+    }
+}
+
 /* One super-block of weights: L columns (256, or 32 for IQ4_NL). */
 struct lb_block {
     int8_t q[QK_K];
     float s[QK_K / 16], m[QK_K / 16];
 };
+
+void mm_q8_f32d_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum)
+{
+    for (int64_t b = 0; b < cols / 32; b++) {
+        const float *xb = x + b * 32;
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
+        const float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+        int32_t s = 0;
+        for (int i = 0; i < 32; i++) {
+            const int q = (int)lrintf(xb[i] * id);   /* nearest even */
+            qs[b * 32 + i] = (int8_t)q;
+            s += q;
+        }
+        d[b] = db;
+        sum[b] = s;
+    }
+}
 
 static void expand_q2_K(const block_q2_K *x, struct lb_block *b)
 {

@@ -13,7 +13,8 @@ void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t
         const float *xb = x + b * 32;
         float amax = 0.0f;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
-        float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+        /* As the reference's Q8_0: d rounded to f16, x scaled by 127 / max. */
+        float db = mm_fp16_to_f32(f32_to_fp16(amax / 127.0f)), id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int32_t s = 0;
         for (int i = 0; i < 32; i++) {
             /* lrintf rounds to nearest even, as the SIMD conversions do. */

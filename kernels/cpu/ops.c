@@ -82,6 +82,28 @@ void ops_rope_cache(float *cs, int32_t n_rot, int32_t pos, float base, float fre
     }
 }
 
+void ops_rope_cache_yarn(float *cs, int32_t n_rot, int32_t pos, float base, float freq_scale,
+                         const float *factors, const float corr[2], float ext_factor, float attn)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float mscale = attn;
+    if (ext_factor != 0.0f) mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+    float theta = (float)pos;
+    for (int32_t i = 0; i < n_rot / 2; i++) {
+        const float ff = factors ? factors[i] : 1.0f;
+        const float extrap = theta / ff, interp = freq_scale * extrap;
+        float t = interp;
+        if (ext_factor != 0.0f) {
+            const float y = ((float)i - corr[0]) / fmaxf(0.001f, corr[1] - corr[0]);
+            const float ramp_mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext_factor;
+            t = interp * (1.0f - ramp_mix) + extrap * ramp_mix;
+        }
+        cs[2 * i] = cosf(t) * mscale;
+        cs[2 * i + 1] = sinf(t) * mscale;
+        theta *= theta_scale;
+    }
+}
+
 void ops_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
                     const float *cs, bool neox)
 {

@@ -27,6 +27,12 @@ void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
  * (factors may be NULL), computed as the reference does (float recurrence). */
 void ops_rope_cache(float *cs, int32_t n_rot, int32_t pos, float base, float freq_scale,
                     const float *factors);
+/* The same with YaRN (ggml's rope_yarn): angle pair i mixes the
+ * interpolated freq_scale·θ and the extrapolated θ by a ramp that is 1 below
+ * corr[0] and 0 above corr[1] (times ext_factor); cos and sin are scaled by
+ * attn · (1 + 0.1 ln(1 / freq_scale)) where ext_factor != 0. */
+void ops_rope_cache_yarn(float *cs, int32_t n_rot, int32_t pos, float base, float freq_scale,
+                         const float *factors, const float corr[2], float ext_factor, float attn);
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart) in
  * place: NeoX style pairs (i, i + n_rot/2), normal style pairs (2i, 2i+1). */
 void ops_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,

@@ -207,6 +207,14 @@ SPECS = [
          head_dim=128, tied=True, layers=3, softcap=(5.0, 20.0)),
     dict(name="gemma3", arch="gemma3", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 1),
          head_dim=128, qk_norm=True, tied=True, layers=3),
+    # YaRN: factor 4 over an original context of 4096 (the correction dims
+    # then fall inside the rotary dims); qwen3's with an attention factor too
+    dict(name="llama-yarn", arch="llama", vocab="ggml-vocab-llama-spm.gguf", heads=(4, 2),
+         yarn=(4.0, 4096, None), types=[QT.F16, QT.Q8_0]),
+    dict(name="qwen2-yarn", arch="qwen2", vocab="ggml-vocab-gpt-2.gguf", heads=(4, 2), bias=True,
+         tied=True, yarn=(4.0, 4096, None), types=[QT.Q8_0]),
+    dict(name="qwen3-yarn", arch="qwen3", vocab="ggml-vocab-gpt-2.gguf", heads=(4, 2),
+         head_dim=128, qk_norm=True, yarn=(8.0, 2048, 0.9), types=[QT.F16, QT.Q4_K]),
 ]
 TYPES = [QT.F16, QT.Q8_0, QT.Q4_K]
 
@@ -296,6 +304,13 @@ def write_model(path, name, spec, qt):
                      np.linspace(1.0, 40.0, hd // 2, dtype=np.float32))
         w.add_tensor("rope_factors_short.weight",
                      np.linspace(1.0, 2.5, hd // 2, dtype=np.float32))
+    if spec.get("yarn"):
+        factor, orig, attn = spec["yarn"]
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(factor)
+        w.add_rope_scaling_orig_ctx_len(orig)
+        if attn is not None:
+            w.add_float32(f"{arch}.rope.scaling.attn_factor", attn)
     if spec.get("rope_freqs"):
         # llama3 scaling as the converter writes it: divisors 1 for high
         # frequencies, 8 for low, a smooth ramp between

@@ -158,7 +158,7 @@ static double kl_rows(const float *a, const float *b, int32_t n)
  * own spread between two of its kernels (tests/golden self-check: mean KL
  * up to 0.009 for SmolLM2 and 0.016 for Gemma 3 on real text; these
  * random-token rows are flatter, so the limits are about twice that). */
-static void paths_agree(struct model *m, const char *name, double kl_limit)
+static void paths_agree(struct model *m, const char *name, double kl_limit, double kl_max_limit)
 {
     char err[256];
     const int32_t nv = m->hp.n_vocab;
@@ -186,8 +186,9 @@ static void paths_agree(struct model *m, const char *name, double kl_limit)
             }
             tap_diag("%s: %s vs simd f16 KV: argmax agrees on %d/%d rows, max relative logit "
                      "difference %.3g", name, v[i].what, agree, NA, max_rel(ref, got, NA, nv));
-            ok(kl_sum / NA <= kl_limit && kl_max <= 0.2, "%s: %s vs simd f16 KV: KL mean "
-               "%.5f (<= %g) max %.5f (<= 0.2)", name, v[i].what, kl_sum / NA, kl_limit, kl_max);
+            ok(kl_sum / NA <= kl_limit && kl_max <= kl_max_limit, "%s: %s vs simd f16 KV: KL mean "
+               "%.5f (<= %g) max %.5f (<= %g)", name, v[i].what, kl_sum / NA, kl_limit, kl_max,
+               kl_max_limit);
         }
         backend_close(be);
     }
@@ -245,7 +246,7 @@ int main(void)
     if (!m) return tap_bail("%s", err);
     batch_invariance(m, "smollm2 simd", 0);
     batch_invariance(m, "smollm2 scalar", 1);
-    paths_agree(m, "smollm2", 0.015);
+    paths_agree(m, "smollm2", 0.015, 0.2);
     bad_input(m);
     model_close(m);
 
@@ -254,7 +255,12 @@ int main(void)
     m = model_open(path, err, sizeof err);
     if (!m) return tap_bail("%s", err);
     batch_invariance(m, "gemma3 simd", 0);
-    paths_agree(m, "gemma3", 0.04);
+    /* Gemma 3's K-quant matmuls take the reference's Q8_K activations (one
+     * scale per 256, kernels/cpu/mm_lowbit.c), coarser than the former
+     * per-32 ones: on this random-token walk its paths part by KL mean
+     * 0.059-0.070, max 0.15-0.25 (per 32 they were 0.015-0.029 and
+     * 0.06-0.12). Against the reference (test_golden) it moved closer. */
+    paths_agree(m, "gemma3", 0.09, 0.35);
     model_close(m);
     return tap_done();
 }

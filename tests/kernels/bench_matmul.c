@@ -44,6 +44,11 @@ static const struct bench_case cases[] = {
     { "f16 1536x576", QT_F16, 1536, 576 },
     { "bf16 1536x576", QT_BF16, 1536, 576 },
     { "f32 1536x576", QT_F32, 1536, 576 },
+    /* mm_lowbit: Qwen3-30B-A3B expert widths (n_embd 2048, expert ff 768) */
+    { "q2_K expert up 768x2048", QT_Q2_K, 768, 2048 },
+    { "q3_K expert up 768x2048", QT_Q3_K, 768, 2048 },
+    { "iq4_xs expert up 768x2048", QT_IQ4_XS, 768, 2048 },
+    { "iq4_nl expert up 768x2048", QT_IQ4_NL, 768, 2048 },
 };
 
 /* CPU time of this thread: on a shared machine it excludes the time other

@@ -64,6 +64,13 @@ static inline void td_weights(uint32_t wtype, uint8_t *w, int64_t rows, int64_t 
             td_set_f16(blk, d * 0.1f);
             td_set_f16(blk + 2, d * 0.05f);
             break;
+        case QT_Q2_K:   /* d, dmin last */
+            td_set_f16(blk + qi->type_size - 4, d * 0.1f);
+            td_set_f16(blk + qi->type_size - 2, d * 0.05f);
+            break;
+        case QT_Q3_K:   /* d is the last field */
+            td_set_f16(blk + qi->type_size - 2, d * 0.1f);
+            break;
         case QT_Q6_K:   /* d is the last field */
             td_set_f16(blk + qi->type_size - 2, d * 0.1f);
             break;
