@@ -41,6 +41,8 @@ struct engine_req {
     bool ignore_eos, score;
     int32_t score_from;
     double deadline;               /* queue timeout, engine time; 0 = none */
+    char *trace_id;                /* the request's own id for the trace, or NULL */
+    char *trace_tags;              /* trace_tags_new(): its spans' tags, or NULL */
 
     /* shared, under engine.mu */
     bool cancel, stalled, oom, finished;

@@ -471,6 +471,8 @@ static enum MHD_Result run(struct http_req *r, struct engine *e, struct oai_requ
                                                               : s->cfg.max_tokens_default;
     q->req.priority = t->priority;
     q->req.queue_timeout_s = s->cfg.queue_timeout_s;
+    q->req.trace_request_id = r->request_id;   /* copied by the engine */
+    q->req.trace_tenant = t->name;
     int64_t np = t->tpm ? prompt_tokens(e, q) : 0;
     const char *limit;
     double retry;
