@@ -79,6 +79,8 @@ def loadavg():
 
 
 tmp = tempfile.mkdtemp(prefix="tern-bench-profiles-")
+info = subprocess.run([a.tern, "info", "-m", a.model], capture_output=True, text=True).stdout
+isa = next((l.strip() for l in info.splitlines() if l.startswith("CPU kernels")), "CPU kernels: ?")
 runs, meta = {}, {"load_start": loadavg(), "threads": a.threads, "requests": a.requests,
                   "concurrency": a.concurrency, "scale": a.scale}
 # tern serve
@@ -117,7 +119,7 @@ meta["load_end"] = loadavg()
 print(f"threads {a.threads}; {a.requests} requests per profile, concurrency {a.concurrency}, "
       f"scale {a.scale}; load average {' '.join(meta['load_start'])} at the start, "
       f"{' '.join(meta['load_end'])} at the end")
-print(f"tern serve: {meta['tern_wall_s']:.0f} s; llama-server: {meta['llama_wall_s']:.0f} s")
+print(f"tern serve: {meta['tern_wall_s']:.0f} s ({isa}); llama-server: {meta['llama_wall_s']:.0f} s")
 for l in meta.get("llama_version", []) + meta.get("llama_system_info", []):
     print(f"llama-server: {l.strip()}")
 print()

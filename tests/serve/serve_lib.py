@@ -40,7 +40,22 @@ def diag(msg):
         print("#", line, flush=True)
 
 
+SANITIZER_MARKS = ("WARNING: ThreadSanitizer", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                   "runtime error:")
+
+
 def done():
+    # a server's sanitizer reports go to its own stderr, not to the test's:
+    # every server this test started must have none
+    for s in _servers:
+        try:
+            text = s.log()
+        except OSError:
+            continue
+        marks = [m for m in SANITIZER_MARKS if m in text]
+        if not ok(not marks, f"no sanitizer report in the stderr of server pid {s.proc.pid}"):
+            i = min(text.find(m) for m in marks)
+            diag(text[max(0, i - 200):i + 3000])
     print(f"1..{_n}", flush=True)
     sys.exit(1 if _failed else 0)
 
