@@ -131,11 +131,13 @@ for prof in runs["tern serve"]:
         r = runs[name].get(prof)
         if not r:
             continue
-        q = lambda k, f: " / ".join(f % (r[k][p] * f_) for p, f_ in
-                                    (("p50", f[1]), ("p90", f[1]), ("p99", f[1])))
+        def q(k, fmt, mul):
+            v = r.get(k) or {}
+            return " / ".join(fmt % (v[p] * mul) if v.get(p) is not None else "n/a"
+                              for p in ("p50", "p90", "p99"))
         st = ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items()))
-        print(f"| {prof} | {name} | {q('ttft', ('%.0f', 1e3))} | {q('tpot', ('%.1f', 1e3))} | "
-              f"{q('e2e', ('%.2f', 1))} | {r['goodput_rps']:.2f} | {r['output_tok_s']:.1f} | {st} |")
+        print(f"| {prof} | {name} | {q('ttft', '%.0f', 1e3)} | {q('tpot', '%.1f', 1e3)} | "
+              f"{q('e2e', '%.2f', 1)} | {r['goodput_rps']:.2f} | {r['output_tok_s']:.1f} | {st} |")
 if a.json:
     with open(a.json, "w") as f:
         json.dump({"meta": meta, "runs": runs}, f, indent=1)
