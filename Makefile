@@ -75,8 +75,8 @@ fuzz: deps
 	@echo "run: mkdir -p build-fuzz/oai-corpus && build-fuzz/tests/serve/fuzz_oai -max_total_time=600 build-fuzz/oai-corpus tests/serve/corpus"
 	@echo "run: mkdir -p build-fuzz/tok-corpus && TERN_SHARED=../shared build-fuzz/tests/tok/fuzz_tok -max_total_time=600 build-fuzz/tok-corpus tests/tok/corpus"
 
-# tern serve under a long mixed load (outside CI: ~10,000 requests, bounded by
-# SOAK_MAX_S seconds; SOAK_REQUESTS and SOAK_CONC size it).
+# tern serve under a long mixed load (outside CI: 10,000 requests, bounded by
+# SOAK_MAX_S seconds; SOAK_REQUESTS, SOAK_CONC (48) and SOAK_THREADS (2) size it).
 soak: build models
 	TERN_BIN=$(TERN) TERN_SRC=$(CURDIR) PYTHONPATH=tests/serve python3 tests/serve/soak.py
 

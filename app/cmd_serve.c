@@ -234,7 +234,7 @@ int cmd_serve(int argc, char **argv)
         "      --max-running N      running sequences cap (default 64)\n"
         "      --max-queue N        waiting queue bound (default 256; over it: 429)\n"
         "      --event-limit N      undrained events before a stream is consumer-stalled\n"
-        "      --trace FILE         write a Chrome trace-event JSON at exit\n";
+        "      --trace FILE         Chrome trace-event JSON (spans tagged with request id, tenant)\n";
     static const struct option longopts[] = {
         {"host", required_argument, 0, OPT_HOST},
         {"port", required_argument, 0, OPT_PORT},

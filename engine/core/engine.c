@@ -91,6 +91,8 @@ void engine_req_unref(struct engine_req *r)
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->hold);
+    free(r->trace_id);
+    free(r->trace_tags);
     free(r->m.token_t);
     free(r->plp);
     engine_sampler_free(r);

@@ -151,6 +151,11 @@ struct engine_request {
     double queue_timeout_s;          /* max time waiting for admission; 0 = none */
     uint64_t tag;                    /* echoed in every event */
     bool ignore_eos;                 /* keep generating past EOS/EOT (bench) */
+    /* Shown on the request's --trace spans, so that one request can be
+     * followed from a front end's log (an HTTP X-Request-Id, a tenant) into
+     * the trace; copied at submit; NULL or "" = none. */
+    const char *trace_request_id;
+    const char *trace_tenant;
 
     /* Scoring (eval perplexity): when score is set, the request generates
      * nothing; the engine computes sum of -log p(token[i+1] | token[0..i])

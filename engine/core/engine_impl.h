@@ -46,6 +46,8 @@ struct engine_req {
                                       into the FINISHED event) */
     int32_t plp_top;               /* alternatives per prompt token */
     double deadline;               /* queue timeout, engine time; 0 = none */
+    char *trace_id;                /* the request's own id for the trace, or NULL */
+    char *trace_tags;              /* trace_tags_new(): its spans' tags, or NULL */
 
     /* shared, under engine.mu */
     bool cancel, stalled, oom, finished;

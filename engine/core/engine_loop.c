@@ -73,8 +73,9 @@ static void finish(struct engine_local *e, struct engine_req *r, enum engine_sta
         char args[160];
         snprintf(args, sizeof args, "\"status\":\"%s\",\"prompt\":%d,\"cached\":%d,\"generated\":%d",
                  engine_status_name(st), r->m.n_prompt, r->m.n_cached, r->m.n_generated);
-        if (r->m.t_first_token > 0) trace_span(&e->trace, r->id, "decode", r->m.t_first_token, now, args);
-        else trace_span(&e->trace, r->id, "end", now, now, args);
+        if (r->m.t_first_token > 0)
+            trace_span(&e->trace, r->id, "decode", r->m.t_first_token, now, args, r->trace_tags);
+        else trace_span(&e->trace, r->id, "end", now, now, args, r->trace_tags);
     }
     r->finished = true;
     live_unlink(e, r);
@@ -92,9 +93,10 @@ static void intake(struct engine_local *e)
         r->inbox_next = NULL;
         e->n_inbox--;
         if (e->trace.f) {
-            char name[64];
-            snprintf(name, sizeof name, "req %llu (%s)", (unsigned long long)r->id,
-                     r->prio == ENGINE_PRIO_BATCH ? "batch" : "interactive");
+            char name[200];
+            snprintf(name, sizeof name, "req %llu (%s)%s%s", (unsigned long long)r->id,
+                     r->prio == ENGINE_PRIO_BATCH ? "batch" : "interactive",
+                     r->trace_id ? " " : "", r->trace_id ? r->trace_id : "");
             trace_track(&e->trace, r->id, name);
         }
         if (sched_add(&e->sched, &r->seq) != 0) finish(e, r, ENGINE_ERROR, "engine: out of memory");
@@ -266,7 +268,7 @@ static void report_moves(struct engine_local *e, double t0)
                 r->counted_queued = false;
                 e->n_queued--;
             }
-            trace_span(&e->trace, r->id, "queue", r->m.t_arrival, t0, NULL);
+            trace_span(&e->trace, r->id, "queue", r->m.t_arrival, t0, NULL, r->trace_tags);
         }
         r->m.n_cached = r->seq.n_cached;
         r->m.n_computed = r->seq.n_prompt - r->seq.n_cached;
@@ -290,7 +292,7 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct ite
         if (e->trace.f) {
             char args[64];
             snprintf(args, sizeof args, "\"tokens\":%d,\"start\":%d", it->n, it->start);
-            trace_span(&e->trace, r->id, "prefill", t0, t1, args);
+            trace_span(&e->trace, r->id, "prefill", t0, t1, args, r->trace_tags);
         }
         if (!r->prefill_done && r->seq.n_computed >= r->seq.n_prompt) {
             r->prefill_done = true;
@@ -387,7 +389,7 @@ static int32_t step(struct engine_local *e)
         char args[96];
         snprintf(args, sizeof args, "\"tokens\":%d,\"seqs\":%d,\"backend_ms\":%.3f", n,
                  p->n_items, (tb1 - tb0) * 1e3);
-        trace_span(&e->trace, 0, "step", t0, t2, args);
+        trace_span(&e->trace, 0, "step", t0, t2, args, NULL);
     }
     return n;
 }

@@ -210,6 +210,11 @@ uint64_t engine_local_submit(struct engine_local *e, const struct engine_request
         snprintf(err, errlen, "engine: out of memory for stop strings");
         goto fail;
     }
+    if (e->cfg.trace_path) {   /* only a traced engine keeps them */
+        r->trace_tags = trace_tags_new(q->trace_request_id, q->trace_tenant);
+        if (q->trace_request_id && q->trace_request_id[0])
+            r->trace_id = strndup(q->trace_request_id, 128);
+    }
     r->seq.n_prompt = r->seq.n_tokens;
     if (q->prompt_logprobs && init_prompt_lp(r, q) != 0) {
         snprintf(err, errlen, "engine: out of memory for %d prompt log-probabilities",

@@ -17,6 +17,11 @@ TERN = os.environ.get("TERN_BIN", "build/app/tern")
 MODEL = os.environ.get("TERN_TEST_MODEL",
                        os.path.expanduser("~/.local/share/tern/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
 
+# Every wait and timeout of the serve tests is multiplied by this: 1 in a
+# plain build; meson sets it under sanitizers (TSan runs the engine 5-20x
+# slower), and a person can on a loaded machine.
+TIME_SCALE = float(os.environ.get("TERN_TEST_TIME_SCALE", "1") or 1)
+
 _n = 0
 _failed = 0
 
@@ -35,7 +40,22 @@ def diag(msg):
         print("#", line, flush=True)
 
 
+SANITIZER_MARKS = ("WARNING: ThreadSanitizer", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                   "runtime error:")
+
+
 def done():
+    # a server's sanitizer reports go to its own stderr, not to the test's:
+    # every server this test started must have none
+    for s in _servers:
+        try:
+            text = s.log()
+        except OSError:
+            continue
+        marks = [m for m in SANITIZER_MARKS if m in text]
+        if not ok(not marks, f"no sanitizer report in the stderr of server pid {s.proc.pid}"):
+            i = min(text.find(m) for m in marks)
+            diag(text[max(0, i - 200):i + 3000])
     print(f"1..{_n}", flush=True)
     sys.exit(1 if _failed else 0)
 
@@ -68,7 +88,7 @@ class Server:
                                      env=dict(os.environ, **(env or {})))
         _servers.append(self)
         self.port = None
-        end = time.time() + 60
+        end = time.time() + 60 * TIME_SCALE
         while time.time() < end and self.proc.poll() is None:
             m = re.search(r"listening on http://[\d.]+:(\d+)", self.log())
             if m:
@@ -95,7 +115,7 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(timeout)
+                self.proc.wait(timeout * TIME_SCALE)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -126,6 +146,7 @@ class Server:
 
 def request(base, method, path, body=None, headers=None, timeout=60):
     """(status, headers, body bytes); never raises on HTTP errors."""
+    timeout *= TIME_SCALE
     data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
     req = urllib.request.Request(base + path, data=data, method=method, headers=headers or {})
     if data is not None and "Content-Type" not in (headers or {}):

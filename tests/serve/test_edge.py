@@ -12,7 +12,7 @@ import time
 
 import openai
 
-from serve_lib import MODEL, TERN, Server, diag, done, ok, request
+from serve_lib import MODEL, TERN, TIME_SCALE, Server, diag, done, ok, request
 
 KEYS = {"editor": "sk-editor-0123456789", "batch": "sk-batch-abcdefghij",
         "rate": "sk-rate-0000000000", "tok": "sk-tok-1111111111", "one": "sk-one-2222222222"}
@@ -20,14 +20,14 @@ KEYS = {"editor": "sk-editor-0123456789", "batch": "sk-batch-abcdefghij",
 
 def curl(base, path, key=None, body=None, headers=()):
     cmd = ["curl", "-s", "-o", "/dev/stdout", "-w", "\n%{http_code}", "-D", "/dev/stderr",
-           "--max-time", "60", base + path]
+           "--max-time", f"{60 * TIME_SCALE:g}", base + path]
     if key:
         cmd += ["-H", f"Authorization: Bearer {key}"]
     for h in headers:
         cmd += ["-H", h]
     if body is not None:
         cmd += ["-H", "Content-Type: application/json", "--data-binary", json.dumps(body)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90 * TIME_SCALE)
     out, code = p.stdout.rsplit("\n", 1)
     hdrs = {}
     for l in p.stderr.splitlines():
@@ -39,7 +39,7 @@ def curl(base, path, key=None, body=None, headers=()):
 
 # refusal to listen beyond loopback without keys (checked before binding)
 p = subprocess.run([TERN, "serve", "-m", MODEL, "--host", "0.0.0.0", "--port", "0", "--no-history"],
-                   capture_output=True, text=True, timeout=30)
+                   capture_output=True, text=True, timeout=30 * TIME_SCALE)
 ok(p.returncode == 1 and "--api-key-file" in p.stderr and "--insecure" in p.stderr,
    f"non-loopback bind without keys refused: {p.stderr.strip()[:120]}")
 
@@ -93,7 +93,7 @@ def rate_one(k):
     out[k] = curl(B, "/v1/chat/completions", key=KEYS["rate"], body=chat)
 ths = [threading.Thread(target=rate_one, args=(k,)) for k in range(3)]
 [t.start() for t in ths]
-[t.join(120) for t in ths]
+[t.join(120 * TIME_SCALE) for t in ths]
 codes = sorted(o[0] for o in out)
 refused = [o for o in out if o[0] == 429]
 h, body = (refused[0][1], refused[0][2]) if refused else ({}, "")
@@ -110,7 +110,7 @@ def tok_one(k):
     out[k] = curl(B, "/v1/completions", key=KEYS["tok"], body=big)
 ths = [threading.Thread(target=tok_one, args=(k,)) for k in range(3)]
 [t.start() for t in ths]
-[t.join(120) for t in ths]
+[t.join(120 * TIME_SCALE) for t in ths]
 codes = sorted(o[0] for o in out)
 refused = [o for o in out if o[0] == 429]
 h, body = (refused[0][1], refused[0][2]) if refused else ({}, "")
@@ -131,9 +131,9 @@ def long_stream():
                     body=dict(chat, max_tokens=100, stream=True, ignore_eos=True))[0]
 th = threading.Thread(target=long_stream)
 th.start()
-time.sleep(0.4)
+time.sleep(0.4 * TIME_SCALE)  # the stream is running
 code, h, body = curl(B, "/v1/chat/completions", key=KEYS["one"], body=chat)
-th.join(60)
+th.join(60 * TIME_SCALE)
 ok(res.get("a") == 200 and code == 429 and "concurrency" in body, f"concurrency 1: second -> {code} {body[:80]}")
 
 rc = srv.stop()

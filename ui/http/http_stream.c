@@ -480,6 +480,8 @@ static enum MHD_Result run(struct http_req *r, struct engine *e, struct oai_requ
                                                               : s->cfg.max_tokens_default;
     q->req.priority = t->priority;
     q->req.queue_timeout_s = s->cfg.queue_timeout_s;
+    q->req.trace_request_id = r->request_id;   /* copied by the engine */
+    q->req.trace_tenant = t->name;
     char lerr[160];
     struct http_lp *lp = http_lp_new(e, q, lerr, sizeof lerr);
     if (!lp && lerr[0]) return http_send_error(r, 400, lerr, "stream", "invalid_request", NULL);
