@@ -114,7 +114,7 @@ int sse_reader_feed(struct sse_reader *r, const char *bytes, size_t n, sse_on_ev
 {
     size_t i = 0;
     /* A UTF-8 BOM may open the stream, split over feeds like any bytes. */
-    static const char bom[3] = "\xEF\xBB\xBF";
+    static const char bom[] = "\xEF\xBB\xBF";
     while (!r->bom_checked && i < n) {
         if (bytes[i] == bom[r->bom_seen]) {
             i++;
