@@ -70,10 +70,11 @@ debug:
 fuzz: deps
 	CC=clang meson setup build-fuzz --buildtype=debug -Dfuzz=true -Dcuda=disabled \
 	  -Db_sanitize=address,undefined -Db_lundef=false 2>/dev/null || true
-	meson compile -C build-fuzz fuzz_gguf fuzz_tok fuzz_oai
+	meson compile -C build-fuzz fuzz_gguf fuzz_tok fuzz_oai fuzz_remote
 	@echo "run: mkdir -p build-fuzz/corpus && build-fuzz/tests/gguf/fuzz_gguf -dict=tests/gguf/gguf.dict -max_total_time=600 build-fuzz/corpus tests/gguf/corpus"
 	@echo "run: mkdir -p build-fuzz/oai-corpus && build-fuzz/tests/serve/fuzz_oai -max_total_time=600 build-fuzz/oai-corpus tests/serve/corpus"
 	@echo "run: mkdir -p build-fuzz/tok-corpus && TERN_SHARED=../shared build-fuzz/tests/tok/fuzz_tok -max_total_time=600 build-fuzz/tok-corpus tests/tok/corpus"
+	@echo "run: mkdir -p build-fuzz/remote-corpus && build-fuzz/tests/remote/fuzz_remote -max_total_time=600 build-fuzz/remote-corpus tests/remote/corpus"
 
 # tern serve under a long mixed load (outside CI: 10,000 requests, bounded by
 # SOAK_MAX_S seconds; SOAK_REQUESTS, SOAK_CONC (48) and SOAK_THREADS (2) size it).

@@ -15,6 +15,18 @@ const char *prom_map_source(const struct prom_doc *d)
 }
 
 /* First of the names that exists (versions renamed metrics). */
+/* A server's count as an integer: NaN and negatives read 0, values past the
+ * type's range are clamped (casting such a double is undefined behaviour). */
+static int32_t to_i32(double v)
+{
+    return v > 0 ? (v < 2147483647.0 ? (int32_t)v : INT32_MAX) : 0;
+}
+
+static uint64_t to_u64(double v)
+{
+    return v > 0 ? (v < 18446744073709549568.0 ? (uint64_t)v : UINT64_MAX) : 0;
+}
+
 static bool first_sum(const struct prom_doc *d, const char *const *names, double *v)
 {
     for (int i = 0; names[i]; i++)
@@ -82,7 +94,7 @@ static const struct names LLAMACPP = {
 static void summarize(const struct prom_hist *h, struct engine_hist *o)
 {
     memset(o, 0, sizeof *o);
-    o->count = (uint64_t)h->count;
+    o->count = to_u64(h->count);
     o->mean = h->count > 0 ? h->sum / h->count : 0;
     o->p50 = prom_hist_quantile(h, 0.50);
     o->p90 = prom_hist_quantile(h, 0.90);
@@ -144,11 +156,11 @@ static void map_tern_kv(const struct prom_doc *d, struct engine_stats *out)
     if (prom_sum_label(d, "tern:kv_blocks", "state", "used", &used) &&
         prom_sum_label(d, "tern:kv_blocks", "state", "cached", &cached) &&
         prom_sum_label(d, "tern:kv_blocks", "state", "free", &fr)) {
-        out->kv_used = (int32_t)used;
-        out->kv_cached = (int32_t)cached;
-        out->kv_free = (int32_t)fr;
-        out->kv_total = out->kv_used + out->kv_cached + out->kv_free;
-        if (prom_sum(d, "tern:kv_block_tokens", &bt)) out->kv_block_tokens = (int32_t)bt;
+        out->kv_used = to_i32(used);
+        out->kv_cached = to_i32(cached);
+        out->kv_free = to_i32(fr);
+        out->kv_total = to_i32((double)out->kv_used + out->kv_cached + out->kv_free);
+        if (prom_sum(d, "tern:kv_block_tokens", &bt)) out->kv_block_tokens = to_i32(bt);
         out->unknown &= ~(unsigned)ENGINE_STAT_KV_BLOCKS;
     }
 }
@@ -172,11 +184,11 @@ void prom_map_apply(const struct prom_doc *d, struct prom_map_state *st, double 
     }
     double v, h;
     if (first_sum(d, nm->running, &v)) {
-        out->running = (int32_t)v;
+        out->running = to_i32(v);
         out->unknown &= ~(unsigned)ENGINE_STAT_RUNNING;
     }
     if (first_sum(d, nm->waiting, &v)) {
-        out->waiting = (int32_t)v;
+        out->waiting = to_i32(v);
         out->unknown &= ~(unsigned)ENGINE_STAT_WAITING;
     }
     if (nm->kv_usage[0] && first_mean(d, nm->kv_usage, &v)) {
@@ -184,12 +196,12 @@ void prom_map_apply(const struct prom_doc *d, struct prom_map_state *st, double 
         out->unknown &= ~(unsigned)ENGINE_STAT_KV_USAGE;
     }
     if (nm->preempt[0] && first_sum(d, nm->preempt, &v)) {
-        out->preemptions = (uint64_t)v;
+        out->preemptions = to_u64(v);
         out->unknown &= ~(unsigned)ENGINE_STAT_PREEMPT;
     }
     if (nm->prefix_q[0] && first_sum(d, nm->prefix_q, &v) && first_sum(d, nm->prefix_h, &h)) {
-        out->prefix_query_tokens = (uint64_t)v;
-        out->prefix_hit_tokens = (uint64_t)h;
+        out->prefix_query_tokens = to_u64(v);
+        out->prefix_hit_tokens = to_u64(h);
         out->prefix_hit_rate = v > 0 ? h / v : 0;
         out->unknown &= ~(unsigned)ENGINE_STAT_PREFIX;
     } else if (nm->hit_rate[0] && first_sum(d, nm->hit_rate, &v)) {
@@ -199,8 +211,8 @@ void prom_map_apply(const struct prom_doc *d, struct prom_map_state *st, double 
     if (!strcmp(src, "llamacpp") && prom_sum(d, "llamacpp:prompt_tokens_cached_total", &h) &&
         prom_sum(d, "llamacpp:prompt_tokens_total", &v)) {
         /* llama-server counts computed and cached prompt tokens apart. */
-        out->prefix_query_tokens = (uint64_t)(v + h);
-        out->prefix_hit_tokens = (uint64_t)h;
+        out->prefix_query_tokens = to_u64(v + h);
+        out->prefix_hit_tokens = to_u64(h);
         out->prefix_hit_rate = v + h > 0 ? h / (v + h) : 0;
         out->unknown &= ~(unsigned)ENGINE_STAT_PREFIX;
     }

@@ -18,6 +18,7 @@
 #include "model.h"
 #include "oai_request.h"
 #include "remote_impl.h"
+#include "remote_parse.h"
 #include "tok.h"
 
 static const struct engine_ops remote_ops;
@@ -83,24 +84,6 @@ static int set_endpoint(struct rendpoint *ep, const char *url, char *err, size_t
     return 0;
 }
 
-static int32_t int_field(const cJSON *o, const char *k)
-{
-    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
-    return cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e9 ? (int32_t)v->valuedouble
-                                                                            : 0;
-}
-
-/* The context length in a /v1/models entry: tern serve's context_length,
- * vLLM's max_model_len, llama-server's meta.n_ctx_train (the training
- * context; /props has the one in force). 0 = not said. */
-static int32_t model_ctx(const cJSON *m)
-{
-    int32_t n = int_field(m, "context_length");
-    if (!n) n = int_field(m, "max_model_len");
-    if (!n) n = int_field(m ? cJSON_GetObjectItemCaseSensitive(m, "meta") : NULL, "n_ctx_train");
-    return n;
-}
-
 /* llama-server: GET /props default_generation_settings.n_ctx (per slot), or
  * an older top-level n_ctx. Kept as it was when /props does not answer. */
 static void props_ctx(const struct remote *R, struct rendpoint *ep)
@@ -109,12 +92,8 @@ static void props_ctx(const struct remote *R, struct rendpoint *ep)
     snprintf(url, sizeof url, "%s/props", ep->root);
     struct rbuf b = {0};
     if (remote_http_sync(R, url, NULL, &b, R->connect_timeout_s + 5, err, sizeof err) == 200) {
-        cJSON *j = cJSON_ParseWithLength(b.p ? b.p : "", b.len);
-        int32_t n = int_field(j ? cJSON_GetObjectItemCaseSensitive(j, "default_generation_settings")
-                                : NULL, "n_ctx");
-        if (!n) n = int_field(j, "n_ctx");
+        int32_t n = remote_parse_props_ctx(b.p, b.len);
         if (n) ep->n_ctx = n;
-        cJSON_Delete(j);
     }
     rbuf_free(&b);
 }
@@ -143,16 +122,13 @@ static int probe_models(struct remote *R, int32_t i, char *err, size_t errlen)
         goto out;
     }
     ep->pub.healthy = true;
-    cJSON *j = cJSON_ParseWithLength(b.p ? b.p : "", b.len);
-    const cJSON *data = j ? cJSON_GetObjectItemCaseSensitive(j, "data") : NULL;
-    const cJSON *m0 = cJSON_IsArray(data) ? cJSON_GetArrayItem(data, 0) : NULL;
-    const cJSON *id = m0 ? cJSON_GetObjectItemCaseSensitive(m0, "id") : NULL;
-    const cJSON *own = m0 ? cJSON_GetObjectItemCaseSensitive(m0, "owned_by") : NULL;
-    if (!R->model && cJSON_IsString(id)) R->model = strdup(id->valuestring);
-    if (cJSON_IsString(own))
-        snprintf(ep->server_kind, sizeof ep->server_kind, "%s", own->valuestring);
-    ep->n_ctx = model_ctx(m0);
-    cJSON_Delete(j);
+    struct remote_models mo;
+    if (remote_parse_models(b.p, b.len, &mo) == 0) {
+        if (!R->model && mo.id) R->model = mo.id;
+        else free(mo.id);
+        if (mo.owned_by[0]) snprintf(ep->server_kind, sizeof ep->server_kind, "%s", mo.owned_by);
+        ep->n_ctx = mo.n_ctx;
+    }
     if (strcmp(ep->server_kind, "llamacpp") == 0) props_ctx(R, ep);
     rc = 0;
 out:

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 
 #include "prom.h"
 #include "remote_impl.h"
+#include "remote_parse.h"
 
 #define REMOTE_HEALTH_INTERVAL_S 5.0
 
@@ -204,123 +204,13 @@ static void scrape_result(struct remote *R, struct rprobe *p, long code, CURLcod
     pthread_mutex_unlock(&R->mu);
 }
 
-static double jnum(const cJSON *o, const char *k, bool *ok)
-{
-    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
-    if (!cJSON_IsNumber(v)) {
-        *ok = false;
-        return 0;
-    }
-    return v->valuedouble;
-}
-
-static void jhist(const cJSON *o, const char *k, struct engine_hist *h, bool *ok)
-{
-    const cJSON *j = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
-    h->count = (uint64_t)jnum(j, "count", ok);
-    h->mean = jnum(j, "mean", ok);
-    h->p50 = jnum(j, "p50", ok);
-    h->p90 = jnum(j, "p90", ok);
-    h->p99 = jnum(j, "p99", ok);
-    h->max = jnum(j, "max", ok);
-}
-
-static void copy_jstr(char *dst, size_t n, const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    /* untrusted text for the terminal: printable ASCII only, bounded */
-    size_t i = 0;
-    for (const char *c = cJSON_IsString(v) ? v->valuestring : ""; *c && i + 1 < n; c++)
-        dst[i++] = (*c >= 32 && *c < 127) ? *c : '?';
-    dst[i] = 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The tenants among the recent requests: counts, tokens, median TTFT. */
-static void tenants_of(const cJSON *rec, struct engine_server_stats *sv)
-{
-    double ttft[ENGINE_SERVER_TENANTS][64];
-    int nt[ENGINE_SERVER_TENANTS] = {0};
-    const cJSON *r;
-    cJSON_ArrayForEach(r, rec) {
-        char name[32];
-        copy_jstr(name, sizeof name, r, "tenant");
-        int k = 0;
-        while (k < sv->n_tenants && strcmp(sv->tenants[k].name, name)) k++;
-        if (k == sv->n_tenants) {
-            if (k == ENGINE_SERVER_TENANTS) continue;
-            snprintf(sv->tenants[k].name, sizeof sv->tenants[k].name, "%s", name);
-            sv->n_tenants++;
-        }
-        bool ok = true;
-        sv->tenants[k].requests++;
-        sv->tenants[k].tokens += (int64_t)(jnum(r, "prompt_tokens", &ok) +
-                                           jnum(r, "generated_tokens", &ok));
-        double t = jnum(r, "ttft_s", &ok);
-        if (ok && t > 0 && nt[k] < 64) ttft[k][nt[k]++] = t;
-    }
-    for (int k = 0; k < sv->n_tenants; k++) {
-        qsort(ttft[k], (size_t)nt[k], sizeof ttft[k][0], cmp_double);
-        sv->tenants[k].ttft_p50_s = nt[k] ? ttft[k][nt[k] / 2] : 0;
-    }
-}
-
-/* "recent": newest first, as the server lists them. */
-static void recent_of(const cJSON *j, struct engine_server_stats *sv)
-{
-    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(j, "recent"), *r;
-    if (!cJSON_IsArray(rec)) return;
-    cJSON_ArrayForEach(r, rec) {
-        if (sv->n_recent == ENGINE_SERVER_RECENT) break;
-        if (!cJSON_IsObject(r)) continue;
-        struct engine_server_req *q = &sv->recent[sv->n_recent++];
-        bool ok = true;
-        char route[48];
-        copy_jstr(q->tenant, sizeof q->tenant, r, "tenant");
-        copy_jstr(q->request_id, sizeof q->request_id, r, "request_id");
-        copy_jstr(q->status, sizeof q->status, r, "status");
-        copy_jstr(route, sizeof route, r, "route");
-        snprintf(q->route, sizeof q->route, "%s", strstr(route, "chat") ? "chat" : "cmpl");
-        q->queue_s = jnum(r, "queue_s", &ok);
-        q->ttft_s = jnum(r, "ttft_s", &ok);
-        q->e2e_s = jnum(r, "e2e_s", &ok);
-        q->n_prompt = (int32_t)jnum(r, "prompt_tokens", &ok);
-        q->n_cached = (int32_t)jnum(r, "cached_tokens", &ok);
-        q->n_generated = (int32_t)jnum(r, "generated_tokens", &ok);
-    }
-    tenants_of(rec, sv);
-}
-
 /* tern serve's /v1/tern/status: "engine" is its engine_snapshot_json, so the
  * KV blocks and step figures shown are exactly the server's own. */
 static void status_result(struct remote *R, struct rprobe *p, long code, CURLcode rc)
 {
     if (rc != CURLE_OK || code != 200) return;
-    cJSON *j = cJSON_ParseWithLength(p->body.p ? p->body.p : "", p->body.len);
-    const cJSON *e = j ? cJSON_GetObjectItemCaseSensitive(j, "engine") : NULL;
-    const cJSON *kv = e ? cJSON_GetObjectItemCaseSensitive(e, "kv") : NULL;
-    struct engine_stats t = {0};
-    bool ok = e && kv;
-    t.kv_block_tokens = (int32_t)jnum(kv, "block_tokens", &ok);
-    t.kv_total = (int32_t)jnum(kv, "total", &ok);
-    t.kv_used = (int32_t)jnum(kv, "used", &ok);
-    t.kv_cached = (int32_t)jnum(kv, "cached", &ok);
-    t.kv_free = (int32_t)jnum(kv, "free", &ok);
-    t.steps = (uint64_t)jnum(e, "steps", &ok);
-    t.busy_s = jnum(e, "busy_s", &ok);
-    t.backend_s = jnum(e, "backend_s", &ok);
-    t.sched_overhead = jnum(e, "sched_overhead", &ok);
-    t.goodput_rps = jnum(e, "goodput_rps", &ok);
-    jhist(e, "step_s", &t.step_s, &ok);
-    jhist(e, "step_tokens", &t.step_tokens, &ok);
-    if (ok) recent_of(j, &t.server);
-    cJSON_Delete(j);
-    if (!ok) return;
+    struct engine_stats t;
+    if (remote_parse_status(p->body.p, p->body.len, &t) != 0) return;
     struct rendpoint *ep = &R->ep[p->ep];
     pthread_mutex_lock(&R->mu);
     ep->tstat = t;

@@ -17,6 +17,7 @@
 
 #include "oai_logprobs.h"
 #include "remote_impl.h"
+#include "remote_parse.h"
 #include "tok.h"
 
 static int push_token_time(struct rreq *q, double t)
@@ -87,29 +88,6 @@ static void on_text(struct remote *R, struct rreq *q, const char *text, double t
     }
 }
 
-/* llama-server: "timings": {cache_n, prompt_n, prompt_ms, predicted_n, predicted_ms}. */
-static void read_timings(struct rreq *q, const char *data, size_t len)
-{
-    cJSON *j = cJSON_ParseWithLength(data, len);
-    const cJSON *t = j ? cJSON_GetObjectItemCaseSensitive(j, "timings") : NULL;
-    if (cJSON_IsObject(t)) {
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(t, "cache_n");
-        const cJSON *pn = cJSON_GetObjectItemCaseSensitive(t, "prompt_n");
-        const cJSON *pm = cJSON_GetObjectItemCaseSensitive(t, "prompt_ms");
-        const cJSON *dn = cJSON_GetObjectItemCaseSensitive(t, "predicted_n");
-        const cJSON *dm = cJSON_GetObjectItemCaseSensitive(t, "predicted_ms");
-        q->has_timings = true;
-        if (cJSON_IsNumber(c)) q->m.n_cached = (int32_t)c->valuedouble;
-        if (cJSON_IsNumber(pn)) q->m.n_computed = (int32_t)pn->valuedouble;
-        q->m.server.known = true;
-        if (cJSON_IsNumber(pm)) q->m.server.prefill_s = pm->valuedouble / 1000.0;
-        if (cJSON_IsNumber(dm)) q->m.server.decode_s = dm->valuedouble / 1000.0;
-        if (cJSON_IsNumber(dn) && dn->valuedouble > 1 && cJSON_IsNumber(dm))
-            q->m.server.tpot_s = dm->valuedouble / 1000.0 / dn->valuedouble;
-    }
-    cJSON_Delete(j);
-}
-
 static void set_fin(struct rreq *q, enum engine_status st, const char *msg)
 {
     if (q->has_fin) return;
@@ -164,7 +142,7 @@ static int on_sse(void *ud, const char *name, const char *data, size_t len)
         q->m.n_preempted = p.tern.n_preempted;
     }
     oai_parsed_free(&p);
-    if (len > 10 && memmem(data, len, "\"timings\"", 9)) read_timings(q, data, len);
+    if (len > 10 && memmem(data, len, "\"timings\"", 9)) q->has_timings |= remote_parse_timings(data, len, &q->m);
     (void)name;
     return 0;
 }

@@ -115,6 +115,14 @@ static double num(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/* A token count from the peer: [0, 2^31) else 0 (casting an out-of-range
+ * double is undefined behaviour). */
+static int32_t count(const cJSON *o, const char *k)
+{
+    double v = num(o, k);
+    return v > 0 && v < 2147483647.0 ? (int32_t)v : 0;
+}
+
 int oai_tern_parse(const cJSON *j, struct engine_metrics *m, char *request_id, size_t idlen)
 {
     memset(m, 0, sizeof *m);
@@ -133,11 +141,11 @@ int oai_tern_parse(const cJSON *j, struct engine_metrics *m, char *request_id, s
     m->tpot_s = num(j, "tpot_s");
     m->decode_s = num(j, "decode_s");
     m->e2e_s = num(j, "e2e_s");
-    m->n_prompt = (int32_t)num(j, "prompt_tokens");
-    m->n_cached = (int32_t)num(j, "cached_tokens");
-    m->n_computed = (int32_t)num(j, "computed_tokens");
-    m->n_generated = (int32_t)num(j, "generated_tokens");
-    m->n_preempted = (int32_t)num(j, "preemptions");
+    m->n_prompt = count(j, "prompt_tokens");
+    m->n_cached = count(j, "cached_tokens");
+    m->n_computed = count(j, "computed_tokens");
+    m->n_generated = count(j, "generated_tokens");
+    m->n_preempted = count(j, "preemptions");
     const cJSON *rid = cJSON_GetObjectItemCaseSensitive(j, "request_id");
     if (request_id && idlen && cJSON_IsString(rid))
         snprintf(request_id, idlen, "%s", rid->valuestring);
@@ -314,7 +322,9 @@ static int parse_error(const cJSON *e, struct oai_parsed *p)
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
     if (cJSON_IsNumber(code)) { /* llama-server sends the HTTP status as a number */
         char b[32];
-        snprintf(b, sizeof b, "%d", (int)code->valuedouble);
+        double v = code->valuedouble;
+        if (v > -1e9 && v < 1e9) snprintf(b, sizeof b, "%d", (int)v);
+        else snprintf(b, sizeof b, "%g", v);
         p->error_code = strdup(b);
         return p->error_code ? 0 : -1;
     }
@@ -340,10 +350,10 @@ static int parse_usage(const cJSON *u, struct oai_parsed *p)
     if (!u || cJSON_IsNull(u)) return 0;
     if (!cJSON_IsObject(u)) return -1;
     p->has_usage = true;
-    p->usage.prompt_tokens = (int32_t)num(u, "prompt_tokens");
-    p->usage.completion_tokens = (int32_t)num(u, "completion_tokens");
+    p->usage.prompt_tokens = count(u, "prompt_tokens");
+    p->usage.completion_tokens = count(u, "completion_tokens");
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details");
-    if (cJSON_IsObject(d)) p->usage.cached_tokens = (int32_t)num(d, "cached_tokens");
+    if (cJSON_IsObject(d)) p->usage.cached_tokens = count(d, "cached_tokens");
     return 0;
 }
 

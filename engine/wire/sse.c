@@ -113,9 +113,17 @@ int sse_reader_feed(struct sse_reader *r, const char *bytes, size_t n, sse_on_ev
                     void *ud)
 {
     size_t i = 0;
-    if (!r->bom_checked && n > 0) { /* a UTF-8 BOM may open the stream */
-        if (r->line.len == 0 && n >= 3 && memcmp(bytes, "\xEF\xBB\xBF", 3) == 0) i = 3;
+    /* A UTF-8 BOM may open the stream, split over feeds like any bytes. */
+    static const char bom[] = "\xEF\xBB\xBF";
+    while (!r->bom_checked && i < n) {
+        if (bytes[i] == bom[r->bom_seen]) {
+            i++;
+            if (++r->bom_seen == 3) r->bom_checked = true;
+            continue;
+        }
         r->bom_checked = true;
+        /* a partial BOM was text after all: it opens the first line */
+        if (r->bom_seen && sse_buf_add(&r->line, bom, r->bom_seen)) return -1;
     }
     for (; i < n; i++) {
         char c = bytes[i];

@@ -42,6 +42,7 @@ struct sse_reader {
     bool has_data;
     bool skip_lf;         /* last byte was \r: a following \n ends nothing */
     bool bom_checked;
+    unsigned char bom_seen; /* bytes of a UTF-8 BOM read so far (it may arrive split) */
     size_t max_event;     /* bytes; an event over it is an error */
 };
 /* max_event 0: 16 MiB. */
