@@ -402,7 +402,7 @@ static size_t xq_parts(int64_t n, int64_t cols, size_t *qs_bytes, size_t *d_byte
 {
     *qs_bytes = ((size_t)(n * cols) + 63) & ~(size_t)63;
     *d_bytes = ((size_t)(n * (cols / 32)) * 4 + 63) & ~(size_t)63;
-    return 2 * (*qs_bytes + 3 * *d_bytes) + 64;   /* token-major, then group-major */
+    return 2 * *qs_bytes + 7 * *d_bytes + 64;   /* token-major, then group-major */
 }
 
 bool mm_scratch_reserve(struct mm_scratch *s, int64_t n, int64_t cols)
@@ -428,13 +428,14 @@ static bool xq_reserve(struct mm_scratch *s, int64_t n, int64_t cols, struct mm_
     xq->ds = (float *)(p + qs_bytes + 2 * d_bytes);
     xq->gq = NULL;
     xq->gd = xq->gds = NULL;
-    xq->gsum = NULL;
+    xq->gsum = xq->gh = NULL;
     if (n >= MM_XG_MIN_N) {
         p += qs_bytes + 3 * d_bytes;
         xq->gq = (int8_t *)p;
         xq->gd = (float *)(p + qs_bytes);
         xq->gsum = (int32_t *)(p + qs_bytes + d_bytes);
         xq->gds = (float *)(p + qs_bytes + 2 * d_bytes);
+        xq->gh = (int32_t *)(p + qs_bytes + 3 * d_bytes);
     }
     xq->nb = nb;
     return true;
@@ -489,6 +490,13 @@ static void quant_tokens(const struct mm_job *job, int64_t j0, int64_t j1)
             job->xq.gd[go + b * gs + i] = job->xq.d[j * nb + b];
             job->xq.gsum[go + b * gs + i] = job->xq.sum[j * nb + b];
             job->xq.gds[go + b * gs + i] = job->xq.ds[j * nb + b];
+            const int8_t *q = job->xq.qs + j * job->cols + 32 * b;
+            int32_t h0 = 0, h1 = 0;   /* |h| ≤ 16 · 127: int16 */
+            for (int e = 0; e < 16; e++) {
+                h0 += q[e];
+                h1 += q[16 + e];
+            }
+            job->xq.gh[go + b * gs + i] = (int32_t)(((uint32_t)h0 & 0xFFFFu) | (uint32_t)h1 << 16);
         }
     }
 }

@@ -10,6 +10,7 @@
 #define QTT 8  /* prefill: tokens per transposed 8-row tile */
 #define MM_Q8_BIASED 0  /* see wt_signed */
 #define MM_I16ACC 1  /* maddubs sums added in int16 (see tile_pt) */
+#define MM_ZMM 0  /* 512-bit prefill tiles of 16 rows (tile_pt16) */
 #define MT 2
 
 /* maddubs sums byte pairs into int16: |u·s| ≤ 128·127·2 < 32768 for every

@@ -10,6 +10,7 @@
 #define QTT 16  /* prefill: tokens per transposed 8-row tile */
 #define MM_Q8_BIASED 1  /* see wt_signed */
 #define MM_I16ACC 0  /* vpdpbusd accumulates in int32 */
+#define MM_ZMM 1  /* 512-bit prefill tiles of 16 rows (tile_pt16) */
 #define MT 4
 
 /* vpdpbusd: 4 u8·s8 products summed into each int32 lane, exact. */

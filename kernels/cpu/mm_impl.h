@@ -28,6 +28,7 @@ struct mm_xq {
     int8_t *gq;
     float *gd, *gds;
     int32_t *gsum;
+    int32_t *gh;    /* (int16) Σ q of elements 0-15 | Σ of 16-31 << 16 (Q6_K's half blocks) */
 };
 
 #define MM_XG 32        /* tokens per group (= the SIMD kernels' MM_TB) */
