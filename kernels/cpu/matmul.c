@@ -404,7 +404,7 @@ static size_t xq_parts(int64_t n, int64_t cols, size_t *qs_bytes, size_t *d_byte
 {
     *qs_bytes = ((size_t)(n * cols) + 63) & ~(size_t)63;
     *d_bytes = ((size_t)(n * (cols / 32)) * 4 + 63) & ~(size_t)63;
-    return *qs_bytes + 2 * *d_bytes + 64;
+    return 2 * *qs_bytes + 7 * *d_bytes + 64;   /* token-major, then group-major */
 }
 
 bool mm_scratch_reserve(struct mm_scratch *s, int64_t n, int64_t cols)
@@ -427,6 +427,18 @@ static bool xq_reserve(struct mm_scratch *s, int64_t n, int64_t cols, struct mm_
     xq->qs = (int8_t *)p;
     xq->d = (float *)(p + qs_bytes);
     xq->sum = (int32_t *)(p + qs_bytes + d_bytes);
+    xq->ds = (float *)(p + qs_bytes + 2 * d_bytes);
+    xq->gq = NULL;
+    xq->gd = xq->gds = NULL;
+    xq->gsum = xq->gh = NULL;
+    if (n >= MM_XG_MIN_N) {
+        p += qs_bytes + 3 * d_bytes;
+        xq->gq = (int8_t *)p;
+        xq->gd = (float *)(p + qs_bytes);
+        xq->gsum = (int32_t *)(p + qs_bytes + d_bytes);
+        xq->gds = (float *)(p + qs_bytes + 2 * d_bytes);
+        xq->gh = (int32_t *)(p + qs_bytes + 3 * d_bytes);
+    }
     xq->nb = nb;
     return true;
 }
@@ -464,9 +476,31 @@ static void range_for(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
 
 static void quant_tokens(const struct mm_job *job, int64_t j0, int64_t j1)
 {
-    for (int64_t j = j0; j < j1; j++)
+    const int64_t nb = job->xq.nb;
+    for (int64_t j = j0; j < j1; j++) {
         job->quant(job->x + j * job->cols, job->cols, job->xq.qs + j * job->cols,
-                   job->xq.d + j * job->xq.nb, job->xq.sum + j * job->xq.nb);
+                   job->xq.d + j * nb, job->xq.sum + j * nb);
+        for (int64_t b = j * nb; b < (j + 1) * nb; b++)
+            job->xq.ds[b] = job->xq.d[b] * (float)job->xq.sum[b];
+        if (!job->xq.gq) continue;
+        const int64_t g = j / MM_XG, i = j % MM_XG;
+        const int64_t gs = job->n - g * MM_XG < MM_XG ? job->n - g * MM_XG : MM_XG;
+        int8_t *gq = job->xq.gq + g * MM_XG * job->cols;
+        const int64_t go = g * MM_XG * nb;
+        for (int64_t b = 0; b < nb; b++) {
+            memcpy(gq + 32 * (b * gs + i), job->xq.qs + j * job->cols + 32 * b, 32);
+            job->xq.gd[go + b * gs + i] = job->xq.d[j * nb + b];
+            job->xq.gsum[go + b * gs + i] = job->xq.sum[j * nb + b];
+            job->xq.gds[go + b * gs + i] = job->xq.ds[j * nb + b];
+            const int8_t *q = job->xq.qs + j * job->cols + 32 * b;
+            int32_t h0 = 0, h1 = 0;   /* |h| ≤ 16 · 127: int16 */
+            for (int e = 0; e < 16; e++) {
+                h0 += q[e];
+                h1 += q[16 + e];
+            }
+            job->xq.gh[go + b * gs + i] = (int32_t)(((uint32_t)h0 & 0xFFFFu) | (uint32_t)h1 << 16);
+        }
+    }
 }
 
 static void quant_worker(void *arg, int ith, int nth)

@@ -9,6 +9,8 @@
 #define QT 2   /* decode: tokens per 8-row tile */
 #define QTT 8  /* prefill: tokens per transposed 8-row tile */
 #define MM_Q8_BIASED 0  /* see wt_signed */
+#define MM_I16ACC 1  /* maddubs sums added in int16 (see tile_pt) */
+#define MM_ZMM 0  /* 512-bit prefill tiles of 16 rows (tile_pt16) */
 #define MT 2
 
 /* maddubs sums byte pairs into int16: |u·s| ≤ 128·127·2 < 32768 for every
@@ -16,6 +18,11 @@
 static inline __attribute__((always_inline)) __m256i dot_u8s8(__m256i u, __m256i s)
 {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+static inline __attribute__((always_inline)) __m256i dot_acc_u8s8(__m256i acc, __m256i u, __m256i s)
+{
+    return _mm256_add_epi32(acc, dot_u8s8(u, s));
 }
 
 /* Σ u0·s0 + u1·s1 per int32 lane (packed weights: two half blocks). */

@@ -9,12 +9,20 @@
 #define QT 4   /* decode: tokens per 8-row tile */
 #define QTT 16  /* prefill: tokens per transposed 8-row tile */
 #define MM_Q8_BIASED 1  /* see wt_signed */
+#define MM_I16ACC 0  /* vpdpbusd accumulates in int32 */
+#define MM_ZMM 1  /* 512-bit prefill tiles of 16 rows (tile_pt16) */
 #define MT 4
 
 /* vpdpbusd: 4 u8·s8 products summed into each int32 lane, exact. */
 static inline __attribute__((always_inline)) __m256i dot_u8s8(__m256i u, __m256i s)
 {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+}
+
+/* acc + Σ u·s over each int32 lane's 4 bytes, in one instruction. */
+static inline __attribute__((always_inline)) __m256i dot_acc_u8s8(__m256i acc, __m256i u, __m256i s)
+{
+    return _mm256_dpbusd_epi32(acc, u, s);
 }
 
 /* Σ u0·s0 + u1·s1 per int32 lane (packed weights: two half blocks). */

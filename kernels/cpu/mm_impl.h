@@ -17,8 +17,22 @@ struct mm_xq {
     int8_t *qs;     /* n × cols, q = round(x / d), |q| ≤ 127 */
     float *d;       /* n × nb, d = max|x| / 127 over the block */
     int32_t *sum;   /* n × nb, Σ q over the block */
+    float *ds;      /* n × nb, d · (float)sum (the min terms' factor, rounded once) */
     int64_t nb;     /* blocks per token = cols / 32 */
+    /* The same, group-major, for the prefill tiles (NULL below MM_XG_MIN_N
+     * tokens): tokens in groups of MM_XG (the last one gs = n − g·MM_XG
+     * long); group g, block b, token i of the group at
+     *   gq + g·MM_XG·cols + 32·(b·gs + i),  gd/gsum/gds + g·MM_XG·nb + b·gs + i,
+     * so a tile's inner loop over the group's tokens reads one contiguous
+     * run (token rows cols bytes apart all fall in one or two L1 sets). */
+    int8_t *gq;
+    float *gd, *gds;
+    int32_t *gsum;
+    int32_t *gh;    /* (int16) Σ q of elements 0-15 | Σ of 16-31 << 16 (Q6_K's half blocks) */
 };
+
+#define MM_XG 32        /* tokens per group (= the SIMD kernels' MM_TB) */
+#define MM_XG_MIN_N 8   /* from this many tokens on the group-major copy is made */
 
 /* Flag on a weight type: the rows were repacked by mm_pack (8-row tiles,
  * see mm_simd.inc); only the SIMD kernels read that layout. */

@@ -5,6 +5,7 @@
  * enough copies of the weights (≥ 256 MiB) that each call reads from DRAM,
  * as a forward pass does. Built, not registered as a test:
  *   bench_matmul [-t THREADS] [-s SECONDS_PER_CASE] [-f FILTER] [-c 1 (weights hot in cache)]
+ *                [-n TOKENS (one token count)] [-p 1 (packed weights only)]
  *   bench_matmul -m smollm2|gemma3 [-t THREADS]   (whole-model matmul pass) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,11 @@ static const struct bench_case cases[] = {
     { "gemma3 ffn_down", QT_Q6_K, 640, 2048 },
     { "gemma3 output/64k", QT_Q8_0, 65536, 640 },
     { "q4_0 1536x576", QT_Q4_0, 1536, 576 },
+    { "llama1b ffn_up", QT_Q4_0, 8192, 2048 },
+    { "llama1b ffn_down", QT_Q4_0, 2048, 8192 },
+    { "llama1b ffn_up", QT_Q4_K, 8192, 2048 },
+    { "llama1b ffn_down", QT_Q6_K, 2048, 8192 },
+    { "llama1b attn_v", QT_Q8_0, 512, 2048 },
     { "q5_1 1536x576", QT_Q5_1, 1536, 576 },
     { "q5_K 640x2048", QT_Q5_K, 640, 2048 },
     { "f16 1536x576", QT_F16, 1536, 576 },
@@ -283,13 +289,19 @@ int main(int argc, char **argv)
     double secs = 0.3;
     const char *filter = NULL;
     bool hot = false;
-    const char *model = NULL;   /* -m NAME: whole-model matmul pass only */   /* -c: decode weights stay in cache (compute bound, not DRAM) */
+    const char *model = NULL;   /* -m NAME: whole-model matmul pass only */
+    /* -c: decode weights stay in cache (compute bound, not DRAM);
+     * -n N: that token count only; -p 1: packed weights only */
+    int64_t only_n = 0;
+    bool packed_only = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-s")) secs = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-f")) filter = argv[i + 1];
         else if (!strcmp(argv[i], "-c")) hot = atoi(argv[i + 1]) != 0;
         else if (!strcmp(argv[i], "-m")) model = argv[i + 1];
+        else if (!strcmp(argv[i], "-n")) only_n = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "-p")) packed_only = atoi(argv[i + 1]) != 0;
     }
     struct threadpool *tp = tp_open(threads);
     if (!tp) return 1;
@@ -313,13 +325,15 @@ int main(int argc, char **argv)
         const struct bench_case *c = &cases[k];
         if (filter && !strstr(qtype_name(c->wtype), filter) && !strstr(c->what, filter)) continue;
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-            if (ns[ni] == 512 && c->rows > 4096) continue;   /* keep the run short */
+            if (only_n && ns[ni] != only_n) continue;
+            if (ns[ni] == 512 && c->rows > 8192) continue;   /* keep the run short */
             for (int isa = best; isa >= CPU_ISA_AVX2; isa--) {
-                bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, false);
+                if (!packed_only || !mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols))
+                    bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, false);
                 if (mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols))
                     bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, true);
             }
-            if (ns[ni] == 1) bench_case(tp, CPU_ISA_SCALAR, c, 1, secs, hot, false);
+            if (ns[ni] == 1 && !packed_only) bench_case(tp, CPU_ISA_SCALAR, c, 1, secs, hot, false);
         }
     }
     tp_close(tp);

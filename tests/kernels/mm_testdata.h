@@ -30,11 +30,13 @@ static inline void td_set_f16(uint8_t *p, float f)
     memcpy(p, &h, 2);
 }
 
-/* Fills rows × cols weights of type wtype at w (qtype_row_bytes per row). */
-static inline void td_weights(uint32_t wtype, uint8_t *w, int64_t rows, int64_t cols, uint64_t *s)
+/* Fills rows × cols weights of type wtype at w (qtype_row_bytes per row);
+ * quant bytes all equal to fill when fill ≥ 0 (extreme codes), else random. */
+static inline void td_weights_fill(uint32_t wtype, uint8_t *w, int64_t rows, int64_t cols, uint64_t *s,
+                                   int fill)
 {
     size_t rb = qtype_row_bytes(wtype, (uint64_t)cols);
-    for (size_t i = 0; i < rb * (size_t)rows; i++) w[i] = (uint8_t)td_next(s);
+    for (size_t i = 0; i < rb * (size_t)rows; i++) w[i] = fill >= 0 ? (uint8_t)fill : (uint8_t)td_next(s);
     if (wtype == QT_F32) {
         for (int64_t i = 0; i < rows * cols; i++) {
             float f = td_unif(s) * 0.1f;
@@ -79,6 +81,11 @@ static inline void td_weights(uint32_t wtype, uint8_t *w, int64_t rows, int64_t 
             break;
         }
     }
+}
+
+static inline void td_weights(uint32_t wtype, uint8_t *w, int64_t rows, int64_t cols, uint64_t *s)
+{
+    td_weights_fill(wtype, w, rows, cols, s, -1);
 }
 
 /* n × cols activations, mostly small, one large outlier per 64. */

@@ -253,7 +253,7 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
     static const struct shape ps[] = { { 8, 32, 1 }, { 64, 576, 1 }, { 96, 576, 2 },
                                        { 40, 1536, 3 }, { 16, 256, 4 }, { 24, 576, 5 },
                                        { 48, 576, 17 }, { 56, 512, 37 }, { 64, 2048, 1 },
-                                       { 32, 1024, 16 } };
+                                       { 32, 1024, 16 }, { 16, 512, 70 } };
     for (size_t k = 0; k < sizeof pt / sizeof pt[0]; k++) {
         for (size_t si = 0; si < sizeof ps / sizeof ps[0]; si++) {
             const struct shape *s = &ps[si];
@@ -305,6 +305,41 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
     ok(mm_pack_size(CPU_ISA_AVX2, QT_Q4_K, 64, 576) == 0, "no packed Q4_K for columns not a multiple of 256");
 }
 
+/* The packed prefill tiles add maddubs byte-pair sums in int16 before
+ * widening (AVX2): extreme codes (every quant byte 0x00, 0x80 or 0xFF, so
+ * 4-bit codes 0 / 15, 5-bit 0 / 31, Q6_K −32 / 31, Q8_0 0 / −128 / −1)
+ * against activations of one magnitude (all quantized to ±127), in both
+ * signs and alternating, must give the plain layout's results bit for bit
+ * (its int32 dot products cannot overflow): an int16 overflow would not. */
+static void check_extremes(struct mm_scratch *scr, uint64_t *seed)
+{
+    static const uint32_t pt[] = { QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K };
+    static const int fills[] = { 0x00, 0x80, 0xFF };
+    enum { ROWS = 16, COLS = 512, N = 40 };
+    float *x = malloc(sizeof(float) * N * COLS);
+    float *y0 = malloc(sizeof(float) * N * ROWS), *y1 = malloc(sizeof(float) * N * ROWS);
+    uint8_t *w = malloc(qtype_row_bytes(QT_Q8_0, COLS) * ROWS);   /* the largest of pt */
+    for (int64_t j = 0; j < N; j++)   /* tokens: all +1, all −1, alternating */
+        for (int64_t i = 0; i < COLS; i++)
+            x[j * COLS + i] = j % 3 == 0 ? 1.0f : j % 3 == 1 ? -1.0f : (i % 2 ? 1.0f : -1.0f);
+    for (size_t k = 0; k < sizeof pt / sizeof pt[0]; k++)
+        for (size_t f = 0; f < sizeof fills / sizeof fills[0]; f++) {
+            td_weights_fill(pt[k], w, ROWS, COLS, seed, fills[f]);
+            for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+                size_t bytes = mm_pack_size((enum cpu_isa)isa, pt[k], ROWS, COLS);
+                uint8_t *pw = malloc(bytes);
+                uint32_t ptype = mm_pack((enum cpu_isa)isa, pt[k], w, ROWS, COLS, pw);
+                cpu_matmul(NULL, (enum cpu_isa)isa, scr, pt[k], w, ROWS, COLS, x, N, y0);
+                cpu_matmul(NULL, (enum cpu_isa)isa, scr, ptype, pw, ROWS, COLS, x, N, y1);
+                ok(memcmp(y0, y1, sizeof(float) * N * ROWS) == 0,
+                   "%s bytes 0x%02x, activations ±127, n=%d %s: packed prefill equals plain",
+                   qtype_name(pt[k]), fills[f], N, cpu_isa_name((enum cpu_isa)isa));
+                free(pw);
+            }
+        }
+    free(x); free(y0); free(y1); free(w);
+}
+
 int main(void)
 {
     uint64_t seed = 12345;
@@ -334,6 +369,7 @@ int main(void)
     check_multi(tp3, &scr, &seed);
     check_packed(NULL, &scr, &seed);
     check_packed(tp3, &scr, &seed);
+    check_extremes(&scr, &seed);
     tp_close(tp3);
     mm_scratch_free(&scr);
     return tap_done();
