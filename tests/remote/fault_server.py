@@ -15,6 +15,8 @@ base URL http://127.0.0.1:PORT/MODE/v1. Modes:
   tern       as ok, but /v1/models says owned_by tern and GET /tern/v1/tern/status
              answers (engine snapshot, 10 recent requests of 3 tenants)
   replay-NAME  the recorded stream fixtures/NAME-stream.sse (vllm, sglang, llamacpp)
+  fast       FAST_TOKENS (128) one-token events as fast as the server writes them,
+             each its own chunk and flush (the client's CPU per token, bench_client.sh)
 GET /MODE/count: {"posts": N} completion POSTs seen in that mode.
 GET /MODE/metrics serves fixtures/MODE-1.prom, then MODE-2.prom (or MODE.prom).
 Arguments: PORT [CERT KEY] (with a certificate: HTTPS). Prints 'PORT N' once listening. Runs until killed; every socket is bounded."""
@@ -164,7 +166,12 @@ class H(BaseHTTPRequestHandler):
             self.write_chunk("data: {this is not json\n\n")
             time.sleep(5)
             return
-        if mode == "batch":
+        if mode == "fast":
+            n = int(os.environ.get("FAST_TOKENS", "128"))
+            for i in range(n):
+                self.write_chunk(chunk(" tok"))
+            usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
+        elif mode == "batch":
             self.write_chunk(chunk("Hello world!"))
         else:
             self.write_chunk(chunk("Hello"))
