@@ -13,8 +13,10 @@ void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t
         const float *xb = x + b * 32;
         float amax = 0.0f;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
-        /* As the reference's Q8_0: d rounded to f16, x scaled by 127 / max. */
-        float db = mm_fp16_to_f32(f32_to_fp16(amax / 127.0f)), id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        /* As the reference's portable quantize_row_q8_0_ref: d = max/127 stored
+         * as f16, x scaled by 1/d of the unrounded d. The SIMD paths follow its
+         * x86 code instead (x scaled by 127/max, a last-ulp difference). */
+        float d32 = amax / 127.0f, db = mm_fp16_to_f32(f32_to_fp16(d32)), id = d32 != 0.0f ? 1.0f / d32 : 0.0f;
         int32_t s = 0;
         for (int i = 0; i < 32; i++) {
             /* lrintf rounds to nearest even, as the SIMD conversions do. */
