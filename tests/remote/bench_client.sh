@@ -21,14 +21,18 @@ run() {   # requests concurrency -> "user+sys wall maxrss_kib"
     --url "$U" >"$out/b$1" 2>"$out/t$1" || { cat "$out/t$1" >&2; exit 1; }
   tail -1 "$out/t$1" | awk '{print $1 + $2, $3, $4}'
 }
+# How the N requests ended: bench's consumer-stalled limit (16 undrained
+# events) also counts bursts the consumer had no time to drain.
 read -r c1 w1 m1 < <(run 1 1)
 read -r cn wn mn < <(run "$n" "$c")
-python3 - "$n" "$c" "$FAST_TOKENS" "$c1" "$cn" "$wn" "$mn" <<'PY'
+gen=$(grep -o "generated [0-9]*" "$out/b$n" | awk '{s += $2} END {print s + 0}')
+python3 - "$n" "$c" "$FAST_TOKENS" "$c1" "$cn" "$wn" "$mn" "$gen" <<'PY'
 import sys
-n, c, k = map(int, sys.argv[1:4]); c1, cn, wn, mn = map(float, sys.argv[4:])
-tok = (n - 1) * k
+n, c, k = map(int, sys.argv[1:4]); c1, cn, wn, mn = map(float, sys.argv[4:8]); gen = int(sys.argv[8])
+tok = gen * (n - 1) / n   # tokens received, less the 1-request run's share
 print("requests=%d concurrency=%d tokens/request=%d wall=%.2fs client_cpu=%.3fs (1-request run %.3fs)"
       % (n, c, k, wn, cn, c1))
 print("client CPU per token: %.1f us; aggregate stream rate %.0f tok/s; max RSS %.1f MiB"
-      % ((cn - c1) / tok * 1e6, n * k / wn, mn / 1024))
+      % ((cn - c1) / tok * 1e6, gen / wn, mn / 1024))
 PY
+grep -h "requests in" "$out/b$n" | sed "s/^ */ended: /"
