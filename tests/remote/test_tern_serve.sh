@@ -41,7 +41,7 @@ python3 -c 'import json,sys
 a=[json.loads(l)["output"] for l in open(sys.argv[1])]; b=[json.loads(l)["output"] for l in open(sys.argv[2])]
 print("# local ", a); print("# remote", b); sys.exit(not (a == b and len(a) == 2))' "$out/el" "$out/er"
 ok $? "eval --prompts --url: the same greedy outputs as in-process"
-txt=/work/shared/texts/gpl-3.0.txt
+txt=${TERN_SHARED:-$TERN_SRC/../shared}/texts/gpl-3.0.txt   # the test data beside the clone
 [ -r "$txt" ] || txt=$TERN_SRC/README.md
 "$T" eval --perplexity "$txt" --ctx 128 --chunks 4 -m "$model" --threads 1 --no-save --json \
   >"$out/pl" 2>"$out/ple"

@@ -5,7 +5,7 @@ test: run it by hand under the benchmark lock, on a machine as quiet as it
 gets). Prints a Markdown table per profile: TTFT / TPOT / E2E p50, p90, p99
 (client side, as `tern bench` measures them), goodput against its SLO,
 output tokens/s, statuses. Usage:
-  flock /work/bench.lock python3 tests/serve/bench_profiles.py [-t 1]
+  python3 tests/serve/bench_profiles.py [-t 1]   (alone on the machine: never beside another benchmark)
       [--requests 16] [--concurrency 4] [--scale 1] [--profiles all]
 llama-server comes from $(packaging/build-reference) or --llama-server;
 it gets -np = concurrency slots of 2,048 tokens each (the longest profile
