@@ -95,7 +95,7 @@ static inline bool mm_wants_q8k(uint32_t wtype)
 void mm_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 /* Q4_1 and Q5_1: the reference dots them with Q8_1 (f16 d and an f16
  * d·Σq), which the kernels' exact Σq cannot reproduce; they keep per-32
- * activations with an f32 d = max/127, x·(1/d) (mm_lowbit.c, portable). */
+ * activations with an f32 d = max/127, x·(1/d) (mm_scalar.c, portable). */
 static inline bool mm_wants_q8_f32d(uint32_t wtype)
 {
     return (wtype & ~MM_PACKED) == QT_Q4_1 || (wtype & ~MM_PACKED) == QT_Q5_1;

@@ -60,24 +60,6 @@ struct lb_block {
     float s[QK_K / 16], m[QK_K / 16];
 };
 
-void mm_q8_f32d_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum)
-{
-    for (int64_t b = 0; b < cols / 32; b++) {
-        const float *xb = x + b * 32;
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
-        const float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
-        int32_t s = 0;
-        for (int i = 0; i < 32; i++) {
-            const int q = (int)lrintf(xb[i] * id);   /* nearest even */
-            qs[b * 32 + i] = (int8_t)q;
-            s += q;
-        }
-        d[b] = db;
-        sum[b] = s;
-    }
-}
-
 static void expand_q2_K(const block_q2_K *x, struct lb_block *b)
 {
     const float d = mm_fp16_to_f32(x->d), dmin = mm_fp16_to_f32(x->dmin);

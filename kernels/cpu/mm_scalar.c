@@ -7,16 +7,20 @@
 
 #include <math.h>
 
-void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum)
+/* Q8_0-style activations per 32 columns, as the reference's portable
+ * quantize_row_q8_0_ref: x scaled by 1/d of the unrounded d = max/127; the
+ * stored d rounded to f16 as its Q8_0 blocks hold it, or kept in f32 (for
+ * Q4_1/Q5_1, whose Q8_1 partner cannot be matched; docs/CORRECTNESS.md). The
+ * SIMD paths follow its x86 code instead (x scaled by 127/max, a last-ulp
+ * difference). */
+static void quant32(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum,
+                    bool f16_d)
 {
     for (int64_t b = 0; b < cols / 32; b++) {
         const float *xb = x + b * 32;
         float amax = 0.0f;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
-        /* As the reference's portable quantize_row_q8_0_ref: d = max/127 stored
-         * as f16, x scaled by 1/d of the unrounded d. The SIMD paths follow its
-         * x86 code instead (x scaled by 127/max, a last-ulp difference). */
-        float d32 = amax / 127.0f, db = mm_fp16_to_f32(f32_to_fp16(d32)), id = d32 != 0.0f ? 1.0f / d32 : 0.0f;
+        const float d32 = amax / 127.0f, id = d32 != 0.0f ? 1.0f / d32 : 0.0f;
         int32_t s = 0;
         for (int i = 0; i < 32; i++) {
             /* lrintf rounds to nearest even, as the SIMD conversions do. */
@@ -24,9 +28,19 @@ void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t
             qs[b * 32 + i] = (int8_t)q;
             s += q;
         }
-        d[b] = db;
+        d[b] = f16_d ? mm_fp16_to_f32(f32_to_fp16(d32)) : d32;
         sum[b] = s;
     }
+}
+
+void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum)
+{
+    quant32(x, cols, qs, d, sum, true);
+}
+
+void mm_q8_f32d_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum)
+{
+    quant32(x, cols, qs, d, sum, false);
 }
 
 /* Token j's quantized activations. */
