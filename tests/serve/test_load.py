@@ -151,7 +151,7 @@ drain = []
 def drainer(i):
     # the first four end within the drain timeout, the others are cut by it
     drain.append(stream_one(i, "sk-inter-0123456789", max_tokens=12 if i < 4 else 400,
-                            rid=f"drain-{i}", ignore_eos=True))
+                            rid=f"drain-{i}", ignore_eos=True) + (i,))
 ths = [threading.Thread(target=drainer, args=(i,)) for i in range(8)]
 for t in ths:
     t.start()
@@ -168,7 +168,8 @@ ok(len(drain) == 8 and all(d[0] == 200 and d[2] and d[3] in ("length", "stop", "
                            for d in drain),
    f"every stream got its final chunk and [DONE]: {sorted(d[3] for d in drain)}")
 ok(sum(d[3] == "cancelled" for d in drain) == 4 and sum(d[3] == "length" for d in drain) == 4,
-   "the drain timeout cut the four long streams with finish_reason 'cancelled'")
+   f"the drain timeout cut the four long streams with finish_reason 'cancelled' "
+   f"(short: {[d[3] for d in drain if d[5] < 4]}, long: {[d[3] for d in drain if d[5] >= 4]})")
 import sqlite3
 rows = sqlite3.connect(srv.db).execute("SELECT params FROM requests").fetchall()
 ids = [json.loads(r[0]).get("request_id") for r in rows]
