@@ -54,11 +54,26 @@ void remote_emit(struct remote *R, struct rreq *q, struct engine_event *ev)
     pthread_cond_broadcast(&R->ev_cond);
 }
 
+/* A read by the consumer (lock held): a paused stream drained to half the
+ * limit is due to resume (the poller wakes the worker). */
 static void release_event(void *owner)
 {
     struct rreq *q = owner;
+    struct remote *R = q->R;
     q->n_events--;
+    if (q->recv_paused) {
+        q->last_read_t = remote_now(R);
+        if (q->n_events <= R->event_limit / 2) R->resume_due = true;
+    }
     remote_req_unref(q);
+}
+
+/* After a pop (lock held): whether the worker must be woken to resume. */
+static bool take_resume(struct remote *R)
+{
+    bool due = R->resume_due;
+    R->resume_due = false;
+    return due;
 }
 
 /* ---- open ---------------------------------------------------------------------------- */
@@ -452,7 +467,9 @@ static int remote_poll_events(struct engine *e, struct engine_event *out, int ma
     struct remote *R = (struct remote *)e;
     pthread_mutex_lock(&R->mu);
     int n = evq_pop(&R->evq, 0, out, max, release_event);
+    bool wake = take_resume(R);
     pthread_mutex_unlock(&R->mu);
+    if (wake) curl_multi_wakeup(R->multi);
     return n;
 }
 
@@ -461,7 +478,9 @@ static int remote_poll_request(struct engine *e, uint64_t id, struct engine_even
     struct remote *R = (struct remote *)e;
     pthread_mutex_lock(&R->mu);
     int n = evq_pop(&R->evq, id ? id : UINT64_MAX, out, max, release_event);
+    bool wake = take_resume(R);
     pthread_mutex_unlock(&R->mu);
+    if (wake) curl_multi_wakeup(R->multi);
     return n;
 }
 

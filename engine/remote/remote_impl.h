@@ -29,6 +29,14 @@ struct tok;
 enum { REMOTE_XFER_REQ = 1, REMOTE_XFER_PROBE = 2 };
 enum { REMOTE_PROBE_METRICS, REMOTE_PROBE_HEALTH, REMOTE_PROBE_STATUS };
 #define REMOTE_ERRBODY_MAX 8192  /* bytes of an error body kept for its message */
+/* Backpressure: a stream whose undrained events reach event_limit is paused
+ * (curl stops reading its socket, so the server meets a slow reader through
+ * TCP) and resumed once the consumer has read it down to half the limit. It
+ * ends consumer-stalled only when, paused, the consumer has read none of its
+ * events for this long: the local engine's "event_limit events not drained"
+ * with the wait a network reader is owed (a burst of events faster than the
+ * consumer loop is not a stalled consumer). */
+#define REMOTE_STALL_S 2.0
 
 /* A growable byte buffer, bounded by max. */
 struct rbuf {
@@ -106,7 +114,9 @@ struct rreq {
     /* shared, under mu */
     bool cancel, finished, started;
     int refs;                      /* engine + queued events */
-    int32_t n_events;              /* undrained events (event_limit: consumer-stalled) */
+    int32_t n_events;              /* undrained events (event_limit: the transfer pauses) */
+    bool recv_paused;              /* curl reads nothing of it until drained */
+    double paused_t, last_read_t;  /* when it paused; the consumer's last read of it */
     struct rreq *inbox_next, *live_prev, *live_next;
 };
 
@@ -139,6 +149,7 @@ struct remote {
     pthread_cond_t ev_cond;
     bool stop;
     bool paused;                   /* engine_pause: inbox requests are held, not sent */
+    bool resume_due;               /* a paused stream was drained: wake the worker */
     struct rreq *inbox_head, *inbox_tail;
     struct rreq *live;
     struct evq evq;

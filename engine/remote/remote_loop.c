@@ -93,28 +93,54 @@ static void prune(struct remote *R)
     }
 }
 
-/* Cancellations, read timeouts and due retries. */
+/* A paused stream (REMOTE_STALL_S): resumed once drained to half the event
+ * limit; returns true when its consumer has read none of it for the bound. */
+static bool backpressure(struct remote *R, struct rreq *q, double now)
+{
+    pthread_mutex_lock(&R->mu);
+    bool paused = q->recv_paused, resume = paused && q->n_events <= R->event_limit / 2;
+    double since = q->last_read_t > q->paused_t ? q->last_read_t : q->paused_t;
+    if (resume) q->recv_paused = false;
+    pthread_mutex_unlock(&R->mu);
+    if (!paused || !q->easy) return false;
+    if (resume) {
+        /* The read timeout counts from here: the server was not silent, we
+         * were not reading. curl may call on_body before this returns. */
+        q->last_byte_t = now;
+        curl_easy_pause(q->easy, CURLPAUSE_CONT);
+        return false;
+    }
+    return now - since > REMOTE_STALL_S;
+}
+
+/* Cancellations, backpressure and stalled consumers, read timeouts and due
+ * retries. */
 static void sweep(struct remote *R, double now)
 {
     for (struct rreq *q = R->active; q; q = q->act_next) {
         pthread_mutex_lock(&R->mu);
         bool fin = q->finished, cancel = q->cancel;
-        bool stalled = q->n_events > R->event_limit;
         pthread_mutex_unlock(&R->mu);
         if (fin) continue;
+        bool stalled = !cancel && backpressure(R, q, now);
+        pthread_mutex_lock(&R->mu);
+        bool paused = q->recv_paused;
+        pthread_mutex_unlock(&R->mu);
         if (stalled) {
             /* As the local engine does: a consumer that stopped reading ends
-             * its own request (the connection closes), others go on. */
-            char msg[200];
-            snprintf(msg, sizeof msg, "consumer stalled: more than %d events not read; the "
-                     "connection was closed", R->event_limit);
+             * its own request (the connection closes, which cancels it on the
+             * server), others go on. */
+            char msg[240];
+            snprintf(msg, sizeof msg, "consumer stalled: %d events not read for %.1f s (the "
+                     "stream was paused); the connection was closed", R->event_limit,
+                     REMOTE_STALL_S);
             remote_stream_finish(R, q, ENGINE_CONSUMER_STALLED, msg);
         } else if (cancel) {
             q->m.interrupted = false;
             remote_stream_finish(R, q, ENGINE_CANCELLED,
                                  "cancelled: the connection was closed, which cancels the "
                                  "request on the server");
-        } else if (q->easy && now - q->last_byte_t > R->read_timeout_s) {
+        } else if (q->easy && !paused && now - q->last_byte_t > R->read_timeout_s) {
             char msg[400];
             q->m.interrupted = q->any_text;
             snprintf(msg, sizeof msg,

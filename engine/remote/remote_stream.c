@@ -153,9 +153,24 @@ static int on_sse(void *ud, const char *name, const char *data, size_t len)
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct rreq *q = ud;
+    struct remote *R = q->R;
     size_t n = size * nmemb;
+    double now = remote_now(R);
+    if (q->http_status < 300 && !q->score) {
+        /* Backpressure: the consumer has event_limit events of this stream
+         * unread, so take no more; curl keeps these bytes, stops reading the
+         * socket, and hands them back when the sweep resumes it. */
+        pthread_mutex_lock(&R->mu);
+        bool full = q->n_events >= R->event_limit;
+        if (full && !q->recv_paused) {
+            q->recv_paused = true;
+            q->paused_t = now;
+        }
+        pthread_mutex_unlock(&R->mu);
+        if (full) return CURL_WRITEFUNC_PAUSE;
+    }
     q->got_bytes = true;
-    q->last_byte_t = remote_now(q->R);
+    q->last_byte_t = now;
     if (q->http_status >= 300) {
         if (q->errbody.len < REMOTE_ERRBODY_MAX)
             rbuf_add(&q->errbody, ptr, n < REMOTE_ERRBODY_MAX - q->errbody.len

@@ -21,8 +21,9 @@ run() {   # requests concurrency -> "user+sys wall maxrss_kib"
     --url "$U" >"$out/b$1" 2>"$out/t$1" || { cat "$out/t$1" >&2; exit 1; }
   tail -1 "$out/t$1" | awk '{print $1 + $2, $3, $4}'
 }
-# How the N requests ended: bench's consumer-stalled limit (16 undrained
-# events) also counts bursts the consumer had no time to drain.
+# How the N requests ended: at bench's event limit (16 undrained events) a
+# burst the consumer has not drained yet pauses the transfer (backpressure);
+# only a consumer that reads nothing for REMOTE_STALL_S ends consumer-stalled.
 read -r c1 w1 m1 < <(run 1 1)
 read -r cn wn mn < <(run "$n" "$c")
 gen=$(grep -o "generated [0-9]*" "$out/b$n" | awk '{s += $2} END {print s + 0}')

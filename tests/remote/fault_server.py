@@ -17,7 +17,12 @@ base URL http://127.0.0.1:PORT/MODE/v1. Modes:
   replay-NAME  the recorded stream fixtures/NAME-stream.sse (vllm, sglang, llamacpp)
   fast       FAST_TOKENS (128) one-token events as fast as the server writes them,
              each its own chunk and flush (the client's CPU per token, bench_client.sh)
-GET /MODE/count: {"posts": N} completion POSTs seen in that mode.
+  flood      FLOOD_TOKENS (40000, ~6 MB) one-token events, each written and flushed:
+             more than socket buffers hold, so a client that stops reading blocks the
+             server's writes; /flood/count tells how streams ended (done, or aborted:
+             the client closed the connection), the longest single write's wait and
+             how many events the last aborted stream had written
+GET /MODE/count: {"posts": N, "done": N, "aborted": N, "blocked_s": S, "aborted_written": N}.
 GET /MODE/metrics serves fixtures/MODE-1.prom, then MODE-2.prom (or MODE.prom).
 Arguments: PORT [CERT KEY] (with a certificate: HTTPS). Prints 'PORT N' once listening. Runs until killed; every socket is bounded."""
 import json, os, socket, sys, threading, time
@@ -102,7 +107,11 @@ class H(BaseHTTPRequestHandler):
             return self.send_json(200, {"status": "ok"})
         if rest == "/count":  # how many completion POSTs this mode got (retry tests)
             with LOCK:
-                return self.send_json(200, {"posts": SCRAPES.get("post:" + mode, 0)})
+                return self.send_json(200, {"posts": SCRAPES.get("post:" + mode, 0),
+                                            "done": SCRAPES.get("done:" + mode, 0),
+                                            "aborted": SCRAPES.get("aborted:" + mode, 0),
+                                            "blocked_s": SCRAPES.get("blocked:" + mode, 0.0),
+                                            "aborted_written": SCRAPES.get("written:" + mode, -1)})
         if rest == "/metrics":
             # MODE-1.prom on the first scrape, MODE-2.prom after (an interval
             # with new samples), else MODE.prom.
@@ -165,6 +174,26 @@ class H(BaseHTTPRequestHandler):
             self.write_chunk(chunk("Hel"))
             self.write_chunk("data: {this is not json\n\n")
             time.sleep(5)
+            return
+        if mode == "flood":  # a slow reader seen from the server: its writes block
+            longest, t, written = 0.0, time.monotonic(), 0
+            try:
+                for i in range(int(os.environ.get("FLOOD_TOKENS", "40000"))):
+                    written, t = i, time.monotonic()
+                    self.write_chunk(chunk(" tok"))
+                    longest = max(longest, time.monotonic() - t)
+                self.write_chunk("data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+                end = "done:"
+            except (BrokenPipeError, ConnectionResetError):  # the write that failed waited too
+                longest = max(longest, time.monotonic() - t)
+                end = "aborted:"
+                self.close_connection = True
+            with LOCK:
+                SCRAPES[end + mode] = SCRAPES.get(end + mode, 0) + 1
+                SCRAPES["blocked:" + mode] = max(SCRAPES.get("blocked:" + mode, 0.0), longest)
+                if end == "aborted:":
+                    SCRAPES["written:" + mode] = written
             return
         if mode == "fast":
             n = int(os.environ.get("FAST_TOKENS", "128"))
