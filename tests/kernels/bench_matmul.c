@@ -55,6 +55,8 @@ static const struct bench_case cases[] = {
     { "q3_K expert up 768x2048", QT_Q3_K, 768, 2048 },
     { "iq4_xs expert up 768x2048", QT_IQ4_XS, 768, 2048 },
     { "iq4_nl expert up 768x2048", QT_IQ4_NL, 768, 2048 },
+    /* the packed Q4_K kernel on the same shape: the low-bit kernels' yardstick */
+    { "q4_K expert up 768x2048", QT_Q4_K, 768, 2048 },
 };
 
 /* CPU time of this thread: on a shared machine it excludes the time other
