@@ -279,6 +279,12 @@ int main(void)
         for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
             for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
                 check_case(types[k], &shapes[si], pass ? tp3 : NULL, &scr, &seed);
+    /* IQ4_NL alone: an odd number of blocks per row (its decode kernel
+     * takes blocks in pairs and the last one alone) */
+    static const struct shape nl_shapes[] = { { 19, 96, 1 }, { 9, 32, 1 }, { 16, 160, 1 }, { 11, 96, 5 } };
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t si = 0; si < sizeof nl_shapes / sizeof nl_shapes[0]; si++)
+            check_case(QT_IQ4_NL, &nl_shapes[si], pass ? tp3 : NULL, &scr, &seed);
     check_guard(&scr, &seed);
     check_multi(NULL, &scr, &seed);
     check_multi(tp3, &scr, &seed);
