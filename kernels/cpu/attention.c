@@ -2,10 +2,10 @@
  * sequence at consecutive positions form tiles of up to ATTN_TILE tokens,
  * so a KV block is converted to f32 once per tile and KV head, not once per
  * query; each (tile, KV head) is one work item, or, when those are too few
- * for the threads (decode), each (tile, KV head, part of the keys). One
- * pass over the key blocks with an online softmax (attn_tile.inc): the
- * work buffers do not grow with the context. Cost is bounded by reading
- * the KV rows (decode) or by the QK and PV products (prefill). */
+ * for the threads (decode), each (tile, KV head, part of the keys). Scores
+ * are kept for the whole span of the tile (two passes: QK, then
+ * softmax-weighted V). Cost is bounded by reading the KV rows (decode) or
+ * by the QK and PV products (prefill). */
 #include "attention.h"
 
 #include <math.h>
@@ -55,24 +55,15 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
     }
 }
 
-/* The worker and merge for isa (TERN_ISA caps it like the matmuls). */
-static void attn_fns_for(enum cpu_isa isa, tp_fn *worker, tp_fn *merge)
+/* The worker for isa (TERN_ISA caps it like the matmuls). */
+static tp_fn attn_worker_for(enum cpu_isa isa)
 {
 #if defined(__x86_64__)
-    if (isa >= CPU_ISA_AVX512) {
-        *worker = attn_avx512_worker;
-        *merge = attn_avx512_merge;
-        return;
-    }
-    if (isa == CPU_ISA_AVX2) {
-        *worker = attn_avx2_worker;
-        *merge = attn_avx2_merge;
-        return;
-    }
+    if (isa >= CPU_ISA_AVX512) return attn_avx512_worker;
+    if (isa == CPU_ISA_AVX2) return attn_avx2_worker;
 #endif
     (void)isa;
-    *worker = attn_scalar_worker;
-    *merge = attn_scalar_merge;
+    return attn_scalar_worker;
 }
 
 static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles)
@@ -109,17 +100,20 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
     const size_t G = (size_t)(b->n_head / b->n_head_kv), hd = (size_t)b->head_dim;
     const size_t bt = (size_t)L->block_tokens, R = ATTN_TILE * G;
     const int32_t P = attn_part_keys(L->block_tokens);
-    /* kbuf, vbuf, tmp, sacc, then per row: q, probabilities, accumulator, 4 states */
-    const size_t per = 2 * bt * hd + hd + ATTN_ROWS_MAX * bt + R * (2 * hd + bt + 4) + 16;
+    int32_t span = 1;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        const int32_t w = b->window > 0 && b->pos[i] + 1 > b->window ? b->window : b->pos[i] + 1;
+        span = w + ATTN_TILE > span ? w + ATTN_TILE : span;
+    }
+    /* kbuf, tmp, sacc, then per row: q, part accumulator, scores */
+    const size_t per = bt * hd + hd + ATTN_ROWS_MAX * bt + R * (2 * hd + (size_t)span) + 16;
     if (grow((void **)&s->buf, &s->cap, per * (size_t)nth, sizeof(float))) return -1;
-    /* tiles: 2 per token; items: 2 per (tile, part) at most */
     if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)b->n_tokens, 2 * sizeof(int32_t))) return -1;
     const int32_t n_tiles = make_tiles(b, s->tiles);
-    tp_fn worker, merge;
-    attn_fns_for(isa, &worker, &merge);
-    /* Too few (tile, KV head) items for the threads (decode): one item per
-     * part of the keys, merged after. The parts are fixed by position, so
-     * the result is the same split or not. */
+    /* Too few (tile, KV head) items for the threads (decode): the keys of
+     * each go in parts over the threads (scores, softmax, products with V,
+     * fold: one pass each). The parts are fixed by position, so the result
+     * is the same split or not. */
     int64_t n_parts = 0;
     for (int32_t t = 0; t < n_tiles; t++) {
         int32_t k0, n;
@@ -132,7 +126,7 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
     if (grow((void **)&s->items, &s->items_cap, n_items, 2 * sizeof(int32_t))) return -1;
     if (split && grow((void **)&s->part_base, &s->part_base_cap, (size_t)n_tiles, sizeof(size_t)))
         return -1;
-    size_t n_slot_floats = 0, it = 0;
+    size_t n_split = 0, it = 0;
     for (int32_t t = 0; t < n_tiles; t++) {
         if (!split) {
             s->items[2 * it] = t;
@@ -141,21 +135,23 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
         }
         int32_t k0, n;
         attn_tile_parts(b, s->tiles[2 * t], s->tiles[2 * t + 1], P, &k0, &n);
-        s->part_base[t] = n_slot_floats;
-        n_slot_floats += (size_t)b->n_head_kv * n *
-                         attn_slot_floats(s->tiles[2 * t + 1], (int32_t)G, (int32_t)hd);
+        s->part_base[t] = n_split;
+        n_split += (size_t)b->n_head_kv * attn_split_floats(b, s->tiles[2 * t], s->tiles[2 * t + 1], P);
         for (int32_t k = 0; k < n; k++) {
             s->items[2 * it] = t;
             s->items[2 * it++ + 1] = k0 + k;
         }
     }
-    if (split && grow((void **)&s->parts, &s->parts_cap, n_slot_floats, sizeof(float))) return -1;
-    struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P,
+    if (split && grow((void **)&s->parts, &s->parts_cap, n_split, sizeof(float))) return -1;
+    struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P, 0,
                           s->parts, s->part_base, s->buf, per };
-    if (tp && nth > 1 && (int64_t)n_items * b->n_head_kv > 1)
+    const tp_fn worker = attn_worker_for(isa);
+    if (split) {
+        for (J.phase = 1; J.phase <= 4; J.phase++) tp_run(tp, worker, &J);
+    } else if (tp && nth > 1 && (int64_t)n_items * b->n_head_kv > 1) {
         tp_run(tp, worker, &J);
-    else
+    } else {
         worker(&J, 0, 1);
-    if (split) tp_run(tp, merge, &J);
+    }
     return 0;
 }

@@ -10,11 +10,11 @@
  * token at position p of a sequence attends to positions
  * [max(0, p - window + 1), p] of its block table.
  *
- * Arithmetic: Q is rounded to f16 before the QK products (as the
- * reference engine does); the softmax is online (flash-style) in f32: per
- * key block a running max, sum and unnormalised V accumulator, in parts of
- * ATTN_PART keys at fixed positions, folded in order; the output is divided
- * by the sum at the end.
+ * Arithmetic follows the reference engine's (non-flash) attention: Q is
+ * rounded to f16 before the QK products, softmax is normalised in f32 and
+ * the probabilities are rounded to f16 before the product with V. The
+ * products with V are summed per part of ATTN_PART keys at fixed positions,
+ * the parts added in order.
  *
  * Results are independent of how tokens are batched or split over threads:
  * each query is computed alone, over its keys in position order, with
@@ -58,7 +58,7 @@ struct attn_scratch {
     size_t tiles_cap;           /* pairs */
     int32_t *items;             /* (tile, part) pairs */
     size_t items_cap;           /* pairs */
-    float *parts;               /* part states of split items */
+    float *parts;               /* scores and part sums of split tiles */
     size_t parts_cap;           /* floats */
     size_t *part_base;          /* per tile: its first part state in parts */
     size_t part_base_cap;

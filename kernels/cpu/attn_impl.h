@@ -13,10 +13,10 @@
 /* Queries of one sequence per tile (K and V of a block are converted once
  * per tile and KV head); query rows per QK pass at most (QKN); keys per
  * part (rounded up to whole blocks): a query's keys fall into parts at
- * fixed positions [k·P, (k+1)·P), each part's softmax state is computed
- * alone and the parts are merged in order, so a decode query can be split
- * over threads along its keys with the same result as computed whole. */
-enum { ATTN_TILE = 32, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
+ * fixed positions [k·P, (k+1)·P), its products with V are summed per part
+ * and the parts added in order, so a decode query can be split over
+ * threads along its keys with the same result as computed whole. */
+enum { ATTN_TILE = 8, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
 
 struct attn_job {
     const struct attn_layer *L;
@@ -26,8 +26,9 @@ struct attn_job {
     const int32_t *items;       /* (tile, part) pairs; part -1 = all of the tile's parts */
     int32_t n_items;
     int32_t part_keys;          /* P: attn_part_keys(block_tokens) */
-    float *parts;               /* split items' part states (see attn_part_slot) */
-    const size_t *part_base;    /* [n_tiles]: the tile's first slot in parts */
+    int32_t phase;              /* 0: whole tiles; 1-4: the split phases (attn_tile.inc) */
+    float *parts;               /* split tiles' scores and part accumulators */
+    const size_t *part_base;    /* [n_tiles]: the tile's first float in parts */
     float *scratch;
     size_t per_thread;          /* floats */
 };
@@ -63,21 +64,21 @@ static inline void attn_tile_parts(const struct attn_batch *b, int32_t t0, int32
     *n = b->pos[t0 + T - 1] / P - lo / P + 1;
 }
 
-/* Floats of one part state of a tile of T queries: T·G accumulator rows,
- * then T·G maxima and T·G sums. */
-static inline size_t attn_slot_floats(int32_t T, int32_t G, int32_t hd)
+/* Floats of a split tile's scores and part accumulators, per KV head. */
+static inline size_t attn_split_floats(const struct attn_batch *b, int32_t t0, int32_t T, int32_t P)
 {
-    return (size_t)T * G * ((size_t)hd + 2);
+    const int32_t G = b->n_head / b->n_head_kv, lo = attn_window_lo(b->pos[t0], b->window);
+    const int32_t span = b->pos[t0 + T - 1] - lo + 1;
+    int32_t k0, n;
+    attn_tile_parts(b, t0, T, P, &k0, &n);
+    return (size_t)T * G * ((size_t)span + (size_t)n * b->head_dim);
 }
 
-/* tp_run workers: the (item, KV head) pairs of thread ith of nth; merge:
- * the (tile, KV head) pairs of split items, their parts folded in order.
- * Every ISA's version does the same float operations in the same order. */
+/* tp_run workers: the (item, KV head) pairs of thread ith of nth (phases
+ * 2 and 4: the (tile, KV head) pairs). Every ISA's version does the same
+ * float operations in the same order. */
 void attn_scalar_worker(void *job, int ith, int nth);
 void attn_avx2_worker(void *job, int ith, int nth);
 void attn_avx512_worker(void *job, int ith, int nth);
-void attn_scalar_merge(void *job, int ith, int nth);
-void attn_avx2_merge(void *job, int ith, int nth);
-void attn_avx512_merge(void *job, int ith, int nth);
 
 #endif
