@@ -110,10 +110,9 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
     if (grow((void **)&s->buf, &s->cap, per * (size_t)nth, sizeof(float))) return -1;
     if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)b->n_tokens, 2 * sizeof(int32_t))) return -1;
     const int32_t n_tiles = make_tiles(b, s->tiles);
-    /* Too few (tile, KV head) items for the threads (decode): the keys of
-     * each go in parts over the threads (scores, softmax, products with V,
-     * fold: one pass each). The parts are fixed by position, so the result
-     * is the same split or not. */
+    /* Too few (tile, KV head) items for the threads (decode): the scores
+     * of each part of the keys are one item, then each (tile, KV head) the
+     * softmax and the products with V. The same operations as whole. */
     int64_t n_parts = 0;
     for (int32_t t = 0; t < n_tiles; t++) {
         int32_t k0, n;
@@ -136,7 +135,7 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
         int32_t k0, n;
         attn_tile_parts(b, s->tiles[2 * t], s->tiles[2 * t + 1], P, &k0, &n);
         s->part_base[t] = n_split;
-        n_split += (size_t)b->n_head_kv * attn_split_floats(b, s->tiles[2 * t], s->tiles[2 * t + 1], P);
+        n_split += (size_t)b->n_head_kv * attn_split_floats(b, s->tiles[2 * t], s->tiles[2 * t + 1]);
         for (int32_t k = 0; k < n; k++) {
             s->items[2 * it] = t;
             s->items[2 * it++ + 1] = k0 + k;
@@ -147,7 +146,7 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
                           s->parts, s->part_base, s->buf, per };
     const tp_fn worker = attn_worker_for(isa);
     if (split) {
-        for (J.phase = 1; J.phase <= 4; J.phase++) tp_run(tp, worker, &J);
+        for (J.phase = 1; J.phase <= 2; J.phase++) tp_run(tp, worker, &J);
     } else if (tp && nth > 1 && (int64_t)n_items * b->n_head_kv > 1) {
         tp_run(tp, worker, &J);
     } else {

@@ -26,8 +26,8 @@ struct attn_job {
     const int32_t *items;       /* (tile, part) pairs; part -1 = all of the tile's parts */
     int32_t n_items;
     int32_t part_keys;          /* P: attn_part_keys(block_tokens) */
-    int32_t phase;              /* 0: whole tiles; 1-4: the split phases (attn_tile.inc) */
-    float *parts;               /* split tiles' scores and part accumulators */
+    int32_t phase;              /* 0: whole tiles; 1, 2: the split phases (attn_tile.inc) */
+    float *parts;               /* split tiles' scores */
     const size_t *part_base;    /* [n_tiles]: the tile's first float in parts */
     float *scratch;
     size_t per_thread;          /* floats */
@@ -64,18 +64,15 @@ static inline void attn_tile_parts(const struct attn_batch *b, int32_t t0, int32
     *n = b->pos[t0 + T - 1] / P - lo / P + 1;
 }
 
-/* Floats of a split tile's scores and part accumulators, per KV head. */
-static inline size_t attn_split_floats(const struct attn_batch *b, int32_t t0, int32_t T, int32_t P)
+/* Floats of a split tile's scores, per KV head. */
+static inline size_t attn_split_floats(const struct attn_batch *b, int32_t t0, int32_t T)
 {
     const int32_t G = b->n_head / b->n_head_kv, lo = attn_window_lo(b->pos[t0], b->window);
-    const int32_t span = b->pos[t0 + T - 1] - lo + 1;
-    int32_t k0, n;
-    attn_tile_parts(b, t0, T, P, &k0, &n);
-    return (size_t)T * G * ((size_t)span + (size_t)n * b->head_dim);
+    return (size_t)T * G * (size_t)(b->pos[t0 + T - 1] - lo + 1);
 }
 
-/* tp_run workers: the (item, KV head) pairs of thread ith of nth (phases
- * 2 and 4: the (tile, KV head) pairs). Every ISA's version does the same
+/* tp_run workers: the (item, KV head) pairs of thread ith of nth (phase
+ * 2: the (tile, KV head) pairs). Every ISA's version does the same
  * float operations in the same order. */
 void attn_scalar_worker(void *job, int ith, int nth);
 void attn_avx2_worker(void *job, int ith, int nth);
