@@ -123,7 +123,7 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
      * threads): with 3 items on 2 threads the extra pool pass cost more
      * than it saved on this shared machine (bench_attention, 2 threads:
      * 746 -> 1176 wall-us per layer at depth 4096). */
-    const bool split = tp && nth > 1 && (int64_t)n_tiles * b->n_head_kv < nth &&
+    const bool split = b->split_keys && tp && nth > 1 && (int64_t)n_tiles * b->n_head_kv < nth &&
                        n_parts > n_tiles;
     const size_t n_items = split ? (size_t)n_parts : (size_t)n_tiles;
     if (grow((void **)&s->items, &s->items_cap, n_items, 2 * sizeof(int32_t))) return -1;

@@ -48,6 +48,10 @@ struct attn_batch {
     float scale;                /* multiplies the QK scores */
     float softcap;              /* > 0: scores become softcap · tanh(score / softcap)
                                  * before the softmax (gemma2); 0 = none */
+    int32_t split_keys;         /* 1: queries too few for the threads split their keys
+                                 * over them (the same result); 0 (the engine's
+                                 * default): on this shared 2-vCPU machine the extra
+                                 * pool pass measured slower (docs/PERFORMANCE.md) */
 };
 
 /* Per-thread work buffers; grown by attn_forward, freed by attn_scratch_free. */

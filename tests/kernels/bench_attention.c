@@ -60,7 +60,7 @@ int main(int argc, char **argv)
     for (int32_t b0 = 0; b0 < N; b0 += 512) {
         const int32_t n = N - b0 < 512 ? N - b0 : 512;
         const struct attn_batch b = { n, nh, nkv, hd, 0, q + (size_t)b0 * qd, out + (size_t)b0 * qd,
-                                      pos + b0, tabs + b0, 0.125f, 0.0f };
+                                      pos + b0, tabs + b0, 0.125f, 0.0f, 0 };
         attn_forward(tp, isa, &L, &b, &s);
     }
     const double pre = cpu_s() - t0;
@@ -70,7 +70,7 @@ int main(int argc, char **argv)
     const double w0 = wall_s();
     for (int i = 0; i < STEPS; i++) {
         const struct attn_batch b = { 1, nh, nkv, hd, 0, q + (size_t)(N - 1) * qd, out, pos + N - 1,
-                                      tabs + N - 1, 0.125f, 0.0f };
+                                      tabs + N - 1, 0.125f, 0.0f, 0 };
         attn_forward(tp, isa, &L, &b, &s);
     }
     const double dec = (cpu_s() - t0) / STEPS, decw = (wall_s() - w0) / STEPS;

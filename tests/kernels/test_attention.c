@@ -126,7 +126,7 @@ static struct attn_batch batch(const struct fixture *f, int32_t t0, int32_t n, f
     const struct cfg *c = f->c;
     return (struct attn_batch){ n, c->nh, c->nkv, c->hd, c->window,
                                 f->q + (size_t)t0 * c->nh * c->hd, out, f->pos + t0, f->tabs + t0,
-                                0.125f, c->softcap };
+                                0.125f, c->softcap, 1 };
 }
 
 static void run_cfg(const struct cfg *c, struct threadpool *const tps[3])
