@@ -1,10 +1,11 @@
 /* attention: paged, grouped-query attention on the CPU. Queries of one
- * sequence at consecutive positions form tiles of up to TILE tokens, so a
- * KV block is converted to f32 once per tile and KV head, not once per
- * query; each (tile, KV head) is one work item. Scores are kept for the
- * whole span of the tile (two passes: QK, then softmax-weighted V). Cost is
- * bounded by reading the KV rows (decode) or by the QK and PV products
- * (prefill). */
+ * sequence at consecutive positions form tiles of up to ATTN_TILE tokens,
+ * so a KV block is converted to f32 once per tile and KV head, not once per
+ * query; each (tile, KV head) is one work item, or, when those are too few
+ * for the threads (decode), each (tile, KV head, part of the keys). Scores
+ * are kept for the whole span of the tile (two passes: QK, then
+ * softmax-weighted V). Cost is bounded by reading the KV rows (decode) or
+ * by the QK and PV products (prefill). */
 #include "attention.h"
 
 #include <math.h>
@@ -21,6 +22,9 @@ void attn_scratch_free(struct attn_scratch *s)
 {
     free(s->buf);
     free(s->tiles);
+    free(s->items);
+    free(s->parts);
+    free(s->part_base);
     memset(s, 0, sizeof *s);
 }
 
@@ -52,7 +56,7 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
 }
 
 /* The worker for isa (TERN_ISA caps it like the matmuls). */
-static void (*attn_worker_for(enum cpu_isa isa))(void *, int, int)
+static tp_fn attn_worker_for(enum cpu_isa isa)
 {
 #if defined(__x86_64__)
     if (isa >= CPU_ISA_AVX512) return attn_avx512_worker;
@@ -78,35 +82,79 @@ static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles)
     return n;
 }
 
+/* Grows *p to hold n elements of size es; 0 or -1. */
+static int grow(void **p, size_t *cap, size_t n, size_t es)
+{
+    if (*cap >= n) return 0;
+    void *np = realloc(*p, n * es);
+    if (!np) return -1;
+    *p = np;
+    *cap = n;
+    return 0;
+}
+
 int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
                  const struct attn_batch *b, struct attn_scratch *s)
 {
     const int nth = tp ? tp_n_threads(tp) : 1;
     const size_t G = (size_t)(b->n_head / b->n_head_kv), hd = (size_t)b->head_dim;
-    const size_t bt = (size_t)L->block_tokens;
+    const size_t bt = (size_t)L->block_tokens, R = ATTN_TILE * G;
+    const int32_t P = attn_part_keys(L->block_tokens);
     int32_t span = 1;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         const int32_t w = b->window > 0 && b->pos[i] + 1 > b->window ? b->window : b->pos[i] + 1;
         span = w + ATTN_TILE > span ? w + ATTN_TILE : span;
     }
-    const size_t per = bt * hd + hd + ATTN_ROWS_MAX * bt + ATTN_TILE * G * hd + ATTN_TILE * G * (size_t)span + 16;
-    if (s->cap < per * (size_t)nth) {
-        float *nb = realloc(s->buf, per * (size_t)nth * sizeof(float));
-        if (!nb) return -1;
-        s->buf = nb;
-        s->cap = per * (size_t)nth;
+    /* kbuf, tmp, sacc, then per row: q, part accumulator, scores */
+    const size_t per = bt * hd + hd + ATTN_ROWS_MAX * bt + R * (2 * hd + (size_t)span) + 16;
+    if (grow((void **)&s->buf, &s->cap, per * (size_t)nth, sizeof(float))) return -1;
+    if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)b->n_tokens, 2 * sizeof(int32_t))) return -1;
+    const int32_t n_tiles = make_tiles(b, s->tiles);
+    /* Too few (tile, KV head) items for the threads (decode): the scores
+     * of each part of the keys are one item, then each (tile, KV head) the
+     * softmax and the products with V. The same operations as whole. */
+    int64_t n_parts = 0;
+    for (int32_t t = 0; t < n_tiles; t++) {
+        int32_t k0, n;
+        attn_tile_parts(b, s->tiles[2 * t], s->tiles[2 * t + 1], P, &k0, &n);
+        n_parts += n;
     }
-    if (s->tiles_cap < (size_t)b->n_tokens) {
-        int32_t *nt = realloc(s->tiles, (size_t)b->n_tokens * 2 * sizeof(int32_t));
-        if (!nt) return -1;
-        s->tiles = nt;
-        s->tiles_cap = (size_t)b->n_tokens;
+    /* Only where whole items would leave threads idle (1 KV head, 2
+     * threads): with 3 items on 2 threads the extra pool pass cost more
+     * than it saved on this shared machine (bench_attention, 2 threads:
+     * 746 -> 1176 wall-us per layer at depth 4096). */
+    const bool split = b->split_keys && tp && nth > 1 && (int64_t)n_tiles * b->n_head_kv < nth &&
+                       n_parts > n_tiles;
+    const size_t n_items = split ? (size_t)n_parts : (size_t)n_tiles;
+    if (grow((void **)&s->items, &s->items_cap, n_items, 2 * sizeof(int32_t))) return -1;
+    if (split && grow((void **)&s->part_base, &s->part_base_cap, (size_t)n_tiles, sizeof(size_t)))
+        return -1;
+    size_t n_split = 0, it = 0;
+    for (int32_t t = 0; t < n_tiles; t++) {
+        if (!split) {
+            s->items[2 * it] = t;
+            s->items[2 * it++ + 1] = -1;
+            continue;
+        }
+        int32_t k0, n;
+        attn_tile_parts(b, s->tiles[2 * t], s->tiles[2 * t + 1], P, &k0, &n);
+        s->part_base[t] = n_split;
+        n_split += (size_t)b->n_head_kv * attn_split_floats(b, s->tiles[2 * t], s->tiles[2 * t + 1]);
+        for (int32_t k = 0; k < n; k++) {
+            s->items[2 * it] = t;
+            s->items[2 * it++ + 1] = k0 + k;
+        }
     }
-    struct attn_job J = { L, b, s->tiles, make_tiles(b, s->tiles), s->buf, per };
-    void (*worker)(void *, int, int) = attn_worker_for(isa);
-    if (tp && nth > 1 && (int64_t)J.n_tiles * b->n_head_kv > 1)
+    if (split && grow((void **)&s->parts, &s->parts_cap, n_split, sizeof(float))) return -1;
+    struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P, 0,
+                          s->parts, s->part_base, s->buf, per };
+    const tp_fn worker = attn_worker_for(isa);
+    if (split) {
+        for (J.phase = 1; J.phase <= 2; J.phase++) tp_run(tp, worker, &J);
+    } else if (tp && nth > 1 && (int64_t)n_items * b->n_head_kv > 1) {
         tp_run(tp, worker, &J);
-    else
+    } else {
         worker(&J, 0, 1);
+    }
     return 0;
 }

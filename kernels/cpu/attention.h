@@ -12,10 +12,13 @@
  *
  * Arithmetic follows the reference engine's (non-flash) attention: Q is
  * rounded to f16 before the QK products, softmax is normalised in f32 and
- * the probabilities are rounded to f16 before the product with V.
+ * the probabilities are rounded to f16 before the product with V. The
+ * products with V are summed per part of ATTN_PART keys at fixed positions,
+ * the parts added in order.
  *
  * Results are independent of how tokens are batched or split over threads:
- * each query is computed alone, over its keys in position order. */
+ * each query is computed alone, over its keys in position order, with
+ * block and part boundaries fixed by position. */
 #ifndef TERN_ATTENTION_H
 #define TERN_ATTENTION_H
 
@@ -45,6 +48,10 @@ struct attn_batch {
     float scale;                /* multiplies the QK scores */
     float softcap;              /* > 0: scores become softcap · tanh(score / softcap)
                                  * before the softmax (gemma2); 0 = none */
+    int32_t split_keys;         /* 1: queries too few for the threads split their keys
+                                 * over them (the same result); 0 (the engine's
+                                 * default): on this shared 2-vCPU machine the extra
+                                 * pool pass measured slower (docs/PERFORMANCE.md) */
 };
 
 /* Per-thread work buffers; grown by attn_forward, freed by attn_scratch_free. */
@@ -53,6 +60,12 @@ struct attn_scratch {
     size_t cap;                 /* floats */
     int32_t *tiles;             /* (first token, count) pairs */
     size_t tiles_cap;           /* pairs */
+    int32_t *items;             /* (tile, part) pairs */
+    size_t items_cap;           /* pairs */
+    float *parts;               /* scores and part sums of split tiles */
+    size_t parts_cap;           /* floats */
+    size_t *part_base;          /* per tile: its first part state in parts */
+    size_t part_base_cap;
 };
 void attn_scratch_free(struct attn_scratch *s);
 

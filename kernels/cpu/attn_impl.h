@@ -10,17 +10,33 @@
 
 #include "attention.h"
 
-/* queries of one sequence per tile; query rows per QK pass at most (QKN) */
-enum { ATTN_TILE = 8, ATTN_ROWS_MAX = 8 };
+/* Queries of one sequence per tile (K and V of a block are converted once
+ * per tile and KV head); query rows per QK pass at most (QKN); keys per
+ * part (rounded up to whole blocks): a query's keys fall into parts at
+ * fixed positions [k·P, (k+1)·P), its products with V are summed per part
+ * and the parts added in order, so a decode query can be split over
+ * threads along its keys with the same result as computed whole. */
+enum { ATTN_TILE = 8, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
 
 struct attn_job {
     const struct attn_layer *L;
     const struct attn_batch *b;
     const int32_t *tiles;       /* (first token, count) pairs */
     int32_t n_tiles;
+    const int32_t *items;       /* (tile, part) pairs; part -1 = all of the tile's parts */
+    int32_t n_items;
+    int32_t part_keys;          /* P: attn_part_keys(block_tokens) */
+    int32_t phase;              /* 0: whole tiles; 1, 2: the split phases (attn_tile.inc) */
+    float *parts;               /* split tiles' scores */
+    const size_t *part_base;    /* [n_tiles]: the tile's first float in parts */
     float *scratch;
     size_t per_thread;          /* floats */
 };
+
+static inline int32_t attn_part_keys(int32_t bt)
+{
+    return (ATTN_PART + bt - 1) / bt * bt;
+}
 
 static inline int32_t attn_window_lo(int32_t p, int32_t window)
 {
@@ -39,8 +55,25 @@ static inline size_t attn_kv_elem_bytes(enum ops_kv_type t)
     return t == OPS_KV_F16 ? 2 : 4;
 }
 
-/* tp_run workers: the (tile, KV head) items of thread ith of nth. Every
- * ISA's version does the same float operations in the same order. */
+/* First part and number of parts of tile (t0, T)'s keys. */
+static inline void attn_tile_parts(const struct attn_batch *b, int32_t t0, int32_t T, int32_t P,
+                                   int32_t *k0, int32_t *n)
+{
+    const int32_t lo = attn_window_lo(b->pos[t0], b->window);
+    *k0 = lo / P;
+    *n = b->pos[t0 + T - 1] / P - lo / P + 1;
+}
+
+/* Floats of a split tile's scores, per KV head. */
+static inline size_t attn_split_floats(const struct attn_batch *b, int32_t t0, int32_t T)
+{
+    const int32_t G = b->n_head / b->n_head_kv, lo = attn_window_lo(b->pos[t0], b->window);
+    return (size_t)T * G * (size_t)(b->pos[t0 + T - 1] - lo + 1);
+}
+
+/* tp_run workers: the (item, KV head) pairs of thread ith of nth (phase
+ * 2: the (tile, KV head) pairs). Every ISA's version does the same
+ * float operations in the same order. */
 void attn_scalar_worker(void *job, int ith, int nth);
 void attn_avx2_worker(void *job, int ith, int nth);
 void attn_avx512_worker(void *job, int ith, int nth);

@@ -1,0 +1,85 @@
+/* bench_attention: the CPU attention kernel alone (built, not run as a
+ * test). A prefill of N tokens into an empty context, in batches of 512 as
+ * the engine sends them, then decode steps at depth N; CPU seconds
+ * (this thread and the pool's, so a loaded machine disturbs it less; on
+ * more threads they include the pool's spinning) and, for decode, wall.
+ *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps]]]]   (TERN_ISA caps the ISA) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu/attention.h"
+#include "cpu/cpu_isa.h"
+#include "cpu/ops.h"
+#include "cpu/threadpool.h"
+
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double wall_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    const int32_t N = argc > 1 ? atoi(argv[1]) : 4096;
+    const int32_t nh = argc > 4 ? atoi(argv[2]) : 9, nkv = argc > 4 ? atoi(argv[3]) : 3;
+    const int32_t hd = argc > 4 ? atoi(argv[4]) : 64, nth = argc > 5 ? atoi(argv[5]) : 1;
+    const int32_t bt = 16, nblk = (N + bt) / bt, qd = nh * hd, kd = nkv * hd;
+    const size_t row = ops_kv_row_bytes(OPS_KV_F16, kd);
+    const enum cpu_isa isa = cpu_isa_best();
+    char *kp = calloc((size_t)nblk * bt, row), *vp = calloc((size_t)nblk * bt, row);
+    float *q = malloc(sizeof(float) * (size_t)N * qd), *out = malloc(sizeof(float) * (size_t)N * qd);
+    float *kv = malloc(sizeof(float) * (size_t)kd * 2);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)N), *table = malloc(sizeof(int32_t) * (size_t)nblk);
+    const int32_t **tabs = malloc(sizeof(*tabs) * (size_t)N);
+    const struct attn_layer L = { kp, vp, OPS_KV_F16, bt, row };
+    uint32_t r = 1;
+    for (int32_t i = 0; i < nblk; i++) table[i] = i;
+    for (int32_t t = 0; t < N; t++) {
+        for (int32_t i = 0; i < 2 * kd; i++) {
+            r = r * 1664525u + 1013904223u;
+            kv[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
+        }
+        attn_kv_store(&L, nkv, hd, t / bt, t % bt, kv, kv + kd);
+        for (int32_t i = 0; i < qd; i++) q[(size_t)t * qd + i] = kv[i % (2 * kd)] * 0.3f;
+        pos[t] = t;
+        tabs[t] = table;
+    }
+    struct threadpool *tp = tp_open(nth);
+    struct attn_scratch s = { 0 };
+    double t0 = cpu_s();
+    for (int32_t b0 = 0; b0 < N; b0 += 512) {
+        const int32_t n = N - b0 < 512 ? N - b0 : 512;
+        const struct attn_batch b = { n, nh, nkv, hd, 0, q + (size_t)b0 * qd, out + (size_t)b0 * qd,
+                                      pos + b0, tabs + b0, 0.125f, 0.0f, 0 };
+        attn_forward(tp, isa, &L, &b, &s);
+    }
+    const double pre = cpu_s() - t0;
+    const double pairs = (double)N * (N + 1) / 2.0 * nh;   /* (query, key) pairs */
+    const int STEPS = argc > 6 ? atoi(argv[6]) : 64;
+    t0 = cpu_s();
+    const double w0 = wall_s();
+    for (int i = 0; i < STEPS; i++) {
+        const struct attn_batch b = { 1, nh, nkv, hd, 0, q + (size_t)(N - 1) * qd, out, pos + N - 1,
+                                      tabs + N - 1, 0.125f, 0.0f, 0 };
+        attn_forward(tp, isa, &L, &b, &s);
+    }
+    const double dec = (cpu_s() - t0) / STEPS, decw = (wall_s() - w0) / STEPS;
+    printf("isa=%s threads=%d heads=%d/%d hd=%d N=%d: prefill %.3f CPU-s (%.2f ns per query-key "
+           "pair, %.1f GFLOP/s), decode at depth %d %.1f CPU-us (%.1f wall-us) per layer\n",
+           cpu_isa_name(isa), nth, nh, nkv, hd, N, pre, 1e9 * pre / pairs, 4.0 * hd * pairs / pre * 1e-9,
+           N, dec * 1e6, decw * 1e6);
+    attn_scratch_free(&s);
+    tp_close(tp);
+    free(kp); free(vp); free(q); free(out); free(kv); free(pos); free(table); free(tabs);
+    return 0;
+}
