@@ -379,9 +379,10 @@ static mm_kernel_fn kernel_for(enum cpu_isa isa, uint32_t wtype)
     mm_kernel_fn k = NULL;
 #ifdef __x86_64__   /* the SIMD libraries are built for x86-64 only */
     if (isa == CPU_ISA_AVX512) k = mm_avx512_kernel(wtype);
+    else if (isa == CPU_ISA_AVXVNNI) k = mm_avxvnni_kernel(wtype);
     else if (isa == CPU_ISA_AVX2) k = mm_avx2_kernel(wtype);
     if (!k) k = isa == CPU_ISA_AVX512 ? mm_lowbit_avx512_kernel(wtype)   /* mm_lowbit_simd.inc */
-                : isa == CPU_ISA_AVX2 ? mm_lowbit_avx2_kernel(wtype) : NULL;
+                : isa >= CPU_ISA_AVX2 ? mm_lowbit_avx2_kernel(wtype) : NULL;
 #else
     (void)isa;
 #endif
@@ -392,6 +393,7 @@ static mm_quant_fn quant_for(enum cpu_isa isa)
 {
 #ifdef __x86_64__   /* the SIMD libraries are built for x86-64 only */
     if (isa == CPU_ISA_AVX512) return mm_avx512_quant;
+    if (isa == CPU_ISA_AVXVNNI) return mm_avxvnni_quant;
     if (isa == CPU_ISA_AVX2) return mm_avx2_quant;
 #else
     (void)isa;

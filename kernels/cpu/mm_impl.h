@@ -104,6 +104,8 @@ void mm_q8_f32d_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_
 void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 mm_kernel_fn mm_avx2_kernel(uint32_t wtype);
 void mm_avx2_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+mm_kernel_fn mm_avxvnni_kernel(uint32_t wtype);
+void mm_avxvnni_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 mm_kernel_fn mm_avx512_kernel(uint32_t wtype);
 void mm_avx512_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 

@@ -126,6 +126,7 @@ static void check_case(uint32_t wtype, const struct shape *s, struct threadpool 
         ys_d[i] = ys[i];
     }
     for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+        if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
         for (size_t i = 0; i < ny; i++) yv[i] = NAN;
         cpu_matmul(tp, (enum cpu_isa)isa, scr, wtype, w, s->rows, s->cols, x, s->n, yv);
         r = worst_ratio(yv, ys_d, simd_tol, (int64_t)ny, &at);
@@ -171,7 +172,9 @@ static void check_quantizers(uint64_t *seed)
     is_int(d0[1] == 0.0f && q0[40] == 0, 1, "all-zero block quantizes to d=0, q=0");
 #ifdef __x86_64__
     for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+        if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
         if (isa == CPU_ISA_AVX2) mm_avx2_quant(x, N, q1, d1, s1);
+        else if (isa == CPU_ISA_AVXVNNI) mm_avxvnni_quant(x, N, q1, d1, s1);
         else mm_avx512_quant(x, N, q1, d1, s1);
         ok(memcmp(q0, q1, N) == 0 && memcmp(d0, d1, sizeof d0) == 0 && memcmp(s0, s1, sizeof s0) == 0,
            "%s activation quantizer is bit-identical to scalar", cpu_isa_name((enum cpu_isa)isa));
@@ -265,6 +268,7 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
             td_weights(pt[k], w, s->rows, s->cols, seed);
             td_acts(x, s->n, s->cols, seed);
             for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+        if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
                 size_t bytes = mm_pack_size((enum cpu_isa)isa, pt[k], s->rows, s->cols);
                 uint8_t *pw = malloc(bytes ? bytes : 1);
                 uint32_t ptype = bytes ? mm_pack((enum cpu_isa)isa, pt[k], w, s->rows, s->cols, pw) : 0;
@@ -326,6 +330,7 @@ static void check_extremes(struct mm_scratch *scr, uint64_t *seed)
         for (size_t f = 0; f < sizeof fills / sizeof fills[0]; f++) {
             td_weights_fill(pt[k], w, ROWS, COLS, seed, fills[f]);
             for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+        if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
                 size_t bytes = mm_pack_size((enum cpu_isa)isa, pt[k], ROWS, COLS);
                 uint8_t *pw = malloc(bytes);
                 uint32_t ptype = mm_pack((enum cpu_isa)isa, pt[k], w, ROWS, COLS, pw);
