@@ -401,6 +401,19 @@ static mm_quant_fn quant_for(enum cpu_isa isa)
     return mm_scalar_quant;
 }
 
+/* The Q8_K activations (mm_wants_q8k), the same bits on every ISA. */
+static mm_quant_fn q8k_quant_for(enum cpu_isa isa)
+{
+#ifdef __x86_64__
+    if (isa == CPU_ISA_AVX512) return mm_avx512_q8k_quant;
+    if (isa == CPU_ISA_AVXVNNI) return mm_avxvnni_q8k_quant;
+    if (isa == CPU_ISA_AVX2) return mm_avx2_q8k_quant;
+#else
+    (void)isa;
+#endif
+    return mm_q8k_quant;
+}
+
 /* Lays out struct mm_xq in the scratch buffer (64-byte aligned parts). */
 static size_t xq_parts(int64_t n, int64_t cols, size_t *qs_bytes, size_t *d_bytes)
 {
@@ -564,7 +577,7 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
                 if (ng[i]) cpu_matmul_multi(tp, isa, scratch, ng[i], g[i], cols, x, n);
             return;
         }
-        if (ng[1]) job.quant = mm_q8k_quant;
+        if (ng[1]) job.quant = q8k_quant_for(isa);
         if (ng[2]) job.quant = mm_q8_f32d_quant;
     }
     for (int k = 0; k < n_ops; k++) {
