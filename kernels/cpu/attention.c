@@ -60,7 +60,7 @@ static tp_fn attn_worker_for(enum cpu_isa isa)
 {
 #if defined(__x86_64__)
     if (isa >= CPU_ISA_AVX512) return attn_avx512_worker;
-    if (isa == CPU_ISA_AVX2) return attn_avx2_worker;
+    if (isa >= CPU_ISA_AVX2) return attn_avx2_worker;
 #endif
     (void)isa;
     return attn_scalar_worker;

@@ -16,6 +16,14 @@ static uint64_t xgetbv0(void)
     return (uint64_t)hi << 32 | lo;
 }
 
+/* AVX-VNNI: CPUID.(EAX=7, ECX=1):EAX bit 4 (the ymm state is checked by
+ * the caller, as for AVX2). */
+static bool has_avxvnni(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
+
 enum cpu_isa cpu_isa_detect(void)
 {
     unsigned a, b, c, d;
@@ -32,12 +40,24 @@ enum cpu_isa cpu_isa_detect(void)
     bool vnni = c & (1u << 11);
     bool zmm_state = (xcr0 & 0xE0) == 0xE0;           /* opmask + ZMM state */
     if (f && dq && bw && vl && vnni && zmm_state) return CPU_ISA_AVX512;
-    return CPU_ISA_AVX2;
+    return has_avxvnni() ? CPU_ISA_AVXVNNI : CPU_ISA_AVX2;
+}
+
+bool cpu_isa_runs(enum cpu_isa isa)
+{
+    enum cpu_isa best = cpu_isa_detect();
+    if (isa > best) return false;
+    return isa != CPU_ISA_AVXVNNI || best == CPU_ISA_AVXVNNI || has_avxvnni();
 }
 #else
 enum cpu_isa cpu_isa_detect(void)
 {
     return CPU_ISA_SCALAR;
+}
+
+bool cpu_isa_runs(enum cpu_isa isa)
+{
+    return isa == CPU_ISA_SCALAR;
 }
 #endif
 
@@ -46,6 +66,7 @@ const char *cpu_isa_name(enum cpu_isa isa)
     switch (isa) {
     case CPU_ISA_SCALAR: return "scalar";
     case CPU_ISA_AVX2: return "avx2";
+    case CPU_ISA_AVXVNNI: return "avxvnni";
     case CPU_ISA_AVX512: return "avx512";
     }
     return "unknown";
@@ -53,7 +74,8 @@ const char *cpu_isa_name(enum cpu_isa isa)
 
 bool cpu_isa_parse(const char *name, enum cpu_isa *out)
 {
-    static const enum cpu_isa all[] = { CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVX512 };
+    static const enum cpu_isa all[] = { CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVXVNNI,
+                                         CPU_ISA_AVX512 };
     for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, cpu_isa_name(all[i])) == 0) {
             *out = all[i];
@@ -70,6 +92,7 @@ bool cpu_isa_capped(const char *cap, enum cpu_isa *out)
     enum cpu_isa c;
     if (!cpu_isa_parse(cap, &c)) return false;
     if (c < *out) *out = c;
+    if (!cpu_isa_runs(*out)) *out = CPU_ISA_AVX2;   /* avxvnni on an AVX-512 CPU without it */
     return true;
 }
 

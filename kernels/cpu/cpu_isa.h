@@ -1,19 +1,27 @@
 /* cpu_isa: the SIMD level the CPU kernels run at. Detection (cpuid and the
  * OS's register-state support) and a cap from the environment, TERN_ISA =
- * scalar | avx2 | avx512, which runs a lower path on a CPU that has a higher
- * one: bug reports from AVX2-only machines can be reproduced on AVX-512
- * ones, and the tests run every path on every machine. */
+ * scalar | avx2 | avxvnni | avx512, which runs a lower path on a CPU that has
+ * a higher one: bug reports from AVX2-only machines can be reproduced on
+ * AVX-512 ones, and the tests run every path on every machine. avxvnni is
+ * AVX2 plus the VEX-encoded vpdpbusd on ymm (Alder Lake and later, Zen 5),
+ * which some AVX-512 CPUs (Ice Lake, Zen 4) lack: cpu_isa_runs says whether
+ * a level can run here; a cap of avxvnni on such a CPU gives avx2. */
 #ifndef TERN_CPU_ISA_H
 #define TERN_CPU_ISA_H
 
 #include <stdbool.h>
 
-enum cpu_isa { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 };
+/* Ordered: each level may use everything of the levels below it, except
+ * that AVX512 does not imply AVXVNNI (see cpu_isa_runs). */
+enum cpu_isa { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVXVNNI = 2, CPU_ISA_AVX512 = 3 };
 
 /* Best ISA this CPU supports (cpuid + OS support of the register state). */
 enum cpu_isa cpu_isa_detect(void);
+/* Whether this CPU can run the kernels of level isa (every level up to
+ * cpu_isa_detect(), AVXVNNI only where cpuid reports AVX-VNNI). */
+bool cpu_isa_runs(enum cpu_isa isa);
 const char *cpu_isa_name(enum cpu_isa isa);
-/* "scalar", "avx2", "avx512" -> *out; false for anything else. */
+/* "scalar", "avx2", "avxvnni", "avx512" -> *out; false for anything else. */
 bool cpu_isa_parse(const char *name, enum cpu_isa *out);
 /* cpu_isa_detect() capped by cap (a name as above; NULL or "" = no cap).
  * False, with *out = the detected ISA, when cap is not a valid name. */

@@ -379,9 +379,10 @@ static mm_kernel_fn kernel_for(enum cpu_isa isa, uint32_t wtype)
     mm_kernel_fn k = NULL;
 #ifdef __x86_64__   /* the SIMD libraries are built for x86-64 only */
     if (isa == CPU_ISA_AVX512) k = mm_avx512_kernel(wtype);
+    else if (isa == CPU_ISA_AVXVNNI) k = mm_avxvnni_kernel(wtype);
     else if (isa == CPU_ISA_AVX2) k = mm_avx2_kernel(wtype);
     if (!k) k = isa == CPU_ISA_AVX512 ? mm_lowbit_avx512_kernel(wtype)   /* mm_lowbit_simd.inc */
-                : isa == CPU_ISA_AVX2 ? mm_lowbit_avx2_kernel(wtype) : NULL;
+                : isa >= CPU_ISA_AVX2 ? mm_lowbit_avx2_kernel(wtype) : NULL;
 #else
     (void)isa;
 #endif
@@ -392,11 +393,25 @@ static mm_quant_fn quant_for(enum cpu_isa isa)
 {
 #ifdef __x86_64__   /* the SIMD libraries are built for x86-64 only */
     if (isa == CPU_ISA_AVX512) return mm_avx512_quant;
+    if (isa == CPU_ISA_AVXVNNI) return mm_avxvnni_quant;
     if (isa == CPU_ISA_AVX2) return mm_avx2_quant;
 #else
     (void)isa;
 #endif
     return mm_scalar_quant;
+}
+
+/* The Q8_K activations (mm_wants_q8k), the same bits on every ISA. */
+static mm_quant_fn q8k_quant_for(enum cpu_isa isa)
+{
+#ifdef __x86_64__
+    if (isa == CPU_ISA_AVX512) return mm_avx512_q8k_quant;
+    if (isa == CPU_ISA_AVXVNNI) return mm_avxvnni_q8k_quant;
+    if (isa == CPU_ISA_AVX2) return mm_avx2_q8k_quant;
+#else
+    (void)isa;
+#endif
+    return mm_q8k_quant;
 }
 
 /* Lays out struct mm_xq in the scratch buffer (64-byte aligned parts). */
@@ -562,7 +577,7 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
                 if (ng[i]) cpu_matmul_multi(tp, isa, scratch, ng[i], g[i], cols, x, n);
             return;
         }
-        if (ng[1]) job.quant = mm_q8k_quant;
+        if (ng[1]) job.quant = q8k_quant_for(isa);
         if (ng[2]) job.quant = mm_q8_f32d_quant;
     }
     for (int k = 0; k < n_ops; k++) {

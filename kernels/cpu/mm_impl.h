@@ -93,6 +93,10 @@ static inline bool mm_wants_q8k(uint32_t wtype)
     }
 }
 void mm_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+/* Its SIMD forms (mm_simd.inc), bit-identical to it. */
+void mm_avx2_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+void mm_avxvnni_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+void mm_avx512_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 /* Q4_1 and Q5_1: the reference dots them with Q8_1 (f16 d and an f16
  * d·Σq), which the kernels' exact Σq cannot reproduce; they keep per-32
  * activations with an f32 d = max/127, x·(1/d) (mm_scalar.c, portable). */
@@ -104,6 +108,8 @@ void mm_q8_f32d_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_
 void mm_scalar_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 mm_kernel_fn mm_avx2_kernel(uint32_t wtype);
 void mm_avx2_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+mm_kernel_fn mm_avxvnni_kernel(uint32_t wtype);
+void mm_avxvnni_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 mm_kernel_fn mm_avx512_kernel(uint32_t wtype);
 void mm_avx512_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 

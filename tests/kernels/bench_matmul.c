@@ -339,6 +339,7 @@ int main(int argc, char **argv)
             if (only_n && ns[ni] != only_n) continue;
             if (ns[ni] == 512 && c->rows > 8192) continue;   /* keep the run short */
             for (int isa = best; isa >= CPU_ISA_AVX2; isa--) {
+                if (!cpu_isa_runs((enum cpu_isa)isa)) continue;
                 if (!packed_only || !mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols))
                     bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, false);
                 if (mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols))

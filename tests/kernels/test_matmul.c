@@ -126,6 +126,7 @@ static void check_case(uint32_t wtype, const struct shape *s, struct threadpool 
         ys_d[i] = ys[i];
     }
     for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+        if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
         for (size_t i = 0; i < ny; i++) yv[i] = NAN;
         cpu_matmul(tp, (enum cpu_isa)isa, scr, wtype, w, s->rows, s->cols, x, s->n, yv);
         r = worst_ratio(yv, ys_d, simd_tol, (int64_t)ny, &at);
@@ -171,11 +172,70 @@ static void check_quantizers(uint64_t *seed)
     is_int(d0[1] == 0.0f && q0[40] == 0, 1, "all-zero block quantizes to d=0, q=0");
 #ifdef __x86_64__
     for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+        if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
         if (isa == CPU_ISA_AVX2) mm_avx2_quant(x, N, q1, d1, s1);
+        else if (isa == CPU_ISA_AVXVNNI) mm_avxvnni_quant(x, N, q1, d1, s1);
         else mm_avx512_quant(x, N, q1, d1, s1);
         ok(memcmp(q0, q1, N) == 0 && memcmp(d0, d1, sizeof d0) == 0 && memcmp(s0, s1, sizeof s0) == 0,
            "%s activation quantizer is bit-identical to scalar", cpu_isa_name((enum cpu_isa)isa));
     }
+#endif
+}
+
+/* The SIMD Q8_K quantizers against the portable mm_q8k_quant, bit for bit
+ * (qs, d, sums), on ordinary and extreme super-blocks. */
+static void check_q8k_simd(uint64_t *seed)
+{
+    enum { SB = 12, N = 256 * SB };
+    static float x[N];
+    static int8_t q0[N], q1[N];
+    static float d0[N / 32], d1[N / 32];
+    static int32_t s0[N / 32], s1[N / 32];
+    td_acts(x, 1, N, seed);
+    float *b = x + 256;
+    for (int i = 0; i < 256; i++) b[i] = 0.0f;                           /* 1: all zero */
+    b += 256;
+    for (int i = 0; i < 256; i++) b[i] = (float)(i % 64 - 32) * 0.25f;   /* 2: ties (x·127/8) */
+    b[7] = 8.0f;
+    b += 256;
+    for (int i = 0; i < 256; i++) b[i] = (float)((i * 37) % 255 - 127);  /* 3: ±max, first wins */
+    b[100] = -300.0f; b[200] = 300.0f;
+    b += 256;
+    for (int i = 0; i < 256; i++) b[i] = (i & 1 ? -1.0f : 1.0f) * 3.4e38f * (float)(i % 7) / 6.0f;
+    b += 256;                                                            /* 4: near FLT_MAX */
+    for (int i = 0; i < 256; i++) b[i] = (float)(i % 5) * 1e-45f;        /* 5: subnormal (iscale = -inf) */
+    b += 256;
+    for (int i = 0; i < 256; i++) b[i] = (float)i * 1e-40f;              /* 6: subnormal, finite iscale */
+    b += 256;
+    for (int i = 0; i < 256; i++) b[i] = (float)(i - 128);               /* 7: +inf in it */
+    b[255] = INFINITY;
+    b += 256;
+    for (int i = 0; i < 256; i++) b[i] = (float)(i - 128) * 0.01f;       /* 8: NaNs in it */
+    b[0] = NAN; b[130] = -NAN;
+    b += 256;
+    for (int i = 0; i < 256; i++) b[i] = -0.0f;                          /* 9: negative zeros */
+    b[255] = -1e-30f;
+    b += 256;
+    for (int i = 0; i < 256; i++) b[i] = 1.0f;                           /* 10: max at every place */
+    mm_q8k_quant(x, N, q0, d0, s0);
+#ifdef __x86_64__
+    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+        if (!cpu_isa_runs((enum cpu_isa)isa)) continue;
+        memset(q1, 0x55, sizeof q1);
+        if (isa == CPU_ISA_AVX2) mm_avx2_q8k_quant(x, N, q1, d1, s1);
+        else if (isa == CPU_ISA_AVXVNNI) mm_avxvnni_q8k_quant(x, N, q1, d1, s1);
+        else mm_avx512_q8k_quant(x, N, q1, d1, s1);
+        int bad = -1;
+        for (int k = 0; k < SB && bad < 0; k++)
+            if (memcmp(q0 + 256 * k, q1 + 256 * k, 256) || memcmp(d0 + 8 * k, d1 + 8 * k, 32) ||
+                memcmp(s0 + 8 * k, s1 + 8 * k, 32))
+                bad = k;
+        if (!ok(bad < 0, "%s Q8_K quantizer is bit-identical to mm_q8k_quant (%d super-blocks, "
+                "zeros, ties, ±max, FLT_MAX, subnormals, inf, NaN)", cpu_isa_name((enum cpu_isa)isa), SB))
+            tap_diag("  first differing super-block %d", bad);
+    }
+#else
+    (void)q1; (void)d1; (void)s1;
 #endif
 }
 
@@ -265,6 +325,7 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
             td_weights(pt[k], w, s->rows, s->cols, seed);
             td_acts(x, s->n, s->cols, seed);
             for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+        if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
                 size_t bytes = mm_pack_size((enum cpu_isa)isa, pt[k], s->rows, s->cols);
                 uint8_t *pw = malloc(bytes ? bytes : 1);
                 uint32_t ptype = bytes ? mm_pack((enum cpu_isa)isa, pt[k], w, s->rows, s->cols, pw) : 0;
@@ -326,6 +387,7 @@ static void check_extremes(struct mm_scratch *scr, uint64_t *seed)
         for (size_t f = 0; f < sizeof fills / sizeof fills[0]; f++) {
             td_weights_fill(pt[k], w, ROWS, COLS, seed, fills[f]);
             for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_best(); isa++) {
+        if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
                 size_t bytes = mm_pack_size((enum cpu_isa)isa, pt[k], ROWS, COLS);
                 uint8_t *pw = malloc(bytes);
                 uint32_t ptype = mm_pack((enum cpu_isa)isa, pt[k], w, ROWS, COLS, pw);
@@ -345,6 +407,7 @@ int main(void)
     uint64_t seed = 12345;
     tap_diag("cpu_isa_detect: %s", cpu_isa_name(cpu_isa_best()));
     check_quantizers(&seed);
+    check_q8k_simd(&seed);
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         ok(mm_supported(types[k]), "mm_supported(%s)", qtype_name(types[k]));
     ok(!mm_supported(16) && !mm_supported(999), "IQ2_XXS and unknown types unsupported");
