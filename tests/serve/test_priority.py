@@ -34,8 +34,10 @@ trace_path = os.path.join(tmp, f"tern-prio-trace-{os.getpid()}.json")
 with open(keyfile, "w") as f:
     f.write(f"{KEYS['inter']} tenant=editor priority={'batch' if EQUAL else 'interactive'}\n")
     f.write(f"{KEYS['batch']} tenant=batch priority=batch\n")
+# the flood's last batch request waits N_BATCH / RUNNING rounds: scale the
+# admission timeout (default 60 s) with the sanitizers' slowdown
 srv = Server(["--api-key-file", keyfile, "--trace", trace_path, "--max-running", str(RUNNING),
-              "--max-queue", "64"])
+              "--max-queue", "64", "--queue-timeout", f"{60 * TIME_SCALE:g}"])
 ok(srv.ready(), f"server up (max-running {RUNNING}{', equal priorities' if EQUAL else ''})")
 
 
