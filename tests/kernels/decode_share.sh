@@ -3,8 +3,8 @@
 # model (issue 17): `tern info`'s decode bytes per token × tg128 tok/s,
 # beside bench_matmul's streaming read (wall and per thread CPU-second)
 # before and after the models. At 1 thread also tok/s per CPU-second:
-# 256 tokens / (CPU of -r 3 − CPU of -r 1). Run under the bench lock:
-#   flock /work/bench.lock tests/kernels/decode_share.sh build/app/tern build/tests/kernels/bench_matmul 1
+# 256 tokens / (CPU of -r 3 − CPU of -r 1). Run alone (no other benchmark):
+#   tests/kernels/decode_share.sh build/app/tern build/tests/kernels/bench_matmul 1
 # MODELS overrides the list (default: the two small models and the 1B shapes).
 tern=$1; bm=$2; shift 2
 models=${MODELS:-"$HOME/.local/share/tern/models/SmolLM2-135M-Instruct.Q4_1.gguf $HOME/.local/share/tern/models/gemma-3-270m-q4_k_m.gguf $HOME/.cache/tern/models/llama1b-q4_0.gguf $HOME/.cache/tern/models/llama1b-q4_k_m.gguf"}
