@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include "cpu/mm_ymm.h"
+
 #define MM_PREFIX(name) mm_avx2_##name
 #define MR 4   /* 4 × 2 float accumulators + 4 weight vectors fit 16 registers */
 #define QT 2   /* decode: tokens per 8-row tile */
@@ -35,16 +37,6 @@ static inline __attribute__((always_inline)) __m256i dot2_u8s8(__m256i u0, __m25
 static inline __attribute__((always_inline)) __m256i dot_s8s8(__m256i w, __m256i s)
 {
     return dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(s, w));
-}
-
-static inline __attribute__((always_inline)) __m256i bits_to_bytes(uint32_t bits)
-{
-    const __m256i shuf = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
-                                            0x0202020202020202, 0x0303030303030303);
-    const __m256i mask = _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeULL);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
-    v = _mm256_or_si256(v, mask);
-    return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
 }
 
 #include "cpu/mm_simd.inc"

@@ -8,6 +8,8 @@
 
 #include <immintrin.h>
 
+#include "cpu/mm_ymm.h"
+
 #define MM_PREFIX(name) mm_avxvnni_##name
 #define MR 4   /* 16 registers, as mm_avx2.c */
 #define QT 2
@@ -38,16 +40,6 @@ static inline __attribute__((always_inline)) __m256i dot2_u8s8(__m256i u0, __m25
 static inline __attribute__((always_inline)) __m256i dot_s8s8(__m256i w, __m256i s)
 {
     return dot_u8s8(_mm256_abs_epi8(w), _mm256_sign_epi8(s, w));
-}
-
-static inline __attribute__((always_inline)) __m256i bits_to_bytes(uint32_t bits)
-{
-    const __m256i shuf = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
-                                            0x0202020202020202, 0x0303030303030303);
-    const __m256i mask = _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeULL);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
-    v = _mm256_or_si256(v, mask);
-    return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
 }
 
 #include "cpu/mm_simd.inc"
