@@ -38,13 +38,7 @@ print(len(r), r[0]["tenant"], r[0]["prompt_tokens"], r[0]["generated_tokens"],
 PY
 read -r n_recent t0 p0 g0 n_night n_edit <"$out/want"
 diag "status: $n_recent recent, newest $t0 $p0/$g0; nightly $n_night, editor $n_edit"
-T() { tmux -L "$SOCK" "$@"; }
-cap() { T capture-pane -p -N -t chat 2>/dev/null; }
-wait_for() {
-  local i n=$(( $2 * 5 ))
-  for ((i = 0; i < n; i++)); do cap | grep -Eq -- "$1" && return 0; sleep 0.2; done
-  return 1
-}
+. "$TERN_SRC/tests/ui/tmux_lib.sh"
 export XDG_DATA_HOME="$out/data" XDG_CONFIG_HOME="$out/config"
 T new-session -d -x 120 -y 44 -s chat \
   "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat --attach='$B' --api-key key-editor-0123456789; echo TERN-EXITED rc=\$?; sleep 600"

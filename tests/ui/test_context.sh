@@ -19,25 +19,13 @@ SOCK="tern-ctx-$$"
 trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
 export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
 CHECK="$TERN_SRC/tests/ui/check_screen.py"
-T() { tmux -L "$SOCK" "$@"; }
-cap() { T capture-pane -p -N -t chat 2>/dev/null; }
-show() { diag "screen: $1"; cap | sed 's/^/  |/; s/$/|/' | while IFS= read -r l; do diag "$l"; done; }
-wait_for() {
-    local i n=$(( $2 * 5 ))
-    for ((i = 0; i < n; i++)); do
-        cap | grep -Eq -- "$1" && return 0
-        sleep 0.2
-    done
-    return 1
-}
+. "$TERN_SRC/tests/ui/tmux_lib.sh"
 start() { # start COLS ROWS EXTRA-OPTIONS
     T new-session -d -x "$1" -y "$2" -s chat \
         "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --ctx 256 --max-tokens 40 $3; echo TERN-EXITED rc=\$?; sleep 600"
     T set-option -t chat -g status off >/dev/null
     wait_for 'KV [0-9]+ blk' 120
 }
-keys() { T send-keys -t chat "$@"; }
-text() { T send-keys -t chat -l "$1"; }
 n_done() { cap | grep -Ec 'assistant · [0-9]+ tok · '; }
 # say TEXT: sends and waits until no reply streams
 say() {

@@ -20,16 +20,7 @@ SOCK="tern-gauge-$$"
 trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
 export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
 CHECK="$TERN_SRC/tests/ui/check_screen.py"
-T() { tmux -L "$SOCK" "$@"; }
-cap() { T capture-pane -p -N -t chat 2>/dev/null; }
-show() { diag "screen: $1"; cap | sed 's/^/  |/; s/$/|/' | while IFS= read -r l; do diag "$l"; done; }
-wait_for() {
-    local i n=$(( $2 * 5 ))
-    for ((i = 0; i < n; i++)); do cap | grep -Eq -- "$1" && return 0; sleep 0.2; done
-    return 1
-}
-keys() { T send-keys -t chat "$@"; }
-text() { T send-keys -t chat -l "$1"; }
+. "$TERN_SRC/tests/ui/tmux_lib.sh"
 start() {
     T new-session -d -x "$1" -y "$2" -s chat \
         "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens 64; echo TERN-EXITED rc=\$?; sleep 600"

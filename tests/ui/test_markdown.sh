@@ -77,13 +77,7 @@ assert all(r.endswith(" │") or r.endswith("│") and r[-2] == " " for r in row
 PY
 ok $? "a right margin on every line"
 
-T() { tmux -L "$SOCK" "$@"; }
-cap() { T capture-pane -p -N -t chat 2>/dev/null; }
-wait_for() {
-    local i n=$(( $2 * 5 ))
-    for ((i = 0; i < n; i++)); do cap | grep -Eq -- "$1" && return 0; sleep 0.2; done
-    return 1
-}
+. "$TERN_SRC/tests/ui/tmux_lib.sh"
 T -f /dev/null new-session -d -x 100 -y 45 -s chat \
     "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --db '$db' --temp 0 --max-tokens 8; echo TERN-EXITED rc=\$?; sleep 600"
 T set-option -g set-clipboard on

@@ -21,16 +21,7 @@ export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
 mkdir -p "$XDG_DATA_HOME/tern/models"
 ln -s "$MODEL" "$XDG_DATA_HOME/tern/models/$(basename "$MODEL")"
 ln -s "$GEMMA" "$XDG_DATA_HOME/tern/models/$(basename "$GEMMA")"
-T() { tmux -L "$SOCK" "$@"; }
-cap() { T capture-pane -p -N -t chat 2>/dev/null; }
-show() { diag "screen: $1"; cap | sed 's/^/  |/; s/$/|/' | while IFS= read -r l; do diag "$l"; done; }
-wait_for() {
-    local i n=$(( $2 * 5 ))
-    for ((i = 0; i < n; i++)); do cap | grep -Eq -- "$1" && return 0; sleep 0.2; done
-    return 1
-}
-keys() { T send-keys -t chat "$@"; }
-text() { T send-keys -t chat -l "$1"; }
+. "$TERN_SRC/tests/ui/tmux_lib.sh"
 
 T new-session -d -x 80 -y 24 -s chat \
     "env TERM=xterm-256color LANG=C.UTF-8 XDG_DATA_HOME='$XDG_DATA_HOME' '$TERN_BIN' chat -m smollm2 --temp 0 --max-tokens 8; echo TERN-EXITED rc=\$?; sleep 600"

@@ -17,21 +17,19 @@ TMP=$(mktemp -d)
 SOCK="tern-prog-$$"
 trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
 export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
-T() { tmux -L "$SOCK" "$@"; }
-cap() { T capture-pane -p -N -t chat 2>/dev/null; }
-show() { diag "screen: $1"; cap | sed 's/^/  |/; s/$/|/' | while IFS= read -r l; do diag "$l"; done; }
+. "$TERN_SRC/tests/ui/tmux_lib.sh"
 for i in $(seq 80); do printf 'The quick brown fox number %d jumps over the lazy dog. ' "$i"; done >"$TMP/long.txt"
 
 T new-session -d -x 100 -y 30 -s chat \
     "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens 8; echo TERN-EXITED rc=\$?; sleep 600"
 T set-option -t chat -g status off >/dev/null
-for ((i = 0; i < 600; i++)); do cap | grep -Eq 'KV [0-9]+ blk' && break; sleep 0.2; done
+wait_for 'KV [0-9]+ blk' 120
 T load-buffer -b long "$TMP/long.txt"
 T paste-buffer -p -b long -t chat
 sleep 1
 T send-keys -t chat Enter
 seen=""
-for ((i = 0; i < 600; i++)); do
+for ((i = 0; i < 600 * TIME_SCALE; i++)); do
     scr=$(cap)
     if grep -Eq 'assistant · prefill ▕[█░]+▏ [0-9.]+k?/[0-9.]+k tok' <<<"$scr"; then
         seen=$(grep -Eo 'prefill ▕[█░]+▏ [^│]*' <<<"$scr" | head -1)
@@ -43,8 +41,7 @@ done
 [ -n "$seen" ]; ok $? "the reply header shows the prefill bar with done/total tokens (${seen:-none})"
 grep -Eq '· [0-9.]+ (ms|s) left' <<<"$seen"; ok $? "and the time left"
 show "prefilling"
-for ((i = 0; i < 600; i++)); do cap | grep -Eq 'assistant · [0-9]+ tok · ' && break; sleep 0.2; done
-cap | grep -Eq 'assistant · [0-9]+ tok · '; ok $? "the reply follows the prefill"
+wait_for 'assistant · [0-9]+ tok · ' 120; ok $? "the reply follows the prefill"
 T send-keys -t chat C-c
 T kill-server 2>/dev/null
 
