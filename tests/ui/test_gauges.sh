@@ -9,18 +9,8 @@
 # the GPU fallback only with -v.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-command -v tmux >/dev/null || { ok 1 "tmux installed"; tap_done; exit 1; }
-TMP=$(mktemp -d)
-SOCK="tern-gauge-$$"
-trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
-CHECK="$TERN_SRC/tests/ui/check_screen.py"
 . "$TERN_SRC/tests/ui/tmux_lib.sh"
+tmux_setup gauge
 start() {
     T new-session -d -x "$1" -y "$2" -s chat \
         "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens 64; echo TERN-EXITED rc=\$?; sleep 600"

@@ -9,16 +9,8 @@
 # leaves the history too); Alt-E takes the last message back for editing.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-command -v tmux >/dev/null || { ok 1 "tmux installed"; tap_done; exit 1; }
-TMP=$(mktemp -d)
-SOCK="tern-md-$$"
-trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
+. "$TERN_SRC/tests/ui/tmux_lib.sh"
+tmux_setup md
 db=$TMP/h.db
 "$TERN_BIN" history --db "$db" list >/dev/null
 python3 - "$db" <<'PY'
@@ -77,7 +69,6 @@ assert all(r.endswith(" │") or r.endswith("│") and r[-2] == " " for r in row
 PY
 ok $? "a right margin on every line"
 
-. "$TERN_SRC/tests/ui/tmux_lib.sh"
 T -f /dev/null new-session -d -x 100 -y 45 -s chat \
     "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --db '$db' --temp 0 --max-tokens 8; echo TERN-EXITED rc=\$?; sleep 600"
 T set-option -g set-clipboard on

@@ -13,15 +13,11 @@ if [ -z "$MODEL" ] || [ ! -r "$MODEL" ] || [ ! -r "$GEMMA" ]; then
     echo "1..0 # SKIP needs the SmolLM2 and Gemma 3 270M files (packaging/fetch-model)"
     exit 0
 fi
-command -v tmux >/dev/null || { ok 1 "tmux installed"; tap_done; exit 1; }
-TMP=$(mktemp -d)
-SOCK="tern-pick-$$"
-trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
+. "$TERN_SRC/tests/ui/tmux_lib.sh"
+tmux_setup pick
 mkdir -p "$XDG_DATA_HOME/tern/models"
 ln -s "$MODEL" "$XDG_DATA_HOME/tern/models/$(basename "$MODEL")"
 ln -s "$GEMMA" "$XDG_DATA_HOME/tern/models/$(basename "$GEMMA")"
-. "$TERN_SRC/tests/ui/tmux_lib.sh"
 
 T new-session -d -x 80 -y 24 -s chat \
     "env TERM=xterm-256color LANG=C.UTF-8 XDG_DATA_HOME='$XDG_DATA_HOME' '$TERN_BIN' chat -m smollm2 --temp 0 --max-tokens 8; echo TERN-EXITED rc=\$?; sleep 600"

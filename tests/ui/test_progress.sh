@@ -7,17 +7,8 @@
 # is not a terminal.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-command -v tmux >/dev/null || { ok 1 "tmux installed"; tap_done; exit 1; }
-TMP=$(mktemp -d)
-SOCK="tern-prog-$$"
-trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
 . "$TERN_SRC/tests/ui/tmux_lib.sh"
+tmux_setup prog
 for i in $(seq 80); do printf 'The quick brown fox number %d jumps over the lazy dog. ' "$i"; done >"$TMP/long.txt"
 
 T new-session -d -x 100 -y 30 -s chat \

@@ -1,5 +1,9 @@
-# tmux_lib: what the terminal tests share, sourced after tests/app/tap.sh with
-# SOCK set (one tmux server per script). The pane is named "chat".
+# tmux_lib: what the terminal tests share, sourced after tests/app/tap.sh:
+# helpers for the pane named "chat" of the tmux server SOCK, and
+# tmux_setup NAME for a test of its own: the default model (MODEL; the test
+# fails without it or tmux), a temporary data and config home (TMP, removed
+# at exit with the tmux server), one tmux server per script (SOCK, from
+# NAME) and the screen checker (CHECK).
 # TERN_TEST_TIME_SCALE (tests/meson.build: 3 under ASan, 20 under TSan)
 # stretches every wait's limit; a wait still returns as soon as its screen
 # shows up, so the scale costs nothing when tern is fast.
@@ -18,4 +22,20 @@ wait_for() {
         sleep 0.2
     done
     return 1
+}
+
+# The model path is taken before XDG_DATA_HOME moves: fetch-model looks in
+# the real data directory.
+tmux_setup() {
+    MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
+    if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
+        ok 1 "default model available (packaging/fetch-model --print-path)"
+        tap_done; exit 1
+    fi
+    command -v tmux >/dev/null || { ok 1 "tmux installed"; tap_done; exit 1; }
+    TMP=$(mktemp -d)
+    SOCK="tern-$1-$$"
+    trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
+    export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
+    CHECK="$TERN_SRC/tests/ui/check_screen.py"
 }
