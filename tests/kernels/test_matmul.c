@@ -313,7 +313,8 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
     static const struct shape ps[] = { { 8, 32, 1 }, { 64, 576, 1 }, { 96, 576, 2 },
                                        { 40, 1536, 3 }, { 16, 256, 4 }, { 24, 576, 5 },
                                        { 48, 576, 17 }, { 56, 512, 37 }, { 64, 2048, 1 },
-                                       { 32, 1024, 16 }, { 16, 512, 70 } };
+                                       { 32, 1024, 16 }, { 16, 512, 70 },
+                                       { 24, 256, 161 } };   /* two passes (MM_TP), tail 32 + 1 */
     for (size_t k = 0; k < sizeof pt / sizeof pt[0]; k++) {
         for (size_t si = 0; si < sizeof ps / sizeof ps[0]; si++) {
             const struct shape *s = &ps[si];
