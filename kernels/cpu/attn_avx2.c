@@ -1,6 +1,7 @@
 /* attn_avx2: the attention tile kernel (attn_tile.inc) for AVX2 + FMA +
  * F16C CPUs, 8 lanes (one ymm), chosen at run time by the caller's isa. */
 #include <immintrin.h>
+#include <stdint.h>
 
 #define VW 8
 #define QKN 4   /* query rows per QK pass: QKN x 16/VW accumulators */
@@ -26,6 +27,11 @@ static inline __attribute__((always_inline)) __m256 vmaxv(__m256 a, __m256 b)
 static inline __attribute__((always_inline)) __m256 vminv(__m256 a, __m256 b)
 {
     return _mm256_min_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) __m256 cvt16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
 #include "attn_tile.inc"

@@ -2,6 +2,7 @@
  * 16 lanes (one zmm: a block of 16 keys per vector), chosen at run time by
  * the caller's isa. */
 #include <immintrin.h>
+#include <stdint.h>
 
 #define VW 16
 #define QKN 8   /* query rows per QK pass: QKN x 16/VW accumulators */
@@ -27,6 +28,11 @@ static inline __attribute__((always_inline)) __m512 vmaxv(__m512 a, __m512 b)
 static inline __attribute__((always_inline)) __m512 vminv(__m512 a, __m512 b)
 {
     return _mm512_min_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) __m512 cvt16(const uint16_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
 #include "attn_tile.inc"
