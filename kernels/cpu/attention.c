@@ -164,10 +164,7 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
                           s->parts, s->stats, s->part_base, &next, s->buf, per };
     const tp_fn worker = attn_worker_for(isa);
     if (split) {
-        for (J.phase = 1; J.phase <= 3; J.phase++) {
-            atomic_init(&next, 0);
-            tp_run_any(tp, worker, &J);
-        }
+        for (J.phase = 1; J.phase <= 3; J.phase++) tp_run(tp, worker, &J);
         J.phase = 4;
         worker(&J, 0, 1);
     } else if (tp && nth > 1 && (int64_t)n_items * b->n_head_kv > 1) {
