@@ -34,4 +34,10 @@ static inline __attribute__((always_inline)) __m256 cvt16(const uint16_t *p)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
+/* x rounded to f16 and back (round to nearest even, as ops_round_f16). */
+static inline __attribute__((always_inline)) __m256 rnd16(__m256 x)
+{
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
 #include "attn_tile.inc"

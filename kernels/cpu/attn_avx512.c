@@ -35,4 +35,10 @@ static inline __attribute__((always_inline)) __m512 cvt16(const uint16_t *p)
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
+/* x rounded to f16 and back (round to nearest even, as ops_round_f16). */
+static inline __attribute__((always_inline)) __m512 rnd16(__m512 x)
+{
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
 #include "attn_tile.inc"

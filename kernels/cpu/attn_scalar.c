@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ops.h"
+
 #define VW 4
 #define QKN 2   /* query rows per QK pass: QKN x 16/VW accumulators */
 #define PVN 2   /* rows per PV pass: PVN x 4 accumulators */
@@ -61,6 +63,16 @@ static inline float h2f_exact(uint16_t h)
 static inline __attribute__((always_inline)) vf4 cvt16(const uint16_t *p)
 {
     return (vf4){ h2f_exact(p[0]), h2f_exact(p[1]), h2f_exact(p[2]), h2f_exact(p[3]) };
+}
+
+/* x rounded to f16 and back (ops_round_f16). */
+static inline __attribute__((always_inline)) vf4 rnd16(vf4 x)
+{
+    float f[4];
+    memcpy(f, &x, sizeof f);
+    ops_round_f16(f, 4);
+    memcpy(&x, f, sizeof f);
+    return x;
 }
 
 #include "attn_tile.inc"
