@@ -17,7 +17,7 @@
  * fixed positions [k·P, (k+1)·P), its products with V are summed per part
  * and the parts added in order, so a decode query can be split over
  * threads along its keys with the same result as computed whole. */
-enum { ATTN_TILE = 8, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
+enum { ATTN_TILE = 16, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
 
 struct attn_job {
     const struct attn_layer *L;
