@@ -2,6 +2,7 @@
  * F16C CPUs, 8 lanes (one ymm), chosen at run time by the caller's isa. */
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #define VW 8
 #define QKN 4   /* query rows per QK pass: QKN x 16/VW accumulators */
@@ -38,6 +39,16 @@ static inline __attribute__((always_inline)) __m256 cvt16(const uint16_t *p)
 static inline __attribute__((always_inline)) __m256 rnd16(__m256 x)
 {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* *acc += four floats as doubles (one vcvtps2pd; the generic conversion
+ * was split in halves). */
+static inline __attribute__((always_inline)) void add4pd(void *acc, const float *p)
+{
+    __m256d a;
+    memcpy(&a, acc, sizeof a);
+    a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_loadu_ps(p)));
+    memcpy(acc, &a, sizeof a);
 }
 
 #include "attn_tile.inc"

@@ -75,4 +75,13 @@ static inline __attribute__((always_inline)) vf4 rnd16(vf4 x)
     return x;
 }
 
+/* *acc (4 doubles) += four floats as doubles. */
+static inline __attribute__((always_inline)) void add4pd(void *acc, const float *p)
+{
+    double a[4];
+    memcpy(a, acc, sizeof a);
+    for (int i = 0; i < 4; i++) a[i] += (double)p[i];
+    memcpy(acc, a, sizeof a);
+}
+
 #include "attn_tile.inc"
