@@ -9,7 +9,6 @@
 #include "attention.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,8 +124,8 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
      * threads (decode: SmolLM2's 3 KV heads or Gemma 3's 1 on 2 threads):
      * then each (tile, KV head, part) is an item of three pool passes
      * (scores and max; exp and sum; probabilities and products with V),
-     * claimed one at a time so a descheduled thread costs nothing, and
-     * the parts are added on this thread. */
+     * each thread the same contiguous run of items in every pass (its
+     * scores stay in its cache), and the parts are added on this thread. */
     const int64_t whole = (int64_t)n_tiles * b->n_head_kv;
     const bool split = b->split_keys && tp && nth > 1 && whole < 4 * nth && whole % nth != 0 &&
                        n_parts > n_tiles;
@@ -159,9 +158,8 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
     if (split && (grow((void **)&s->parts, &s->parts_cap, n_split, sizeof(float)) ||
                   grow((void **)&s->stats, &s->stats_cap, n_stats, sizeof(double))))
         return -1;
-    atomic_int next;
     struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P, 0,
-                          s->parts, s->stats, s->part_base, &next, s->buf, per };
+                          s->parts, s->stats, s->part_base, s->buf, per };
     const tp_fn worker = attn_worker_for(isa);
     if (split) {
         for (J.phase = 1; J.phase <= 3; J.phase++) tp_run(tp, worker, &J);

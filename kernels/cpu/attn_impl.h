@@ -4,7 +4,6 @@
 #ifndef TERN_ATTN_IMPL_H
 #define TERN_ATTN_IMPL_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,7 +31,6 @@ struct attn_job {
     double *stats;              /* split tiles' per-part max and sum of each row */
     const size_t *part_base;    /* [n_tiles][3]: the tile's scores and products in parts,
                                  * its stats in stats */
-    atomic_int *next;           /* phases 1-3: the next item to claim */
     float *scratch;
     size_t per_thread;          /* floats */
 };
@@ -76,7 +74,7 @@ static inline size_t attn_split_floats(const struct attn_batch *b, int32_t t0, i
 }
 
 /* tp_run workers: the (item, KV head) pairs of thread ith of nth (phase
- * 4: the (tile, KV head) pairs; phases 1-3 claim them from J->next). Every ISA's version does the same
+ * 4: the (tile, KV head) pairs, on one thread). Every ISA's version does the same
  * float operations in the same order. */
 void attn_scalar_worker(void *job, int ith, int nth);
 void attn_avx2_worker(void *job, int ith, int nth);
