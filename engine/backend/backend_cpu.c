@@ -596,6 +596,7 @@ static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, cha
         .head_dim = hp->head_dim, .window = model_layer_is_swa(m, l) ? hp->sliding_window : 0,
         .q = c->a.q, .out = c->a.att, .pos = b->pos, .table = c->a.tables,
         .scale = model_scales_q(m) ? 1.0f : hp->query_scale, .softcap = hp->attn_softcap,
+        .split_keys = 1,   /* decode with KV heads that do not balance over the threads */
     };
     if (attn_forward(c->tp, c->isa, &L, &ab, &c->attn)) {
         snprintf(err, errlen, "forward: out of memory for attention scratch (layer %d)", l);

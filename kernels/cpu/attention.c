@@ -24,6 +24,7 @@ void attn_scratch_free(struct attn_scratch *s)
     free(s->tiles);
     free(s->items);
     free(s->parts);
+    free(s->stats);
     free(s->part_base);
     memset(s, 0, sizeof *s);
 }
@@ -119,17 +120,20 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
         attn_tile_parts(b, s->tiles[2 * t], s->tiles[2 * t + 1], P, &k0, &n);
         n_parts += n;
     }
-    /* Only where whole items would leave threads idle (1 KV head, 2
-     * threads): with 3 items on 2 threads the extra pool pass cost more
-     * than it saved on this shared machine (bench_attention, 2 threads:
-     * 746 -> 1176 wall-us per layer at depth 4096). */
-    const bool split = b->split_keys && tp && nth > 1 && (int64_t)n_tiles * b->n_head_kv < nth &&
+    /* Only where whole (tile, KV head) items cannot be balanced over the
+     * threads (decode: SmolLM2's 3 KV heads or Gemma 3's 1 on 2 threads):
+     * then each (tile, KV head, part) is an item of three pool passes
+     * (scores and max; exp and sum; probabilities and products with V),
+     * each thread the same contiguous run of items in every pass (its
+     * scores stay in its cache), and the parts are added on this thread. */
+    const int64_t whole = (int64_t)n_tiles * b->n_head_kv;
+    const bool split = b->split_keys && tp && nth > 1 && whole < 4 * nth && whole % nth != 0 &&
                        n_parts > n_tiles;
     const size_t n_items = split ? (size_t)n_parts : (size_t)n_tiles;
     if (grow((void **)&s->items, &s->items_cap, n_items, 2 * sizeof(int32_t))) return -1;
-    if (split && grow((void **)&s->part_base, &s->part_base_cap, (size_t)n_tiles, sizeof(size_t)))
+    if (split && grow((void **)&s->part_base, &s->part_base_cap, (size_t)n_tiles, 3 * sizeof(size_t)))
         return -1;
-    size_t n_split = 0, it = 0;
+    size_t n_split = 0, n_stats = 0, it = 0;
     for (int32_t t = 0; t < n_tiles; t++) {
         if (!split) {
             s->items[2 * it] = t;
@@ -137,20 +141,30 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
             continue;
         }
         int32_t k0, n;
-        attn_tile_parts(b, s->tiles[2 * t], s->tiles[2 * t + 1], P, &k0, &n);
-        s->part_base[t] = n_split;
-        n_split += (size_t)b->n_head_kv * attn_split_floats(b, s->tiles[2 * t], s->tiles[2 * t + 1]);
+        const int32_t t0 = s->tiles[2 * t], T = s->tiles[2 * t + 1];
+        attn_tile_parts(b, t0, T, P, &k0, &n);
+        const size_t rows = (size_t)b->n_head_kv * T * G;   /* all KV heads' rows */
+        s->part_base[3 * t] = n_split;
+        n_split += (size_t)b->n_head_kv * attn_split_floats(b, t0, T);
+        s->part_base[3 * t + 1] = n_split;
+        n_split += rows * (size_t)n * hd;
+        s->part_base[3 * t + 2] = n_stats;
+        n_stats += rows * (size_t)n * 2;
         for (int32_t k = 0; k < n; k++) {
             s->items[2 * it] = t;
             s->items[2 * it++ + 1] = k0 + k;
         }
     }
-    if (split && grow((void **)&s->parts, &s->parts_cap, n_split, sizeof(float))) return -1;
+    if (split && (grow((void **)&s->parts, &s->parts_cap, n_split, sizeof(float)) ||
+                  grow((void **)&s->stats, &s->stats_cap, n_stats, sizeof(double))))
+        return -1;
     struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P, 0,
-                          s->parts, s->part_base, s->buf, per };
+                          s->parts, s->stats, s->part_base, s->buf, per };
     const tp_fn worker = attn_worker_for(isa);
     if (split) {
-        for (J.phase = 1; J.phase <= 2; J.phase++) tp_run(tp, worker, &J);
+        for (J.phase = 1; J.phase <= 3; J.phase++) tp_run(tp, worker, &J);
+        J.phase = 4;
+        worker(&J, 0, 1);
     } else if (tp && nth > 1 && (int64_t)n_items * b->n_head_kv > 1) {
         tp_run(tp, worker, &J);
     } else {

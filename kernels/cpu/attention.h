@@ -48,10 +48,9 @@ struct attn_batch {
     float scale;                /* multiplies the QK scores */
     float softcap;              /* > 0: scores become softcap · tanh(score / softcap)
                                  * before the softmax (gemma2); 0 = none */
-    int32_t split_keys;         /* 1: queries too few for the threads split their keys
-                                 * over them (the same result); 0 (the engine's
-                                 * default): on this shared 2-vCPU machine the extra
-                                 * pool pass measured slower (docs/PERFORMANCE.md) */
+    int32_t split_keys;         /* 1: queries too few to balance over the threads
+                                 * (decode) split their keys over them (the same
+                                 * result); 0: never */
 };
 
 /* Per-thread work buffers; grown by attn_forward, freed by attn_scratch_free. */
@@ -64,8 +63,10 @@ struct attn_scratch {
     size_t items_cap;           /* pairs */
     float *parts;               /* scores and part sums of split tiles */
     size_t parts_cap;           /* floats */
-    size_t *part_base;          /* per tile: its first part state in parts */
-    size_t part_base_cap;
+    double *stats;              /* split tiles' per-part max and sum per row */
+    size_t stats_cap;           /* doubles */
+    size_t *part_base;          /* per tile: its state's places in parts and stats */
+    size_t part_base_cap;       /* triples */
 };
 void attn_scratch_free(struct attn_scratch *s);
 

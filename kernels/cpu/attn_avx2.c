@@ -1,6 +1,8 @@
 /* attn_avx2: the attention tile kernel (attn_tile.inc) for AVX2 + FMA +
  * F16C CPUs, 8 lanes (one ymm), chosen at run time by the caller's isa. */
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #define VW 8
 #define QKN 4   /* query rows per QK pass: QKN x 16/VW accumulators */
@@ -26,6 +28,27 @@ static inline __attribute__((always_inline)) __m256 vmaxv(__m256 a, __m256 b)
 static inline __attribute__((always_inline)) __m256 vminv(__m256 a, __m256 b)
 {
     return _mm256_min_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) __m256 cvt16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* x rounded to f16 and back (round to nearest even, as ops_round_f16). */
+static inline __attribute__((always_inline)) __m256 rnd16(__m256 x)
+{
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* *acc += four floats as doubles (one vcvtps2pd; the generic conversion
+ * was split in halves). */
+static inline __attribute__((always_inline)) void add4pd(void *acc, const float *p)
+{
+    __m256d a;
+    memcpy(&a, acc, sizeof a);
+    a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_loadu_ps(p)));
+    memcpy(acc, &a, sizeof a);
 }
 
 #include "attn_tile.inc"

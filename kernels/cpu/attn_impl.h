@@ -16,7 +16,7 @@
  * fixed positions [k·P, (k+1)·P), its products with V are summed per part
  * and the parts added in order, so a decode query can be split over
  * threads along its keys with the same result as computed whole. */
-enum { ATTN_TILE = 8, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
+enum { ATTN_TILE = 16, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
 
 struct attn_job {
     const struct attn_layer *L;
@@ -26,9 +26,11 @@ struct attn_job {
     const int32_t *items;       /* (tile, part) pairs; part -1 = all of the tile's parts */
     int32_t n_items;
     int32_t part_keys;          /* P: attn_part_keys(block_tokens) */
-    int32_t phase;              /* 0: whole tiles; 1, 2: the split phases (attn_tile.inc) */
-    float *parts;               /* split tiles' scores */
-    const size_t *part_base;    /* [n_tiles]: the tile's first float in parts */
+    int32_t phase;              /* 0: whole tiles; 1-4: the split phases (attn_tile.inc) */
+    float *parts;               /* split tiles' scores and per-part products with V */
+    double *stats;              /* split tiles' per-part max and sum of each row */
+    const size_t *part_base;    /* [n_tiles][3]: the tile's scores and products in parts,
+                                 * its stats in stats */
     float *scratch;
     size_t per_thread;          /* floats */
 };
@@ -72,7 +74,7 @@ static inline size_t attn_split_floats(const struct attn_batch *b, int32_t t0, i
 }
 
 /* tp_run workers: the (item, KV head) pairs of thread ith of nth (phase
- * 2: the (tile, KV head) pairs). Every ISA's version does the same
+ * 4: the (tile, KV head) pairs, on one thread). Every ISA's version does the same
  * float operations in the same order. */
 void attn_scalar_worker(void *job, int ith, int nth);
 void attn_avx2_worker(void *job, int ith, int nth);

@@ -3,7 +3,8 @@
  * the engine sends them, then decode steps at depth N; CPU seconds
  * (this thread and the pool's, so a loaded machine disturbs it less; on
  * more threads they include the pool's spinning) and, for decode, wall.
- *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps]]]]   (TERN_ISA caps the ISA) */
+ *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps [split_keys]]]]]
+ * (TERN_ISA caps the ISA; split_keys as attn_batch, default 1) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,18 +67,19 @@ int main(int argc, char **argv)
     const double pre = cpu_s() - t0;
     const double pairs = (double)N * (N + 1) / 2.0 * nh;   /* (query, key) pairs */
     const int STEPS = argc > 6 ? atoi(argv[6]) : 64;
+    const int32_t split = argc > 7 ? atoi(argv[7]) : 1;
     t0 = cpu_s();
     const double w0 = wall_s();
     for (int i = 0; i < STEPS; i++) {
         const struct attn_batch b = { 1, nh, nkv, hd, 0, q + (size_t)(N - 1) * qd, out, pos + N - 1,
-                                      tabs + N - 1, 0.125f, 0.0f, 0 };
+                                      tabs + N - 1, 0.125f, 0.0f, split };
         attn_forward(tp, isa, &L, &b, &s);
     }
     const double dec = (cpu_s() - t0) / STEPS, decw = (wall_s() - w0) / STEPS;
     printf("isa=%s threads=%d heads=%d/%d hd=%d N=%d: prefill %.3f CPU-s (%.2f ns per query-key "
-           "pair, %.1f GFLOP/s), decode at depth %d %.1f CPU-us (%.1f wall-us) per layer\n",
+           "pair, %.1f GFLOP/s), decode at depth %d (split %d) %.1f CPU-us (%.1f wall-us) per layer\n",
            cpu_isa_name(isa), nth, nh, nkv, hd, N, pre, 1e9 * pre / pairs, 4.0 * hd * pairs / pre * 1e-9,
-           N, dec * 1e6, decw * 1e6);
+           N, split, dec * 1e6, decw * 1e6);
     attn_scratch_free(&s);
     tp_close(tp);
     free(kp); free(vp); free(q); free(out); free(kv); free(pos); free(table); free(tabs);
