@@ -320,7 +320,7 @@ static char *build_body(const struct remote *R, const struct engine_request *r, 
  * legacy completions). llama-server cannot: its n_probs / logprobs cover
  * the generated tokens only, never the prompt's (llama.cpp as vendored by
  * llama-cpp-python 0.3.36: populate_token_probs runs on sampled tokens). */
-static bool score_refused(const struct remote *R, const struct engine_request *r, char *err,
+static bool score_refused(struct remote *R, const struct engine_request *r, char *err,
                           size_t errlen)
 {
     if (!r->prompt_tokens || r->n_prompt_tokens < 2) {
@@ -328,7 +328,12 @@ static bool score_refused(const struct remote *R, const struct engine_request *r
                               "give -m MODEL for the tokenizer)");
         return true;
     }
-    if (strcmp(R->ep[0].server_kind, "llamacpp") == 0) {
+    /* the worker thread rewrites server_kind from each /metrics scrape */
+    char kind[sizeof R->ep[0].server_kind];
+    pthread_mutex_lock(&R->mu);
+    memcpy(kind, R->ep[0].server_kind, sizeof kind);
+    pthread_mutex_unlock(&R->mu);
+    if (strcmp(kind, "llamacpp") == 0) {
         snprintf(err, errlen, "remote engine: %s is llama-server (llama.cpp), which cannot give "
                               "a prompt's log-probabilities (its n_probs covers generated tokens "
                               "only), so perplexity cannot be computed there; use tern serve or "
