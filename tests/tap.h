@@ -20,9 +20,16 @@ static inline int tap_ok(int cond, const char *fmt, ...)
     tap_state.n++;
     if (!cond) tap_state.failed++;
     printf("%sok %d - ", cond ? "" : "not ", tap_state.n);
+    /* one line per check: a newline inside the name (a quoted stream, an
+     * error message) is printed as \n, which TAP would otherwise not parse */
+    char name[2048];
     va_start(ap, fmt);
-    vprintf(fmt, ap);
+    vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
+    for (const char *p = name; *p; p++) {
+        if (*p == '\n') fputs("\\n", stdout);
+        else putchar(*p);
+    }
     printf("\n");
     fflush(stdout);
     return cond;
