@@ -206,7 +206,9 @@ B = srv.base
 ok(srv.ready(), "server with --max-running 1 --max-queue 1 --queue-timeout 1.5")
 res = {}
 def long_one():
-    res["a"] = post({"messages": [{"role": "user", "content": "Go on."}], "max_tokens": 150,
+    # long enough to outlast the queued one's 1.5 s timeout on a fast engine
+    # (150 tokens took ~0.6 s at 2 threads once decode passed 240 tok/s)
+    res["a"] = post({"messages": [{"role": "user", "content": "Go on."}], "max_tokens": 1200,
                      "ignore_eos": True})[0]
 def queued_one():
     res["b"] = post(chat)
