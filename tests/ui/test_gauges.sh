@@ -11,14 +11,17 @@ set -u
 . "$TERN_SRC/tests/app/tap.sh"
 . "$TERN_SRC/tests/ui/tmux_lib.sh"
 tmux_setup gauge
+# $3: the reply's token cap. The first session's reply must stream long
+# enough for several tok/s readings (decode passes 240 tok/s here: 64 tokens
+# were over before the second sample on a fast CI machine).
 start() {
     T new-session -d -x "$1" -y "$2" -s chat \
-        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens 64; echo TERN-EXITED rc=\$?; sleep 600"
+        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens ${3:-64}; echo TERN-EXITED rc=\$?; sleep 600"
     T set-option -t chat -g status off >/dev/null
     wait_for 'KV [0-9]+ blk' 120
 }
 
-start 80 24
+start 80 24 400
 ok $? "chat at 80x24"
 cap | grep -Eq '│CPU( ·)? ?[0-9]+ thr[^│]*no GPU[^│]*│'; ok $? "no GPU: one calm CPU line in the instruments"
 ! cap | tail -1 | grep -q 'no usable GPU'; ok $? "the status line keeps its key hints (no GPU error there)"
