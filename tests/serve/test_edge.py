@@ -128,7 +128,7 @@ else:
 res = {}
 def long_stream():
     res["a"] = curl(B, "/v1/chat/completions", key=KEYS["one"],
-                    body=dict(chat, max_tokens=100, stream=True, ignore_eos=True))[0]
+                    body=dict(chat, max_tokens=1000, stream=True, ignore_eos=True))[0]
 th = threading.Thread(target=long_stream)
 th.start()
 time.sleep(0.4 * TIME_SCALE)  # the stream is running

@@ -150,7 +150,7 @@ ok(rss1 < rss0 * 1.5 + 64 * 1024, "RSS stays near its plateau")
 drain = []
 def drainer(i):
     # the first four end within the drain timeout, the others are cut by it
-    drain.append(stream_one(i, "sk-inter-0123456789", max_tokens=12 if i < 4 else 400,
+    drain.append(stream_one(i, "sk-inter-0123456789", max_tokens=12 if i < 4 else 1200,
                             rid=f"drain-{i}", ignore_eos=True) + (i,))
 ths = [threading.Thread(target=drainer, args=(i,)) for i in range(8)]
 for t in ths:
