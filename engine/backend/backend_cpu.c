@@ -6,6 +6,7 @@
 #include "backend_cpu.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,8 +557,10 @@ static void rope_tables(struct cpu_be *c, const struct fwd_batch *b)
     }
 }
 
-/* Q/K norms, RoPE, query scale; then K and V rows go into the KV pool. */
-static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l)
+/* Q/K norms, RoPE, query scale; then K and V rows go into the KV pool.
+ * Tokens [i0, i1) of the batch. */
+static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l, int32_t i0,
+                       int32_t i1)
 {
     const struct model *m = c->be.model;
     const struct model_hparams *hp = &m->hp;
@@ -567,7 +570,7 @@ static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l)
     const bool swa = model_layer_is_swa(m, l);
     char *kpool = c->kv + (size_t)l * 2 * c->kv_pool;
     const struct attn_layer L = { kpool, kpool + c->kv_pool, c->okv, bt, c->kv_row };
-    for (int32_t i = 0; i < b->n_tokens; i++) {
+    for (int32_t i = i0; i < i1; i++) {
         float *q = c->a.q + (size_t)i * qd, *k = c->a.k + (size_t)i * kd;
         const float *cs = (swa ? c->a.rope_l : c->a.rope_g) + (size_t)i * hp->n_rot;
         if (v->q_norm) norm_rows(q, q, v->q_norm, hp->n_head, hd, hp->norm_eps);
@@ -605,33 +608,119 @@ static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, cha
     return 0;
 }
 
+/* The per-token steps between the matmuls of a layer. Each token's rows
+ * are computed alone, so a batch split into token ranges over the threads
+ * gives the same bits as one pass (and as decoding the tokens one by one). */
+enum tok_phase {
+    PH_ATTN_NORM,   /* xn = attn_norm(x) */
+    PH_QK,          /* q, k, v biases; Q/K norms, RoPE, KV store */
+    PH_ATTN_OUT,    /* x += post_attn(tmp + bo); xn = ffn_norm(x) */
+    PH_ACT,         /* gate, up biases; gate = act(gate) · up */
+    PH_FFN_OUT,     /* x += post_ffn(tmp + b_down) */
+};
+
+static void tok_phase_run(struct cpu_be *c, const struct fwd_batch *b, int32_t l,
+                          enum tok_phase ph, int32_t i0, int32_t i1)
+{
+    const struct model_hparams *hp = &c->be.model->hp;
+    const struct cpu_layer *v = &c->lv[l];
+    struct cpu_acts *a = &c->a;
+    const int64_t n = i1 - i0, d = hp->dim, ff = hp->n_ff;
+    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kd = (int64_t)hp->n_head_kv * hp->head_dim;
+    float *x = a->x + i0 * d, *xn = a->xn + i0 * d, *tmp = a->tmp + i0 * d;
+    switch (ph) {
+    case PH_ATTN_NORM:
+        norm_rows(xn, x, v->attn_norm, n, d, hp->norm_eps);
+        break;
+    case PH_QK:
+        add_bias(a->q + i0 * qd, v->bq, n, qd);
+        add_bias(a->k + i0 * kd, v->bk, n, kd);
+        add_bias(a->v + i0 * kd, v->bv, n, kd);
+        qk_prepare(c, b, l, i0, i1);
+        break;
+    case PH_ATTN_OUT:
+        add_bias(tmp, v->bo, n, d);
+        if (v->post_attn) norm_rows(tmp, tmp, v->post_attn, n, d, hp->norm_eps);
+        ops_add(x, tmp, n * d);
+        norm_rows(xn, x, v->ffn_norm, n, d, hp->norm_eps);
+        break;
+    case PH_ACT:
+        add_bias(a->gate + i0 * ff, v->b_gate, n, ff);
+        add_bias(a->up + i0 * ff, v->b_up, n, ff);
+        if (hp->arch == ARCH_GEMMA3 || hp->arch == ARCH_GEMMA2)
+            ops_geglu(a->gate + i0 * ff, a->up + i0 * ff, n * ff, c->gelu);
+        else
+            ops_swiglu(a->gate + i0 * ff, a->up + i0 * ff, n * ff);
+        break;
+    case PH_FFN_OUT:
+        add_bias(tmp, v->b_down, n, d);
+        if (v->post_ffn) norm_rows(tmp, tmp, v->post_ffn, n, d, hp->norm_eps);
+        ops_add(x, tmp, n * d);
+        break;
+    }
+}
+
+struct tok_job {
+    struct cpu_be *c;
+    const struct fwd_batch *b;
+    int32_t l;
+    enum tok_phase ph;
+    atomic_int next;   /* units claimed so far */
+};
+
+/* Units of block_tokens tokens, claimed from a counter (run under
+ * tp_run_any: a preempted or sleeping worker costs nothing, the caller
+ * takes its units). For a prompt that starts a KV block a unit is a whole
+ * block, whose K rows interleave the tokens' bytes: one writer per block
+ * keeps its cache lines on one core. */
+static void tok_worker(void *arg, int ith, int nth)
+{
+    struct tok_job *j = arg;
+    (void)ith;
+    (void)nth;
+    const int32_t n = j->b->n_tokens, bt = j->c->be.kv_block_tokens;
+    for (;;) {
+        const int32_t u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if ((int64_t)u * bt >= n) break;
+        const int32_t i0 = u * bt, i1 = n - i0 < bt ? n : i0 + bt;
+        tok_phase_run(j->c, j->b, j->l, j->ph, i0, i1);
+    }
+}
+
+/* From this many tokens on (prefill) a phase is split over the threads;
+ * below, one pass on this thread (decode: a few microseconds, less than
+ * a pool sync). */
+#define TOK_PAR_MIN 32
+
+static void tok_phase(struct cpu_be *c, const struct fwd_batch *b, int32_t l, enum tok_phase ph)
+{
+    if (b->n_tokens < TOK_PAR_MIN || c->n_threads < 2) {
+        tok_phase_run(c, b, l, ph, 0, b->n_tokens);
+        return;
+    }
+    struct tok_job j = { c, b, l, ph, 0 };
+    atomic_init(&j.next, 0);
+    tp_run_any(c->tp, tok_worker, &j);
+}
+
 static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *err, size_t errlen)
 {
     const struct model *m = c->be.model;
     const struct model_hparams *hp = &m->hp;
     const struct cpu_mats *w = &c->lm[l];   /* matrices, repacked where faster */
-    const struct cpu_layer *v = &c->lv[l];
     struct cpu_acts *a = &c->a;
     const int64_t n = b->n_tokens, d = hp->dim;
-    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kd = (int64_t)hp->n_head_kv * hp->head_dim;
 
-    norm_rows(a->xn, a->x, v->attn_norm, n, d, hp->norm_eps);
+    tok_phase(c, b, l, PH_ATTN_NORM);
     /* q, k, v (and gate, up) share their input: one quantization, one pool sync */
     const struct mm_op qkv[3] = { { w->wq.type, w->wq.data, w->wq.rows, a->q },
                                   { w->wk.type, w->wk.data, w->wk.rows, a->k },
                                   { w->wv.type, w->wv.data, w->wv.rows, a->v } };
     cpu_matmul_multi(c->tp, c->isa, &c->mm, 3, qkv, d, a->xn, n);
-    add_bias(a->q, v->bq, n, qd);
-    add_bias(a->k, v->bk, n, kd);
-    add_bias(a->v, v->bv, n, kd);
-    qk_prepare(c, b, l);
+    tok_phase(c, b, l, PH_QK);
     if (attention(c, b, l, err, errlen)) return -1;
     matmul(c, &w->wo, a->att, n, a->tmp);
-    add_bias(a->tmp, v->bo, n, d);
-    if (v->post_attn) norm_rows(a->tmp, a->tmp, v->post_attn, n, d, hp->norm_eps);
-    ops_add(a->x, a->tmp, n * d);
-
-    norm_rows(a->xn, a->x, v->ffn_norm, n, d, hp->norm_eps);
+    tok_phase(c, b, l, PH_ATTN_OUT);   /* and the FFN's input norm */
     if (hp->n_expert > 0) {
         if (cpu_moe_ffn(c->tp, c->isa, &c->mm, &c->moe, m, l, a->xn, n, a->tmp, err, errlen))
             return -1;
@@ -641,16 +730,9 @@ static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *e
     const struct mm_op gu[2] = { { w->w_gate.type, w->w_gate.data, w->w_gate.rows, a->gate },
                                  { w->w_up.type, w->w_up.data, w->w_up.rows, a->up } };
     cpu_matmul_multi(c->tp, c->isa, &c->mm, 2, gu, d, a->xn, n);
-    add_bias(a->gate, v->b_gate, n, hp->n_ff);
-    add_bias(a->up, v->b_up, n, hp->n_ff);
-    if (hp->arch == ARCH_GEMMA3 || hp->arch == ARCH_GEMMA2)
-        ops_geglu(a->gate, a->up, n * hp->n_ff, c->gelu);
-    else
-        ops_swiglu(a->gate, a->up, n * hp->n_ff);
+    tok_phase(c, b, l, PH_ACT);
     matmul(c, &w->w_down, a->gate, n, a->tmp);
-    add_bias(a->tmp, v->b_down, n, d);
-    if (v->post_ffn) norm_rows(a->tmp, a->tmp, v->post_ffn, n, d, hp->norm_eps);
-    ops_add(a->x, a->tmp, n * d);
+    tok_phase(c, b, l, PH_FFN_OUT);
     return 0;
 }
 

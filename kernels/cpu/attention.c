@@ -158,15 +158,17 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
     if (split && (grow((void **)&s->parts, &s->parts_cap, n_split, sizeof(float)) ||
                   grow((void **)&s->stats, &s->stats_cap, n_stats, sizeof(double))))
         return -1;
+    atomic_int next;
+    atomic_init(&next, 0);
     struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P, 0,
-                          s->parts, s->stats, s->part_base, s->buf, per };
+                          s->parts, s->stats, s->part_base, s->buf, per, &next };
     const tp_fn worker = attn_worker_for(isa);
     if (split) {
         for (J.phase = 1; J.phase <= 3; J.phase++) tp_run(tp, worker, &J);
         J.phase = 4;
         worker(&J, 0, 1);
     } else if (tp && nth > 1 && (int64_t)n_items * b->n_head_kv > 1) {
-        tp_run(tp, worker, &J);
+        tp_run_any(tp, worker, &J);   /* claimed items: thread 0 alone can finish them */
     } else {
         worker(&J, 0, 1);
     }

@@ -4,6 +4,7 @@
 #ifndef TERN_ATTN_IMPL_H
 #define TERN_ATTN_IMPL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +34,7 @@ struct attn_job {
                                  * its stats in stats */
     float *scratch;
     size_t per_thread;          /* floats */
+    atomic_int *next;           /* phase 0: claims of the (item, KV head) pairs so far */
 };
 
 static inline int32_t attn_part_keys(int32_t bt)

@@ -31,7 +31,10 @@ static void quant32(const float *x, int64_t cols, int8_t *qs, float *d, int32_t 
     for (int64_t b = 0; b < cols / 32; b++) {
         const float *xb = x + b * 32;
         float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
+        /* a compare, not fmaxf: the same value (a NaN is skipped either
+         * way), but it vectorizes; the libm call per element was 6 % of a
+         * SmolLM2 (Q4_1) prefill */
+        for (int i = 0; i < 32; i++) amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
         const float d32 = amax / 127.0f, id = d32 != 0.0f ? 1.0f / d32 : 0.0f;
         int32_t s = 0;
         for (int i = 0; i < 32; i++) {

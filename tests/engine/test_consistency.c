@@ -125,6 +125,14 @@ static void batch_invariance(struct model *m, const char *name, int scalar)
         const double d = max_rel(alone, other, NA, nv);
         ok(d <= 1e-4, "%s: A's logits in one batch vs token by token: %.2g <= 1e-4", name, d);
     }
+    {   /* the split over threads (matmul rows, attention items, the per-token
+         * steps of a 40-token batch) changes no bit */
+        struct backend *be1 = eu_cpu(m, 1, scalar, KV_F16, 0, err, sizeof err);
+        if (ok(be1 && run_alone(be1, a, other, NA) == 0, "%s: A alone on 1 thread runs", name))
+            ok(memcmp(alone, other, (size_t)NA * nv * sizeof(float)) == 0,
+               "%s: A's logits on 2 threads and on 1 are the same bits", name);
+        backend_close(be1);
+    }
 out:
     free(alone);
     free(other);
