@@ -1,6 +1,7 @@
 /* bench_matmul: cpu_matmul speed per weight type, shape, token count, ISA
  * and thread count, in GB/s of weights read and GOP/s (2·rows·cols·n), plus
- * the machine's streaming-read bandwidth (the decode roofline) and the
+ * the machine's streaming-read bandwidth (the decode roofline: plain, and
+ * with the decode kernels' software prefetch; the higher is the bound) and the
  * fixed cost of one tp_run / one tiny matmul. Decode cases cycle through
  * enough copies of the weights (≥ 256 MiB) that each call reads from DRAM,
  * as a forward pass does. Built, not registered as a test:
@@ -85,8 +86,13 @@ static void *big_alloc(size_t bytes)
 
 /* Streaming read of bytes for secs; *cpu_gbs gets the same per second of
  * this thread's CPU time (on a loaded machine the wall figure counts the
- * time others held the core, which the 1-thread kernel figures exclude). */
-static double stream_read_gbs(size_t bytes, double secs, double *cpu_gbs)
+ * time others held the core, which the 1-thread kernel figures exclude).
+ * prefetch: also a software prefetch PF bytes ahead, as the packed decode
+ * kernels issue (one core alone keeps too few lines in flight without it:
+ * the plain loop read 8.5 GB/s where a prefetching kernel read 11). */
+enum { STREAM_PF = 4096 };
+
+static double stream_read_gbs(size_t bytes, double secs, int prefetch, double *cpu_gbs)
 {
     uint64_t *buf = big_alloc(bytes);
     if (!buf) return 0.0;
@@ -98,7 +104,17 @@ static double stream_read_gbs(size_t bytes, double secs, double *cpu_gbs)
     do {
         /* 4 independent sums keep the loads, not the adds, the limit */
         uint64_t a = 0, b = 0, c = 0, d = 0;
-        for (size_t i = 0; i < n; i += 4) { a += buf[i]; b += buf[i + 1]; c += buf[i + 2]; d += buf[i + 3]; }
+        if (prefetch) {
+            for (size_t i = 0; i < n; i += 8) {   /* one 64-byte line per step */
+                __builtin_prefetch((const char *)(buf + i) + STREAM_PF);
+                a += buf[i] + buf[i + 4];
+                b += buf[i + 1] + buf[i + 5];
+                c += buf[i + 2] + buf[i + 6];
+                d += buf[i + 3] + buf[i + 7];
+            }
+        } else {
+            for (size_t i = 0; i < n; i += 4) { a += buf[i]; b += buf[i + 1]; c += buf[i + 2]; d += buf[i + 3]; }
+        }
         acc += a + b + c + d;
         passes++;
         t = now_s() - t0;
@@ -112,13 +128,14 @@ static double stream_read_gbs(size_t bytes, double secs, double *cpu_gbs)
 struct stream_job {
     size_t bytes;
     double secs;
+    int prefetch;
     double gbs[64], cpu_gbs[64];
 };
 
 static void stream_worker(void *arg, int ith, int nth)
 {
     struct stream_job *j = arg;
-    j->gbs[ith] = stream_read_gbs(j->bytes / (size_t)nth, j->secs, &j->cpu_gbs[ith]);
+    j->gbs[ith] = stream_read_gbs(j->bytes / (size_t)nth, j->secs, j->prefetch, &j->cpu_gbs[ith]);
 }
 
 static void noop(void *arg, int ith, int nth)
@@ -321,15 +338,17 @@ int main(int argc, char **argv)
     }
     printf("# cpu: %s, threads %d, physical cores %d\n", cpu_isa_name(best), threads,
            tp_physical_cores());
-    struct stream_job sj = { .bytes = 512u << 20, .secs = secs * 2 };
-    tp_run(tp, stream_worker, &sj);
-    double total = 0.0, cpu_total = 0.0;
-    for (int i = 0; i < threads; i++) {
-        total += sj.gbs[i];
-        cpu_total += sj.cpu_gbs[i];
+    for (int pf = 0; pf <= 1; pf++) {
+        struct stream_job sj = { .bytes = 512u << 20, .secs = secs * 2, .prefetch = pf };
+        tp_run(tp, stream_worker, &sj);
+        double total = 0.0, cpu_total = 0.0;
+        for (int i = 0; i < threads; i++) {
+            total += sj.gbs[i];
+            cpu_total += sj.cpu_gbs[i];
+        }
+        printf("streaming read%s, 512 MiB, %d threads: %.1f GB/s (per thread CPU-second: %.1f GB/s)\n",
+               pf ? " (prefetch 4 KiB ahead)" : "", threads, total, cpu_total);
     }
-    printf("streaming read, 512 MiB, %d threads: %.1f GB/s (per thread CPU-second: %.1f GB/s)\n",
-           threads, total, cpu_total);
     bench_overhead(tp, secs);
     static const int64_t ns[] = { 1, 4, 64, 512 };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
