@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from serve_lib import Server, done, metric, metrics, ok, request
+from serve_lib import TIME_SCALE, Server, done, metric, metrics, ok, request
 
 srv = Server(["--ctx", "2048", "--timeout", "2"])
 ok(srv.ready(), "server up (ctx 2048, 2 s client timeout)")
@@ -182,7 +182,7 @@ while time.time() - t_close < 3:
         freed = time.time() - t_close
         break
     time.sleep(0.05)
-th.join(60)
+th.join(60 * TIME_SCALE)
 rec = [l for l in srv.access() if l.get("request_id") == "hangup-1"]
 ok(used_during > 0 and freed is not None and freed < 1.0,
    f"hang-up seen and request cancelled {freed if freed is None else round(freed, 3)} s after close "
@@ -213,7 +213,7 @@ def long_one():
 def queued_one():
     res["b"] = post(chat)
 def wait_metric(name, v, limit=20):
-    end = time.time() + limit
+    end = time.time() + limit * TIME_SCALE
     while time.time() < end and metric(metrics(B), name) != v:
         time.sleep(0.02)
 ta = threading.Thread(target=long_one)
@@ -224,10 +224,10 @@ tb.start()
 wait_metric("vllm:num_requests_waiting", 1)
 st, h, resp = post(chat)
 ok(st == 429 and b"queue full" in resp and "Retry-After" in h, f"queue full -> {st} {resp[:90]!r}")
-tb.join(30)
+tb.join(30 * TIME_SCALE)
 st, h, resp = res["b"]
 ok(st == 504 and json.loads(resp)["error"]["code"] == "timeout", f"queue timeout -> {st} {resp[:90]!r}")
-ta.join(60)
+ta.join(60 * TIME_SCALE)
 ok(res.get("a") == 200, "the running request finished")
 ok(serving(), "still serving")
 ok(srv.stop() == 0, "clean exit")
