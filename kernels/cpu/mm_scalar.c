@@ -115,9 +115,6 @@ struct piece {
     int8_t q[PIECE_BLOCKS * 32];
     float dsc[PIECE_BLOCKS], msc[PIECE_BLOCKS];
     int8_t sc16[PIECE_BLOCKS * 2];
-    /* Q4_K: the integer sub-block scale and min, d and −dmin (see k_q4k) */
-    int32_t isc[PIECE_BLOCKS], imn[PIECE_BLOCKS];
-    float kd[PIECE_BLOCKS], kdm[PIECE_BLOCKS];
 };
 
 static void unpack_nib(const uint8_t *qs, int8_t *q, int off)
@@ -202,10 +199,6 @@ static void unpack_piece(uint32_t wtype, const uint8_t *row, int64_t b0, int nbk
             }
             p->dsc[k] = d * (float)sc;
             p->msc[k] = -dmin * (float)m;
-            p->isc[k] = sc;
-            p->imn[k] = m;
-            p->kd[k] = d;
-            p->kdm[k] = -dmin;
             break;
         }
         case QT_Q6_K: {
@@ -235,40 +228,6 @@ static int32_t dot16_i8(const int8_t *a, const int8_t *b)
     int32_t s = 0;
     for (int i = 0; i < 16; i++) s += a[i] * b[i];
     return s;
-}
-
-/* Q4_K as the SIMD kernels compute it (k4_finish in mm_simd.inc), bit for
- * bit: per super-block the exact integers I = Σ sc·dot and M = Σ m·Σx, then
- * y = fma(I, d·dx, y), y = fma(M, −dmin·dx, y); dx is the super-block's
- * Q8_K scale (the same for its 8 blocks). */
-static void k_q4k(const struct mm_task *t, int64_t r0, int64_t r1)
-{
-    struct piece p;
-    const int64_t nb = t->xq.nb;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = t->w + (size_t)r * t->row_bytes;
-        for (int64_t j = 0; j < t->n; j++) t->y[j * t->rows + r] = 0.0f;
-        for (int64_t b0 = 0; b0 < nb; b0 += PIECE_BLOCKS) {
-            int nbk = nb - b0 < PIECE_BLOCKS ? (int)(nb - b0) : PIECE_BLOCKS;
-            unpack_piece(t->wtype, row, b0, nbk, &p);
-            for (int64_t j = 0; j < t->n; j++) {
-                struct xq_tok x = xq_token(t, j);
-                float y = t->y[j * t->rows + r];
-                for (int k0 = 0; k0 < nbk; k0 += 8) {
-                    int32_t I = 0, M = 0;
-                    for (int k = k0; k < k0 + 8; k++) {
-                        const int8_t *xb = x.qs + (b0 + k) * 32, *q = p.q + 32 * k;
-                        I += p.isc[k] * (dot16_i8(q, xb) + dot16_i8(q + 16, xb + 16));
-                        M += p.imn[k] * x.sum[b0 + k];
-                    }
-                    const float dx = x.d[b0 + k0];
-                    y = fmaf((float)I, p.kd[k0] * dx, y);
-                    y = fmaf((float)M, p.kdm[k0] * dx, y);
-                }
-                t->y[j * t->rows + r] = y;
-            }
-        }
-    }
 }
 
 static void k_quant(const struct mm_task *t, int64_t r0, int64_t r1)
@@ -317,9 +276,8 @@ mm_kernel_fn mm_scalar_kernel(uint32_t wtype)
     case QT_F32: return k_f32;
     case QT_F16: return k_f16;
     case QT_BF16: return k_bf16;
-    case QT_Q4_K: return k_q4k;
     case QT_Q8_0: case QT_Q4_0: case QT_Q4_1: case QT_Q5_0: case QT_Q5_1:
-    case QT_Q5_K: case QT_Q6_K: return k_quant;
+    case QT_Q4_K: case QT_Q5_K: case QT_Q6_K: return k_quant;
     default: return mm_lowbit_kernel(wtype);
     }
 }
