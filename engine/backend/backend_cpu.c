@@ -6,7 +6,6 @@
 #include "backend_cpu.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -665,26 +664,20 @@ struct tok_job {
     const struct fwd_batch *b;
     int32_t l;
     enum tok_phase ph;
-    atomic_int next;   /* units claimed so far */
 };
 
-/* Units of block_tokens tokens, claimed from a counter (run under
- * tp_run_any: a preempted or sleeping worker costs nothing, the caller
+/* Unit u: tokens [u·bt, (u+1)·bt) of block_tokens bt, claimed with
+ * tp_run_claimed (a preempted or sleeping worker costs nothing, the caller
  * takes its units). For a prompt that starts a KV block a unit is a whole
  * block, whose K rows interleave the tokens' bytes: one writer per block
  * keeps its cache lines on one core. */
-static void tok_worker(void *arg, int ith, int nth)
+static void tok_unit(void *arg, int64_t u, int ith)
 {
-    struct tok_job *j = arg;
+    const struct tok_job *j = arg;
     (void)ith;
-    (void)nth;
     const int32_t n = j->b->n_tokens, bt = j->c->be.kv_block_tokens;
-    for (;;) {
-        const int32_t u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if ((int64_t)u * bt >= n) break;
-        const int32_t i0 = u * bt, i1 = n - i0 < bt ? n : i0 + bt;
-        tok_phase_run(j->c, j->b, j->l, j->ph, i0, i1);
-    }
+    const int32_t i0 = (int32_t)u * bt, i1 = n - i0 < bt ? n : i0 + bt;
+    tok_phase_run(j->c, j->b, j->l, j->ph, i0, i1);
 }
 
 /* From this many tokens on (prefill) a phase is split over the threads;
@@ -698,9 +691,9 @@ static void tok_phase(struct cpu_be *c, const struct fwd_batch *b, int32_t l, en
         tok_phase_run(c, b, l, ph, 0, b->n_tokens);
         return;
     }
-    struct tok_job j = { c, b, l, ph, 0 };
-    atomic_init(&j.next, 0);
-    tp_run_any(c->tp, tok_worker, &j);
+    const struct tok_job j = { c, b, l, ph };
+    const int32_t bt = c->be.kv_block_tokens;
+    tp_run_claimed(c->tp, (b->n_tokens + bt - 1) / bt, TP_CLAIM_SHARED, tok_unit, (void *)&j);
 }
 
 static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *err, size_t errlen)

@@ -56,15 +56,25 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
     }
 }
 
-/* The worker for isa (TERN_ISA caps it like the matmuls). */
-static tp_fn attn_worker_for(enum cpu_isa isa)
+/* The split phases' worker and phase 0's unit for isa (TERN_ISA caps it
+ * like the matmuls). */
+static void attn_kernels_for(enum cpu_isa isa, tp_fn *worker, tp_unit_fn *unit)
 {
 #if defined(__x86_64__)
-    if (isa >= CPU_ISA_AVX512) return attn_avx512_worker;
-    if (isa >= CPU_ISA_AVX2) return attn_avx2_worker;
+    if (isa >= CPU_ISA_AVX512) {
+        *worker = attn_avx512_worker;
+        *unit = attn_avx512_unit;
+        return;
+    }
+    if (isa >= CPU_ISA_AVX2) {
+        *worker = attn_avx2_worker;
+        *unit = attn_avx2_unit;
+        return;
+    }
 #endif
     (void)isa;
-    return attn_scalar_worker;
+    *worker = attn_scalar_worker;
+    *unit = attn_scalar_unit;
 }
 
 static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles)
@@ -106,8 +116,9 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
         const int32_t w = b->window > 0 && b->pos[i] + 1 > b->window ? b->window : b->pos[i] + 1;
         span = w + ATTN_TILE > span ? w + ATTN_TILE : span;
     }
-    /* kbuf, tmp, sacc, then per row: q, part accumulator, scores */
-    const size_t per = bt * hd + hd + ATTN_ROWS_MAX * bt + R * (2 * hd + (size_t)span) + 16;
+    /* kbuf (a run of V blocks), tmp, sacc, then per row: q, part
+     * accumulator, scores */
+    const size_t per = (size_t)P * hd + hd + ATTN_ROWS_MAX * bt + R * (2 * hd + (size_t)span) + 16;
     if (grow((void **)&s->buf, &s->cap, per * (size_t)nth, sizeof(float))) return -1;
     if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)b->n_tokens, 2 * sizeof(int32_t))) return -1;
     const int32_t n_tiles = make_tiles(b, s->tiles);
@@ -158,19 +169,17 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
     if (split && (grow((void **)&s->parts, &s->parts_cap, n_split, sizeof(float)) ||
                   grow((void **)&s->stats, &s->stats_cap, n_stats, sizeof(double))))
         return -1;
-    atomic_int next;
-    atomic_init(&next, 0);
     struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P, 0,
-                          s->parts, s->stats, s->part_base, s->buf, per, &next };
-    const tp_fn worker = attn_worker_for(isa);
+                          s->parts, s->stats, s->part_base, s->buf, per };
+    tp_fn worker;
+    tp_unit_fn unit;
+    attn_kernels_for(isa, &worker, &unit);
     if (split) {
         for (J.phase = 1; J.phase <= 3; J.phase++) tp_run(tp, worker, &J);
         J.phase = 4;
         worker(&J, 0, 1);
-    } else if (tp && nth > 1 && (int64_t)n_items * b->n_head_kv > 1) {
-        tp_run_any(tp, worker, &J);   /* claimed items: thread 0 alone can finish them */
-    } else {
-        worker(&J, 0, 1);
+    } else {   /* one unit per (tile, KV head), claimed: thread 0 alone can finish them */
+        tp_run_claimed(tp, (int64_t)n_items * b->n_head_kv, TP_CLAIM_SHARED, unit, &J);
     }
     return 0;
 }

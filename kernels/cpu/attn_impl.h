@@ -4,7 +4,6 @@
 #ifndef TERN_ATTN_IMPL_H
 #define TERN_ATTN_IMPL_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,7 +33,6 @@ struct attn_job {
                                  * its stats in stats */
     float *scratch;
     size_t per_thread;          /* floats */
-    atomic_int *next;           /* phase 0: claims of the (item, KV head) pairs so far */
 };
 
 static inline int32_t attn_part_keys(int32_t bt)
@@ -75,11 +73,15 @@ static inline size_t attn_split_floats(const struct attn_batch *b, int32_t t0, i
     return (size_t)T * G * (size_t)(b->pos[t0 + T - 1] - lo + 1);
 }
 
-/* tp_run workers: the (item, KV head) pairs of thread ith of nth (phase
- * 4: the (tile, KV head) pairs, on one thread). Every ISA's version does the same
- * float operations in the same order. */
+/* tp_run workers of the split phases 1-3: the (item, KV head) pairs of
+ * thread ith of nth (phase 4: the (tile, KV head) pairs, on one thread);
+ * tp_run_claimed units of phase 0: (item, KV head) pairs, the last first.
+ * Every ISA's version does the same float operations in the same order. */
 void attn_scalar_worker(void *job, int ith, int nth);
 void attn_avx2_worker(void *job, int ith, int nth);
 void attn_avx512_worker(void *job, int ith, int nth);
+void attn_scalar_unit(void *job, int64_t unit, int ith);
+void attn_avx2_unit(void *job, int64_t unit, int ith);
+void attn_avx512_unit(void *job, int64_t unit, int ith);
 
 #endif

@@ -28,8 +28,6 @@
 #define MM_FINE_N 64
 #define MM_FINE_CHUNKS_PER_THREAD 16
 #define MM_FINE_ROW_ALIGN 16
-/* Claim counters, one per cache line; threads beyond this share them. */
-#define MM_MAX_SLOTS 32
 #define MM_MAX_OPS 8
 /* From this many tokens on, quantizing x is itself split across threads. */
 #define MM_PAR_QUANT_MIN_N 8
@@ -468,7 +466,9 @@ static bool xq_reserve(struct mm_scratch *s, int64_t n, int64_t cols, struct mm_
 }
 
 /* One call: up to MM_MAX_OPS matmuls sharing x (one quantization, one
- * tp_run). Row chunks are numbered across the ops in order. */
+ * pool run). Row chunks are numbered across the ops in order and claimed
+ * with tp_run_claimed (TP_CLAIM_OWN_FIRST: the decode loop's many small
+ * chunks would otherwise move one counter's cache line on every claim). */
 struct mm_job {
     struct mm_task t[MM_MAX_OPS];
     mm_kernel_fn kernel[MM_MAX_OPS];
@@ -479,16 +479,6 @@ struct mm_job {
     struct mm_xq xq;
     const float *x;
     int64_t cols, n;
-    int n_slots;
-    /* Thread i's share of the chunk numbers is [next, end) of slot i. A
-     * claim is an atomic increment of a counter that, until the share runs
-     * out, only its owner touches: a shared counter instead moves its cache
-     * line between cores on every claim, which cost 4 % of a 2-thread
-     * decode step here. */
-    struct mm_slot {
-        _Alignas(64) atomic_llong next;
-        int64_t end;
-    } slot[MM_MAX_SLOTS];
 };
 
 static void range_for(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
@@ -545,19 +535,10 @@ static void run_chunk(const struct mm_job *job, int64_t c)
     job->kernel[k](t, lo, hi);
 }
 
-static void mm_worker(void *arg, int ith, int nth)
+static void mm_unit(void *arg, int64_t c, int ith)
 {
-    struct mm_job *job = arg;
-    (void)nth;
-    const int own = ith % job->n_slots;
-    for (int i = 0; i < job->n_slots; i++) {   /* own share, then steal */
-        struct mm_slot *s = &job->slot[(own + i) % job->n_slots];
-        for (;;) {
-            int64_t c = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
-            if (c >= s->end) break;
-            run_chunk(job, c);
-        }
-    }
+    (void)ith;
+    run_chunk(arg, c);
 }
 
 void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,
@@ -620,14 +601,8 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
     job.first_chunk[0] = 0;
     for (int k = 0; k < job.n_ops; k++)
         job.first_chunk[k + 1] = job.first_chunk[k] + (job.t[k].rows + job.chunk - 1) / job.chunk;
-    job.n_slots = nth < MM_MAX_SLOTS ? (int)nth : MM_MAX_SLOTS;
-    for (int i = 0; i < job.n_slots; i++) {
-        int64_t lo, hi;
-        range_for(job.first_chunk[job.n_ops], i, job.n_slots, &lo, &hi);
-        atomic_init(&job.slot[i].next, lo);
-        job.slot[i].end = hi;
-    }
-    tp_run_any(tp, mm_worker, &job);   /* any thread may take every chunk */
+    /* each thread its own share of the chunks first, then the others' */
+    tp_run_claimed(tp, job.first_chunk[job.n_ops], TP_CLAIM_OWN_FIRST, mm_unit, &job);
 }
 
 void cpu_matmul(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,

@@ -224,6 +224,58 @@ void tp_run_any(struct threadpool *tp, tp_fn fn, void *arg)
     run(tp, fn, arg, true);
 }
 
+/* Shares of tp_run_claimed's units, one counter per cache line; threads
+ * beyond this many start on share ith mod TP_MAX_SHARES. */
+#define TP_MAX_SHARES 32
+
+struct claim_job {
+    tp_unit_fn fn;
+    void *ctx;
+    int n_shares;
+    struct claim_share {
+        _Alignas(64) atomic_llong next;   /* units [next, end) of this share left */
+        int64_t end;
+    } share[TP_MAX_SHARES];
+};
+
+static void claim_worker(void *arg, int ith, int nth)
+{
+    struct claim_job *j = arg;
+    (void)nth;
+    const int own = ith % j->n_shares;
+    for (int i = 0; i < j->n_shares; i++) {   /* own share, then the others' */
+        struct claim_share *s = &j->share[(own + i) % j->n_shares];
+        for (;;) {
+            const int64_t u = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
+            if (u >= s->end) break;
+            j->fn(j->ctx, u, ith);
+        }
+    }
+}
+
+void tp_run_claimed(struct threadpool *tp, int64_t n_units, enum tp_claim how, tp_unit_fn fn,
+                    void *ctx)
+{
+    if (n_units <= 0) return;
+    const int nth = tp_n_threads(tp);
+    if (nth == 1 || n_units == 1) {   /* nothing to share: no pool sync */
+        for (int64_t u = 0; u < n_units; u++) fn(ctx, u, 0);
+        return;
+    }
+    struct claim_job j = { .fn = fn, .ctx = ctx, .n_shares = 1 };
+    if (how == TP_CLAIM_OWN_FIRST) {
+        j.n_shares = nth < TP_MAX_SHARES ? nth : TP_MAX_SHARES;
+        if (n_units < j.n_shares) j.n_shares = (int)n_units;
+    }
+    const int64_t per = (n_units + j.n_shares - 1) / j.n_shares;
+    for (int i = 0; i < j.n_shares; i++) {
+        const int64_t lo = per * i < n_units ? per * i : n_units;
+        atomic_init(&j.share[i].next, lo);
+        j.share[i].end = lo + per < n_units ? lo + per : n_units;
+    }
+    tp_run_any(tp, claim_worker, &j);   /* thread 0 alone can finish every share */
+}
+
 /* Counts distinct (package, core) pairs in sysfs; falls back to the online
  * CPU count, then to 1. */
 int tp_physical_cores(void)

@@ -1,6 +1,7 @@
 /* test_threadpool: every index runs exactly once per tp_run, with the right
  * thread count, over many calls, for pools of 1..4 threads; calls separated
- * by pauses longer than the spin phase exercise the sleep/wake path. */
+ * by pauses longer than the spin phase exercise the sleep/wake path;
+ * tp_run_any and tp_run_claimed run every unit exactly once. */
 #include <stdatomic.h>
 #include <time.h>
 
@@ -85,6 +86,72 @@ static void check_any(int nth, int calls, int nap_every)
     tp_close(tp);
 }
 
+/* tp_run_claimed: every unit run exactly once, by a valid thread index,
+ * for n_units 0, 1, fewer than the threads and many more, both claim
+ * kinds; with many units and more than one thread, more than one thread
+ * ran some (unit 0 waits, bounded, until another thread has run one). */
+struct unit_job {
+    atomic_int done[4096];
+    atomic_int by[8];       /* units run per thread index */
+    atomic_int bad_ith;
+    int nth;
+    int wait_for_other;
+};
+
+static void unit_fn(void *ctx, int64_t u, int ith)
+{
+    struct unit_job *j = ctx;
+    if (ith < 0 || ith >= j->nth) {
+        atomic_fetch_add(&j->bad_ith, 1);
+        return;
+    }
+    if (u == 0 && j->wait_for_other) {
+        /* up to 5 s for a unit on another thread; this thread holds unit 0 */
+        for (int i = 0; i < 5000; i++) {
+            int other = 0;
+            for (int t = 0; t < j->nth; t++) other += t != ith ? atomic_load(&j->by[t]) : 0;
+            if (other) break;
+            nap_ms(1);
+        }
+    }
+    atomic_fetch_add(&j->done[u], 1);
+    atomic_fetch_add(&j->by[ith], 1);
+}
+
+static void check_claimed(int nth, enum tp_claim how)
+{
+    struct threadpool *tp = tp_open(nth);
+    if (!ok(tp != NULL, "tp_open(%d) for tp_run_claimed", nth)) return;
+    static struct unit_job j;
+    const int64_t sizes[] = { 0, 1, nth - 1, nth, nth + 1, 1000, 4096 };
+    const char *kind = how == TP_CLAIM_SHARED ? "shared" : "own first";
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int64_t n = sizes[k];
+        if (n < 0) continue;
+        for (int i = 0; i < 4096; i++) atomic_init(&j.done[i], 0);
+        for (int i = 0; i < 8; i++) atomic_init(&j.by[i], 0);
+        atomic_init(&j.bad_ith, 0);
+        j.nth = nth;
+        j.wait_for_other = n >= 1000 && nth > 1;
+        int exact = 1;
+        for (int rep = 0; rep < 3; rep++) {
+            tp_run_claimed(tp, n, how, unit_fn, &j);
+            for (int64_t u = 0; u < 4096; u++)
+                exact &= atomic_load(&j.done[u]) == (u < n ? rep + 1 : 0);
+        }
+        ok(exact && atomic_load(&j.bad_ith) == 0,
+           "tp_run_claimed %s, %d threads, %lld units: each ran once per call, valid ith",
+           kind, nth, (long long)n);
+        if (j.wait_for_other) {
+            int threads = 0;
+            for (int t = 0; t < nth; t++) threads += atomic_load(&j.by[t]) > 0;
+            ok(threads > 1, "tp_run_claimed %s, %d threads, %lld units: %d threads took part",
+               kind, nth, (long long)n, threads);
+        }
+    }
+    tp_close(tp);
+}
+
 int main(void)
 {
     for (int nth = 1; nth <= 4; nth++) check_pool(nth, 500, 0);
@@ -92,6 +159,21 @@ int main(void)
     check_pool(2, 300, 7);
     for (int nth = 1; nth <= 4; nth++) check_any(nth, 300, 0);
     check_any(3, 60, 3);
+    for (int nth = 1; nth <= 4; nth++) {
+        check_claimed(nth, TP_CLAIM_SHARED);
+        check_claimed(nth, TP_CLAIM_OWN_FIRST);
+    }
+    {
+        static struct unit_job j1;
+        for (int i = 0; i < 4096; i++) atomic_init(&j1.done[i], 0);
+        for (int i = 0; i < 8; i++) atomic_init(&j1.by[i], 0);
+        atomic_init(&j1.bad_ith, 0);
+        j1.nth = 1;
+        tp_run_claimed(NULL, 3, TP_CLAIM_SHARED, unit_fn, &j1);
+        ok(atomic_load(&j1.by[0]) == 3 && atomic_load(&j1.done[2]) == 1 &&
+               atomic_load(&j1.done[3]) == 0,
+           "tp_run_claimed on a NULL pool runs every unit on the caller");
+    }
     tp_close(NULL);
     is_int(tp_n_threads(NULL), 1, "NULL pool counts as one thread");
     int pc = tp_physical_cores();
