@@ -117,8 +117,9 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
         span = w + ATTN_TILE > span ? w + ATTN_TILE : span;
     }
     /* kbuf (a run of V blocks), tmp, sacc, then per row: q, part
-     * accumulator, scores */
-    const size_t per = (size_t)P * hd + hd + ATTN_ROWS_MAX * bt + R * (2 * hd + (size_t)span) + 16;
+     * accumulator, max lanes, scores */
+    const size_t per = (size_t)P * hd + hd + ATTN_ROWS_MAX * bt +
+                       R * (2 * hd + ATTN_VW_MAX + (size_t)span) + 16;
     if (grow((void **)&s->buf, &s->cap, per * (size_t)nth, sizeof(float))) return -1;
     if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)b->n_tokens, 2 * sizeof(int32_t))) return -1;
     const int32_t n_tiles = make_tiles(b, s->tiles);

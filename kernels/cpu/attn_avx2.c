@@ -7,6 +7,7 @@
 #define VW 8
 #define QKN 4   /* query rows per QK pass: QKN x 16/VW accumulators */
 #define PVN 2   /* rows per PV pass: PVN x 4 accumulators */
+#define VTYPE __m256
 #define ATTN_PREFIX(name) attn_avx2_##name
 
 static inline __attribute__((always_inline)) __m256 vfma(__m256 a, __m256 b, __m256 c)
@@ -49,6 +50,13 @@ static inline __attribute__((always_inline)) void add4pd(void *acc, const float 
     memcpy(&a, acc, sizeof a);
     a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_loadu_ps(p)));
     memcpy(acc, &a, sizeof a);
+}
+
+/* Keeps *x in a register: GCC otherwise folds the load into every FMA
+ * that uses it (N loads of the same vector). */
+static inline __attribute__((always_inline)) void in_reg(void *x)
+{
+    __asm__("" : "+x"(*(VTYPE *)x));
 }
 
 #include "attn_tile.inc"

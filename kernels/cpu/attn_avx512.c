@@ -8,6 +8,7 @@
 #define VW 16
 #define QKN 8   /* query rows per QK pass: QKN x 16/VW accumulators */
 #define PVN 4   /* rows per PV pass: PVN x 4 accumulators */
+#define VTYPE __m512
 #define ATTN_PREFIX(name) attn_avx512_##name
 
 static inline __attribute__((always_inline)) __m512 vfma(__m512 a, __m512 b, __m512 c)
@@ -50,6 +51,13 @@ static inline __attribute__((always_inline)) void add4pd(void *acc, const float 
     memcpy(&a, acc, sizeof a);
     a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_loadu_ps(p)));
     memcpy(acc, &a, sizeof a);
+}
+
+/* Keeps *x in a register: GCC otherwise folds the load into every FMA
+ * that uses it (N loads of the same vector). */
+static inline __attribute__((always_inline)) void in_reg(void *x)
+{
+    __asm__("" : "+v"(*(VTYPE *)x));
 }
 
 #include "attn_tile.inc"

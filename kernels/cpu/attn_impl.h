@@ -18,6 +18,9 @@
  * threads along its keys with the same result as computed whole. */
 enum { ATTN_TILE = 16, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
 
+/* Floats per vector at most (AVX-512): the per-row max lanes' stride. */
+enum { ATTN_VW_MAX = 16 };
+
 struct attn_job {
     const struct attn_layer *L;
     const struct attn_batch *b;
