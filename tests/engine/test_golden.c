@@ -218,8 +218,21 @@ static int run_prompt(struct backend *be, const struct gold_prompt *p, uint32_t 
     return match;
 }
 
+/* The reference's perplexity against itself on the fixture's text (flash
+ * attention on vs off; the fixtures were recorded with it on), |on - off| /
+ * on, measured with the reference's llama-perplexity (llama-cpp-python
+ * 0.3.36): `llama-perplexity -m MODEL -f gpl-3.0.txt -c 512 -b 512
+ * --chunks 4 -t 1 -fa on|off`. Gemma 3 270M Q4_K_M 15.1743 / 15.1306,
+ * SmolLM2-135M Q4_1 18.3363 / 18.2422. The limit is the standard's
+ * (docs/CORRECTNESS.md): within max(0.5 %, 2 x self). */
+static double ppl_self_rel(const char *which)
+{
+    return strcmp(which, "gemma3") == 0 ? (15.1743 - 15.1306) / 15.1743
+                                         : (18.3363 - 18.2422) / 18.3363;
+}
+
 static void check_ppl(struct backend *be, const struct model *m, const struct gold *g,
-                      int32_t chunks, const char *label)
+                      int32_t chunks, const char *label, double self_rel)
 {
     char err[512];
     bool add_bos = false;
@@ -241,7 +254,9 @@ static void check_ppl(struct backend *be, const struct model *m, const struct go
     const double rel = fabs(r.ppl - want) / want;
     tap_diag("%s: perplexity %.4f over %d chunks (reference %.4f, %+.3f %%)", label, r.ppl,
              r.n_chunks, want, 100.0 * (r.ppl - want) / want);
-    ok(rel <= 0.005, "%s: perplexity within 0.5 %% of the reference", label);
+    const double lim = fmax(0.005, 2.0 * self_rel);
+    ok(rel <= lim, "%s: perplexity within %.3f %% of the reference (max(0.5 %%, 2 x its own "
+       "flash-attention on/off difference %.3f %%))", label, 100.0 * lim, 100.0 * self_rel);
 }
 
 int main(int argc, char **argv)
@@ -320,7 +335,8 @@ int main(int argc, char **argv)
     ok(greedy_ours >= greedy_self - 32, "%s: greedy tokens matched, each prompt capped at 16: "
        "%d (reference vs itself %d, limit %d)", label, greedy_ours, greedy_self,
        greedy_self - 32);
-    if (!no_ppl) check_ppl(be, m, &g, ppl_chunks > 0 ? ppl_chunks : (int32_t)g.ppl_chunks, label);
+    if (!no_ppl) check_ppl(be, m, &g, ppl_chunks > 0 ? ppl_chunks : (int32_t)g.ppl_chunks, label,
+                          ppl_self_rel(which));
 
     free(logits);
     backend_close(be);
