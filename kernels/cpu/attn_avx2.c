@@ -52,11 +52,4 @@ static inline __attribute__((always_inline)) void add4pd(void *acc, const float 
     memcpy(acc, &a, sizeof a);
 }
 
-/* Keeps *x in a register: GCC otherwise folds the load into every FMA
- * that uses it (N loads of the same vector). */
-static inline __attribute__((always_inline)) void in_reg(void *x)
-{
-    __asm__("" : "+x"(*(VTYPE *)x));
-}
-
 #include "attn_tile.inc"

@@ -84,9 +84,4 @@ static inline __attribute__((always_inline)) void add4pd(void *acc, const float 
     memcpy(acc, a, sizeof a);
 }
 
-static inline __attribute__((always_inline)) void in_reg(void *x)
-{
-    (void)x;
-}
-
 #include "attn_tile.inc"
