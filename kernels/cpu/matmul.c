@@ -426,7 +426,7 @@ static size_t xq_parts(int64_t n, int64_t cols, size_t *qs_bytes, size_t *d_byte
 {
     *qs_bytes = ((size_t)(n * cols) + 63) & ~(size_t)63;
     *d_bytes = ((size_t)(n * (cols / 32)) * 4 + 63) & ~(size_t)63;
-    return 2 * *qs_bytes + 7 * *d_bytes + 64;   /* token-major, then group-major */
+    return 2 * *qs_bytes + 8 * *d_bytes + 64;   /* token-major, then group-major */
 }
 
 bool mm_scratch_reserve(struct mm_scratch *s, int64_t n, int64_t cols)
@@ -452,7 +452,7 @@ static bool xq_reserve(struct mm_scratch *s, int64_t n, int64_t cols, struct mm_
     xq->ds = (float *)(p + qs_bytes + 2 * d_bytes);
     xq->gq = NULL;
     xq->gd = xq->gds = NULL;
-    xq->gsum = xq->gh = NULL;
+    xq->gsum = xq->gh = xq->gsp = NULL;
     if (n >= MM_XG_MIN_N) {
         p += qs_bytes + 3 * d_bytes;
         xq->gq = (int8_t *)p;
@@ -460,6 +460,7 @@ static bool xq_reserve(struct mm_scratch *s, int64_t n, int64_t cols, struct mm_
         xq->gsum = (int32_t *)(p + qs_bytes + d_bytes);
         xq->gds = (float *)(p + qs_bytes + 2 * d_bytes);
         xq->gh = (int32_t *)(p + qs_bytes + 3 * d_bytes);
+        xq->gsp = (int32_t *)(p + qs_bytes + 4 * d_bytes);
     }
     xq->nb = nb;
     return true;
@@ -513,6 +514,8 @@ static void quant_tokens(const struct mm_job *job, int64_t j0, int64_t j1)
                 h1 += q[16 + e];
             }
             job->xq.gh[go + b * gs + i] = (int32_t)(((uint32_t)h0 & 0xFFFFu) | (uint32_t)h1 << 16);
+            const int32_t s1 = b + 1 < nb ? job->xq.sum[j * nb + b + 1] : 0;   /* |Σ| ≤ 32 · 127: int16 */
+            job->xq.gsp[go + b * gs + i] = (int32_t)(((uint32_t)job->xq.sum[j * nb + b] & 0xFFFFu) | (uint32_t)s1 << 16);
         }
     }
 }
