@@ -489,6 +489,12 @@ static void range_for(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
     *hi = *lo + per < total ? *lo + per : total;
 }
 
+/* Two int16 values as the halves of one int32 (lo in the low half). */
+static int32_t i16_pair(int32_t lo, int32_t hi)
+{
+    return (int32_t)(((uint32_t)lo & 0xFFFFu) | (uint32_t)hi << 16);
+}
+
 static void quant_tokens(const struct mm_job *job, int64_t j0, int64_t j1)
 {
     const int64_t nb = job->xq.nb;
@@ -513,9 +519,10 @@ static void quant_tokens(const struct mm_job *job, int64_t j0, int64_t j1)
                 h0 += q[e];
                 h1 += q[16 + e];
             }
-            job->xq.gh[go + b * gs + i] = (int32_t)(((uint32_t)h0 & 0xFFFFu) | (uint32_t)h1 << 16);
-            const int32_t s1 = b + 1 < nb ? job->xq.sum[j * nb + b + 1] : 0;   /* |Σ| ≤ 32 · 127: int16 */
-            job->xq.gsp[go + b * gs + i] = (int32_t)(((uint32_t)job->xq.sum[j * nb + b] & 0xFFFFu) | (uint32_t)s1 << 16);
+            job->xq.gh[go + b * gs + i] = i16_pair(h0, h1);
+            if (b % 2 == 0)   /* |Σ| ≤ 32 · 127: int16; only even blocks are read */
+                job->xq.gsp[go + b * gs + i] =
+                    i16_pair(job->xq.sum[j * nb + b], b + 1 < nb ? job->xq.sum[j * nb + b + 1] : 0);
         }
     }
 }

@@ -29,7 +29,7 @@ struct mm_xq {
     float *gd, *gds;
     int32_t *gsum;
     int32_t *gh;    /* (int16) Σ q of elements 0-15 | Σ of 16-31 << 16 (Q6_K's half blocks) */
-    int32_t *gsp;   /* (int16) sum of block b | sum of block b + 1 << 16 (Q4_K's mins: K4_MSUMP) */
+    int32_t *gsp;   /* even b only: (int16) sum of block b | sum of b + 1 << 16 (Q4_K's mins, K4_MSUM) */
 };
 
 #define MM_XG 32        /* tokens per group (= the SIMD kernels' MM_TB) */
