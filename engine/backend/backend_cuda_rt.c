@@ -96,6 +96,7 @@ struct cuda_be {
     struct cu_layer *layers;
     cudaGraphExec_t graphs[8];      /* per bucket 1..64 */
     bool graphs_off;
+    int32_t graph_nodes;            /* of the last graph captured (tern bench, the trip) */
     bool flash_ok;                  /* prefill attention kernel usable on this GPU */
     struct nvml *nvml;
 };
@@ -402,6 +403,8 @@ static int cu_run_graph(struct cuda_be *c, int32_t bucket, char *err, size_t err
             c->graphs_off = true;
             return cu_layers(c, bucket, false, 0, err, errlen);
         }
+        size_t nodes = 0;
+        if (cudaGraphGetNodes(g, NULL, &nodes) == cudaSuccess) c->graph_nodes = (int32_t)nodes;
         cudaGraphDestroy(g);
     }
     CU(cudaGraphLaunch(c->graphs[idx], c->st));
@@ -481,6 +484,7 @@ static void cu_get_info(struct backend *be, struct backend_info *out)
     out->weight_bytes = c->plan.weight_bytes;
     out->kv_bytes = c->plan.kv_bytes;
     out->workspace_bytes = c->plan.workspace_bytes;
+    out->graph_nodes = c->graph_nodes;
     if (c->nvml && nvml_read(c->nvml, &nh)) {
         out->mem_total = nh.mem_total;
         out->mem_used = nh.mem_used;

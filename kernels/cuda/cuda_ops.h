@@ -137,8 +137,11 @@ cudaError_t cu_attn_prefill(const float *q, const void *k_cache, const void *v_c
                             const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
                             const int32_t *tiles, int32_t n_tiles, float *out, cudaStream_t st);
 
-/* ---- bandwidth probe (bandwidth.cu): device-to-device copy GB/s ---- */
+/* ---- probes (bandwidth.cu, GPU builds only): the rooflines figures are put against ---- */
+/* Device-to-device copy GB/s (bytes read + written). */
 cudaError_t cu_copy_bandwidth(size_t bytes, int reps, double *gbps);
+/* Streaming read GB/s (16-byte loads, bytes read once): decode's access pattern. */
+cudaError_t cu_read_bandwidth(size_t bytes, int reps, double *gbps);
 
 #ifdef __cplusplus
 }
