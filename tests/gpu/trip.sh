@@ -33,6 +33,7 @@ model=$trip/smollm2-small.gguf
 types=${TRIP_TYPES:-q4_0 q8_0 q4_k q6_k f16}
 t0=$(date +%s)
 export PATH=/usr/local/cuda/bin:$PATH
+command -v nvcc > /dev/null || for d in /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && PATH=$d:$PATH; done
 export TERN_SRC=$src TERN_BUILD=$build PIP_NO_INDEX=1 src build trip
 mkdir -p "$logs"
 : > "$logs/steps.tsv"
@@ -127,6 +128,7 @@ else
 fi
 
 # ---- summary -------------------------------------------------------------------------
+[ $gpu = 1 ] && step env_after 15 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv
 summary
 say "done"
 python3 "$src/tests/gpu/trip_summary.py" "$logs" "$out/summary.json" --print
