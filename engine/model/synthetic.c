@@ -153,10 +153,14 @@ static void synth_params(struct wtensor *t, uint32_t tid, bool is_norm, void *ud
     *(uint64_t *)ud += (uint64_t)t->rows * (uint64_t)t->cols;
 }
 
-/* The owned blob: generator parameters, then the weights (64-aligned). */
+/* The owned blob: generator parameters, then the weights (64-aligned). The
+ * magic, not synth_free's address, says a model is synthetic: the CUDA module
+ * has its own copy of this file, so its synth_free is another function. */
+#define SYNTH_MAGIC 0x746e7973736e7265ull /* "ernssynt" */
 struct synth_blob {
     struct synth_info info;
-    uint64_t pad[7];
+    uint64_t magic;
+    uint64_t pad[6];
 };
 
 static void synth_free(void *owned)
@@ -207,6 +211,7 @@ struct model *model_open_synthetic_ex(const char *name, uint32_t wtype, uint64_t
     }
     memset(blob, 0, sizeof *blob);
     blob->info = (struct synth_info){ seed, host, s->tied };
+    blob->magic = SYNTH_MAGIC;
     m->owned = blob;
     m->owned_free = synth_free;
     struct synth_fill fill = { (uint8_t *)(blob + 1), seed, host };
@@ -231,7 +236,9 @@ struct model *model_open_synthetic(const char *name, uint32_t wtype, uint64_t se
 
 bool synthetic_info(const struct model *m, struct synth_info *out)
 {
-    if (!m || m->gguf || m->owned_free != synth_free || !m->owned) return false;
+    /* only synthetic models own a blob (model.h), and every blob starts so */
+    if (!m || m->gguf || !m->owned || ((const struct synth_blob *)m->owned)->magic != SYNTH_MAGIC)
+        return false;
     if (out) *out = ((const struct synth_blob *)m->owned)->info;
     return true;
 }

@@ -254,7 +254,7 @@ static void test_fused_matvec(void)
             struct cu_tensor gate = w[0].t;
             gate.rows = 16;
             for (int gelu = 0; gelu < 2; gelu++) {
-                CK(cu_matvec_glu(&gate, &w[1].t, dx, n, gelu, dy[2], 0));
+                CK(cu_matvec_glu(&gate, &w[1].t, dx, n, gelu, dy[0], 0)); /* 16 rows: dy[0] holds 64 */
                 float *gy = malloc((size_t)n * 16 * 4), *rg = malloc((size_t)n * 16 * 4), *ru = malloc((size_t)n * 16 * 4);
                 double *y0 = malloc((size_t)n * 64 * sizeof *y0), *m0 = malloc((size_t)n * 64 * sizeof *m0);
                 double *y1 = malloc((size_t)n * 16 * sizeof *y1), *m1 = malloc((size_t)n * 16 * sizeof *m1);
@@ -267,7 +267,7 @@ static void test_fused_matvec(void)
                     }
                 if (gelu) ops_geglu(rg, ru, (int64_t)n * 16, table);
                 else ops_swiglu(rg, ru, (int64_t)n * 16);
-                host_copy(gy, dy[2], (size_t)n * 16 * 4);
+                host_copy(gy, dy[0], (size_t)n * 16 * 4);
                 double e = 0;
                 for (int j = 0; j < n * 16; j++) e = fmax(e, fabs(gy[j] - rg[j]) / (fabs(rg[j]) + 1e-3));
                 ok(e <= (gelu ? 3e-3 : 1e-3), "matvec gate+up %s fused %s n=%d: rel err %.2g",

@@ -248,14 +248,37 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev)
     p->totalGlobalMem = (size_t)1 << 32;
     return cudaSuccess;
 }
+/* Every allocation is followed by guard bytes, checked when it is freed, so a
+ * kernel or test writing past the end of a buffer fails here as it does under
+ * compute-sanitizer on a GPU (the GLU test once wrote 16 rows into 13). */
+#define EMU_GUARD 256
+static const unsigned char emu_canary = 0xa5;
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
-    *p = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
-    if (!*p) return cudaErrorMemoryAllocation;
+    const size_t body = (bytes + 255) & ~(size_t)255;
+    unsigned char *base = (unsigned char *)aligned_alloc(256, 256 + body + EMU_GUARD);
+    if (!base) return cudaErrorMemoryAllocation;
+    memcpy(base, &bytes, sizeof bytes);
+    *p = base + 256;
     memset(*p, 0xcd, bytes); // device memory starts as garbage
+    memset((unsigned char *)*p + bytes, emu_canary, body - bytes + EMU_GUARD);
     return cudaSuccess;
 }
-cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaFree(void *p)
+{
+    if (!p) return cudaSuccess;
+    unsigned char *base = (unsigned char *)p - 256;
+    size_t bytes;
+    memcpy(&bytes, base, sizeof bytes);
+    const size_t body = (bytes + 255) & ~(size_t)255;
+    for (size_t i = bytes; i < body + EMU_GUARD; i++)
+        if (((unsigned char *)p)[i] != emu_canary) {
+            fprintf(stderr, "emu: write %zu bytes past the end of a cudaMalloc of %zu bytes\n", i - bytes + 1, bytes);
+            abort();
+        }
+    free(base);
+    return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void *d, const void *s, size_t b, enum cudaMemcpyKind) { memmove(d, s, b); return cudaSuccess; }
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t b, enum cudaMemcpyKind, cudaStream_t)
 {
@@ -278,7 +301,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned) { *st = (cudaS
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return failed ? cudaErrorLaunchFailure : cudaSuccess; }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
-cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 struct emu_graph {
     std::vector<std::function<void()>> ops;
 };
