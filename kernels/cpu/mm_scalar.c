@@ -32,15 +32,15 @@ static void quant32(const float *x, int64_t cols, int8_t *qs, float *d, int32_t 
         const float *xb = x + b * 32;
         float amax = 0.0f;
         /* a compare, not fmaxf: the same value (a NaN is skipped either
-         * way), but it vectorizes; the libm call per element was 6 % of a
-         * SmolLM2 (Q4_1) prefill */
+         * way), but it vectorizes, where a libm call per element does not
+         * (it showed in the Q4_1 prefill profile) */
         for (int i = 0; i < 32; i++) amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
         const float d32 = amax / 127.0f, id = d32 != 0.0f ? 1.0f / d32 : 0.0f;
         int32_t s = 0;
         for (int i = 0; i < 32; i++) {
             /* nearest, ties to even, as lrintf and the SIMD conversions
-             * round (a library lrintf call per element was 4.7 % of a
-             * SmolLM2 decode; this one vectorizes) */
+             * round (a library lrintf call per element showed in the Q4_1
+             * decode profile; this one vectorizes) */
             int q = round_half_even(xb[i] * id);
             qs[b * 32 + i] = (int8_t)q;
             s += q;

@@ -33,7 +33,7 @@ void tp_run_any(struct threadpool *tp, tp_fn fn, void *arg);
  *                       (a counter no other thread touches until the share
  *                       runs out), then the others': many small units,
  *                       where a shared counter's cache line moving between
- *                       cores on every claim costs (4 % of a decode step) */
+ *                       cores on every claim is a cost decode can measure */
 enum tp_claim { TP_CLAIM_SHARED, TP_CLAIM_OWN_FIRST };
 typedef void (*tp_unit_fn)(void *ctx, int64_t unit, int ith);
 void tp_run_claimed(struct threadpool *tp, int64_t n_units, enum tp_claim how, tp_unit_fn fn,
