@@ -80,6 +80,8 @@ struct cuda_be {
     /* device memory */
     void *weights;                  /* one arena for all weights */
     uint64_t weights_used;
+    void *h16;                      /* f16 copies of the quantized matrices (GEMM path), or NULL */
+    uint64_t h16_bytes;
     void *kv;                       /* [n_layer][K, V][n_blocks][bt][n_kv][hd] f16 */
     uint64_t kv_layer_bytes;        /* one of K or V of one layer */
     void *ws;                       /* workspace arena */
@@ -298,6 +300,12 @@ static int cu_mm(struct cuda_be *c, const struct cu_tensor *w, const float *x, i
                             (int)w->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return 0;
     }
+    if (w->h16) { /* dequantized once at load (cu_f16_cache) */
+        CUBLAS(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, n, (int)w->cols, &alpha,
+                            w->h16, CUDA_R_16F, (int)w->cols, c->xh, CUDA_R_16F, (int)w->cols, &beta, y,
+                            CUDA_R_32F, (int)w->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return 0;
+    }
     int64_t tile = (int64_t)(c->wsz.wtile / 2) / w->cols;
     if (tile >= 64) tile -= tile % 64; /* keeps y + r0 16-byte aligned for the tensor cores */
     for (int64_t r0 = 0; r0 < w->rows; r0 += tile) {
@@ -308,6 +316,56 @@ static int cu_mm(struct cuda_be *c, const struct cu_tensor *w, const float *x, i
                             &beta, y + r0, CUDA_R_32F, (int)w->rows, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
     }
+    return 0;
+fail:
+    return -1;
+}
+
+/* The GEMM path (batches above mv_max, prefill) otherwise dequantizes every
+ * quantized matrix to f16 tile by tile on every forward: for an 8B model that
+ * is 15 GB of writes per step, which bounds batched decode and prefill. Where
+ * the device has the room after weights, KV and workspace (the f16 copies plus
+ * a margin of 1 GiB or 5 % of the device), each matrix is dequantized once
+ * here and cuBLAS reads the copy; matvec (small batches) keeps reading the
+ * quantized weights. TERN_CUDA_F16_CACHE=0 turns it off. */
+static int cu_f16_cache(struct cuda_be *c, char *err, size_t errlen)
+{
+    const struct model_hparams *hp = &c->be.model->hp;
+    const char *env = getenv("TERN_CUDA_F16_CACHE");
+    if (env && strcmp(env, "0") == 0) return 0;
+    struct cu_tensor *list[8 * 512 + 1];
+    int n = 0;
+    uint64_t need = 0;
+    for (int32_t l = 0; l < hp->n_layer && n + 8 < (int)(sizeof list / sizeof list[0]); l++) {
+        struct cu_layer *L = &c->layers[l];
+        struct cu_tensor *m7[7] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down };
+        for (int i = 0; i < 7; i++) list[n++] = m7[i];
+    }
+    list[n++] = &c->output;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const struct cu_tensor *t = list[i];
+        if (!t->q || t->type == QT_F16 || t->type == QT_BF16) continue;
+        list[k++] = list[i];
+        need += al256((uint64_t)t->rows * (uint64_t)t->cols * 2);
+    }
+    size_t fr = 0, tot = 0;
+    CU(cudaMemGetInfo(&fr, &tot));
+    const uint64_t margin = (uint64_t)tot / 20 > (1ull << 30) ? (uint64_t)tot / 20 : (1ull << 30);
+    if (k == 0 || (uint64_t)fr < need + margin) return 0;
+    if (cudaMalloc(&c->h16, need) != cudaSuccess) {
+        (void)cudaGetLastError();
+        c->h16 = NULL;
+        return 0;
+    }
+    c->h16_bytes = need;
+    uint8_t *p = c->h16;
+    for (int i = 0; i < k; i++) {
+        CU(cu_dequant_f16(list[i], 0, list[i]->rows, p, c->st));
+        list[i]->h16 = p;
+        p += al256((uint64_t)list[i]->rows * (uint64_t)list[i]->cols * 2);
+    }
+    CU(cudaStreamSynchronize(c->st));
     return 0;
 fail:
     return -1;
@@ -483,7 +541,8 @@ static void cu_get_info(struct backend *be, struct backend_info *out)
     snprintf(out->device, sizeof out->device, "%s", c->dev_name);
     out->weight_bytes = c->plan.weight_bytes;
     out->kv_bytes = c->plan.kv_bytes;
-    out->workspace_bytes = c->plan.workspace_bytes;
+    out->workspace_bytes = c->plan.workspace_bytes + c->h16_bytes;
+    out->f16_copy_bytes = c->h16_bytes;
     out->graph_nodes = c->graph_nodes;
     if (c->nvml && nvml_read(c->nvml, &nh)) {
         out->mem_total = nh.mem_total;
@@ -505,6 +564,7 @@ static void cu_close(struct backend *be)
     if (c->blas) cublasDestroy(c->blas);
     if (c->st) cudaStreamDestroy(c->st);
     cudaFree(c->weights);
+    cudaFree(c->h16);
     cudaFree(c->kv);
     cudaFree(c->ws);
     cudaFreeHost(c->meta_host);
@@ -654,6 +714,7 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     CUBLAS(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
     if (cu_upload(c, m, err, errlen)) goto fail;
     CU(cudaStreamSynchronize(c->st));
+    if (cu_f16_cache(c, err, errlen)) goto fail;
     c->be.kv_block_tokens = p->kv_block_tokens;
     c->be.kv_n_blocks = p->kv_n_blocks;
     c->be.kv_bytes_per_token = p->kv_bytes_per_token;

@@ -34,6 +34,7 @@ struct cu_tensor {
     int32_t layout;      /* enum cu_layout */
     int64_t rows, cols;
     size_t row_bytes;    /* GGUF layout: bytes per row */
+    const void *h16;     /* the same weights in f16 (rows x cols) for the GEMM path, or NULL */
 };
 
 /* Whether the kernels handle `type` (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K). */

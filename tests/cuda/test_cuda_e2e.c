@@ -286,9 +286,9 @@ int main(int argc, char **argv)
     if (!gpu) return tap_bail("cuda backend: %s", err);
     struct backend_info info;
     gpu->ops->get_info(gpu, &info);
-    tap_diag("cuda: %s, weights %.1f MiB, KV %.1f MiB, workspace %.1f MiB, %s", info.device,
-             info.weight_bytes / 1048576.0, info.kv_bytes / 1048576.0,
-             info.workspace_bytes / 1048576.0, info.note);
+    tap_diag("cuda: %s, weights %.1f MiB, KV %.1f MiB, workspace %.1f MiB (f16 weight copies %.1f MiB), %s",
+             info.device, info.weight_bytes / 1048576.0, info.kv_bytes / 1048576.0,
+             info.workspace_bytes / 1048576.0, info.f16_copy_bytes / 1048576.0, info.note);
     ok(gpu->kv_n_blocks >= N_PROMPTS * MAX_TOK / BT && cpu->kv_n_blocks >= N_PROMPTS * MAX_TOK / BT,
        "both pools hold %d blocks (cpu %d, cuda %d)", N_PROMPTS * MAX_TOK / BT, cpu->kv_n_blocks,
        gpu->kv_n_blocks);

@@ -15,7 +15,7 @@
 #             copy bandwidth, prefill 512/4096 against cuBLAS's f16 GEMM rate,
 #             the kernels alone, the decode graph's node count
 #   memcheck  compute-sanitizer on the kernel tests and a short end-to-end run
-#   ablation  decode without CUDA graphs
+#   ablation  decode without CUDA graphs; batched decode and prefill without the f16 weight copies
 # Detailed logs travel in OUTDIR/logs.tgz (a trip brings back at most 8 files);
 # the compact summary is printed last. Without a GPU (here) every step after
 # the build says "skipped: no GPU" and summary.json is still valid.
@@ -125,6 +125,9 @@ else
   done
   step ablation_no_graphs 60 env TERN_CUDA_NO_GRAPHS=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
     BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
+  # batched decode and prefill dequantizing tile by tile (no f16 weight copies)
+  step ablation_no_f16_copies 60 env TERN_CUDA_F16_CACHE=0 BENCH_BATCHES=1,32,64 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q4_0
 fi
 
 # ---- summary -------------------------------------------------------------------------

@@ -120,12 +120,13 @@ def main():
             if not b.get("decode"):
                 print("  bench %s: %s" % (t, b.get("error", "no decode figures")))
                 continue
-            d = " ".join("b%d %.0f tok/s %.0f%%" % (x["batch"], x["tok_s"], x["roofline_pct"]) for x in b["decode"])
+            d = " ".join("b%d %.0f tok/s %.0f%% (%s nodes)" % (x["batch"], x["tok_s"], x["roofline_pct"], x.get("graph_nodes"))
+                         for x in b["decode"])
             p = " ".join("pp%d %.0f tok/s %.0f%% of GEMM" % (x["tokens"], x["tok_s"], x.get("gemm_pct", 0))
                          for x in b.get("prefill", []))
             k = b.get("kernels", {})
-            print("  bench %-5s copy %.0f read %.0f GB/s | %s | %s | graph %s nodes | mv %.0f GB/s dq %.0f attn4k %.0f"
-                  % (t, b.get("copy_gbps", 0), b.get("read_gbps", 0), d, p, b.get("graph_nodes"),
+            print("  bench %-5s copy %.0f read %.0f GB/s | %s | %s | f16 copies %.1f GiB | mv %.0f GB/s dq %.0f attn4k %.0f"
+                  % (t, b.get("copy_gbps", 0), b.get("read_gbps", 0), d, p, b.get("f16_copy_bytes", 0) / 2**30,
                      k.get("matvec_gbps", 0), k.get("dequant_gbps", 0), k.get("attn4k_gbps", 0)))
         print("  targets: " + json.dumps(targets))
         print("  ok: %s (ran on a GPU: %s)" % (s["ok"], s["ran_on_gpu"]))
