@@ -3,10 +3,12 @@
 // is read once for the whole batch (the n activation rows are applied to the
 // 32 weights a lane holds in registers). A warp owns 2 rows, lanes stride
 // over 32-element units with 16-byte loads, partial sums end in a warp
-// reduction; 4 warps (8 rows) per block.
+// reduction; 8 warps per block, the activations in shared memory where they
+// fit (k_matvec below says why).
 #include "common.cuh"
 
-#define MV_WARPS 4
+#define MV_WARPS 8
+#define MV_SMEM_MAX (100 * 1024) /* two blocks per SM on sm_80 and later */
 #define MV_ROWS_PER_WARP 2
 
 // What one launch computes. Plain: up to 3 matrices of one type and width
@@ -21,15 +23,14 @@ struct mv_args {
     int glu;               // 0 plain, 1 SwiGLU, 2 GEGLU
 };
 
-template <int T, int NB>
-__global__ void __launch_bounds__(MV_WARPS * 32, 4)
-k_matvec(const mv_args a, const float *__restrict__ x, int n)
+// One warp's row pair p of k_matvec (any format, through dq32). x holds a
+// unit's 32 activations every US float4s (8: packed; 9: padded, see k_matvec).
+template <int T, int NB, int US>
+__device__ __forceinline__ void mv_pair(const mv_args &a, const float *x, int n, int64_t p, int lane)
 {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp;
     int i = 0;
     while (i < a.nt && p >= a.pair_end[i]) i++;
-    if (i == a.nt) return; // past the last row; no block-level sync below
+    if (i == a.nt) return;
     const cu_tensor &wa = a.w[a.glu ? 0 : i], &wb = a.w[a.glu ? 1 : i];
     const int64_t local = p - (i ? a.pair_end[i - 1] : 0);
     const int64_t ra = a.glu ? local : 2 * local, rb = a.glu ? local : 2 * local + 1;
@@ -53,10 +54,10 @@ k_matvec(const mv_args a, const float *__restrict__ x, int n)
 #pragma unroll
         for (int t = 0; t < NB; t++) {
             if (t < n) {
-                const float4 *xp = (const float4 *)(x + (size_t)t * (size_t)wa.cols) + u * 8;
+                const float4 *xp = (const float4 *)x + (size_t)t * (size_t)(wa.cols / 32 * US) + u * US;
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
-                    const float4 xv = __ldg(xp + e);
+                    const float4 xv = xp[e];
                     acc[0][t] += w0[4 * e] * xv.x + w0[4 * e + 1] * xv.y + w0[4 * e + 2] * xv.z +
                                  w0[4 * e + 3] * xv.w;
                     acc[1][t] += w1[4 * e] * xv.x + w1[4 * e + 1] * xv.y + w1[4 * e + 2] * xv.z +
@@ -125,13 +126,11 @@ __device__ __forceinline__ float split_dot4(const uint4 *q, int e, float4 xv)
            (float)((word >> 16) & 15u) * xv.z + (float)((word >> 24) & 15u) * xv.w;
 }
 
-template <int T, int NB>
-__global__ void __launch_bounds__(MV_WARPS * 32, 4)
-k_matvec_split(const mv_args a, const float *__restrict__ x, int n)
+// One warp's row pair p for the split formats (x as in mv_pair).
+template <int T, int NB, int US>
+__device__ __forceinline__ void mv_pair_split(const mv_args &a, const float *x, int n, int64_t p, int lane)
 {
     constexpr int QW = split_fmt<T>::QW, SU = split_fmt<T>::SU;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp;
     int i = 0;
     while (i < a.nt && p >= a.pair_end[i]) i++;
     if (i == a.nt) return;
@@ -177,11 +176,11 @@ k_matvec_split(const mv_args a, const float *__restrict__ x, int n)
 #pragma unroll
             for (int t = 0; t < NB; t++) {
                 if (t < n) {
-                    const float4 *xp = (const float4 *)(x + (size_t)t * (size_t)wa.cols) + u * 8;
+                    const float4 *xp = (const float4 *)x + (size_t)t * (size_t)(wa.cols / 32 * US) + u * US;
                     float sa = 0.0f, sb = 0.0f, sx = 0.0f;
 #pragma unroll
                     for (int e = 0; e < 8; e++) {
-                        const float4 xv = __ldg(xp + e);
+                        const float4 xv = xp[e];
                         sa += split_dot4<T>(qa[k], e, xv);
                         sb += split_dot4<T>(qb[k], e, xv);
                         sx += (xv.x + xv.y) + (xv.z + xv.w);
@@ -208,32 +207,87 @@ k_matvec_split(const mv_args a, const float *__restrict__ x, int n)
     }
 }
 
+
+// The activations: where n x cols floats fit in shared memory (MV_SMEM_MAX),
+// the block copies them there once and its warps walk row pairs with a grid
+// stride, so x is read from L2 once per resident block instead of once per
+// warp. The second trip measured why: at batch 1 every format moved about
+// 2.6 TB/s of x against 0.7 (Q4_0) to 1.8 (F16) TB/s of weights, and batch 8
+// (8x the x) took 5x batch 1's step.
+template <int T, int NB, bool SMEM>
+__global__ void __launch_bounds__(MV_WARPS * 32, 2)
+k_matvec(const mv_args a, const float *__restrict__ xg, int n)
+{
+    extern __shared__ float4 mv_xs[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int US = SMEM ? 9 : 8;
+    const float *x = xg;
+    if (SMEM) {
+        // lane l reads unit l's 128 bytes: packed, the 8 lanes of a 16-byte
+        // shared load would hit the same 4 banks; a 16-byte pad per unit
+        // spreads them over all 32 (from global memory the same pattern
+        // costs 32 cache lines per load instruction, hence the copy)
+        const int64_t n4 = (int64_t)n * (a.w[0].cols / 4);
+        for (int64_t j = threadIdx.x; j < n4; j += blockDim.x) mv_xs[j / 8 * 9 + j % 8] = __ldg((const float4 *)xg + j);
+        __syncthreads();
+        x = (const float *)mv_xs;
+    }
+    const int64_t total = a.pair_end[a.nt - 1];
+    for (int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp; p < total; p += (int64_t)gridDim.x * MV_WARPS) {
+        if constexpr (T == CU_QT_Q4_0 || T == CU_QT_Q4_1 || T == CU_QT_Q8_0)
+            mv_pair_split<T, NB, US>(a, x, n, p, lane);
+        else
+            mv_pair<T, NB, US>(a, x, n, p, lane);
+    }
+}
+
+template <int T, int NB>
+static cudaError_t mv_go(const mv_args &a, const float *x, int32_t n, cudaStream_t st)
+{
+    const int64_t pairs = a.pair_end[a.nt - 1];
+    const int64_t need = (pairs + MV_WARPS - 1) / MV_WARPS;
+    const size_t smem = (size_t)n * (size_t)a.w[0].cols / 32 * 9 * 16; /* padded units */
+    const dim3 block(MV_WARPS * 32);
+    if (smem <= MV_SMEM_MAX) {
+        int dev = 0, sms = 0, per_sm = 0;
+        cudaError_t e = cudaSuccess;
+        if (smem > 48 * 1024) /* above the default limit: opted in per kernel */
+            e = cudaFuncSetAttribute(k_matvec<T, NB, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e == cudaSuccess) e = cudaGetDevice(&dev);
+        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (e == cudaSuccess)
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_matvec<T, NB, true>, MV_WARPS * 32, smem);
+        if (e == cudaSuccess && per_sm > 0) {
+            const int64_t resident = (int64_t)sms * per_sm;
+            const dim3 grid((unsigned)(need < resident ? need : resident));
+            k_matvec<T, NB, true><<<grid, block, smem, st>>>(a, x, n);
+            return cudaGetLastError();
+        }
+        (void)cudaGetLastError(); // no room on this device: x from global memory
+    }
+    k_matvec<T, NB, false><<<dim3((unsigned)need), block, 0, st>>>(a, x, n);
+    return cudaGetLastError();
+}
+
 template <int T>
 static cudaError_t mv_launch(const mv_args &a, const float *x, int32_t n, cudaStream_t st)
 {
-    const int64_t pairs = a.pair_end[a.nt - 1];
-    const dim3 grid((unsigned)((pairs + MV_WARPS - 1) / MV_WARPS));
-    const dim3 block(MV_WARPS * 32);
     if constexpr (T == CU_QT_Q4_0 || T == CU_QT_Q4_1 || T == CU_QT_Q8_0) {
-        if (n <= 1) k_matvec_split<T, 1><<<grid, block, 0, st>>>(a, x, n);
-        else if (n <= 2) k_matvec_split<T, 2><<<grid, block, 0, st>>>(a, x, n);
-        else if (n <= 4) k_matvec_split<T, 4><<<grid, block, 0, st>>>(a, x, n);
-        else k_matvec_split<T, 8><<<grid, block, 0, st>>>(a, x, n);
-        return cudaGetLastError();
+        if (n <= 1) return mv_go<T, 1>(a, x, n, st);
+        if (n <= 2) return mv_go<T, 2>(a, x, n, st);
+        if (n <= 4) return mv_go<T, 4>(a, x, n, st);
+        return mv_go<T, 8>(a, x, n, st);
     } else {
-    if (n <= 1) k_matvec<T, 1><<<grid, block, 0, st>>>(a, x, n);
-    else if (n <= 2) k_matvec<T, 2><<<grid, block, 0, st>>>(a, x, n);
-    else if (n <= 4) k_matvec<T, 4><<<grid, block, 0, st>>>(a, x, n);
-    else {
-        // 8 tokens x 2 rows of 32 dequantized weights spill k_matvec's
-        // registers (the first trip: batch 8 took 5x batch 1's step): two
-        // passes of 4 tokens read the weights twice instead
-        k_matvec<T, 4><<<grid, block, 0, st>>>(a, x, 4);
+        if (n <= 1) return mv_go<T, 1>(a, x, n, st);
+        if (n <= 2) return mv_go<T, 2>(a, x, n, st);
+        if (n <= 4) return mv_go<T, 4>(a, x, n, st);
+        // 8 tokens x 2 rows of 32 dequantized weights spill mv_pair's
+        // registers: two passes of 4 tokens read the weights twice instead
+        cudaError_t e = mv_go<T, 4>(a, x, 4, st);
+        if (e != cudaSuccess) return e;
         mv_args b = a;
         for (int j = 0; j < (a.glu ? 1 : a.nt); j++) b.y[j] += (size_t)4 * (size_t)a.w[j].rows;
-        k_matvec<T, 4><<<grid, block, 0, st>>>(b, x + (size_t)4 * (size_t)a.w[0].cols, n - 4);
-    }
-    return cudaGetLastError();
+        return mv_go<T, 4>(b, x + (size_t)4 * (size_t)a.w[0].cols, n - 4, st);
     }
 }
 

@@ -15,6 +15,7 @@
 #             copy bandwidth, prefill 512/4096 against cuBLAS's f16 GEMM rate,
 #             the kernels alone, the decode graph's node count
 #   memcheck  compute-sanitizer on the kernel tests and a short end-to-end run
+#   ncu       Nsight Compute's counters of the batch-1 decode matvecs
 #   ablation  decode without CUDA graphs; batched decode and prefill without the f16 weight copies
 # Detailed logs travel in OUTDIR/logs.tgz (a trip brings back at most 8 files);
 # the compact summary is printed last. Without a GPU (here) every step after
@@ -118,6 +119,15 @@ else
       "$bin/test_cuda_e2e" "$model" 2 6 4
   else
     skip memcheck "no compute-sanitizer"
+  fi
+  # the decode kernels' own counters: the first q/k/v, gate/up and down matvecs of batch 1
+  ncu=$(command -v ncu || find /opt/nvidia/nsight-compute /usr/local/cuda/bin -name ncu -type f 2>/dev/null | head -1)
+  if [ -n "$ncu" ]; then
+    step ncu_matvec 60 env BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 "$ncu" --kernel-name regex:k_matvec \
+      --launch-count 3 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+      --section LaunchStats --section WarpStateStats "$bin/bench_cuda" llama3-8b q4_0
+  else
+    skip ncu_matvec "no ncu"
   fi
   for t in $types; do
     [ "$t" = q4_0 ] && continue

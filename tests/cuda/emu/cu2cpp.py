@@ -37,5 +37,5 @@ def launch(m):
 
 src = open(sys.argv[1]).read()
 out = LAUNCH.sub(launch, src)
-out = re.sub(r"extern\s+__shared__\s+float\s+(\w+)\[\];", r"float *\1 = (float *)emu_dyn_smem;", out)
+out = re.sub(r"extern\s+__shared__\s+(float4|float)\s+(\w+)\[\];", r"\1 *\2 = (\1 *)emu_dyn_smem;", out)
 open(sys.argv[2], "w").write(f'#include <tuple>\n#line 1 "{sys.argv[1]}"\n' + out)

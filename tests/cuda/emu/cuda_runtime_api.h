@@ -36,6 +36,9 @@ enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal, cudaStreamCaptureModeT
 
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int dev);
+cudaError_t cudaGetDevice(int *dev);
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev);
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
 cudaError_t cudaDeviceGetPCIBusId(char *buf, int len, int dev);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags);
