@@ -1,5 +1,5 @@
 /* test_cuda_kernels: every CUDA kernel against the CPU reference on random
- * data of several shapes and types (needs a GPU; run by tests/gpu/check.sh,
+ * data of several shapes and types (needs a GPU; run by tests/gpu/trip.sh,
  * also under compute-sanitizer). References: the GGUF reference dequantizer
  * (kernels/quant.c) with double-precision dots, the CPU ops (RMSNorm, RoPE,
  * SwiGLU/GEGLU) and the CPU paged attention (kernels/cpu/attention.c).
@@ -548,7 +548,7 @@ int main(int argc, char **argv)
 {
     int dev_count = 0;
     if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0)
-        return tap_bail("no CUDA device: this program runs on a GPU machine (tests/gpu/check.sh)");
+        return tap_bail("no CUDA device: this program runs on a GPU machine (tests/gpu/trip.sh)");
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     tap_diag("device: %s (sm_%d%d)", prop.name, prop.major, prop.minor);
