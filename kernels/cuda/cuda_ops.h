@@ -72,6 +72,17 @@ cudaError_t cu_matvec_multi(const struct cu_tensor *const *w, float *const *y, i
 cudaError_t cu_matvec_glu(const struct cu_tensor *gate, const struct cu_tensor *up,
                           const float *x, int32_t n, bool gelu, float *out, cudaStream_t st);
 
+/* The same over int8 activations (TERN_CUDA_MV_Q8): cu_quant_q8 writes x as
+ * int8 blocks of 32 (d = max|x| / 127, the CPU backend's activation format)
+ * into xq (cu_q8_bytes), then cu_matvec_q8 multiplies with __dp4a. Q4_0,
+ * Q4_1 and Q8_0 weights; glu = 0 (count matrices stacked as in
+ * cu_matvec_multi), 1 SwiGLU or 2 GEGLU (count = 2: gate, up; y[0] out). */
+size_t cu_q8_bytes(int32_t n, int64_t cols);
+cudaError_t cu_quant_q8(const float *x, int32_t n, int64_t cols, void *xq, cudaStream_t st);
+bool cu_matvec_q8_supported(uint32_t type);
+cudaError_t cu_matvec_q8(const struct cu_tensor *const *w, float *const *y, int32_t count, int glu,
+                         const void *xq, int32_t n, cudaStream_t st);
+
 /* ---- elementwise (ops.cu) ---- */
 /* out[t] = embd[token[t]] * scale; tokens < 0 (padding) give zeros. */
 cudaError_t cu_embed(const struct cu_tensor *embd, const int32_t *token, int32_t n, float scale,

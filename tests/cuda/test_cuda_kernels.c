@@ -544,6 +544,109 @@ static void test_attention(struct threadpool *tp)
     }
 }
 
+/* The int8-activation matvec (TERN_CUDA_MV_Q8): cu_quant_q8 must give the
+ * CPU's own quantization (d = max/127, nearest even) bit for bit, and the
+ * products equal the exact integer sums scaled in f32 (plain, q/k/v stacked,
+ * GLU; 1, 3 and 8 tokens; a row count that leaves one row of a pair alone). */
+static void test_matvec_q8(void)
+{
+    const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0 };
+    const int64_t cols = emu ? 512 : 4096, rows3[3] = { 64, 16, 13 };
+    const int ns[] = { 1, 3, 8 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        struct wmat w[3];
+        double *ref[3];
+        for (int i = 0; i < 3; i++) {
+            wmat_make(&w[i], types[ti], rows3[i], cols, (uint32_t)(700 + i));
+            float *row = malloc((size_t)cols * 4);
+            ref[i] = malloc((size_t)rows3[i] * cols * sizeof *ref[i]);
+            for (int64_t r = 0; r < rows3[i]; r++) {
+                dequant_row(types[ti], w[i].host + r * w[i].t.row_bytes, row, cols);
+                for (int64_t c = 0; c < cols; c++) ref[i][r * cols + c] = row[c];
+            }
+            free(row);
+        }
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            const int n = ns[ni];
+            float *x = frand_vec((size_t)n * cols, 1.0f);
+            /* the host's quantization of x, as the kernel is asked to do it */
+            int8_t *hq = malloc((size_t)n * cols);
+            float *hd = malloc((size_t)n * cols / 32 * 4);
+            for (int64_t b = 0; b < n * cols / 32; b++) {
+                float amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+                const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+                for (int j = 0; j < 32; j++) hq[b * 32 + j] = (int8_t)lrintf(x[b * 32 + j] * id);
+                hd[b] = d;
+            }
+            float *dx = dev_copy(x, (size_t)n * cols * 4);
+            void *xq = NULL;
+            CK(cudaMalloc(&xq, cu_q8_bytes(n, cols)));
+            CK(cu_quant_q8(dx, n, cols, xq, 0));
+            int8_t *gq = malloc((size_t)n * cols);
+            host_copy(gq, xq, (size_t)n * cols);
+            ok(memcmp(gq, hq, (size_t)n * cols) == 0, "quant q8 n=%d: int8 activations equal the CPU's", n);
+            float *y[3];
+            for (int i = 0; i < 3; i++) CK(cudaMalloc((void **)&y[i], (size_t)n * 64 * 4));
+            const struct cu_tensor *wt[3] = { &w[0].t, &w[1].t, &w[2].t };
+            /* reference: sum over blocks of the dequantized weights times d * q */
+            double bad = 0;
+            for (int count = 1; count <= 3; count += 2) {
+                CK(cu_matvec_q8(wt, y, count, 0, xq, n, 0));
+                for (int i = 0; i < count; i++) {
+                    float *gy = malloc((size_t)n * rows3[i] * 4);
+                    host_copy(gy, y[i], (size_t)n * rows3[i] * 4);
+                    for (int t = 0; t < n; t++)
+                        for (int64_t r = 0; r < rows3[i]; r++) {
+                            double s = 0, mag = 0;
+                            for (int64_t c = 0; c < cols; c++) {
+                                const double v = ref[i][r * cols + c] * hd[(t * cols + c) / 32] * hq[t * cols + c];
+                                s += v;
+                                mag += fabs(v);
+                            }
+                            bad = fmax(bad, fabs(gy[t * rows3[i] + r] - s) / (2e-6 * mag + 1e-30));
+                        }
+                    free(gy);
+                }
+            }
+            ok(bad <= 1.0, "matvec q8 %s n=%d, 1 and 3 matrices: error %.2f of tolerance", qtype_name(types[ti]), n, bad);
+            /* GLU: gate = the first 16 rows of w[0], up = w[1] */
+            struct cu_tensor gate = w[0].t;
+            gate.rows = 16;
+            const struct cu_tensor *gu[2] = { &gate, &w[1].t };
+            CK(cu_matvec_q8(gu, y, 2, 1, xq, n, 0));
+            float *gy = malloc((size_t)n * 16 * 4);
+            host_copy(gy, y[0], (size_t)n * 16 * 4);
+            double e = 0;
+            for (int t = 0; t < n; t++)
+                for (int r = 0; r < 16; r++) {
+                    double g = 0, u = 0;
+                    for (int64_t c = 0; c < cols; c++) {
+                        const double xv = hd[(t * cols + c) / 32] * hq[t * cols + c];
+                        g += ref[0][r * cols + c] * xv;
+                        u += ref[1][r * cols + c] * xv;
+                    }
+                    const double want = g / (1.0 + exp(-g)) * u;
+                    e = fmax(e, fabs(gy[t * 16 + r] - want) / (fabs(want) + 1e-3));
+                }
+            ok(e <= 1e-4, "matvec q8 %s gate+up SwiGLU n=%d: rel err %.2g", qtype_name(types[ti]), n, e);
+            free(gy);
+            for (int i = 0; i < 3; i++) cudaFree(y[i]);
+            cudaFree(xq);
+            cudaFree(dx);
+            free(gq);
+            free(hq);
+            free(hd);
+            free(x);
+        }
+        for (int i = 0; i < 3; i++) {
+            wmat_free(&w[i]);
+            free(ref[i]);
+        }
+    }
+    ok(!cu_matvec_q8_supported(QT_Q4_K) && cu_matvec_q8_supported(QT_Q4_0), "q8 path: Q4_0, Q4_1, Q8_0 only");
+}
+
 int main(int argc, char **argv)
 {
     int dev_count = 0;
@@ -556,6 +659,7 @@ int main(int argc, char **argv)
     struct threadpool *tp = tp_open(4);
     test_dequant_matvec();
     test_fused_matvec();
+    test_matvec_q8();
     test_norm_act();
     test_rope_store();
     test_attention(tp);

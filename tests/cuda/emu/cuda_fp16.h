@@ -34,6 +34,15 @@ struct dim3 {
 };
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{ a, b, c, d }; }
 inline float4 make_float4(float a, float b, float c, float d) { return float4{ a, b, c, d }; }
+struct alignas(8) float2 { float x, y; };
+inline float2 make_float2(float a, float b) { return float2{ a, b }; }
+/* four signed byte products added to c, as the instruction does */
+inline int __dp4a(int a, int b, int c)
+{
+    for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+}
+inline int __float2int_rn(float v) { return (int)nearbyintf(v); } /* ties to even (default mode) */
 
 inline float __half2float(__half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
 inline __half __float2half_rn(float v) { _Float16 f = (_Float16)v; __half h; memcpy(&h.x, &f, 2); return h; }
