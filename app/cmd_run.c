@@ -440,7 +440,18 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     int32_t n_msgs = build_messages(&hist, o, prompt, &msgs);
     /* a sane default reply limit: a base model would otherwise fill the context */
     int32_t max_tokens = (int32_t)o->max_tokens;
-    if (max_tokens <= 0) max_tokens = info.n_ctx / 4 < 1024 ? info.n_ctx / 4 : 1024;
+    if (max_tokens <= 0) {
+        max_tokens = info.n_ctx / 4 < 1024 ? info.n_ctx / 4 : 1024;
+        /* A server's cap per request (a tenant's max_tokens) bounds the
+         * default, which the user did not ask for; an explicit -n is sent
+         * as asked, for the server to refuse naming its cap. */
+        if (info.max_tokens_cap > 0 && (max_tokens <= 0 || max_tokens > info.max_tokens_cap)) {
+            max_tokens = info.max_tokens_cap;
+            if (o->verbose)
+                fprintf(stderr, "tern run: reply limit %d tokens (the server's cap per request)\n",
+                        (int)max_tokens);
+        }
+    }
     bool base = !info.has_chat_template || info.chat_template_from_vocab;
     char *plain = NULL;
     if (base && !o->raw) {
@@ -522,7 +533,8 @@ int cmd_run(int argc, char **argv)
         "      --system TEXT       system message (chat template only)\n"
         "      --raw               send the prompt as is, without the chat template\n"
         "  -n, --max-tokens N      stop after N new tokens (default: 1024 or a quarter\n"
-        "                          of the context, whichever is less)\n"
+        "                          of the context, whichever is less, within a\n"
+        "                          server's cap per request with --url)\n"
         "      --stop S            stop string (repeatable; never printed)\n"
         "      --temp T            temperature (default 0.8; 0 = greedy)\n"
         "      --top-k K           (default 40; 0 = off)\n"
