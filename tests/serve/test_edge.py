@@ -132,6 +132,17 @@ p = subprocess.run([TERN, "run", "--url", B + "/v1", "--api-key", KEYS["editor"]
                    capture_output=True, text=True, timeout=120 * TIME_SCALE, env=env)
 ok(p.returncode != 0 and "cap of 16" in p.stderr and "retry" not in p.stderr,
    f"tern run --url -n 100 over the cap: exit {p.returncode}, {p.stderr.strip()[-200:]!r}")
+# tern eval --prompts --url: its default reply limit (256) kept within the cap too
+pf = os.path.join(srv.dir, "p.jsonl")
+with open(pf, "w") as f:
+    f.write(json.dumps({"id": "a", "prompt": "Tell me a long story about a dragon."}) + "\n")
+p = subprocess.run([TERN, "eval", "--prompts", pf, "--url", B + "/v1", "--api-key", KEYS["editor"],
+                    "--no-save"], capture_output=True, text=True, timeout=120 * TIME_SCALE, env=env)
+rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+ok(p.returncode == 0 and len(rows) == 1 and rows[0]["status"] in ("stop", "length")
+   and 0 < rows[0]["generated_tokens"] <= 16,
+   f"tern eval --url on a capped tenant: exit {p.returncode}, {[(r['status'], r['generated_tokens']) for r in rows]}"
+   f" {p.stderr.strip()[-160:]!r}")
 
 # rpm: burst 2, then 429 with Retry-After, then allowed after it
 # (three at once, so that the test does not depend on how fast a request runs)
