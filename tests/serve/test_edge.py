@@ -45,7 +45,16 @@ p = subprocess.run([TERN, "serve", "-m", MODEL, "--host", "0.0.0.0", "--port", "
 ok(p.returncode == 1 and "--api-key-file" in p.stderr and "--insecure" in p.stderr,
    f"non-loopback bind without keys refused: {p.stderr.strip()[:120]}")
 
+# keys shorter than 8 characters are refused, naming the line; the rule is in --help
 keyfile = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tern-keys-{os.getpid()}")
+with open(keyfile, "w") as f:
+    f.write("# a short key\nsk-1234 tenant=short\n")
+p = subprocess.run([TERN, "serve", "-m", MODEL, "--api-key-file", keyfile, "--port", "0", "--no-history"],
+                   capture_output=True, text=True, timeout=30 * TIME_SCALE)
+h = subprocess.run([TERN, "serve", "--help"], capture_output=True, text=True).stdout
+ok(p.returncode == 1 and f"{keyfile}:2: key shorter than 8 characters" in p.stderr
+   and "at least 8 characters" in h, f"a 7-character key refused with file and line, documented: {p.stderr.strip()[:120]}")
+
 with open(keyfile, "w") as f:
     f.write("# tenants of the edge test\n")
     f.write(f"{KEYS['editor']} tenant=editor priority=interactive max_tokens=16\n")
