@@ -100,6 +100,10 @@ cols = [c[1] for c in db.execute(f"pragma table_info({req})")]
 figs = [dict(zip(cols, r)) for r in db.execute(f"select * from {req}")]
 assert figs and all(f["generated_tokens"] > 0 and f["ttft_s"] > 0 for f in figs), figs[:1]
 PY
+"$tern" history list > "$tmp/hl"
+m=$(basename "$model" .gguf)
+grep -q "  $m  " "$tmp/hl" && ! grep -q "$m\.g" "$tmp/hl"
+ok $? "history list: the model column shows '$m' whole, not cut inside '.gguf'"
 n_before=$("$tern" history list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 run --no-history -p hi > /dev/null 2>&1; ok $? "--no-history run exits 0"
 n_after=$("$tern" history list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
