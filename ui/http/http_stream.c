@@ -526,7 +526,9 @@ static enum MHD_Result run(struct http_req *r, struct engine *e, struct oai_requ
                      (int)q->req.max_tokens);
         } else {
             http_lp_free(lp);
-            return over_cap(r, "tpm", q->has_max_tokens ? "max_tokens" : "messages",
+            return over_cap(r, "tpm", q->has_max_tokens   ? "max_tokens"
+                                      : kind == OAI_CHAT ? "messages"
+                                                         : "prompt",
                             "the prompt (%lld tokens) and max_tokens (%d) are over the %lld "
                             "tokens per minute of tenant '%s': this request can never be "
                             "admitted; ask for fewer tokens",
