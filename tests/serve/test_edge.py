@@ -153,6 +153,19 @@ ok(p.returncode == 0 and len(rows) == 1 and rows[0]["status"] in ("stop", "lengt
    f"tern eval --url on a capped tenant: exit {p.returncode}, {[(r['status'], r['generated_tokens']) for r in rows]}"
    f" {p.stderr.strip()[-160:]!r}")
 
+# tern chat --url: its reply limit (512 by default) kept within the cap too
+n400 = sum(1 for l in srv.access() if l["status"] == 400)
+p = subprocess.run([TERN, "chat", "--url", B + "/v1", "--api-key", KEYS["editor"], "--size", "100x30",
+                    "--headless-frames", "3000", "--keys", "{wait}Tell me a long story about a dragon.\r{wait}"],
+                   capture_output=True, timeout=120 * TIME_SCALE,
+                   env=dict(env, XDG_DATA_HOME=srv.dir, XDG_CONFIG_HOME=srv.dir))
+scr = p.stdout.decode("utf-8", "replace")
+import re
+m = re.search(r"assistant · (\d+) tok", scr)
+n400b = sum(1 for l in srv.access() if l["status"] == 400)
+ok(p.returncode == 0 and m and 0 < int(m.group(1)) <= 16 and n400b == n400,
+   f"tern chat --url on a capped tenant: the reply comes ({m.group(0) if m else 'none'}), no 400s ({n400b - n400})")
+
 # rpm: burst 2, then 429 with Retry-After, then allowed after it
 # (three at once, so that the test does not depend on how fast a request runs)
 out = [None] * 3
