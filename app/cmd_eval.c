@@ -23,14 +23,15 @@
 
 enum {
     OPT_PPL = CLI_OPT_CMD, OPT_PROMPTS, OPT_CTX, OPT_STRIDE, OPT_CHUNKS, OPT_CONCURRENCY, OPT_OUT,
-    OPT_DB, OPT_NO_SAVE, OPT_JSON, OPT_THREADS, OPT_MAX_TOKENS, OPT_BACKEND,
+    OPT_DB, OPT_NO_SAVE, OPT_JSON, OPT_THREADS, OPT_MAX_TOKENS, OPT_BACKEND, OPT_RAW,
 };
 
 struct eopts {
     const struct cli *cli;
     const char *ppl, *prompts, *out, *db, *backend;
     long ctx, stride, chunks, concurrency, threads, max_tokens;
-    bool no_save, json;
+    bool max_tokens_set;        /* --max-tokens given (else a server's cap may lower it) */
+    bool no_save, json, raw;
 };
 
 struct eval {
@@ -39,6 +40,9 @@ struct eval {
     struct engine_info info;
     bool tty;
     double t0, last_draw;
+    /* prompts: "prompt" lines get the chat template (a chat model, no --raw) */
+    bool chat;
+    int32_t max_tokens;         /* a line's reply limit unless it says */
 };
 
 static void progress(struct eval *ev, const char *what, double done, double total)
@@ -321,6 +325,7 @@ struct item {
     int line;
     cJSON *obj;                 /* the input line */
     const char *prompt, *expected;
+    bool templated;             /* sent through the chat template (as messages) */
     struct engine_message *msgs;
     int32_t n_msgs;
     const char **stop;
@@ -342,16 +347,49 @@ static const char *str_field(const cJSON *o, const char *k)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* A "prompt" line of a chat model as tern run sends a prompt: an optional
+ * system message and one user turn, through the model's chat template
+ * (sent raw, an instruct model often answers nothing at all). */
+static const char *template_prompt(struct item *it, const char *system)
+{
+    it->msgs = calloc(2, sizeof *it->msgs);
+    if (!it->msgs) return "out of memory";
+    if (system) it->msgs[it->n_msgs++] = (struct engine_message){"system", system};
+    it->msgs[it->n_msgs++] = (struct engine_message){"user", it->prompt};
+    it->prompt = NULL;
+    it->templated = true;
+    return NULL;
+}
+
 /* Validates one line; NULL when fine, else why it is skipped. */
-static const char *parse_item(struct item *it, const struct eopts *o)
+static const char *parse_item(struct item *it, const struct eval *ev)
 {
     const cJSON *j = it->obj;
     if (!cJSON_IsObject(j)) return "not a JSON object";
+    if (cJSON_GetObjectItemCaseSensitive(j, "prompt") && !str_field(j, "prompt"))
+        return "\"prompt\" must be a string";
     it->prompt = str_field(j, "prompt");
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(j, "messages");
     if (!it->prompt && !msgs) return "needs \"prompt\" (string) or \"messages\" (array)";
     if (it->prompt && msgs) return "has both \"prompt\" and \"messages\"";
+    const cJSON *rawv = cJSON_GetObjectItemCaseSensitive(j, "raw");
+    if (rawv && !cJSON_IsBool(rawv)) return "\"raw\" must be true or false";
+    if (rawv && msgs) return "\"raw\" is for \"prompt\" lines (\"messages\" always get the template)";
+    const cJSON *sysv = cJSON_GetObjectItemCaseSensitive(j, "system");
+    if (sysv && !cJSON_IsString(sysv)) return "\"system\" must be a string";
+    if (sysv && msgs) return "has both \"system\" and \"messages\" (give it as a message)";
+    if (it->prompt) {
+        bool raw = !ev->chat || ev->o->raw || cJSON_IsTrue(rawv);
+        if (raw && sysv)
+            return ev->chat ? "\"system\" needs the chat template (this line is sent raw)"
+                            : "\"system\" needs a chat template (the model has none)";
+        if (!raw) {
+            const char *why = template_prompt(it, sysv ? sysv->valuestring : NULL);
+            if (why) return why;
+        }
+    }
     if (msgs) {
+        it->templated = true;
         int n = cJSON_GetArraySize(msgs);
         if (!cJSON_IsArray(msgs) || n < 1) return "\"messages\" must be a non-empty array";
         it->msgs = calloc((size_t)n, sizeof *it->msgs);
@@ -368,7 +406,7 @@ static const char *parse_item(struct item *it, const struct eopts *o)
     if (ans && !cJSON_IsString(ans)) return "\"answer\" must be a string";
     it->expected = ans ? ans->valuestring : NULL;
     engine_sampling_greedy(&it->sampling); /* evaluations are reproducible by default */
-    it->max_tokens = (int32_t)o->max_tokens;
+    it->max_tokens = ev->max_tokens;
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(j, "max_tokens"))) {
         if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e6)
@@ -410,7 +448,7 @@ static void item_free(struct item *it)
 
 /* Reads the JSONL file: good lines into *items, bad ones reported with their
  * line numbers (and listed in *bad) and skipped. */
-static int read_items(const char *path, const struct eopts *o, struct item **items, int *n,
+static int read_items(const char *path, const struct eval *ev, struct item **items, int *n,
                       cJSON *bad)
 {
     FILE *f = fopen(path, "r");
@@ -428,7 +466,7 @@ static int read_items(const char *path, const struct eopts *o, struct item **ite
         while (k && (line[k - 1] == '\n' || line[k - 1] == '\r' || line[k - 1] == ' ')) k--;
         if (!k) continue; /* blank lines are not items */
         struct item it = {.line = lineno, .obj = cJSON_ParseWithLength(line, k)};
-        const char *why = it.obj ? parse_item(&it, o) : "not valid JSON";
+        const char *why = it.obj ? parse_item(&it, ev) : "not valid JSON";
         if (why) {
             fprintf(stderr, "tern eval: %s:%d: %s; line skipped\n", path, lineno, why);
             cJSON *b = cJSON_CreateObject();
@@ -527,6 +565,7 @@ static cJSON *item_json(const struct item *it)
     if (id) cJSON_AddItemToObject(o, "id", cJSON_Duplicate(id, true));
     cJSON_AddStringToObject(o, "output", it->out ? it->out : "");
     cJSON_AddStringToObject(o, "status", engine_status_name(it->status));
+    cJSON_AddBoolToObject(o, "chat_template", it->templated);
     if (it->message) cJSON_AddStringToObject(o, "message", it->message);
     if (it->expected) {
         cJSON_AddStringToObject(o, "expected", it->expected);
@@ -546,6 +585,28 @@ static cJSON *item_json(const struct item *it)
     return o;
 }
 
+static bool item_done(const struct item *it)
+{
+    return it->status == ENGINE_OK || it->status == ENGINE_STOP || it->status == ENGINE_LENGTH;
+}
+
+/* A request that did not complete, said on stderr with its line (and id):
+ * its output line has the status too, but may go to a file. */
+static void report_failure(const struct eval *ev, const struct item *it)
+{
+    char id[80] = "";
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(it->obj, "id");
+    if (cJSON_IsString(v)) snprintf(id, sizeof id, " (id \"%.60s\")", v->valuestring);
+    else if (cJSON_IsNumber(v)) snprintf(id, sizeof id, " (id %g)", v->valuedouble);
+    /* the id and a server's message are untrusted text for a terminal */
+    char *sid = textsafe_term(id), *msg = textsafe_term(it->message ? it->message : "");
+    fprintf(stderr, "tern eval: %s:%d%s: failed: %s%s%s\n", ev->o->prompts, it->line,
+            sid ? sid : "", engine_status_name(it->status), msg && msg[0] ? ": " : "",
+            msg ? msg : "");
+    free(sid);
+    free(msg);
+}
+
 /* Runs the items, at most --concurrency in flight, writing each output line
  * in input order as soon as it and all before it are done. */
 static void run_items(struct eval *ev, struct item *v, int n, FILE *out)
@@ -562,6 +623,10 @@ static void run_items(struct eval *ev, struct item *v, int n, FILE *out)
         engine_wait_events(ev->e, 0, 0.05);
         for (int i = written; i < next; i++) take_item_events(ev, &v[i]);
         while (written < next && v[written].finished) {
+            if (!item_done(&v[written])) {
+                if (ev->tty) fprintf(stderr, "\r%*s\r", 70, ""); /* under the progress bar */
+                report_failure(ev, &v[written]);
+            }
             cJSON *j = item_json(&v[written]);
             textsafe_json(j); /* model output may be invalid UTF-8 */
             char *txt = cJSON_PrintUnformatted(j);
@@ -578,14 +643,14 @@ static void run_items(struct eval *ev, struct item *v, int n, FILE *out)
 static cJSON *prompts_summary(const struct item *v, int n, cJSON *bad, double dur)
 {
     cJSON *s = cJSON_CreateObject();
-    int with = 0, match = 0, ok = 0;
+    int with = 0, match = 0, ok = 0, empty = 0;
     long long gen = 0, prompt = 0;
     double *ttft = malloc(((size_t)n + 1) * sizeof *ttft), *e2e = malloc(((size_t)n + 1) * sizeof *e2e);
     size_t nt = 0, ne = 0;
     for (int i = 0; i < n; i++) {
-        bool done = v[i].status == ENGINE_OK || v[i].status == ENGINE_STOP ||
-                    v[i].status == ENGINE_LENGTH;
+        bool done = item_done(&v[i]);
         ok += done;
+        empty += done && !(v[i].out && v[i].out[0]);
         gen += v[i].m.n_generated;
         prompt += v[i].m.n_prompt;
         if (v[i].expected) {
@@ -597,6 +662,8 @@ static cJSON *prompts_summary(const struct item *v, int n, cJSON *bad, double du
     }
     cJSON_AddNumberToObject(s, "requests", n);
     cJSON_AddNumberToObject(s, "completed", ok);
+    cJSON_AddNumberToObject(s, "failed", n - ok);
+    cJSON_AddNumberToObject(s, "empty_replies", empty);
     cJSON_AddNumberToObject(s, "skipped_lines", cJSON_GetArraySize(bad));
     cJSON_AddItemReferenceToObject(s, "bad_lines", bad);
     cJSON_AddNumberToObject(s, "with_answer", with);
@@ -638,7 +705,17 @@ static int do_prompts(struct eval *ev)
     cJSON *bad = cJSON_CreateArray();
     struct item *v = NULL;
     int n = 0;
-    if (read_items(o->prompts, o, &v, &n, bad) != 0) {
+    ev->chat = ev->info.has_chat_template && !ev->info.chat_template_from_vocab;
+    ev->max_tokens = (int32_t)o->max_tokens;
+    /* A server's cap per request bounds the default, not an explicit --max-tokens. */
+    if (!o->max_tokens_set && ev->info.max_tokens_cap > 0 && ev->max_tokens > ev->info.max_tokens_cap)
+        ev->max_tokens = ev->info.max_tokens_cap;
+    if (!ev->chat && !o->raw)
+        fprintf(stderr,
+                "tern eval: note: %s is a base model (the file has no chat template): \"prompt\" "
+                "lines are sent as plain text, as with --raw\n",
+                ev->info.model_name);
+    if (read_items(o->prompts, ev, &v, &n, bad) != 0) {
         cJSON_Delete(bad);
         return CLI_EXIT_FAIL;
     }
@@ -656,26 +733,31 @@ static int do_prompts(struct eval *ev)
     cJSON *summary = prompts_summary(v, n, bad, dur), *config = cJSON_CreateObject();
     cJSON_AddStringToObject(config, "file", o->prompts);
     cJSON_AddNumberToObject(config, "concurrency", (double)o->concurrency);
-    cJSON_AddNumberToObject(config, "max_tokens", (double)o->max_tokens);
+    cJSON_AddNumberToObject(config, "max_tokens", (double)ev->max_tokens);
+    cJSON_AddBoolToObject(config, "raw", o->raw);
+    cJSON_AddBoolToObject(config, "chat_template", ev->chat && !o->raw);
     cJSON_AddStringToObject(config, "model_file", ev->info.model_path);
     cJSON_AddStringToObject(config, "backend", ev->info.backend.name);
     const cJSON *acc = cJSON_GetObjectItem(summary, "accuracy");
-    fprintf(stderr, "tern eval: %d prompts (%d completed), %d bad lines skipped",
-            n, (int)cJSON_GetObjectItem(summary, "completed")->valuedouble,
-            cJSON_GetArraySize(bad));
+    int completed = (int)cJSON_GetObjectItem(summary, "completed")->valuedouble;
+    int empty = (int)cJSON_GetObjectItem(summary, "empty_replies")->valuedouble;
+    fprintf(stderr, "tern eval: %d prompts: %d completed, %d failed, %d bad lines skipped", n,
+            completed, n - completed, cJSON_GetArraySize(bad));
+    if (empty) fprintf(stderr, ", %d empty repl%s", empty, empty == 1 ? "y" : "ies");
     if (cJSON_IsNumber(acc))
-        fprintf(stderr, ", exact match %d/%d = %.1f%%",
+        fprintf(stderr, "; exact match %d/%d = %.1f%%",
                 (int)cJSON_GetObjectItem(summary, "exact_match")->valuedouble,
                 (int)cJSON_GetObjectItem(summary, "with_answer")->valuedouble,
                 100 * acc->valuedouble);
-    fprintf(stderr, ", %.1f s\n", dur);
+    fprintf(stderr, "; %.1f s\n", dur);
     save_run(ev, "eval-prompts", config, summary);
     cJSON_Delete(summary);
     cJSON_Delete(config);
     cJSON_Delete(bad);
     for (int i = 0; i < n; i++) item_free(&v[i]);
     free(v);
-    return CLI_EXIT_OK;
+    /* Nothing completed (a server down, every line refused): a failure. */
+    return n > 0 && completed == 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 /* ----------------------------------------------------------------- main */
@@ -696,7 +778,10 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_NO_SAVE: o->no_save = true; return 0;
     case OPT_JSON: o->json = true; return 0;
     case OPT_THREADS: return cli_int(cli, "--threads", arg, 0, 1024, &o->threads);
-    case OPT_MAX_TOKENS: return cli_int(cli, "--max-tokens", arg, 1, 1 << 20, &o->max_tokens);
+    case OPT_MAX_TOKENS:
+        o->max_tokens_set = true;
+        return cli_int(cli, "--max-tokens", arg, 1, 1 << 20, &o->max_tokens);
+    case OPT_RAW: o->raw = true; return 0;
     case OPT_BACKEND:
         if (strcmp(arg, "cpu") && strcmp(arg, "cuda") && strcmp(arg, "auto")) {
             fprintf(stderr, "tern eval: --backend: cpu, cuda or auto\n");
@@ -743,24 +828,37 @@ int cmd_eval(int argc, char **argv)
 {
     static const char use[] =
         "usage: tern eval --perplexity FILE [--ctx N] [--stride S] [--chunks N]\n"
-        "       tern eval --prompts FILE.jsonl [--concurrency N] [--out FILE]\n"
+        "       tern eval --prompts FILE.jsonl [--raw] [--concurrency N] [--out FILE]\n"
         "\n"
         "Perplexity over a text file, with the method of llama-perplexity (chunks of --ctx\n"
         "tokens, the second half of each scored; with --stride S, windows every S tokens\n"
-        "scoring their last S), or a prompt set: one JSON object per line with \"prompt\" or\n"
-        "\"messages\", and optionally \"answer\", \"id\", \"max_tokens\", \"temperature\",\n"
-        "\"seed\", \"stop\". Outputs are JSONL with per-request timings; exact-match\n"
-        "accuracy is reported when answers are given; bad lines are reported and skipped.\n"
-        "Both run at batch priority and are stored in the history database. Through --url,\n"
-        "perplexity scores on the server (echo + logprobs) and needs -m MODEL, the server's\n"
-        "model file, for its tokenizer.\n"
+        "scoring their last S), or a prompt set. Both run at batch priority and are stored\n"
+        "in the history database. Through --url, perplexity scores on the server (echo +\n"
+        "logprobs) and needs -m MODEL, the server's model file, for its tokenizer.\n"
+        "\n"
+        "Prompt set: one JSON object per line (blank lines ignored), with\n"
+        "  \"prompt\"       text; a chat model gets it as one user turn through its chat\n"
+        "                 template, as tern run does (--raw or \"raw\": true: as plain\n"
+        "                 text; a base model always gets plain text)\n"
+        "  \"messages\"     or a conversation, [{\"role\": ..., \"content\": ...}, ...]\n"
+        "                 (always through the template)\n"
+        "and optionally \"system\" (a system message for \"prompt\"), \"answer\" (or\n"
+        "\"expected\": graded by exact match, white space trimmed), \"id\" (echoed),\n"
+        "\"max_tokens\", \"temperature\" (default 0: greedy), \"seed\", \"stop\" (array of\n"
+        "strings), \"raw\". Output: one JSON line per request in input order (output,\n"
+        "status, chat_template, expected and match, timings, token counts). A bad line\n"
+        "is reported with its line number and skipped; a request that fails is reported\n"
+        "with its line and status; the summary gives completed, failed, skipped and\n"
+        "exact-match counts. Exit status 1 when no request completed.\n"
         "\n"
         "options:\n"
         "      --ctx N           perplexity context (default 512)\n"
         "      --stride S        perplexity window stride (default: none)\n"
         "      --chunks N        evaluate at most N chunks\n"
         "      --concurrency N   requests in flight (default 4)\n"
-        "      --max-tokens N    prompts: reply limit unless a line says (default 256)\n"
+        "      --max-tokens N    prompts: reply limit unless a line says (default 256,\n"
+        "                        within a server's cap per request with --url)\n"
+        "      --raw             prompts: \"prompt\" lines as plain text, no chat template\n"
         "      --out FILE        prompts: JSONL outputs (default stdout)\n"
         "      --json            perplexity: print the result as JSON\n"
         "      --db PATH         history database; --no-save: do not store the run\n"
@@ -780,6 +878,7 @@ int cmd_eval(int argc, char **argv)
         {"threads", required_argument, 0, OPT_THREADS},
         {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
         {"backend", required_argument, 0, OPT_BACKEND},
+        {"raw", no_argument, 0, OPT_RAW},
         {0, 0, 0, 0},
     };
     struct cli cli;

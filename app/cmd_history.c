@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "model_name.h"
 #include "textsafe.h"
 #include "store.h"
 
@@ -175,9 +176,10 @@ static int do_list(struct store *s, const struct hopts *o, const struct style *s
     for (size_t i = 0; i < l.n; i++) {
         char t[32];
         fmt_time(l.v[i].updated, t, sizeof t);
-        printf("%6lld  %-16s  %5lld  %-28.28s  %s\n", (long long)l.v[i].id, t,
-               (long long)l.v[i].n_messages, l.v[i].model ? safe(l.v[i].model) : "-",
-               safe(l.v[i].title));
+        char model[29]; /* the column: never cut inside the name's quant */
+        model_name_short(l.v[i].model ? l.v[i].model : "-", model, sizeof model - 1);
+        printf("%6lld  %-16s  %5lld  %-28s  %s\n", (long long)l.v[i].id, t,
+               (long long)l.v[i].n_messages, safe(model), safe(l.v[i].title));
     }
     store_session_list_free(&l);
     return CLI_EXIT_OK;

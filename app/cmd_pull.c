@@ -182,11 +182,19 @@ static int fetch(const char *url, const char *part, struct dl *d)
     if (d->tty && !d->quiet) fputs("\r\033[K", stderr);
     curl_easy_cleanup(c);
     if (rc == CURLE_OK) return 0;
-    const char *hint = "";
-    if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT ||
-        rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_RESOLVE_PROXY)
-        hint = " (no network, or the host is down? the partial file is kept: run the same "
-               "command again to resume)";
+    /* An empty .part is no partial download: removed, not announced as kept. */
+    struct stat sb;
+    long long kept = stat(part, &sb) == 0 ? (long long)sb.st_size : 0;
+    if (kept == 0) unlink(part);
+    bool net = rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT ||
+               rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_RESOLVE_PROXY;
+    char hint[4400] = "";
+    if (kept > 0)
+        snprintf(hint, sizeof hint, " (%s%lld bytes kept in %s: run the same command again to "
+                                    "resume)", net ? "no network, or the host is down? " : "",
+                 kept, part);
+    else if (net)
+        snprintf(hint, sizeof hint, " (no network, or the host is down? nothing was downloaded)");
     fprintf(stderr, "tern pull: %s: %s%s\n", url, errbuf[0] ? errbuf : curl_easy_strerror(rc),
             hint);
     return -1;

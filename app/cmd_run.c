@@ -1,6 +1,7 @@
 /* cmd_run: 'tern run' — one reply to one prompt, streamed to stdout as it is
  * generated, through the engine API (the same path as chat, bench, eval).
  * --verbose prints the phase timings to stderr, like `ollama run --verbose`. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@
 enum {
     OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT,
     OPT_SEED, OPT_STOP, OPT_SYSTEM, OPT_CTX, OPT_KVMEM, OPT_KVTYPE, OPT_TRACE, OPT_BACKEND,
-    OPT_STEP, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB, OPT_CONTINUE
+    OPT_STEP, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB, OPT_CONTINUE, OPT_JSON
 };
 
 #define RUN_MAX_STOP 16
@@ -27,7 +28,7 @@ enum {
 struct run_opts {
     const struct cli *cli;
     const char *prompt, *system, *trace, *db_path;
-    bool raw, verbose, ignore_eos, no_history, cont;
+    bool raw, verbose, ignore_eos, no_history, cont, json;
     long threads, max_tokens, ctx, step_tokens;
     unsigned long long kv_mem;
     enum kv_type kv_type;
@@ -65,6 +66,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_VERBOSE: o->verbose = true; return 0;
     case OPT_IGNORE_EOS: o->ignore_eos = true; return 0;
     case OPT_NO_HISTORY: o->no_history = true; return 0;
+    case OPT_JSON: o->json = true; return 0;
     case 'c':
     case OPT_CONTINUE: o->cont = true; return 0;
     case OPT_DB: o->db_path = arg; return 0;
@@ -319,6 +321,86 @@ static void print_verbose(const struct engine_info *info, double load_s, double 
     fprintf(stderr, "%-22s %s\n", "finish:", engine_status_name(m->status));
 }
 
+static void num_or_null(cJSON *o, const char *k, bool known, double v)
+{
+    if (known) cJSON_AddNumberToObject(o, k, v);
+    else cJSON_AddNullToObject(o, k);
+}
+
+/* What --json says of a run. */
+struct run_result {
+    const struct engine_info *info;
+    const char *reply;
+    int32_t max_tokens;
+    bool templated;
+    double load_s, tok_s;
+    enum engine_status status;
+    const char *error;                  /* NULL when it ran to its end */
+    const struct engine_metrics *m;     /* NULL when it never ran */
+};
+
+/* --json: the run as one object on stdout, as tern bench --json: the
+ * reply, usage in OpenAI's terms, the phases of the -v block (null where a
+ * server did not say) and the request's full metrics (engine_metrics_json:
+ * every timestamp, the inter-token latencies). */
+static void print_json(const struct run_result *r)
+{
+    const struct engine_info *in = r->info;
+    const struct engine_metrics *m = r->m;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return;
+    cJSON_AddStringToObject(o, "model", in->model_name ? in->model_name : "");
+    cJSON_AddStringToObject(o, "arch", in->arch ? in->arch : "");
+    cJSON_AddStringToObject(o, "backend", in->backend.name ? in->backend.name : "");
+    cJSON_AddStringToObject(o, "device", in->backend.device);
+    if (in->remote_url) cJSON_AddStringToObject(o, "url", in->remote_url);
+    cJSON_AddBoolToObject(o, "chat_template", r->templated);
+    cJSON_AddNumberToObject(o, "max_tokens", r->max_tokens);
+    cJSON_AddStringToObject(o, "reply", r->reply ? r->reply : "");
+    cJSON_AddStringToObject(o, "status", engine_status_name(r->status));
+    bool stop = r->status == ENGINE_OK || r->status == ENGINE_STOP;
+    cJSON_AddStringToObject(o, "finish_reason", stop ? "stop"
+                                                : r->status == ENGINE_LENGTH
+                                                    ? "length"
+                                                    : engine_status_name(r->status));
+    if (r->error) cJSON_AddStringToObject(o, "error", r->error);
+    if (m) {
+        cJSON *u = cJSON_AddObjectToObject(o, "usage");
+        cJSON_AddNumberToObject(u, "prompt_tokens", m->n_prompt);
+        cJSON_AddNumberToObject(u, "completion_tokens", m->n_generated);
+        cJSON_AddNumberToObject(u, "total_tokens", (double)m->n_prompt + m->n_generated);
+        cJSON_AddNumberToObject(u, "cached_tokens", m->n_cached);
+        cJSON *p = cJSON_AddObjectToObject(o, "phases");
+        cJSON_AddNumberToObject(p, "load_s", r->load_s);
+        cJSON_AddNumberToObject(p, "tokenize_s", r->tok_s);
+        /* remote: the server's own queue and prefill, when it reported them */
+        bool srv = !m->remote || m->server.known;
+        num_or_null(p, "queue_s", srv, m->remote ? m->server.queue_s : m->queue_s);
+        num_or_null(p, "prefill_s", srv, m->remote ? m->server.prefill_s : m->prefill_s);
+        if (m->remote) {
+            cJSON_AddNumberToObject(p, "connect_s", m->connect_s);
+            cJSON_AddNumberToObject(p, "headers_s", m->headers_s);
+        }
+        cJSON_AddNumberToObject(p, "ttft_s", m->ttft_s);
+        cJSON_AddNumberToObject(p, "tpot_s", m->tpot_s);
+        cJSON_AddNumberToObject(p, "decode_s", m->decode_s);
+        cJSON_AddNumberToObject(p, "e2e_s", m->e2e_s);
+        cJSON_AddNumberToObject(p, "total_s", r->load_s + m->e2e_s);
+        num_or_null(p, "prompt_tok_s", !m->remote && m->prefill_s > 0,
+                    m->prefill_s > 0 ? m->n_computed / m->prefill_s : 0);
+        num_or_null(p, "gen_tok_s", m->n_generated > 1 && m->tpot_s > 0,
+                    m->tpot_s > 0 ? 1.0 / m->tpot_s : 0);
+        cJSON *mj = engine_metrics_json(m);
+        if (mj) cJSON_AddItemToObject(o, "metrics", mj);
+    }
+    textsafe_json(o); /* the reply may hold invalid UTF-8 */
+    char *txt = cJSON_PrintUnformatted(o);
+    if (txt) printf("%s\n", txt);
+    fflush(stdout);
+    free(txt);
+    cJSON_Delete(o);
+}
+
 /* Prefill progress on stderr (a terminal, with -v): one line rewritten per
  * chunk, "prefill 1536/3072 tok  50%  ETA 2.1 s", erased at the first token,
  * so a long prompt never looks frozen. */
@@ -349,10 +431,11 @@ static void progress_event(struct run_progress *p, const struct engine_event *ev
     }
 }
 
-/* Streams the reply of request id to stdout; returns the final event's
- * metrics (caller frees) and the whole reply in *reply. */
+/* Streams the reply of request id to stdout (not with quiet: --json prints
+ * it whole at the end); returns the final event's metrics (caller frees)
+ * and the whole reply in *reply. */
 static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist, char **reply,
-                        struct engine_event *fin, struct run_progress *prog)
+                        struct engine_event *fin, struct run_progress *prog, bool quiet)
 {
     size_t len = 0, cap = 256;
     char *buf = malloc(cap);
@@ -374,10 +457,12 @@ static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist,
                 size_t tl = strlen(ev->text);
                 /* a terminal never gets the model's control sequences raw;
                  * a pipe gets the text as it came (and the history stores it) */
-                char *shown = tty ? textsafe_term(ev->text) : NULL;
-                fputs(shown ? shown : ev->text, stdout);
-                free(shown);
-                fflush(stdout);
+                if (!quiet) {
+                    char *shown = tty ? textsafe_term(ev->text) : NULL;
+                    fputs(shown ? shown : ev->text, stdout);
+                    free(shown);
+                    fflush(stdout);
+                }
                 store_reply_append(hist->db, hist->reply, ev->text, tl);
                 if (len + tl + 1 > cap) {
                     while (len + tl + 1 > cap) cap *= 2;
@@ -392,7 +477,7 @@ static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist,
             if (ev->type == ENGINE_EV_FINISHED) {
                 *fin = *ev;
                 for (int k = i + 1; k < n; k++) engine_event_free(&evs[k]);
-                if (len > 0 && buf[len - 1] != '\n') fputc('\n', stdout);
+                if (!quiet && len > 0 && buf[len - 1] != '\n') fputc('\n', stdout);
                 fflush(stdout);
                 *reply = buf;
                 return 0;
@@ -440,7 +525,18 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     int32_t n_msgs = build_messages(&hist, o, prompt, &msgs);
     /* a sane default reply limit: a base model would otherwise fill the context */
     int32_t max_tokens = (int32_t)o->max_tokens;
-    if (max_tokens <= 0) max_tokens = info.n_ctx / 4 < 1024 ? info.n_ctx / 4 : 1024;
+    if (max_tokens <= 0) {
+        max_tokens = info.n_ctx / 4 < 1024 ? info.n_ctx / 4 : 1024;
+        /* A server's cap per request (a tenant's max_tokens) bounds the
+         * default, which the user did not ask for; an explicit -n is sent
+         * as asked, for the server to refuse naming its cap. */
+        if (info.max_tokens_cap > 0 && (max_tokens <= 0 || max_tokens > info.max_tokens_cap)) {
+            max_tokens = info.max_tokens_cap;
+            if (o->verbose)
+                fprintf(stderr, "tern run: reply limit %d tokens (the server's cap per request)\n",
+                        (int)max_tokens);
+        }
+    }
     bool base = !info.has_chat_template || info.chat_template_from_vocab;
     char *plain = NULL;
     if (base && !o->raw) {
@@ -465,8 +561,12 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     double tok_s = app_now_s() - t0;
     free(plain);
     free(msgs);
+    bool templated = !(o->raw || base);
     if (!id) {
         fprintf(stderr, "tern run: %s: %s\n", engine_status_name(why), err);
+        if (o->json)
+            print_json(&(struct run_result){&info, "", max_tokens, templated, load_s, tok_s, why,
+                                            err, NULL});
         store_transcript_free(&hist.prev);
         store_close(hist.db);
         engine_close(e);
@@ -479,7 +579,7 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     struct engine_event fin = {0};
     history_begin(&hist, o, info.model_name, prompt);
     struct run_progress prog = {.on = o->verbose && isatty(STDERR_FILENO)};
-    int rc = stream_reply(e, id, &hist, &reply, &fin, &prog);
+    int rc = stream_reply(e, id, &hist, &reply, &fin, &prog, o->json);
     sigaction(SIGINT, &old, NULL);
     if (rc != 0) {
         fprintf(stderr, "tern run: out of memory\n");
@@ -494,12 +594,19 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
         if (o->verbose) print_verbose(&info, load_s, tok_s, fin.metrics);
         if (o->verbose) print_server_view(e);
     }
+    bool failed = st != ENGINE_OK && st != ENGINE_STOP && st != ENGINE_LENGTH;
     if (st == ENGINE_CANCELLED && run_interrupted) rc = 130;
-    else if (st != ENGINE_OK && st != ENGINE_STOP && st != ENGINE_LENGTH) {
+    else if (failed) {
         fprintf(stderr, "tern run: %s%s%s\n", engine_status_name(st), fin.message ? ": " : "",
                 fin.message ? fin.message : "");
         rc = CLI_EXIT_FAIL;
     }
+    if (o->json)
+        print_json(&(struct run_result){&info, reply, max_tokens, templated, load_s, tok_s, st,
+                                        failed ? (fin.message ? fin.message
+                                                              : engine_status_name(st))
+                                               : NULL,
+                                        fin.metrics});
     store_transcript_free(&hist.prev);
     store_close(hist.db);
     engine_event_free(&fin);
@@ -522,7 +629,8 @@ int cmd_run(int argc, char **argv)
         "      --system TEXT       system message (chat template only)\n"
         "      --raw               send the prompt as is, without the chat template\n"
         "  -n, --max-tokens N      stop after N new tokens (default: 1024 or a quarter\n"
-        "                          of the context, whichever is less)\n"
+        "                          of the context, whichever is less, within a\n"
+        "                          server's cap per request with --url)\n"
         "      --stop S            stop string (repeatable; never printed)\n"
         "      --temp T            temperature (default 0.8; 0 = greedy)\n"
         "      --top-k K           (default 40; 0 = off)\n"
@@ -542,6 +650,9 @@ int cmd_run(int argc, char **argv)
         "      --no-history        do not record this exchange in the history\n"
         "  -v, --verbose           print load, prefill and decode timings to stderr\n"
         "                          (and, on a terminal, the prefill's progress)\n"
+        "      --json              print the reply at the end as one JSON object: reply,\n"
+        "                          status, finish_reason, usage, phases (load, queue,\n"
+        "                          prefill, TTFT, TPOT, decode, end to end) and metrics\n"
         "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {
         {"prompt", required_argument, 0, 'p'},
@@ -567,6 +678,7 @@ int cmd_run(int argc, char **argv)
         {"no-history", no_argument, 0, OPT_NO_HISTORY},
         {"continue", no_argument, 0, OPT_CONTINUE},
         {"verbose", no_argument, 0, 'v'},
+        {"json", no_argument, 0, OPT_JSON},
         {0, 0, 0, 0},
     };
     struct cli cli;

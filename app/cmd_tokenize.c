@@ -8,12 +8,13 @@
 #include "cli.h"
 #include "commands.h"
 #include "gguf.h"
+#include "textsafe.h"
 #include "tok.h"
 
-enum { OPT_IDS = CLI_OPT_CMD, OPT_PIECES, OPT_SPECIAL, OPT_BOS, OPT_FILE };
+enum { OPT_IDS = CLI_OPT_CMD, OPT_PIECES, OPT_SPECIAL, OPT_BOS, OPT_FILE, OPT_VOCAB };
 
 struct tokenize_opts {
-    bool ids, pieces, special, bos;
+    bool ids, pieces, vocab, special, bos;
     const char *file;
 };
 
@@ -23,6 +24,7 @@ static int on_opt(int c, const char *arg, void *ud)
     switch (c) {
     case OPT_IDS: o->ids = true; break;
     case OPT_PIECES: o->pieces = true; break;
+    case OPT_VOCAB: o->vocab = true; break;
     case OPT_SPECIAL: o->special = true; break;
     case OPT_BOS: o->bos = true; break;
     case OPT_FILE: o->file = arg; break;
@@ -53,17 +55,60 @@ static char *read_all(FILE *f, size_t *n)
     return b;
 }
 
-/* Prints bytes readably: printable text as is, \n \t \r \\ and \xNN otherwise. */
+/* Prints bytes readably: whole UTF-8 characters as they are (a CJK token
+ * shows its character), \n \t \r \\ \' and \xNN for control bytes and for
+ * the bytes of a partial or invalid UTF-8 sequence (a byte-level token may
+ * hold a third of a character: shown as bytes, never as U+FFFD), \uNNNN
+ * for C1 controls. */
 static void print_escaped(const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n') fputs("\\n", stdout);
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        size_t k = textsafe_seq(u + i, n - i);
+        if (k == 0) printf("\\x%02x", c);
+        else if (c == '\n') fputs("\\n", stdout);
         else if (c == '\t') fputs("\\t", stdout);
         else if (c == '\r') fputs("\\r", stdout);
         else if (c == '\\') fputs("\\\\", stdout);
+        else if (c == '\'') fputs("\\'", stdout);
         else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-        else putchar(c);
+        else if (k == 2 && c == 0xC2 && u[i + 1] < 0xA0) printf("\\u%04x", u[i + 1]);
+        else fwrite(u + i, 1, k, stdout);
+        i += k ? k : 1;
+    }
+}
+
+/* Whether s[0..n) is whole UTF-8 characters. */
+static bool utf8_whole(const char *s, size_t n)
+{
+    for (size_t i = 0, k; i < n; i += k)
+        if (!(k = textsafe_seq((const unsigned char *)s + i, n - i))) return false;
+    return true;
+}
+
+/* Bytes of consecutive tokens that are not whole characters on their own,
+ * until together they are: the token that completes them gets the text
+ * they make ("-> '你'"). */
+struct partial {
+    char b[32];
+    size_t n;
+};
+
+static void partial_add(struct partial *p, const char *s, size_t n)
+{
+    if (p->n == 0 && utf8_whole(s, n)) return;
+    if (p->n + n > sizeof p->b) { /* never completes: bytes that are not UTF-8 */
+        p->n = 0;
+        return;
+    }
+    memcpy(p->b + p->n, s, n);
+    p->n += n;
+    if (utf8_whole(p->b, p->n)) {
+        fputs(" -> '", stdout);
+        print_escaped(p->b, p->n);
+        putchar('\'');
+        p->n = 0;
     }
 }
 
@@ -75,7 +120,7 @@ static void print_tokens(const struct tok *t, const int32_t *ids, int64_t n,
         putchar('\n');
         return;
     }
-    if (o->pieces) {
+    if (o->vocab) {
         for (int64_t i = 0; i < n; i++) {
             if (i) putchar(' ');
             const char *p = tok_piece(t, ids[i]);
@@ -86,32 +131,50 @@ static void print_tokens(const struct tok *t, const int32_t *ids, int64_t n,
     }
     size_t cap = tok_max_piece(t) + 1;
     char *buf = malloc(cap);
+    struct partial part = {0};
     for (int64_t i = 0; buf && i < n; i++) {
         size_t k = tok_decode_token_special(t, ids[i], buf, cap);
+        if (o->pieces) { /* each token's text, quoted (a text may hold spaces) */
+            printf("%s'", i ? " " : "");
+            print_escaped(buf, k);
+            putchar('\'');
+            continue;
+        }
         printf("%6d '", ids[i]);
         print_escaped(buf, k);
-        printf("'%s\n", tok_is_special(t, ids[i]) ? " (special)" : "");
+        putchar('\'');
+        if (tok_is_special(t, ids[i])) fputs(" (special)", stdout);
+        else partial_add(&part, buf, k);
+        putchar('\n');
     }
+    if (o->pieces) putchar('\n');
     free(buf);
 }
 
 int cmd_tokenize(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern tokenize [-m MODEL] [--ids|--pieces] [--special] [--bos] [TEXT | --file F]\n"
+        "usage: tern tokenize [-m MODEL] [--ids|--pieces|--vocab] [--special] [--bos]\n"
+        "                     [TEXT | --file F]\n"
         "\n"
         "Prints the token ids of TEXT (or of file F, or of standard input when neither is\n"
-        "given), one token per line with its text.\n"
+        "given), one token per line with its text: whole UTF-8 characters as they are,\n"
+        "control bytes escaped (\\n, \\x1b), and the bytes of a partial UTF-8 sequence (a\n"
+        "byte-level token may hold part of a character) as \\xNN; the token that\n"
+        "completes such a character shows it after '->'.\n"
         "\n"
         "  --ids        only the ids, separated by single spaces, on one line\n"
-        "  --pieces     only the vocabulary pieces, separated by spaces, on one line\n"
+        "  --pieces     only the tokens' texts, quoted, separated by spaces, on one line\n"
+        "  --vocab      only the vocabulary entries as stored (byte-level BPE: Ġ for a\n"
+        "               space, Ċ for a newline), separated by spaces, on one line\n"
         "  --special    parse special-token text (<|im_end|>, ...) as special tokens\n"
         "  --bos        add BOS (and EOS) as the model's metadata says\n"
         "  --file F     read the text from F ('-' = standard input)\n";
     static const struct option longopts[] = {
         {"ids", no_argument, 0, OPT_IDS},       {"pieces", no_argument, 0, OPT_PIECES},
         {"special", no_argument, 0, OPT_SPECIAL}, {"bos", no_argument, 0, OPT_BOS},
-        {"file", required_argument, 0, OPT_FILE}, {0, 0, 0, 0},
+        {"file", required_argument, 0, OPT_FILE}, {"vocab", no_argument, 0, OPT_VOCAB},
+        {0, 0, 0, 0},
     };
     struct tokenize_opts o = {0};
     struct cli cli;
@@ -122,8 +185,8 @@ int cmd_tokenize(int argc, char **argv)
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     rc = CLI_EXIT_USAGE;
-    if (o.ids && o.pieces) {
-        fprintf(stderr, "tern tokenize: --ids and --pieces exclude each other\n");
+    if (o.ids + o.pieces + o.vocab > 1) {
+        fprintf(stderr, "tern tokenize: --ids, --pieces and --vocab exclude each other\n");
         goto done;
     }
     if (cli.argc > 1 || (cli.argc == 1 && o.file)) {

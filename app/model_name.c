@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 void model_name_dir(char *buf, size_t n)
@@ -137,4 +138,36 @@ int model_name_resolve(const char *name, const char *dir, char *buf, size_t n, c
     }
     model_name_list_free(files);
     return rc;
+}
+
+void model_name_short(const char *name, char *out, size_t width)
+{
+    size_t n = strlen(name);
+    if (n > 5 && strcasecmp(name + n - 5, ".gguf") == 0) n -= 5;
+    if (n <= width) {
+        memcpy(out, name, n);
+        out[n] = 0;
+        return;
+    }
+    if (width < 8) { /* no room for an ellipsis worth having */
+        memcpy(out, name, width);
+        out[width] = 0;
+        return;
+    }
+    /* the tail: from the last separator when it is short (the quant), else
+     * the last few bytes */
+    size_t tail = width / 3;
+    for (size_t i = n; i-- > 0;)
+        if (name[i] == '.' || name[i] == '-') {
+            if (n - i <= width / 2) tail = n - i;
+            break;
+        }
+    size_t head = width - 2 - tail;
+    /* neither cut inside a UTF-8 sequence */
+    while (head > 0 && ((unsigned char)name[head] & 0xC0) == 0x80) head--;
+    while (tail > 0 && ((unsigned char)name[n - tail] & 0xC0) == 0x80) tail--;
+    memcpy(out, name, head);
+    memcpy(out + head, "..", 2);
+    memcpy(out + head + 2, name + n - tail, tail);
+    out[head + 2 + tail] = 0;
 }

@@ -24,4 +24,10 @@ void model_name_list_free(char **list);
 int model_name_resolve(const char *name, const char *dir, char *buf, size_t n, char *err,
                        size_t errlen);
 
+/* name (a model file name) shortened for a column of width bytes: without
+ * ".gguf", and when still too long cut in the middle ("..") so that its
+ * quant, the part after the last '.' or '-', stays whole. out holds at
+ * least width + 1 bytes. */
+void model_name_short(const char *name, char *out, size_t width);
+
 #endif

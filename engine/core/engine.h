@@ -460,6 +460,10 @@ struct engine_info {
     const char *remote_url;          /* first endpoint; NULL for the local engine */
     const char *token_counts;        /* how engine_count_tokens counts: "model tokenizer",
                                         "server /tokenize", "estimate (~4 bytes/token)" */
+    int32_t max_tokens_cap;          /* remote: the server's cap of new tokens per request
+                                        for this key (tern serve's tenant max_tokens);
+                                        0 = none known. A default reply limit stays within
+                                        it; an explicit one over it is the server's to refuse */
 };
 void engine_info(const struct engine *e, struct engine_info *out);
 

@@ -143,6 +143,7 @@ static int probe_models(struct remote *R, int32_t i, char *err, size_t errlen)
         else free(mo.id);
         if (mo.owned_by[0]) snprintf(ep->server_kind, sizeof ep->server_kind, "%s", mo.owned_by);
         ep->n_ctx = mo.n_ctx;
+        ep->max_tokens_cap = mo.max_tokens_cap;
     }
     if (strcmp(ep->server_kind, "llamacpp") == 0) props_ctx(R, ep);
     rc = 0;

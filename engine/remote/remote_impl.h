@@ -71,6 +71,7 @@ struct rendpoint {
     char scrape_error[160];
     char server_kind[16];
     int32_t n_ctx;                 /* the server's context per sequence; 0 = unknown */
+    int32_t max_tokens_cap;        /* the key's cap per request (tern serve); 0 = none */
     /* tern serve's GET /v1/tern/status: its engine's own snapshot (KV
      * blocks, steps), beside what /metrics says */
     struct engine_stats tstat;     /* server.recent / tenants are filled too */

@@ -54,6 +54,8 @@ int remote_parse_models(const char *body, size_t len, struct remote_models *out)
     if (!n) n = int_field(m0, "max_model_len");
     if (!n) n = int_field(m0 ? cJSON_GetObjectItemCaseSensitive(m0, "meta") : NULL, "n_ctx_train");
     out->n_ctx = n;
+    out->max_tokens_cap = int_field(m0 ? cJSON_GetObjectItemCaseSensitive(m0, "tern") : NULL,
+                                    "max_tokens_cap");
     cJSON_Delete(j);
     return 0;
 }

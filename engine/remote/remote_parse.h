@@ -14,12 +14,13 @@
 #include "engine.h"
 
 /* GET /v1/models: the first entry's id (malloc'd, NULL when absent),
- * owned_by (printable, truncated; "" when absent) and context length (0 =
- * not said). Returns 0, or -1 when the body is not JSON. */
+ * owned_by (printable, truncated; "" when absent), context length (0 =
+ * not said) and the key's cap per request (0 = none said). Returns 0, or -1 when the body is not JSON. */
 struct remote_models {
     char *id;
     char owned_by[16];
     int32_t n_ctx;
+    int32_t max_tokens_cap;   /* tern serve's tern.max_tokens_cap for this key; 0 = none */
 };
 int remote_parse_models(const char *body, size_t len, struct remote_models *out);
 /* llama-server's GET /props: default_generation_settings.n_ctx, or an older

@@ -143,6 +143,11 @@ void remote_info(const struct engine *e, struct engine_info *out)
     }
     /* Context fitting (the chat) works from the server's own figure. */
     out->n_ctx = R->ep[0].n_ctx;
+    /* The lowest cap of any endpoint: a request may go to any of them. */
+    for (int32_t i = 0; i < R->n_ep; i++)
+        if (R->ep[i].max_tokens_cap &&
+            (!out->max_tokens_cap || R->ep[i].max_tokens_cap < out->max_tokens_cap))
+            out->max_tokens_cap = R->ep[i].max_tokens_cap;
     out->has_chat_template = true;  /* the server applies its own */
     out->chat_template = R->has_tmpl ? tmpl_family_name(R->tmpl.family) : NULL;
     out->backend.name = "remote";

@@ -12,4 +12,5 @@ complete -c tern -n '__fish_seen_subcommand_from history' -a 'list show search e
 complete -c tern -n '__fish_seen_subcommand_from run' -s p -l prompt -r
 complete -c tern -n '__fish_seen_subcommand_from run' -s c -l continue
 complete -c tern -n '__fish_seen_subcommand_from run chat' -l temp -l top-p -l top-k -l min-p -l seed -l system -l max-tokens -r
-complete -c tern -n '__fish_seen_subcommand_from models history info' -l json
+complete -c tern -n '__fish_seen_subcommand_from models history info run bench eval' -l json
+complete -c tern -n '__fish_seen_subcommand_from run eval' -l raw

@@ -4,8 +4,9 @@
 # above the core count warned and capped, config file mistakes reported
 # with file:line, an unwritable --trace refused up front, one Ctrl-D
 # ending stdin (in tmux, a real terminal), `bench --help` with the profile
-# options, `run -c` continuing the newest session, and one-shot runs not
-# taking over the session the chat opens with.
+# options, `run -c` continuing the newest session, one-shot runs not
+# taking over the session the chat opens with, and the instruments' CPU line
+# with --threads 1.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
 MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
@@ -77,4 +78,9 @@ ok $? "run -c stored its turn in that session (no new one)"
 "$TERN_BIN" chat -m "$MODEL" --size 100x30 --headless-frames 300 --keys '{wait}' >"$TMP/o" 2>/dev/null
 grep -q 'Chat session marker' "$TMP/o" && ! grep -q 'Zorblax' "$TMP/o"
 ok $? "the chat opens its own newest session, not the one-shot run's"
+# --threads 1: the device says "1 thread" (singular); the instruments still
+# read it as the README shows them, "CPU · N thr · ISA", not a bare "CPU"
+"$TERN_BIN" chat -m "$MODEL" --threads 1 --size 100x30 --headless-frames 300 --keys '{wait}' >"$TMP/o1" 2>/dev/null
+grep -Eq '│CPU · 1 thr(ead)? · [A-Za-z0-9_.+-]+' "$TMP/o1" && ! grep -q 'CPU; no GPU found' "$TMP/o1"
+ok $? "--threads 1: the instruments show CPU · 1 thr · ISA ($(grep -ao 'CPU[^│]*' "$TMP/o1" | head -1))"
 tap_done

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "model_name.h"
 #include "tap.h"
 
 static void write_file(const char *path, const char *text)
@@ -48,6 +49,19 @@ int main(void)
     ok(cli_int(&cli, "-t", "3", 1, 64, &v) == 0 && v == 3, "integer parses");
     ok(cli_int(&cli, "-t", "0", 1, 64, &v) != 0, "integer out of range is rejected");
     ok(cli_int(&cli, "-t", "4x", 1, 64, &v) != 0, "trailing garbage is rejected");
+
+    /* the history list's model column: no ".gguf", the quant kept whole */
+    char sh[29];
+    model_name_short("SmolLM2-135M-Instruct.Q4_1.gguf", sh, 28);
+    is_str(sh, "SmolLM2-135M-Instruct.Q4_1", "a name that fits loses only .gguf");
+    model_name_short("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", sh, 28);
+    ok(strlen(sh) <= 28 && strstr(sh, "..") && strcmp(sh + strlen(sh) - 7, "-Q4_K_M") == 0 &&
+           strncmp(sh, "Meta-Llama-3.1", 14) == 0,
+       "a long name is cut in the middle, its quant whole: %s", sh);
+    model_name_short("\xe6\xa8\xa1\xe5\x9e\x8b\xe6\xa8\xa1\xe5\x9e\x8b\xe6\xa8\xa1\xe5\x9e\x8b-Q8_0.gguf", sh, 12);
+    ok(strlen(sh) <= 12 && sh[0] == '\xe6' && strstr(sh, "..-Q8_0") && (sh[2] & 0xC0) == 0x80 &&
+           ((unsigned char)sh[strlen(sh) - 7 - 1] & 0xC0) == 0x80,
+       "no UTF-8 sequence cut: %s", sh);
 
     unlink(path);
     rmdir(dir);

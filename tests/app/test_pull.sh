@@ -4,7 +4,8 @@
 # into the models directory, a SHA-256 checked (--sha256, and the
 # X-Linked-Etag header Hugging Face sends), a partial file resumed with a
 # Range request, a wrong hash refused, a file that is not GGUF refused, the
-# hf: form mapped to its URL, and a clear error when nothing answers.
+# hf: form mapped to its URL, and a clear error when nothing answers (no
+# empty .part left behind; a real partial one kept and said so).
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
 TMP=$(mktemp -d)
@@ -71,9 +72,18 @@ rm "$D/tiny.gguf"
 "$TERN_BIN" pull "$base/notgguf.gguf" >/dev/null 2>"$TMP/e"
 [ $? -eq 1 ] && grep -q 'is not a GGUF file' "$TMP/e" && [ ! -e "$D/notgguf.gguf" ]; ok $? "a file that is not GGUF is refused"
 "$TERN_BIN" pull "$base/missing.gguf" >/dev/null 2>"$TMP/e"
-[ $? -eq 1 ] && grep -q '404' "$TMP/e"; ok $? "a missing file: the HTTP error ($(tail -1 "$TMP/e" | head -c 120))"
+[ $? -eq 1 ] && grep -q '404' "$TMP/e" && [ ! -e "$D/missing.gguf.part" ]
+ok $? "a missing file: the HTTP error, no empty .part left ($(tail -1 "$TMP/e" | head -c 120))"
 "$TERN_BIN" pull http://127.0.0.1:1/x.gguf >/dev/null 2>"$TMP/e"
-[ $? -eq 1 ] && grep -q 'no network, or the host is down' "$TMP/e"; ok $? "nothing listening: a clear error"
+[ $? -eq 1 ] && grep -q 'no network, or the host is down? nothing was downloaded' "$TMP/e" &&
+    ! grep -q 'kept' "$TMP/e" && [ ! -e "$D/x.gguf.part" ]
+ok $? "nothing listening: a clear error, no 0-byte .part left, none said to be kept ($(tail -1 "$TMP/e" | head -c 160))"
+printf 'GGUF1234' >"$D/x.gguf.part"
+"$TERN_BIN" pull http://127.0.0.1:1/x.gguf >/dev/null 2>"$TMP/e"
+[ $? -eq 1 ] && grep -q "8 bytes kept in $D/x.gguf.part: run the same command again to resume" "$TMP/e" &&
+    [ -s "$D/x.gguf.part" ]
+ok $? "a real partial file is kept and said so ($(tail -1 "$TMP/e" | head -c 200))"
+rm -f "$D/x.gguf.part"
 "$TERN_BIN" pull --dry-run hf:unsloth/gemma-3-270m-it-GGUF/gemma-3-270m-it-Q4_K_M.gguf >"$TMP/o"
 grep -q '^https://huggingface.co/unsloth/gemma-3-270m-it-GGUF/resolve/main/gemma-3-270m-it-Q4_K_M.gguf -> .*/tern/models/gemma-3-270m-it-Q4_K_M.gguf$' "$TMP/o"
 ok $? "hf:ORG/REPO/FILE.gguf maps to its resolve URL"

@@ -40,6 +40,13 @@ p="Write one sentence about the sea."
 "$T" run --url "$U" --no-history --temp 0 -n 24 -p "$p" -v >"$out/remote" 2>"$out/re"
 ok $(cmp -s "$out/local" "$out/remote"; echo $?) "run --url: the same greedy reply as in-process"
 ok $(grep -q 'prefill (server):' "$out/re"; echo $?) "run --url: tern's phase block (server-side prefill) reaches the client"
+"$T" run --url "$U" --no-history --temp 0 -n 24 -p "$p" --json >"$out/rj" 2>/dev/null
+python3 -c 'import json,sys
+j=json.load(open(sys.argv[1])); p=j["phases"]; want=open(sys.argv[2]).read()[:-1]
+print("# --json over --url: prefill (server) %s s, connect %s s" % (p["prefill_s"], p["connect_s"]))
+sys.exit(not (j["reply"] == want and j["url"] and p["prefill_s"] is not None and p["connect_s"] >= 0
+              and j["usage"]["completion_tokens"] == j["metrics"]["generated_tokens"]))' "$out/rj" "$out/local"
+ok $? "run --url --json: the same reply, the server's prefill and the client's connect time"
 printf '%s\n' '{"id":"a","prompt":"The capital of France is","max_tokens":12,"temperature":0}' \
   '{"id":"b","messages":[{"role":"user","content":"Name three colors."}],"max_tokens":16,"temperature":0}' \
   >"$out/p.jsonl"

@@ -3,7 +3,8 @@
 # replies (raw and chat) equal the reference engine's (fixtures/run_expected.json,
 # from make_run_fixture.py with llama-cpp-python), stdin prompt, stop strings
 # (the reference reply cut before the stop string), --verbose timings on stderr
-# only, --trace JSON, refusals and usage errors.
+# only, --json (one object: reply, usage, phases, metrics), --trace JSON,
+# refusals and usage errors.
 . "${TERN_SRC:?}/tests/app/tap.sh"
 tern=${TERN_BIN:?}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -27,6 +28,32 @@ run -p "$(field chat prompt)" > "$tmp/chat" 2>/dev/null; ok $? "chat run exits 0
 printf '%s\n' "$(field chat reply)" > "$tmp/chat.want"
 cmp -s "$tmp/chat" "$tmp/chat.want"; ok $? "chat greedy reply equals the reference's"
 [ $? -eq 0 ] || diag "got: $(cat "$tmp/chat")" "want: $(cat "$tmp/chat.want")"
+
+# --json: one object with the reply (the same greedy text), usage, every
+# phase and the request's metrics; nothing else on stdout.
+run -p "$(field chat prompt)" --json > "$tmp/json" 2> "$tmp/json.err"; ok $? "--json run exits 0"
+python3 - "$tmp/json" "$tmp/chat.want" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, f"{len(lines)} lines on stdout"
+j = json.loads(lines[0])
+want = open(sys.argv[2]).read()[:-1]  # printed with a final newline
+assert j["reply"] == want, (j["reply"], want)
+assert j["status"] in ("stop", "length") and j["finish_reason"] in ("stop", "length"), j["status"]
+assert j["chat_template"] is True and j["max_tokens"] == 12 and j["backend"] and j["model"]
+u, p, m = j["usage"], j["phases"], j["metrics"]
+assert u["completion_tokens"] == m["generated_tokens"] >= 1 and u["prompt_tokens"] == m["prompt_tokens"] > 0
+assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
+for k in ("load_s", "tokenize_s", "queue_s", "prefill_s", "ttft_s", "tpot_s", "decode_s", "e2e_s", "total_s"):
+    assert isinstance(p[k], (int, float)) and p[k] >= 0, (k, p[k])
+assert p["ttft_s"] <= p["e2e_s"] <= p["total_s"] and abs(p["e2e_s"] - m["e2e_s"]) < 1e-9
+assert len(m["itl_s"]) == m["generated_tokens"] - 1
+print(f"# reply {j['reply']!r}, {u}, ttft {p['ttft_s']:.4f} s")
+PY
+ok $? "--json: the same reply, usage, phases and metrics in one object"
+"$tern" run -m "$model" -t 1 --json -n 2000000 -p hi > "$tmp/jfail" 2>/dev/null; rc=$?
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["status"]=="rejected" and "too large" in j["error"] and "usage" not in j, j' "$tmp/jfail" && [ $rc = 1 ]
+ok $? "--json of a refused request: exit $rc, one object with status and error"
 
 # Prompt from stdin.
 field chat prompt | run > "$tmp/stdin" 2>/dev/null; ok $? "stdin run exits 0"
@@ -73,6 +100,10 @@ cols = [c[1] for c in db.execute(f"pragma table_info({req})")]
 figs = [dict(zip(cols, r)) for r in db.execute(f"select * from {req}")]
 assert figs and all(f["generated_tokens"] > 0 and f["ttft_s"] > 0 for f in figs), figs[:1]
 PY
+"$tern" history list > "$tmp/hl"
+m=$(basename "$model" .gguf)
+grep -q "  $m  " "$tmp/hl" && ! grep -q "$m\.g" "$tmp/hl"
+ok $? "history list: the model column shows '$m' whole, not cut inside '.gguf'"
 n_before=$("$tern" history list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 run --no-history -p hi > /dev/null 2>&1; ok $? "--no-history run exits 0"
 n_after=$("$tern" history list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')

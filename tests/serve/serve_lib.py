@@ -170,5 +170,19 @@ def metrics(base):
     return out
 
 
+def metric_types(base):
+    """/metrics parsed by prometheus_client's text parser: ({family: type},
+    {sample name: its family's type}, the raw text)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    st, _, body = request(base, "GET", "/metrics")
+    fams, samples = {}, {}
+    for fam in text_string_to_metric_families(body.decode()):
+        if fam.samples:  # a TYPE line its samples do not match leaves an empty family
+            fams[fam.name] = fam.type
+        for s in fam.samples:
+            samples[s.name] = fam.type
+    return fams, samples, body.decode()
+
+
 def metric(m, name, **labels):
     return m.get((name, tuple(sorted(labels.items()))), 0.0)

@@ -1,12 +1,14 @@
 """test_metrics: /metrics parsed by prometheus_client's text parser after a
-known set of requests: the counters and histogram counts equal what was sent,
+known set of requests: every family has its declared type (counters typed
+counter, not unknown: HELP/TYPE name NAME_total as the samples do, as vLLM's
+server writes them), the counters and histogram counts equal what was sent,
 the vLLM names and labels are there, histograms are cumulative, and nothing
 is left running or holding KV blocks at the end."""
 import json
 
 import openai
 
-from serve_lib import Server, done, metric, metrics, ok, request
+from serve_lib import Server, done, metric, metric_types, metrics, ok, request
 
 srv = Server()
 ok(srv.ready(), "server up")
@@ -29,6 +31,33 @@ ok(st == 404, "one unknown route (404)")
 
 m = metrics(srv.base)
 ok(len(m) > 50, f"prometheus_client parsed {len(m)} samples")
+# the parsed types: no family left untyped, and the ones vLLM has with vLLM's types
+fams, stypes, text = metric_types(srv.base)
+bad = sorted(n for n, t in fams.items() if t in ("unknown", "untyped"))
+ok(not bad, f"every family parses with its declared type ({len(fams)} families; untyped: {bad[:6]})")
+want = {"vllm:prompt_tokens": "counter", "vllm:generation_tokens": "counter",
+        "vllm:request_success": "counter", "vllm:num_preemptions": "counter",
+        "vllm:prefix_cache_queries": "counter", "vllm:prefix_cache_hits": "counter",
+        "tern:http_responses": "counter", "tern:rejected_requests": "counter",
+        "tern:requests_finished": "counter", "tern:tenant_tokens": "counter",
+        "tern:engine_steps": "counter", "vllm:num_requests_running": "gauge",
+        "vllm:kv_cache_usage_perc": "gauge", "tern:kv_blocks": "gauge",
+        "vllm:time_to_first_token_seconds": "histogram", "vllm:e2e_request_latency_seconds": "histogram"}
+got = {n: fams.get(n) for n in want}
+ok(got == want, f"parsed family types: {[(n, t) for n, t in got.items() if t != want[n]] or 'as vLLM'}")
+tot = sorted(n for n, t in stypes.items() if n.endswith("_total") and t != "counter")
+ok(not tot and any(n.endswith("_total") for n in stypes),
+   f"every *_total sample is in a counter family (not: {tot[:6]})")
+# the text itself as prometheus_client writes vLLM's counters: HELP and TYPE
+# name NAME_total, the name its samples carry
+lines = text.splitlines()
+ctr = [l.split()[2] for l in lines if l.startswith("# TYPE ") and l.split()[3] == "counter"]
+helps = {l.split()[2] for l in lines if l.startswith("# HELP ")}
+ok(ctr and all(n.endswith("_total") and n in helps for n in ctr),
+   f"{len(ctr)} counter TYPE lines name NAME_total with a HELP line: {[n for n in ctr if not n.endswith('_total')][:4]}")
+snames = {l.split("{")[0].split()[0] for l in lines if l and not l.startswith("#")}
+ok(all(n in snames or n.startswith("tern:tenant") or n.startswith("tern:rejected") for n in ctr),
+   "each counter's samples carry the TYPE line's name")
 fin = metric(m, "vllm:request_success_total", finished_reason="stop") + \
       metric(m, "vllm:request_success_total", finished_reason="length")
 ok(fin == n_ok, f"vllm:request_success_total stop+length = {fin}, sent {n_ok}")

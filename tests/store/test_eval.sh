@@ -6,7 +6,9 @@
 # off-by-one in the scored window would allow (>= 0.7 %), and is stored; the
 # strided method runs; a prompt set with malformed lines reports them by line number, skips them,
 # writes JSONL with timings, and its exact-match accuracy agrees with the
-# outputs; through the scheduler it equals the engine's own ppl_run figure.
+# outputs; through the scheduler it equals the engine's own ppl_run figure;
+# "prompt" lines get the chat template (--raw / "raw": true opt out), failed
+# requests are reported by line, and the JSONL fields are documented.
 # usage: test_eval.sh PPL_DIRECT   (TERN_BIN, TERN_SRC, TERN_SHARED from test_env)
 . "$TERN_SRC/tests/app/tap.sh"
 ppl_direct=$1
@@ -94,6 +96,50 @@ assert s["exact_match"] == sum(r["match"] for r in graded) and s["with_answer"] 
 assert abs(s["accuracy"] - s["exact_match"] / 2) < 1e-12
 PY
 ok $? "JSONL outputs with timings in input order; accuracy agrees with the outputs; run stored"
+
+# "prompt" lines of a chat model go through its chat template, as tern run
+# sends a prompt (raw, SmolLM2-Instruct answers this with nothing at all);
+# --raw or "raw": true send them as plain text; failures name their line
+cat > "$dir/chat.jsonl" <<'JL'
+{"id": "p", "prompt": "What is the capital of France? Answer with one word.", "max_tokens": 16}
+{"id": "m", "messages": [{"role": "user", "content": "What is the capital of France? Answer with one word."}], "max_tokens": 16}
+{"id": "r", "prompt": "What is the capital of France? Answer with one word.", "max_tokens": 16, "raw": true}
+{"id": "big", "prompt": "Hi", "max_tokens": 1000000}
+{"id": "s", "prompt": "What is the capital of France?", "system": "Answer in one word.", "max_tokens": 16}
+JL
+"$tern" eval -m "$model" --prompts "$dir/chat.jsonl" --no-save > "$dir/chat.out" 2> "$dir/chat.err"
+ok $? "eval --prompts with a failing line: status 0 ($(tail -1 "$dir/chat.err"))"
+"$tern" eval -m "$model" --prompts "$dir/chat.jsonl" --no-save --raw > "$dir/raw.out" 2> "$dir/raw.err"
+python3 - "$dir/chat.out" "$dir/raw.out" <<'PY'
+import json, sys
+t = {r["id"]: r for r in map(json.loads, open(sys.argv[1]))}
+w = {r["id"]: r for r in map(json.loads, open(sys.argv[2]))}
+for k in "pmr":
+    print(f"# {k}: template {t[k]['chat_template']} {t[k]['output']!r}; --raw: {w[k]['chat_template']} {w[k]['output']!r}")
+assert t["p"]["chat_template"] and "Paris" in t["p"]["output"], t["p"]
+assert t["p"]["output"] == t["m"]["output"], "a prompt line = the same question as messages"
+assert t["s"]["chat_template"] and t["s"]["output"].strip(), t["s"]
+assert not t["r"]["chat_template"] and t["r"]["output"] != t["p"]["output"], t["r"]
+assert not w["p"]["chat_template"] and w["p"]["output"] == t["r"]["output"], "--raw = \"raw\": true"
+assert w["m"]["chat_template"] and w["m"]["output"] == t["m"]["output"], "messages keep the template"
+assert "s" not in w, "a system message needs the template: skipped with --raw"
+assert t["big"]["status"] == "rejected" and t["big"]["message"], t["big"]
+PY
+ok $? "a \"prompt\" line gets the chat template (the answer names Paris, as its messages form); --raw and \"raw\": true send it plain"
+grep -q 'chat.jsonl:4 (id "big"): failed: rejected: request too large' "$dir/chat.err"
+ok $? "a failed request is reported with its line, id and status"
+grep -q '5 prompts: 4 completed, 1 failed, 0 bad lines skipped' "$dir/chat.err"
+ok $? "the summary counts completed and failed ($(tail -1 "$dir/chat.err"))"
+grep -q 'chat.jsonl:5: "system" needs the chat template' "$dir/raw.err"
+ok $? "--raw: a line with a system message is reported and skipped"
+echo '{"id": "big", "prompt": "Hi", "max_tokens": 1000000}' > "$dir/fail.jsonl"
+"$tern" eval -m "$model" --prompts "$dir/fail.jsonl" --no-save >/dev/null 2>&1; [ $? = 1 ]
+ok $? "no request completed: status 1"
+help=$("$tern" help eval 2>&1)
+for f in '"prompt"' '"messages"' '"system"' '"answer"' '"expected"' '"max_tokens"' '"raw"' '--raw'; do
+    grep -qF -- "$f" <<<"$help" && grep -qF -- "$f" "$TERN_SRC/packaging/man/tern-eval.1.scd"
+    ok $? "tern help eval and tern-eval(1) document $f"
+done
 
 "$tern" eval --prompts "$dir/none.jsonl" --no-save 2>/dev/null; [ $? = 1 ]
 ok $? "missing prompt file: status 1"

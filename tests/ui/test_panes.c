@@ -308,10 +308,10 @@ static void check_dialog(void)
     ui_input_set(&d.field[1], "1.5");
     ok(ui_dialog_get_params(&d, &p) < 0 && d.focus == 1,
        "top-p above 1 refused, focus moves there");
-    struct ui_key esc = {UI_KEY_ESC, 0};
+    struct ui_key esc = {UI_KEY_ESC, 0, false};
     is_int(ui_dialog_key(&d, &esc), UI_DLG_CANCEL, "Esc cancels the form");
     ui_dialog_confirm(&d, 2, "delete", "Delete session?");
-    struct ui_key y = {0, 'y'};
+    struct ui_key y = {0, 'y', false};
     is_int(ui_dialog_key(&d, &y), UI_DLG_OK, "y confirms");
     ui_dialog_free(&d);
 }

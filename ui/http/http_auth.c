@@ -221,9 +221,6 @@ int http_auth_admit(struct http_auth *a, struct http_tenant *t, int64_t prompt_t
     } else if (t->rpm && t->req_tokens < 1) {
         *limit = "rpm";
         *retry_after_s = (1 - t->req_tokens) * 60.0 / (double)t->rpm;
-    } else if (t->tpm && need > (double)t->tpm) {
-        *limit = "tpm";
-        *retry_after_s = 60; /* larger than a minute's budget: never passes */
     } else if (t->tpm && t->tok_tokens < need) {
         *limit = "tpm";
         *retry_after_s = (need - t->tok_tokens) * 60.0 / (double)t->tpm;

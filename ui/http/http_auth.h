@@ -46,7 +46,8 @@ bool http_auth_has_keys(const struct http_auth *a);
 struct http_tenant *http_auth_check(struct http_auth *a, const char *authorization);
 
 /* Admission of one request of prompt_tokens + max_tokens (max_tokens is
- * already capped). Returns 0 (taken: the caller must call http_auth_release
+ * already capped, and the sum within tpm: a request over a per-request cap
+ * can never pass, and is the caller's to refuse with a 400). Returns 0 (taken: the caller must call http_auth_release
  * later), or -1 with the limit's name ("rpm", "tpm", "concurrency") in
  * *limit and the seconds until it would pass in *retry_after_s. */
 int http_auth_admit(struct http_auth *a, struct http_tenant *t, int64_t prompt_tokens,

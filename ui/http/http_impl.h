@@ -42,6 +42,9 @@ struct http_req {
     struct sse_buf body;
     bool too_big, started;
     double t0;
+    /* The max_tokens a request that gave none was clamped to, said in the
+     * X-Tern-Max-Tokens header ("" when not clamped). */
+    char clamp_note[96];
 };
 
 /* A completion being streamed (or waited for). */
@@ -73,6 +76,8 @@ struct http_stream {
 };
 
 double http_now(void);
+/* The headers every answer to r carries (X-Request-Id, Server, X-Tern-Max-Tokens). */
+void http_add_common_headers(struct MHD_Response *resp, const struct http_req *r);
 /* Queues a JSON body with status and the X-Request-Id header; counts the status. */
 enum MHD_Result http_send_json(struct http_req *r, unsigned status, const char *json,
                                const char *retry_after);

@@ -180,9 +180,14 @@ static void put(struct out *o, const char *fmt, ...)
     if (sse_buf_add(o->b, line, (size_t)n)) o->rc = -1;
 }
 
+/* HELP and TYPE name the family as its samples do: a counter's samples are
+ * NAME_total, so are its HELP and TYPE lines (the 0.0.4 text format, as
+ * prometheus_client writes vLLM's; with the bare NAME the parsers type the
+ * samples "unknown"). */
 static void head(struct out *o, const char *name, const char *type, const char *help)
 {
-    put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    const char *sfx = strcmp(type, "counter") == 0 ? "_total" : "";
+    put(o, "# HELP %s%s %s\n# TYPE %s%s %s\n", name, sfx, help, name, sfx, type);
 }
 
 static void gauge(struct out *o, const char *name, const char *help, double v)

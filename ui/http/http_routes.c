@@ -88,7 +88,13 @@ static enum MHD_Result models(struct http_req *r)
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "object", "list");
     cJSON *d = cJSON_AddArrayToObject(j, "data");
-    cJSON_AddItemToArray(d, model_json(r->srv, e));
+    cJSON *m = model_json(r->srv, e);
+    /* The caller's cap per request, so that a client (tern run --url) keeps
+     * its default reply limit within it rather than be refused. */
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "tern");
+    if (t && r->tenant && r->tenant->max_tokens)
+        cJSON_AddNumberToObject(t, "max_tokens_cap", r->tenant->max_tokens);
+    cJSON_AddItemToArray(d, m);
     return send_cjson(r, 200, j);
 }
 

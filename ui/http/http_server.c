@@ -20,10 +20,11 @@ double http_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void add_common_headers(struct MHD_Response *resp, const char *request_id)
+void http_add_common_headers(struct MHD_Response *resp, const struct http_req *r)
 {
-    MHD_add_response_header(resp, "X-Request-Id", request_id);
+    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
     MHD_add_response_header(resp, "Server", "tern");
+    if (r->clamp_note[0]) MHD_add_response_header(resp, "X-Tern-Max-Tokens", r->clamp_note);
 }
 
 enum MHD_Result http_send_json(struct http_req *r, unsigned status, const char *json,
@@ -33,7 +34,7 @@ enum MHD_Result http_send_json(struct http_req *r, unsigned status, const char *
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!resp) return MHD_NO;
-    add_common_headers(resp, r->request_id);
+    http_add_common_headers(resp, r);
     MHD_add_response_header(resp, "Content-Type", "application/json");
     if (retry_after) MHD_add_response_header(resp, "Retry-After", retry_after);
     enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +300,23 @@ static enum MHD_Result quota_429(struct http_req *r, const char *limit, double r
     return http_send_error(r, 429, msg, NULL, "rate_limit_exceeded", ra);
 }
 
+/* A request over a per-request cap of the tenant: it can never pass, so it
+ * is a 400 naming the cap (a 429 would be retried forever by clients). */
+static enum MHD_Result over_cap(struct http_req *r, const char *limit, const char *param,
+                                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static enum MHD_Result over_cap(struct http_req *r, const char *limit, const char *param,
+                                const char *fmt, ...)
+{
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    http_auth_count_reject(r->srv->auth, r->tenant);
+    http_metrics_reject(r->srv->metrics, limit);
+    return http_send_error(r, 400, msg, param, "over_tenant_cap", NULL);
+}
+
 /* Maps a refused submit to its HTTP status. */
 static enum MHD_Result submit_refused(struct http_req *r, enum engine_status why,
                                       const char *err)
@@ -458,7 +476,7 @@ static enum MHD_Result reply_stream(struct http_req *r, struct http_stream *st)
     }
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    http_add_common_headers(resp, r);
     atomic_store(&st->t_progress, http_now());
     atomic_store(&st->streaming, true);
     http_metrics_status(r->srv->metrics, 200);
@@ -474,10 +492,22 @@ static enum MHD_Result run(struct http_req *r, struct engine *e, struct oai_requ
 {
     struct http_server *s = r->srv;
     struct http_tenant *t = r->tenant;
-    if (t->max_tokens && q->req.max_tokens > t->max_tokens)
-        return quota_429(r, "max_tokens", 60);
-    if (!q->has_max_tokens) q->req.max_tokens = t->max_tokens ? t->max_tokens
-                                                              : s->cfg.max_tokens_default;
+    if (!q->has_max_tokens) {
+        /* No number asked: the server's default, within the tenant's cap. */
+        int32_t def = s->cfg.max_tokens_default;
+        if (t->max_tokens && (def <= 0 || def > t->max_tokens)) {
+            def = t->max_tokens;
+            snprintf(r->clamp_note, sizeof r->clamp_note,
+                     "%d (clamped to the tenant's cap per request)", (int)def);
+        }
+        q->req.max_tokens = def;
+    } else if (t->max_tokens && q->req.max_tokens > t->max_tokens) {
+        return over_cap(r, "max_tokens", "max_tokens",
+                        "max_tokens %d is over the cap of %d tokens per request of tenant "
+                        "'%s'; ask for at most %d, or leave max_tokens out to get %d",
+                        (int)q->req.max_tokens, (int)t->max_tokens, t->name,
+                        (int)t->max_tokens, (int)t->max_tokens);
+    }
     q->req.priority = t->priority;
     q->req.queue_timeout_s = s->cfg.queue_timeout_s;
     q->req.trace_request_id = r->request_id;   /* copied by the engine */
@@ -486,9 +516,28 @@ static enum MHD_Result run(struct http_req *r, struct engine *e, struct oai_requ
     struct http_lp *lp = http_lp_new(e, q, lerr, sizeof lerr);
     if (!lp && lerr[0]) return http_send_error(r, 400, lerr, "stream", "invalid_request", NULL);
     int64_t np = t->tpm ? prompt_tokens(e, q) : 0;
+    if (np < 0) np = 0;
+    if (t->tpm && np + q->req.max_tokens > t->tpm) {
+        /* More than a whole minute's budget: no wait makes it fit. */
+        if (!q->has_max_tokens && t->tpm - np >= 1) {
+            q->req.max_tokens = (int32_t)(t->tpm - np);
+            snprintf(r->clamp_note, sizeof r->clamp_note,
+                     "%d (clamped to fit the tenant's tpm with the prompt)",
+                     (int)q->req.max_tokens);
+        } else {
+            http_lp_free(lp);
+            return over_cap(r, "tpm", q->has_max_tokens   ? "max_tokens"
+                                      : kind == OAI_CHAT ? "messages"
+                                                         : "prompt",
+                            "the prompt (%lld tokens) and max_tokens (%d) are over the %lld "
+                            "tokens per minute of tenant '%s': this request can never be "
+                            "admitted; ask for fewer tokens",
+                            (long long)np, (int)q->req.max_tokens, (long long)t->tpm, t->name);
+        }
+    }
     const char *limit;
     double retry;
-    if (http_auth_admit(s->auth, t, np < 0 ? 0 : np, q->req.max_tokens, &limit, &retry) != 0) {
+    if (http_auth_admit(s->auth, t, np, q->req.max_tokens, &limit, &retry) != 0) {
         http_lp_free(lp);
         return quota_429(r, limit, retry);
     }

@@ -478,6 +478,12 @@ static void handle_key(struct app *a, const struct ui_key *k)
         dialog_done(a, ui_dialog_key(&a->dlg, k));
         return;
     }
+    /* A pasted character is text, escape sequences and control characters
+     * included (shown as control pictures): never Ctrl-C, Ctrl-N, ... */
+    if (k->pasted && k->fn == 0 && !(a->view.focus_sessions && a->view.layout.sessions)) {
+        insert_cp(&a->in, k->ch == '\t' ? ' ' : k->ch);
+        return;
+    }
     if (global_key(a, k)) return;
     if (a->view.focus_sessions && a->view.layout.sessions)
         sessions_key(a, k);

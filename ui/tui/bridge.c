@@ -168,8 +168,13 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
                             "%s is a base model (no chat template): plain completion, your text "
                             "is continued",
                             st->model_name);
+    else if (info.max_tokens_cap > 0)
+        ui_state_set_status(st, false, "model ready: %s on %s; replies at most %d tokens (the "
+                                       "server's cap per request)",
+                            st->model_name, st->backend, (int)info.max_tokens_cap);
     else
         ui_state_set_status(st, false, "model ready: %s on %s", st->model_name, st->backend);
+    b->max_tokens_cap = info.max_tokens_cap;
     ui_bridge_snapshot(b, st);
 }
 
@@ -622,6 +627,10 @@ static void submit(struct ui_bridge *b, struct ui_state *st, int64_t skey)
     r.sampling.repeat_penalty = st->params.repeat_penalty;
     r.sampling.seed = st->params.seed ? st->params.seed : (uint64_t)time(NULL);
     r.max_tokens = fit.max_tokens;
+    /* Within a server's cap per request (a tenant's max_tokens), said when
+     * the model loaded: over it, every message would be refused. */
+    if (b->max_tokens_cap > 0 && (r.max_tokens <= 0 || r.max_tokens > b->max_tokens_cap))
+        r.max_tokens = b->max_tokens_cap;
     r.priority = ENGINE_PRIO_INTERACTIVE;
     uint64_t id = engine_submit(b->eng, &r, &why, err, sizeof err);
     free(plain);

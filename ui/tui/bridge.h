@@ -27,6 +27,7 @@ struct ui_bridge {
     char model_file[256]; /* basename, the store's model name */
     int32_t ctx_limit;    /* tokens one sequence can hold (context or KV pool) */
     bool base_model;      /* no chat template: prompts are the plain conversation text */
+    int32_t max_tokens_cap; /* the server's cap of new tokens per request (--url); 0 = none */
 };
 
 /* Opens the store (db_path NULL: default location; a failure is shown in

@@ -62,15 +62,36 @@ static void row_fit(struct pane *p, attr_t a, const char *const *forms, int n)
     ui_draw_str(p->w, p->y++, p->in.x, p->in.w, a, forms[k]);
 }
 
+/* Threads and ISA of a CPU device string, "Intel Xeon (2 threads, AVX-512)"
+ * or "(1 thread, avx2)" (singular with --threads 1); 0 and "" when absent. */
+static void cpu_parse(const char *device, int *threads, char *isa, size_t n)
+{
+    const char *o = strrchr(device, '(');
+    int k = 0;
+    *threads = 0;
+    isa[0] = 0;
+    if (!o || sscanf(o, "(%d thread%n", threads, &k) != 1 || k == 0) {
+        *threads = 0;
+        return;
+    }
+    const char *c = strchr(o + k, ',');
+    if (!c) return;
+    c++;
+    while (*c == ' ') c++;
+    size_t m = strcspn(c, ")");
+    if (m >= n) m = n - 1;
+    memcpy(isa, c, m);
+    isa[m] = 0;
+}
+
 /* "CPU · 2 threads · AVX-512; no GPU found" from a device string like
  * "Intel Xeon (2 threads, AVX-512)": the calm line of a machine without a
  * usable GPU. */
 static void cpu_line(const struct ui_state *s, char *out, size_t n)
 {
-    const char *o = strrchr(s->device, '(');
     int threads = 0;
     char isa[48] = "";
-    if (o) sscanf(o, "(%d threads, %47[^)])", &threads, isa);
+    cpu_parse(s->device, &threads, isa, sizeof isa);
     if (threads > 0 && isa[0])
         snprintf(out, n, "CPU · %d thread%s · %s; no GPU found", threads, threads == 1 ? "" : "s",
                  isa);
@@ -83,8 +104,7 @@ static void cpu_row(struct pane *p, const struct ui_state *s)
 {
     char f[4][200], isa[48] = "";
     int threads = 0;
-    const char *o = strrchr(s->device, '(');
-    if (o) sscanf(o, "(%d threads, %47[^)])", &threads, isa);
+    cpu_parse(s->device, &threads, isa, sizeof isa);
     cpu_line(s, f[0], sizeof f[0]);
     snprintf(f[1], sizeof f[1], "CPU · %d thr · %s · no GPU", threads, isa);
     snprintf(f[2], sizeof f[2], "CPU %d thr %s, no GPU", threads, isa);

@@ -38,30 +38,68 @@ static int next(struct ui_keys *k, wint_t *c)
     return wget_wch(k->w, c);
 }
 
+/* Inside a paste, keypad decoding is off (ncurses would turn a pasted
+ * "ESC [ A" into the Up key): every byte comes raw and is text. */
+static void paste_mode(struct ui_keys *k, bool on)
+{
+    k->paste = on;
+    keypad(k->w, on ? FALSE : TRUE);
+}
+
+static bool pasted(struct ui_key *out, uint32_t ch)
+{
+    *out = (struct ui_key){0, ch, true};
+    return true;
+}
+
+/* ESC inside a paste: the end marker ESC[201~, or text (the ESC and the
+ * bytes read after it, returned one by one). */
+static bool paste_esc(struct ui_keys *k, struct ui_key *out)
+{
+    wint_t c;
+    k->n_pend = k->i_pend = 0;
+    if (next(k, &c) != OK) return pasted(out, 27);
+    k->pend[k->n_pend++] = (uint32_t)c;
+    if (c == '[') {
+        while (k->n_pend < 6 && next(k, &c) == OK) {
+            k->pend[k->n_pend++] = (uint32_t)c;
+            if (c == '~' || (c >= 0x40 && c <= 0x7E)) break;
+        }
+        static const uint32_t end[] = {'[', '2', '0', '1', '~'};
+        if (k->n_pend == 5 && memcmp(k->pend, end, sizeof end) == 0) {
+            k->n_pend = 0;
+            paste_mode(k, false);
+            return false;
+        }
+    }
+    return pasted(out, 27);
+}
+
 /* After ESC: Alt-x, or a CSI sequence ncurses did not know (bracketed
  * paste markers). Bytes already queued belong to the same key press. */
 static bool after_esc(struct ui_keys *k, struct ui_key *out)
 {
     wint_t c;
+    if (k->paste) return paste_esc(k, out);
     int r = next(k, &c);
     if (r == ERR) {
-        *out = (struct ui_key){UI_KEY_ESC, 0};
+        *out = (struct ui_key){UI_KEY_ESC, 0, false};
         return true;
     }
     if (r == OK && (c == '\r' || c == '\n')) {
-        *out = (struct ui_key){UI_KEY_NEWLINE, 0};
+        *out = (struct ui_key){UI_KEY_NEWLINE, 0, false};
         return true;
     }
     if (r == OK && (c == 'b' || c == 'f')) {
-        *out = (struct ui_key){c == 'b' ? UI_KEY_WORD_LEFT : UI_KEY_WORD_RIGHT, 0};
+        *out = (struct ui_key){c == 'b' ? UI_KEY_WORD_LEFT : UI_KEY_WORD_RIGHT, 0, false};
         return true;
     }
     if (r == OK && (c == 'y' || c == 'e')) {
-        *out = (struct ui_key){c == 'y' ? UI_KEY_ALT_Y : UI_KEY_ALT_E, 0};
+        *out = (struct ui_key){c == 'y' ? UI_KEY_ALT_Y : UI_KEY_ALT_E, 0, false};
         return true;
     }
     if (r == KEY_CODE_YES && (c == KEY_UP || c == KEY_DOWN)) {
-        *out = (struct ui_key){c == KEY_UP ? UI_KEY_ALT_UP : UI_KEY_ALT_DOWN, 0};
+        *out = (struct ui_key){c == KEY_UP ? UI_KEY_ALT_UP : UI_KEY_ALT_DOWN, 0, false};
         return true;
     }
     if (r == OK && c == '[') {
@@ -73,9 +111,9 @@ static bool after_esc(struct ui_keys *k, struct ui_key *out)
         }
         seq[n] = 0;
         if (strcmp(seq, "200~") == 0)
-            k->paste = true;
+            paste_mode(k, true);
         else if (strcmp(seq, "201~") == 0)
-            k->paste = false;
+            paste_mode(k, false);
         return false;
     }
     return false; /* other Alt keys are not bound */
@@ -84,6 +122,7 @@ static bool after_esc(struct ui_keys *k, struct ui_key *out)
 bool ui_keys_read(struct ui_keys *k, struct ui_key *out)
 {
     wint_t c;
+    if (k->i_pend < k->n_pend) return pasted(out, k->pend[k->i_pend++]);
     int r = next(k, &c);
     if (r == ERR) return false;
     if (r == KEY_CODE_YES) {
@@ -91,10 +130,10 @@ bool ui_keys_read(struct ui_keys *k, struct ui_key *out)
         if (code == KEY_MOUSE) {
             MEVENT ev;
             if (getmouse(&ev) != OK) return false;
-            if (ev.bstate & BUTTON4_PRESSED) *out = (struct ui_key){UI_KEY_WHEEL_UP, 0};
+            if (ev.bstate & BUTTON4_PRESSED) *out = (struct ui_key){UI_KEY_WHEEL_UP, 0, false};
 #ifdef BUTTON5_PRESSED
             else if (ev.bstate & BUTTON5_PRESSED)
-                *out = (struct ui_key){UI_KEY_WHEEL_DOWN, 0};
+                *out = (struct ui_key){UI_KEY_WHEEL_DOWN, 0, false};
 #endif
             else
                 return false;
@@ -102,7 +141,7 @@ bool ui_keys_read(struct ui_keys *k, struct ui_key *out)
         }
         if (code == KEY_ENTER) code = k->paste ? UI_KEY_NEWLINE : '\r';
         if (code == '\r') {
-            *out = (struct ui_key){0, '\r'};
+            *out = (struct ui_key){0, '\r', false};
             return true;
         }
         if (k->k_cleft && code == k->k_cleft)
@@ -117,18 +156,19 @@ bool ui_keys_read(struct ui_keys *k, struct ui_key *out)
             code = UI_KEY_ALT_UP;
         else if (k->k_adown && code == k->k_adown)
             code = UI_KEY_ALT_DOWN;
-        *out = (struct ui_key){code, 0};
+        *out = (struct ui_key){code, 0, false};
         return true;
     }
     if (c == 27) return after_esc(k, out);
     if (k->paste && (c == '\r' || c == '\n')) {
-        *out = (struct ui_key){UI_KEY_NEWLINE, 0};
+        *out = (struct ui_key){UI_KEY_NEWLINE, 0, false};
         return true;
     }
+    if (k->paste) return pasted(out, (uint32_t)c);
     if (c == '\n') { /* Ctrl-J (Enter arrives as '\r' with nonl) */
-        *out = (struct ui_key){UI_KEY_NEWLINE, 0};
+        *out = (struct ui_key){UI_KEY_NEWLINE, 0, false};
         return true;
     }
-    *out = (struct ui_key){0, (uint32_t)c};
+    *out = (struct ui_key){0, (uint32_t)c, false};
     return true;
 }

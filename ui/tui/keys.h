@@ -1,7 +1,9 @@
 /* keys: reads the keyboard through ncurses and turns it into key events:
  * characters, function keys, Alt-combinations (ESC prefix), Ctrl-arrows
  * (by their terminfo names) and bracketed paste (text between ESC[200~ and
- * ESC[201~ arrives with its newlines as inserted newlines, never as Enter). */
+ * ESC[201~ arrives as pasted characters, escape sequences and control
+ * characters included, with its newlines as inserted newlines, never as
+ * Enter or as keys). */
 #ifndef TERN_UI_KEYS_H
 #define TERN_UI_KEYS_H
 
@@ -31,11 +33,14 @@ enum {
 struct ui_key {
     int fn;      /* KEY_* / UI_KEY_*, or 0 for a character */
     uint32_t ch; /* the character when fn == 0 */
+    bool pasted; /* a character of a bracketed paste: text, never a command */
 };
 
 struct ui_keys {
     WINDOW *w;
     bool paste;                                             /* inside a bracketed paste */
+    uint32_t pend[8];                                       /* pasted bytes read ahead */
+    int n_pend, i_pend;
     int k_cleft, k_cright, k_chome, k_cend, k_aup, k_adown; /* terminfo codes, 0 if unknown */
 };
 
