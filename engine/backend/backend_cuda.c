@@ -124,7 +124,10 @@ void cuda_ws_size(const struct model_hparams *hp, int32_t T, int32_t S, int32_t 
     w->logits = al256((uint64_t)CUDA_LOGIT_CHUNK * hp->n_vocab * 4);
     w->meta = al256((6 * t + 2 * (uint64_t)S + (uint64_t)S * max_bps) * 4);
     w->cublas = 32u << 20;
-    w->total = w->x + w->h + w->o + w->q + w->att + w->k + w->v + w->g + w->u + w->attn + w->xh +
+    /* cu_q8_bytes(CU_MV_MAX_N, widest): int8 blocks, then {d, d * sum} per block */
+    const uint64_t q8_blocks = 8 * widest / 32;
+    w->xq = al256(q8_blocks * 32 + al256(q8_blocks * 8) + 256);
+    w->total = w->xq + w->x + w->h + w->o + w->q + w->att + w->k + w->v + w->g + w->u + w->attn + w->xh +
                w->wtile + w->logit_rows + w->logits + w->meta + w->cublas + 2 * al256((uint64_t)hp->head_dim * 2);
 }
 

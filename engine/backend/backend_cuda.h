@@ -87,6 +87,7 @@ struct cuda_ws {
     uint64_t xh, wtile;                     /* f16 GEMM operands */
     uint64_t logit_rows, logits;            /* gathered rows, one chunk of logits */
     uint64_t meta;                          /* int32 batch description */
+    uint64_t xq;                            /* int8 activations of a matvec (cu_q8_bytes) */
     uint64_t cublas;
     uint64_t total;
 };

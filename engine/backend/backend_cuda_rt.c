@@ -77,6 +77,7 @@ struct cuda_be {
     cublasHandle_t blas;
     struct cuda_plan plan;
     int32_t mv_max;                 /* largest batch on the matvec kernels */
+    bool mv_q8;                     /* TERN_CUDA_MV_Q8: int8 activations for Q4_0/Q4_1/Q8_0 */
     /* device memory */
     void *weights;                  /* one arena for all weights */
     uint64_t weights_used;
@@ -87,7 +88,7 @@ struct cuda_be {
     void *ws;                       /* workspace arena */
     struct cuda_ws wsz;
     float *x, *h, *q, *k, *v, *att, *o, *g, *u, *attn_ws, *rows, *logits;
-    void *xh, *wtile, *blas_ws;
+    void *xh, *wtile, *blas_ws, *xq;
     int32_t *meta;                  /* device side of the batch description */
     float *freq_global, *freq_local;
     /* host */
@@ -283,13 +284,28 @@ static int cu_upload(struct cuda_be *c, const struct model *m, char *err, size_t
 
 /* ---- matmul: matvec for small batches, dequantized tiles + cuBLAS otherwise ---- */
 
+/* The matvec path: count matrices stacked on one x (glu 0), or gate and up
+ * with the activation in the epilogue (glu 1 SwiGLU, 2 GEGLU; y[0] out). */
+static int cu_mv(struct cuda_be *c, const struct cu_tensor *const *w, float *const *y, int32_t count,
+                 int glu, const float *x, int32_t n, char *err, size_t errlen)
+{
+    if (c->mv_q8 && cu_matvec_q8_supported(w[0]->type)) {
+        CU(cu_quant_q8(x, n, w[0]->cols, c->xq, c->st));
+        CU(cu_matvec_q8(w, y, count, glu, c->xq, n, c->st));
+    } else if (glu) {
+        CU(cu_matvec_glu(w[0], w[1], x, n, glu == 2, y[0], c->st));
+    } else {
+        CU(cu_matvec_multi(w, y, count, x, n, c->st));
+    }
+    return 0;
+fail:
+    return -1;
+}
+
 static int cu_mm(struct cuda_be *c, const struct cu_tensor *w, const float *x, int32_t n,
                  float *y, char *err, size_t errlen)
 {
-    if (n <= c->mv_max) {
-        CU(cu_matvec(w, x, n, y, c->st));
-        return 0;
-    }
+    if (n <= c->mv_max) return cu_mv(c, &w, &y, 1, 0, x, n, err, errlen);
     const float alpha = 1.0f, beta = 0.0f;
     const bool bf = w->type == QT_BF16;
     CU(cu_to_half(x, c->xh, (int64_t)n * w->cols, bf, c->st));
@@ -401,7 +417,7 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
             /* decode: q, k and v in one launch (same x, same format) */
             const struct cu_tensor *w3[3] = { &L->wq, &L->wk, &L->wv };
             float *y3[3] = { c->q, c->k, c->v };
-            CU(cu_matvec_multi(w3, y3, 3, c->h, n, c->st));
+            if (cu_mv(c, w3, y3, 3, 0, c->h, n, err, errlen)) return -1;
         } else if (cu_mm(c, &L->wq, c->h, n, c->q, err, errlen) ||
                    cu_mm(c, &L->wk, c->h, n, c->k, err, errlen) ||
                    cu_mm(c, &L->wv, c->h, n, c->v, err, errlen)) {
@@ -424,7 +440,9 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
         CU(cu_add_rmsnorm(c->x, c->o, L->ffn_norm, c->h, n, hp->dim, hp->norm_eps, c->st));
         if (n <= c->mv_max && L->glu_fused) {
             /* decode: gate and up read together, activation in the epilogue */
-            CU(cu_matvec_glu(&L->gate, &L->up, c->h, n, gelu, c->g, c->st));
+            const struct cu_tensor *gu[2] = { &L->gate, &L->up };
+            float *yg[1] = { c->g };
+            if (cu_mv(c, gu, yg, 2, gelu ? 2 : 1, c->h, n, err, errlen)) return -1;
         } else {
             if (cu_mm(c, &L->gate, c->h, n, c->g, err, errlen) ||
                 cu_mm(c, &L->up, c->h, n, c->u, err, errlen))
@@ -635,6 +653,7 @@ static int cu_alloc_ws(struct cuda_be *c, char *err, size_t errlen)
     CU_SLICE(logits, float *);
     c->meta = (int32_t *)p, p += w->meta;
     c->blas_ws = p, p += w->cublas;
+    c->xq = p, p += w->xq;
     c->freq_global = (float *)p, p += al256((uint64_t)c->be.model->hp.head_dim * 2);
     c->freq_local = (float *)p;
 #undef CU_SLICE
@@ -696,6 +715,8 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     c->mv_max = mv ? atoi(mv) : CU_MV_MAX_N;
     if (c->mv_max < 0 || c->mv_max > CU_MV_MAX_N) c->mv_max = CU_MV_MAX_N;
     c->graphs_off = getenv("TERN_CUDA_NO_GRAPHS") != NULL;
+    /* opt-in until a GPU trip measures it against the f32 matvec (docs/GPU.md) */
+    c->mv_q8 = getenv("TERN_CUDA_MV_Q8") != NULL && strcmp(getenv("TERN_CUDA_MV_Q8"), "0") != 0;
     struct cuda_plan *p = &c->plan;
     cuda_ws_size(&m->hp, p->max_batch_tokens, p->max_seqs, p->max_blocks_per_seq, &c->wsz);
     CU(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));

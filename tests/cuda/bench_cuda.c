@@ -167,7 +167,7 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     struct cu_tensor t;
     void *mem = NULL, *deq = NULL;
     float *x = NULL, *y = NULL;
-    double mv_ms = -1, dq_ms = -1, at_ms = -1;
+    double mv_ms = -1, dq_ms = -1, at_ms = -1, q8_ms = -1;
     const size_t wbytes = cu_tensor_bytes(type, rows, cols);
     if (make_tensor(type, rows, cols, &t, &mem) == 0 && !cudaMalloc((void **)&x, cols * 4 * 8) &&
         !cudaMalloc((void **)&y, rows * 4 * 8) && !cudaMalloc(&deq, (size_t)rows * cols * 2) &&
@@ -177,6 +177,12 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
         mv_ms = cudaGetLastError() == cudaSuccess ? ms : -1;
         TIME_MS(20, ms, cu_dequant_f16(&t, 0, rows, deq, 0));
         dq_ms = cudaGetLastError() == cudaSuccess ? ms : -1;
+        if (cu_matvec_q8_supported(type)) { /* the int8-activation path, quantization included */
+            const struct cu_tensor *tw[1] = { &t };
+            float *ty[1] = { y };
+            TIME_MS(50, ms, (cu_quant_q8(x, 1, cols, deq, 0), cu_matvec_q8(tw, ty, 1, 0, deq, 1, 0)));
+            q8_ms = cudaGetLastError() == cudaSuccess ? ms : -1;
+        }
     }
     cudaFree(mem);
     cudaFree(deq);
@@ -216,12 +222,15 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     const double mv_gbps = mv_ms > 0 ? wbytes / (mv_ms * 1e-3) / 1e9 : 0;
     const double dq_gbps = dq_ms > 0 ? (wbytes + (double)rows * cols * 2) / (dq_ms * 1e-3) / 1e9 : 0;
     const double at_gbps = at_ms > 0 ? 2.0 * kvb / (at_ms * 1e-3) / 1e9 : 0;
+    const double q8_gbps = q8_ms > 0 ? wbytes / (q8_ms * 1e-3) / 1e9 : 0;
+    if (q8_ms > 0) printf("  kernels: int8-activation matvec (TERN_CUDA_MV_Q8) batch 1 %.1f us = %.0f GB/s\n", q8_ms * 1e3, q8_gbps);
     printf("  kernels: matvec %lldx%lld batch 1 %.1f us = %.0f GB/s; dequant to f16 %.0f GB/s (read + write); "
            "decode attention at %d tokens (%d splits) %.1f us = %.0f GB/s of KV\n",
            (long long)rows, (long long)cols, mv_ms * 1e3, mv_gbps, dq_gbps, ctx, splits, at_ms * 1e3, at_gbps);
     if (js)
         fprintf(js, ", \"kernels\": {\"matvec_us\": %.2f, \"matvec_gbps\": %.1f, \"dequant_gbps\": %.1f, "
-                "\"attn4k_us\": %.2f, \"attn4k_gbps\": %.1f}", mv_ms * 1e3, mv_gbps, dq_gbps, at_ms * 1e3, at_gbps);
+                "\"attn4k_us\": %.2f, \"attn4k_gbps\": %.1f, \"matvec_q8_us\": %.2f, \"matvec_q8_gbps\": %.1f}",
+                mv_ms * 1e3, mv_gbps, dq_gbps, at_ms * 1e3, at_gbps, q8_ms * 1e3, q8_gbps);
 }
 
 int main(int argc, char **argv)

@@ -16,6 +16,7 @@
 #             the kernels alone, the decode graph's node count
 #   memcheck  compute-sanitizer on the kernel tests and a short end-to-end run
 #   ncu       Nsight Compute's counters of the batch-1 decode matvecs
+#   ab_mv_q8  decode with the int8-activation matvec (TERN_CUDA_MV_Q8=1)
 #   ablation  decode without CUDA graphs; batched decode and prefill without the f16 weight copies
 # Detailed logs travel in OUTDIR/logs.tgz (a trip brings back at most 8 files);
 # the compact summary is printed last. Without a GPU (here) every step after
@@ -135,6 +136,11 @@ else
   done
   step ablation_no_graphs 60 env TERN_CUDA_NO_GRAPHS=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
     BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
+  # the int8-activation matvec against the f32 one (opt-in until measured)
+  for t in q4_0 q8_0; do
+    step "ab_mv_q8_$t" 40 env TERN_CUDA_MV_Q8=1 BENCH_BATCHES=1,2,4,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+      "$bin/bench_cuda" llama3-8b "$t"
+  done
   # batched decode and prefill dequantizing tile by tile (no f16 weight copies)
   step ablation_no_f16_copies 60 env TERN_CUDA_F16_CACHE=0 BENCH_BATCHES=1,32,64 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_0

@@ -128,6 +128,11 @@ def main():
             print("  bench %-5s copy %.0f read %.0f GB/s | %s | %s | f16 copies %.1f GiB | mv %.0f GB/s dq %.0f attn4k %.0f"
                   % (t, b.get("copy_gbps", 0), b.get("read_gbps", 0), d, p, b.get("f16_copy_bytes", 0) / 2**30,
                      k.get("matvec_gbps", 0), k.get("dequant_gbps", 0), k.get("attn4k_gbps", 0)))
+        for fn in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+            if fn.startswith(("ab_", "ablation_")) and fn.endswith(".log"):
+                for line in open(os.path.join(logs, fn), errors="replace"):
+                    if "decode batch" in line or "kernels:" in line:
+                        print("  %-24s %s" % (fn[:-4], " ".join(line.split())[:110]))
         print("  targets: " + json.dumps(targets))
         print("  ok: %s (ran on a GPU: %s)" % (s["ok"], s["ran_on_gpu"]))
     return 0
