@@ -325,6 +325,13 @@ int cmd_info(int argc, char **argv)
         printf("\nCPU kernels: %s (detected %s%s%s)\n", cpu_isa_name(isa),
                cpu_isa_name(cpu_isa_detect()), cap && cap[0] ? ok ? ", TERN_ISA=" : ", invalid TERN_ISA=" : "",
                cap && cap[0] ? cap : "");
+        /* AMX: said once, calmly, whether prefill uses the tiles and if not why */
+        char why[160];
+        if (!cpu_amx_usable(why, sizeof why))
+            printf("AMX int8 tiles: not used (%s)\n", why);
+        else
+            printf("AMX int8 tiles: %s\n", isa == CPU_ISA_AMX ? "used for prefill products"
+                                                             : "available, not used (TERN_ISA caps below amx)");
         rc = CLI_EXIT_OK;
     }
     gguf_close(g);

@@ -423,7 +423,7 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
     /* TERN_ISA caps the kernels' ISA (reproducing another CPU's path). */
     const char *isa_cap = getenv("TERN_ISA");
     if (!cpu_isa_capped(isa_cap, &c->isa)) {
-        snprintf(err, errlen, "cpu backend: TERN_ISA=%s: expected scalar, avx2, avxvnni or avx512", isa_cap);
+        snprintf(err, errlen, "cpu backend: TERN_ISA=%s: expected scalar, avx2, avxvnni, avx512 or amx", isa_cap);
         goto fail;
     }
     if (cfg->force_scalar) c->isa = CPU_ISA_SCALAR;

@@ -3,11 +3,16 @@
 #include "cpu/cpu_isa.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static uint64_t xgetbv0(void)
 {
@@ -22,6 +27,38 @@ static bool has_avxvnni(void)
 {
     unsigned a, b, c, d;
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
+
+/* AMX-TILE and AMX-INT8 in cpuid, the tile state in XCR0 (bits 17-18), and
+ * the process's permission to use it (Linux 5.16 and later grant it on
+ * request; the request is idempotent, so asking every time is harmless). */
+bool cpu_amx_usable(char *why, size_t whylen)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) { /* xgetbv needs OSXSAVE */
+        if (why) snprintf(why, whylen, "this CPU has no AMX int8 tiles");
+        return false;
+    }
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) {
+        if (why) snprintf(why, whylen, "this CPU has no AMX int8 tiles");
+        return false;
+    }
+    if ((xgetbv0() & 0x60000) != 0x60000) {
+        if (why) snprintf(why, whylen, "the kernel does not enable the AMX tile state (XCR0)");
+        return false;
+    }
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18) */
+    if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) {
+        if (why) snprintf(why, whylen, "the kernel refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)");
+        return false;
+    }
+    if (why && whylen) why[0] = 0;
+    return true;
+#else
+    if (why) snprintf(why, whylen, "AMX tiles are only asked for on Linux");
+    return false;
+#endif
 }
 
 enum cpu_isa cpu_isa_detect(void)
@@ -39,7 +76,7 @@ enum cpu_isa cpu_isa_detect(void)
     bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
     bool vnni = c & (1u << 11);
     bool zmm_state = (xcr0 & 0xE0) == 0xE0;           /* opmask + ZMM state */
-    if (f && dq && bw && vl && vnni && zmm_state) return CPU_ISA_AVX512;
+    if (f && dq && bw && vl && vnni && zmm_state) return cpu_amx_usable(NULL, 0) ? CPU_ISA_AMX : CPU_ISA_AVX512;
     return has_avxvnni() ? CPU_ISA_AVXVNNI : CPU_ISA_AVX2;
 }
 
@@ -59,6 +96,12 @@ bool cpu_isa_runs(enum cpu_isa isa)
 {
     return isa == CPU_ISA_SCALAR;
 }
+
+bool cpu_amx_usable(char *why, size_t whylen)
+{
+    if (why) snprintf(why, whylen, "not an x86-64 CPU");
+    return false;
+}
 #endif
 
 const char *cpu_isa_name(enum cpu_isa isa)
@@ -68,6 +111,7 @@ const char *cpu_isa_name(enum cpu_isa isa)
     case CPU_ISA_AVX2: return "avx2";
     case CPU_ISA_AVXVNNI: return "avxvnni";
     case CPU_ISA_AVX512: return "avx512";
+    case CPU_ISA_AMX: return "amx";
     }
     return "unknown";
 }
@@ -75,7 +119,7 @@ const char *cpu_isa_name(enum cpu_isa isa)
 bool cpu_isa_parse(const char *name, enum cpu_isa *out)
 {
     static const enum cpu_isa all[] = { CPU_ISA_SCALAR, CPU_ISA_AVX2, CPU_ISA_AVXVNNI,
-                                         CPU_ISA_AVX512 };
+                                         CPU_ISA_AVX512, CPU_ISA_AMX };
     for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, cpu_isa_name(all[i])) == 0) {
             *out = all[i];

@@ -385,10 +385,11 @@ static mm_kernel_fn kernel_for(enum cpu_isa isa, uint32_t wtype)
 {
     mm_kernel_fn k = NULL;
 #ifdef __x86_64__   /* the SIMD libraries are built for x86-64 only */
-    if (isa == CPU_ISA_AVX512) k = mm_avx512_kernel(wtype);
+    if (isa == CPU_ISA_AMX) k = mm_amx_kernel(wtype);
+    else if (isa == CPU_ISA_AVX512) k = mm_avx512_kernel(wtype);
     else if (isa == CPU_ISA_AVXVNNI) k = mm_avxvnni_kernel(wtype);
     else if (isa == CPU_ISA_AVX2) k = mm_avx2_kernel(wtype);
-    if (!k) k = isa == CPU_ISA_AVX512 ? mm_lowbit_avx512_kernel(wtype)   /* mm_lowbit_simd.inc */
+    if (!k) k = isa >= CPU_ISA_AVX512 ? mm_lowbit_avx512_kernel(wtype)   /* mm_lowbit_simd.inc */
                 : isa >= CPU_ISA_AVX2 ? mm_lowbit_avx2_kernel(wtype) : NULL;
 #else
     (void)isa;
@@ -399,7 +400,7 @@ static mm_kernel_fn kernel_for(enum cpu_isa isa, uint32_t wtype)
 static mm_quant_fn quant_for(enum cpu_isa isa)
 {
 #ifdef __x86_64__   /* the SIMD libraries are built for x86-64 only */
-    if (isa == CPU_ISA_AVX512) return mm_avx512_quant;
+    if (isa >= CPU_ISA_AVX512) return mm_avx512_quant;   /* amx: the same activations */
     if (isa == CPU_ISA_AVXVNNI) return mm_avxvnni_quant;
     if (isa == CPU_ISA_AVX2) return mm_avx2_quant;
 #else
@@ -412,7 +413,7 @@ static mm_quant_fn quant_for(enum cpu_isa isa)
 static mm_quant_fn q8k_quant_for(enum cpu_isa isa)
 {
 #ifdef __x86_64__
-    if (isa == CPU_ISA_AVX512) return mm_avx512_q8k_quant;
+    if (isa >= CPU_ISA_AVX512) return mm_avx512_q8k_quant;
     if (isa == CPU_ISA_AVXVNNI) return mm_avxvnni_q8k_quant;
     if (isa == CPU_ISA_AVX2) return mm_avx2_q8k_quant;
 #else

@@ -112,6 +112,11 @@ void mm_avx2_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *
 mm_kernel_fn mm_avxvnni_kernel(uint32_t wtype);
 void mm_avxvnni_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 mm_kernel_fn mm_avx512_kernel(uint32_t wtype);
+/* AVX-512 with the packed prefill products on AMX int8 tiles (mm_amx.c) */
+mm_kernel_fn mm_amx_kernel(uint32_t wtype);
+/* mm_amx.c's copies of the AVX-512 quantizers (matmul.c uses mm_avx512's) */
+void mm_amx_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
+void mm_amx_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 void mm_avx512_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 
 /* IEEE half → f32, exact for every input (normals, subnormals, inf, NaN). */

@@ -9,7 +9,7 @@
 #   THREADS  [1 2]    PP  prompt lengths [512 2048]    TG  decode steps [128]
 #   DEPTH    context before a decode test, 0 = none [4096]; DTG its steps [32]
 #   REPS     repetitions per test [3]
-#   TERN_ISA caps tern's kernels (scalar|avx2|avxvnni|avx512); LLAMA_BENCH the
+#   TERN_ISA caps tern's kernels (scalar|avx2|avxvnni|avx512|amx); LLAMA_BENCH the
 #   reference binary [$(packaging/build-reference)/llama-bench]; for an AVX2
 #   reference on an AVX-512 machine: TERN_REF_ISA=avx2 packaging/build-reference
 #   CPUTIME=1  on a machine others load (1 thread only): tok/s per CPU-second

@@ -114,7 +114,7 @@ static int same_q8_0_acts(enum cpu_isa isa, const float *x, int64_t n, int64_t c
     int same = 1;
     for (int64_t j = 0; j < n && same; j++) {
         mm_scalar_quant(x + j * cols, cols, qa, da, sa);
-        (isa == CPU_ISA_AVX512 ? mm_avx512_quant : mm_avx2_quant)(x + j * cols, cols, qb, db, sb);
+        (isa >= CPU_ISA_AVX512 ? mm_avx512_quant : mm_avx2_quant)(x + j * cols, cols, qb, db, sb);
         same = !memcmp(qa, qb, (size_t)cols) && !memcmp(da, db, sizeof(float) * (size_t)nb);
     }
     free(qa); free(qb); free(da); free(db); free(sa); free(sb);
