@@ -32,6 +32,19 @@ for o in --url --attach; do
   grep -lqE -- "$o([^a-z-]|$)" "$man"/*.scd; ok $? "$o is documented in a man page"
 done
 
+# tern(1) states each shared option's range as --help (the table) does
+for c in run serve "bench --profile short"; do "$tern" $c --help; done 2>/dev/null |
+  awk '/^                           [^ ]/ { sub(/^ +/, " "); line = line $0; next }
+       { if (line != "") print line; line = $0 } END { print line }' |
+  grep -oE -- '--[a-z-]+ [A-Z]+ .*\[[0-9.]+-[0-9.]+\]' |
+  sed -E 's/^(--[a-z-]+) .*\[([^]]*)\]$/\1 \2/' | sort -u > "$tmp/ranges"
+[ -s "$tmp/ranges" ]; ok $? "--help gives the shared options' ranges"
+while read -r o r; do
+  # the option's entry: its line and the indented lines after it
+  awk -v o="$o" 'index($0, o "*") { on = 1; print; next } on && /^\t/ { print; next } { on = 0 }' \
+    "$man/tern.1.scd" | grep -qF -- "$r"; ok $? "tern(1) gives $o the range $r"
+done < "$tmp/ranges"
+
 # bash: run the completion as bash would, with tern on PATH
 export PATH=$(dirname "$tern"):$PATH
 . "$comp/tern.bash"
