@@ -2,7 +2,9 @@
  *
  * Global options (-m/--model, --config, -h/--help, --version) are accepted by
  * every command. Values from the config file are applied first as if given on
- * the command line (keys = long option names), so command-line options win. */
+ * the command line (keys = long option names), so command-line options win.
+ * Options shared by several commands (engine, sampling, remote) come from
+ * the one table of cli_opts.h. */
 #ifndef TERN_CLI_H
 #define TERN_CLI_H
 
