@@ -19,6 +19,7 @@
 
 #include "bench_profiles.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "clock.h"
 #include "engine.h"
 #include "store.h"
@@ -55,9 +56,9 @@ struct bopts {
 };
 
 enum {
-    OPT_PROFILE = CLI_OPT_CMD + 0x40, OPT_REQUESTS, OPT_CONCURRENCY, OPT_RATE, OPT_SEED,
+    OPT_PROFILE = CLI_OPT_CMD + 0x40, OPT_REQUESTS, OPT_CONCURRENCY, OPT_RATE,
     OPT_SLO_TTFT, OPT_SLO_TPOT, OPT_JSON, OPT_TRACE, OPT_SAVE, OPT_TEXTS, OPT_DB, OPT_SCALE,
-    OPT_THREADS, OPT_CTX, OPT_BACKEND, OPT_REQUESTS_OUT,
+    OPT_REQUESTS_OUT,
 };
 
 /* One request of a profile, and what came back. */
@@ -833,9 +834,9 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_REQUESTS: return cli_int(cli, "--requests", arg, 1, 100000, &o->requests);
     case OPT_CONCURRENCY: return cli_int(cli, "--concurrency", arg, 1, 4096, &o->concurrency);
     case OPT_RATE: return cli_double(cli, "--rate", arg, 1e-6, 1e6, &o->rate);
-    case OPT_SEED: {
+    case CLI_O_SEED: {
         long s;
-        if (cli_int(cli, "--seed", arg, 0, LONG_MAX, &s) != 0) return -1;
+        if (cli_opt_long(cli, CLI_O_SEED, arg, &s) != 0) return -1;
         o->seed = (unsigned long long)s;
         return 0;
     }
@@ -851,17 +852,15 @@ static int on_opt(int c, const char *arg, void *ud)
         if (cli_double(cli, "--scale", arg, 0.01, 16, &d) != 0) return -1;
         o->scale = d;
         return 0;
-    case OPT_THREADS: return cli_int(cli, "--threads", arg, 0, 1024, &o->threads);
-    case OPT_CTX: return cli_int(cli, "--ctx", arg, 0, 1 << 20, &o->ctx);
-    case OPT_BACKEND:
-        if (strcmp(arg, "cpu") && strcmp(arg, "cuda") && strcmp(arg, "auto")) {
-            fprintf(stderr, "tern %s: --backend: cpu, cuda or auto\n", cli->cmd);
-            return -1;
-        }
+    case CLI_O_THREADS: return cli_opt_long(cli, CLI_O_THREADS, arg, &o->threads);
+    case CLI_O_CTX: return cli_opt_long(cli, CLI_O_CTX, arg, &o->ctx);
+    case CLI_O_BACKEND: {
+        enum backend_kind k; /* checked here, named to the engine at open */
+        if (cli_backend(cli, arg, &k) != 0) return -1;
         o->backend = arg;
         return 0;
+    }
     case 'q': o->quiet = true; return 0;
-    case 't': return cli_int(cli, "-t", arg, 0, 1024, &o->threads);
     }
     return -1;
 }
@@ -884,7 +883,7 @@ static const char usage[] =
     "                        whole conversations of 4 turns)\n"
     "      --concurrency N   requests in flight (default 4), or\n"
     "      --rate R          Poisson arrivals, R requests/s (open loop)\n"
-    "      --seed N          prompts, arrivals and sampling seed (default 1)\n"
+    "@seed 1; also seeds the prompts and arrivals\n"
     "      --slo-ttft S      goodput SLO on time to first token, seconds (default 1)\n"
     "      --slo-tpot S      goodput SLO on time per output token, seconds (default 0.2)\n"
     "      --scale F         multiply every prompt and reply length by F (default 1)\n"
@@ -894,9 +893,9 @@ static const char usage[] =
     "      --save            store the run in the history database (--db PATH)\n"
     "      --texts DIR       folder of .txt files to cut prompts from\n"
     "                        (default: the source tree's ../shared/texts, plus data/)\n"
-    "  -t, --threads N       CPU threads (default: physical cores)\n"
-    "      --ctx N           context per sequence (default: the model's)\n"
-    "      --backend B       cpu, cuda or auto (default)\n"
+    "@threads physical cores\n"
+    "@ctx the model's\n"
+    "@backend auto\n"
     "  -q, --quiet           no per-profile report (with --json)\n"
         "\n" CLI_REMOTE_USAGE;
 
@@ -905,7 +904,7 @@ static const struct option longopts[] = {
     {"requests", required_argument, 0, OPT_REQUESTS},
     {"concurrency", required_argument, 0, OPT_CONCURRENCY},
     {"rate", required_argument, 0, OPT_RATE},
-    {"seed", required_argument, 0, OPT_SEED},
+    CLI_SHARED(CLI_O_SEED),
     {"slo-ttft", required_argument, 0, OPT_SLO_TTFT},
     {"slo-tpot", required_argument, 0, OPT_SLO_TPOT},
     {"json", required_argument, 0, OPT_JSON},
@@ -915,9 +914,9 @@ static const struct option longopts[] = {
     {"texts", required_argument, 0, OPT_TEXTS},
     {"db", required_argument, 0, OPT_DB},
     {"scale", required_argument, 0, OPT_SCALE},
-    {"threads", required_argument, 0, OPT_THREADS},
-    {"ctx", required_argument, 0, OPT_CTX},
-    {"backend", required_argument, 0, OPT_BACKEND},
+    CLI_SHARED(CLI_O_THREADS),
+    CLI_SHARED(CLI_O_CTX),
+    CLI_SHARED(CLI_O_BACKEND),
     {"quiet", no_argument, 0, 'q'},
     {0, 0, 0, 0},
 };
@@ -1026,7 +1025,7 @@ int bench_profiles_main(int argc, char **argv)
                       .slo_ttft = 1.0, .slo_tpot = 0.2, .scale = 1.0};
     struct bench b = {.o = &o};
     char err[512];
-    int rc = cli_parse(&cli, argc, argv, "qt:", longopts, on_opt, &o, usage);
+    int rc = cli_parse(&cli, argc, argv, "q", longopts, on_opt, &o, usage);
     if (rc >= 0) goto out;
     rc = CLI_EXIT_USAGE;
     if (!o.mask || cli.argc) {
@@ -1038,6 +1037,7 @@ int bench_profiles_main(int argc, char **argv)
     rc = CLI_EXIT_FAIL;
     if (!(b.e = open_engine(&cli, &o))) goto out;
     engine_info(b.e, &b.info);
+    cli_opt_warn_ctx(&cli, o.ctx, b.info.n_ctx_train);
     if (load_texts(&b, err, sizeof err) != 0) {
         fprintf(stderr, "tern %s: %s\n", cli.cmd, err);
         goto close;

@@ -1,5 +1,6 @@
 /* cli: shared option parsing for all subcommands (see cli.h). */
 #include "cli.h"
+#include "cli_opts.h"
 #include "model_name.h"
 
 #include <ctype.h>
@@ -59,7 +60,7 @@ static bool known_key(const char *k)
 {
     for (size_t i = 0; i < sizeof known_keys / sizeof *known_keys; i++)
         if (!strcmp(known_keys[i], k)) return true;
-    return false;
+    return cli_opt_by_name(k) != NULL;
 }
 
 static const struct option *find_long(const struct option *o, size_t n, const char *name)
@@ -139,7 +140,7 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
 
     size_t n_cmd = count_opts(longopts), n_all = n_cmd + N_GLOBAL;
     struct option *all = calloc(n_all + 1, sizeof *all);
-    char *shorts = malloc(strlen(shortopts ? shortopts : "") + 8);
+    char *shorts = malloc(strlen(shortopts ? shortopts : "") + 8 + 2 * (CLI_O_END - CLI_O_FIRST));
     if (!all || !shorts) {
         free(all);
         free(shorts);
@@ -154,6 +155,22 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
     if (n_cmd) memcpy(all + n_glob, longopts, n_cmd * sizeof *all);
     n_all = n_glob + n_cmd;
     sprintf(shorts, ":m:h%s", shortopts ? shortopts : "");
+    /* Shared options take name, argument and short form from the one table;
+     * their short form returns their code as the long form does. */
+    int short_id[128] = {0};
+    for (size_t i = n_glob; i < n_all; i++) {
+        const struct cli_optdef *d = cli_opt_def(all[i].val);
+        if (!d) continue;
+        all[i].name = d->name;
+        all[i].has_arg = d->arg ? required_argument : no_argument;
+        if (d->short_name) {
+            size_t k = strlen(shorts);
+            shorts[k++] = d->short_name;
+            if (d->arg) shorts[k++] = ':';
+            shorts[k] = 0;
+            short_id[(unsigned char)d->short_name] = d->id;
+        }
+    }
 
     int rc = -1;
     if (expand_argv(cli, argc, argv, all, n_all) != 0) {
@@ -166,10 +183,11 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
     opterr = 0;
     int c;
     while ((c = getopt_long(cli->argc, cli->argv, shorts, all, NULL)) != -1) {
+        if (c > 0 && c < 128 && short_id[c]) c = short_id[c];
         switch (c) {
         case 'm': cli->model = optarg; break;
         case CLI_OPT_CONFIG: cli->config_path = optarg; break;
-        case 'h': fputs(usage, stdout); rc = CLI_EXIT_OK; goto done;
+        case 'h': cli_opt_usage(stdout, usage); rc = CLI_EXIT_OK; goto done;
         case CLI_OPT_VERSION: printf("tern %s\n", TERN_VERSION); rc = CLI_EXIT_OK; goto done;
         case CLI_OPT_URL:
             if (cli->n_urls == ENGINE_MAX_ENDPOINTS) {
@@ -183,7 +201,7 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
         case CLI_OPT_API_KEY: cli->api_key = optarg; break;
         case CLI_OPT_INSECURE: cli->insecure = true; break;
         case CLI_OPT_READ_TIMEOUT:
-            if (cli_double(cli, "--read-timeout", optarg, 0.01, 86400, &cli->read_timeout_s) != 0) {
+            if (cli_opt_double(cli, CLI_O_READ_TIMEOUT, optarg, &cli->read_timeout_s) != 0) {
                 rc = CLI_EXIT_USAGE;
                 goto done;
             }
@@ -248,18 +266,6 @@ void cli_free(struct cli *cli)
     free(cli->config_line);
     cli->config_line = NULL;
     config_free(&cli->config);
-}
-
-int cli_threads(const struct cli *cli, const char *arg, long *out)
-{
-    if (cli_int(cli, "--threads", arg, 1, 1024, out) < 0) return -1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores > 0 && *out > cores) {
-        fprintf(stderr, "tern %s: --threads %ld is more than the %ld cores here: using %ld\n",
-                cli->cmd, *out, cores, cores);
-        *out = cores;
-    }
-    return 0;
 }
 
 void cli_data_dir(char *buf, size_t n)

@@ -2,7 +2,9 @@
  *
  * Global options (-m/--model, --config, -h/--help, --version) are accepted by
  * every command. Values from the config file are applied first as if given on
- * the command line (keys = long option names), so command-line options win. */
+ * the command line (keys = long option names), so command-line options win.
+ * Options shared by several commands (engine, sampling, remote) come from
+ * the one table of cli_opts.h. */
 #ifndef TERN_CLI_H
 #define TERN_CLI_H
 
@@ -60,13 +62,10 @@ int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t
  * -m model file (its tokenizer); prints "insecure" loudly. Returns true when
  * the engine is remote. Without --url: does nothing, returns false. */
 bool cli_engine_remote(const struct cli *cli, struct engine_config *c);
+/* Usage lines of the remote options (rows of cli_opts.c's table). */
 #define CLI_REMOTE_USAGE \
     "remote engine (any OpenAI-compatible server: vLLM, SGLang, llama-server, tern serve):\n" \
-    "      --url URL            server base URL, e.g. http://host:8000/v1 (repeat for several)\n" \
-    "      --api-key KEY        Bearer key (default $TERN_API_KEY)\n" \
-    "      --balance B          several --url: round-robin (default) or least-outstanding\n" \
-    "      --insecure           do not verify TLS certificates (loudly)\n" \
-    "      --read-timeout S     end a stream silent for S seconds (default 60)\n"
+    "@url\n@api-key\n@balance round-robin\n@insecure\n@read-timeout 60\n"
 
 /* ${XDG_DATA_HOME:-$HOME/.local/share}/tern */
 void cli_data_dir(char *buf, size_t n);
@@ -75,8 +74,6 @@ void cli_data_dir(char *buf, size_t n);
 int cli_int(const struct cli *cli, const char *opt, const char *arg, long lo, long hi, long *out);
 int cli_double(const struct cli *cli, const char *opt, const char *arg, double lo, double hi,
                double *out);
-/* --threads N: more than the machine's cores is warned about and capped. */
-int cli_threads(const struct cli *cli, const char *arg, long *out);
 /* Sizes like 512M, 8G, 1.5GiB. */
 int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned long long *out);
 

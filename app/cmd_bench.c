@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "bench_profiles.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "clock.h"
 #include "commands.h"
 #include "cpu/threadpool.h"
@@ -22,8 +23,8 @@
 #include "synthetic.h"
 
 enum {
-    OPT_PP = CLI_OPT_CMD, OPT_TG, OPT_JSON, OPT_PROFILE, OPT_SYNTH, OPT_TYPE, OPT_KVTYPE,
-    OPT_BACKEND, OPT_SCALAR, OPT_DEPTH
+    OPT_PP = CLI_OPT_CMD, OPT_TG, OPT_JSON, OPT_PROFILE, OPT_SYNTH, OPT_TYPE, OPT_SCALAR,
+    OPT_DEPTH
 };
 
 struct bench_opts {
@@ -46,7 +47,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_TG: return cli_int(o->cli, "--tg", arg, 0, 1 << 20, &o->tg);
     case 'r': return cli_int(o->cli, "--repetitions", arg, 1, 1000, &o->reps);
     case 'd': return cli_int(o->cli, "--depth", arg, 0, 1 << 20, &o->depth);
-    case 't': return cli_threads(o->cli, arg, &o->threads);
+    case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
     case OPT_JSON: o->json = true; return 0;
     case OPT_SCALAR: o->scalar = true; return 0;
     case OPT_SYNTH: o->synthetic = arg; return 0;
@@ -59,8 +60,8 @@ static int on_opt(int c, const char *arg, void *ud)
             return -1;
         }
         return 0;
-    case OPT_KVTYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
-    case OPT_BACKEND: return cli_backend(o->cli, arg, &o->backend);
+    case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
+    case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
 }
@@ -291,18 +292,21 @@ int cmd_bench(int argc, char **argv)
         "Measures prompt processing and generation speed (llama-bench terms), or serving\n"
         "load profiles with --profile.\n"
         "\n"
-        "  --pp N              prompt tokens, one batch into an empty context (512; 0 = skip)\n"
-        "  --tg N              generated tokens, one decode step each (128; 0 = skip)\n"
-        "  -r, --repetitions N runs of each test after one warm-up (5)\n"
-        "  -d, --depth N       tokens already in the context before each test (0)\n"
-        "  -t, --threads N     CPU threads (physical cores)\n"
-        "  --json              one JSON object: pp_tok_s, tg_tok_s (medians), runs, ...\n"
-        "  --kv-type T         f16 (default), f32 or q8_0\n"
-        "  --backend B         auto (default), cpu or cuda\n"
-        "  --scalar            CPU: portable scalar kernels\n"
-        "  --synthetic NAME    generated model instead of -m (see --type)\n"
-        "  --type T            weights of the synthetic model: q4_0 (default), q8_0, f16\n"
-        "  --profile NAME      serving load profile (short, long-prompt, ..., all)\n";
+        "      --pp N               prompt tokens, one batch into an empty context\n"
+        "                           (default 512; 0 = skip)\n"
+        "      --tg N               generated tokens, one decode step each\n"
+        "                           (default 128; 0 = skip)\n"
+        "  -r, --repetitions N      runs of each test after one warm-up (default 5)\n"
+        "  -d, --depth N            tokens already in the context before each test\n"
+        "@threads physical cores\n"
+        "      --json               one JSON object: pp_tok_s, tg_tok_s (medians), runs\n"
+        "@kv-type f16\n"
+        "@backend auto\n"
+        "      --scalar             CPU: portable scalar kernels\n"
+        "      --synthetic NAME     generated model instead of -m (see --type)\n"
+        "      --type T             weights of the synthetic model: q4_0 (default), q8_0,\n"
+        "                           f16\n"
+        "      --profile NAME       serving load profile (short, long-prompt, ..., all)\n";
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--profile") || !strncmp(argv[i], "--profile=", 10))
             return bench_profiles_main(argc, argv);
@@ -311,10 +315,10 @@ int cmd_bench(int argc, char **argv)
         { "tg", required_argument, 0, OPT_TG },
         { "repetitions", required_argument, 0, 'r' },
         { "depth", required_argument, 0, 'd' },
-        { "threads", required_argument, 0, 't' },
+        CLI_SHARED(CLI_O_THREADS),
         { "json", no_argument, 0, OPT_JSON },
-        { "kv-type", required_argument, 0, OPT_KVTYPE },
-        { "backend", required_argument, 0, OPT_BACKEND },
+        CLI_SHARED(CLI_O_KV_TYPE),
+        CLI_SHARED(CLI_O_BACKEND),
         { "scalar", no_argument, 0, OPT_SCALAR },
         { "synthetic", required_argument, 0, OPT_SYNTH },
         { "type", required_argument, 0, OPT_TYPE },
@@ -328,7 +332,7 @@ int cmd_bench(int argc, char **argv)
     const char *pu = bench_profiles_usage();
     char *full = malloc(strlen(use) + strlen(pu) + 64);
     if (full) sprintf(full, "%s\nwith --profile:\n\n%s", use, pu);
-    int rc = cli_parse(&cli, argc, argv, "r:t:d:", longopts, on_opt, &o, full ? full : use);
+    int rc = cli_parse(&cli, argc, argv, "r:d:", longopts, on_opt, &o, full ? full : use);
     free(full);
     if (rc >= 0) goto out;
     if (cli.argc > 0) {

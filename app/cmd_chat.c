@@ -6,49 +6,42 @@
 #include "app.h"
 #include "ctxfit.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "model_name.h"
 
 enum {
-    OPT_THREADS = CLI_OPT_CMD,
-    OPT_CTX,
-    OPT_BACKEND,
-    OPT_DB,
+    OPT_DB = CLI_OPT_CMD,
     OPT_NO_COLOR,
     OPT_HEADLESS,
     OPT_SIZE,
     OPT_KEYS,
-    OPT_TEMP,
-    OPT_TOP_P,
-    OPT_MAX_TOKENS,
-    OPT_SYSTEM,
     OPT_ATTACH,
     OPT_CTX_POLICY,
-    OPT_TOP_K,
-    OPT_MIN_P,
-    OPT_REPEAT,
-    OPT_SEED,
 };
 
 static const struct option longopts[] = {
-    {"threads", required_argument, 0, OPT_THREADS},
-    {"ctx", required_argument, 0, OPT_CTX},
-    {"backend", required_argument, 0, OPT_BACKEND},
+    CLI_SHARED(CLI_O_THREADS),
+    CLI_SHARED(CLI_O_CTX),
+    CLI_SHARED(CLI_O_BACKEND),
+    CLI_SHARED(CLI_O_KV_MEM),
+    CLI_SHARED(CLI_O_KV_TYPE),
+    CLI_SHARED(CLI_O_STEP_TOKENS),
     {"db", required_argument, 0, OPT_DB},
     {"no-color", no_argument, 0, OPT_NO_COLOR},
     {"headless-frames", required_argument, 0, OPT_HEADLESS},
     {"size", required_argument, 0, OPT_SIZE},
     {"keys", required_argument, 0, OPT_KEYS},
-    {"temp", required_argument, 0, OPT_TEMP},
-    {"top-p", required_argument, 0, OPT_TOP_P},
-    {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
-    {"system", required_argument, 0, OPT_SYSTEM},
+    CLI_SHARED(CLI_O_TEMP),
+    CLI_SHARED(CLI_O_TOP_P),
+    CLI_SHARED(CLI_O_MAX_TOKENS),
+    CLI_SHARED(CLI_O_SYSTEM),
     {"attach", optional_argument, 0, OPT_ATTACH},
     {"context-policy", required_argument, 0, OPT_CTX_POLICY},
-    {"top-k", required_argument, 0, OPT_TOP_K},
-    {"min-p", required_argument, 0, OPT_MIN_P},
-    {"repeat-penalty", required_argument, 0, OPT_REPEAT},
-    {"seed", required_argument, 0, OPT_SEED},
+    CLI_SHARED(CLI_O_TOP_K),
+    CLI_SHARED(CLI_O_MIN_P),
+    CLI_SHARED(CLI_O_REPEAT_PENALTY),
+    CLI_SHARED(CLI_O_SEED),
     {0, 0, 0, 0},
 };
 
@@ -104,6 +97,7 @@ static void unescape(char *s)
 struct chat_args {
     char *keys;
     const char *attach;          /* --attach URL (a local tern serve by default) */
+    unsigned long long kv_mem;   /* --kv-mem */
     struct cli *cli;
     struct ui_app_opts o;
 };
@@ -113,54 +107,47 @@ static int on_opt(int c, const char *arg, void *ud)
     struct chat_args *a = ud;
     long v;
     switch (c) {
-    case OPT_THREADS:
-        if (cli_threads(a->cli, arg, &v) < 0) return -1;
+    case CLI_O_THREADS:
+        if (cli_opt_long(a->cli, CLI_O_THREADS, arg, &v) < 0) return -1;
         a->o.engine.backend.threads = (int)v;
         return 0;
-    case OPT_CTX:
-        if (cli_int(a->cli, "--ctx", arg, 16, 1 << 22, &v) < 0) return -1;
+    case CLI_O_CTX:
+        if (cli_opt_long(a->cli, CLI_O_CTX, arg, &v) < 0) return -1;
         a->o.engine.n_ctx = (int32_t)v;
         return 0;
-    case OPT_BACKEND:
-        if (!strcmp(arg, "auto"))
-            a->o.engine.backend.kind = BACKEND_AUTO;
-        else if (!strcmp(arg, "cpu"))
-            a->o.engine.backend.kind = BACKEND_CPU;
-        else if (!strcmp(arg, "cuda"))
-            a->o.engine.backend.kind = BACKEND_CUDA;
-        else {
-            fprintf(stderr, "tern chat: --backend: '%s' is not auto, cpu or cuda\n", arg);
-            return -1;
-        }
+    case CLI_O_BACKEND: return cli_backend(a->cli, arg, &a->o.engine.backend.kind);
+    case CLI_O_KV_MEM: return cli_size(a->cli, "--kv-mem", arg, &a->kv_mem);
+    case CLI_O_KV_TYPE: return cli_kv_type(a->cli, arg, &a->o.engine.backend.kv_type);
+    case CLI_O_STEP_TOKENS:
+        if (cli_opt_long(a->cli, CLI_O_STEP_TOKENS, arg, &v) < 0) return -1;
+        a->o.engine.step_tokens = (int32_t)v;
         return 0;
     case OPT_DB:
         a->o.db_path = arg;
         return 0;
-    case OPT_TEMP:
-        if (cli_double(a->cli, "--temp", arg, 0, 5, &a->o.temp) < 0) return -1;
+    case CLI_O_TEMP:
+        if (cli_opt_double(a->cli, CLI_O_TEMP, arg, &a->o.temp) < 0) return -1;
         a->o.set_temp = true;
         return 0;
-    case OPT_TOP_P:
-        if (cli_double(a->cli, "--top-p", arg, 1e-6, 1, &a->o.top_p) < 0) return -1;
+    case CLI_O_TOP_P:
+        if (cli_opt_double(a->cli, CLI_O_TOP_P, arg, &a->o.top_p) < 0) return -1;
+        if (a->o.top_p == 0) a->o.top_p = 1e-6; /* the UI reads 0 as unset; this keeps the top token */
         return 0;
-    case OPT_MAX_TOKENS:
-        if (cli_int(a->cli, "--max-tokens", arg, 1, 1 << 20, &v) < 0) return -1;
+    case CLI_O_MAX_TOKENS:
+        if (cli_opt_long(a->cli, CLI_O_MAX_TOKENS, arg, &v) < 0) return -1;
         a->o.max_tokens = (int32_t)v;
         return 0;
-    case OPT_SYSTEM:
+    case CLI_O_SYSTEM:
         a->o.system = arg;
         return 0;
     case OPT_ATTACH:
         a->attach = arg ? arg : CHAT_ATTACH_DEFAULT;
         return 0;
-    case OPT_TOP_K:
-        return cli_int(a->cli, "--top-k", arg, 0, 1 << 24, &a->o.top_k);
-    case OPT_MIN_P:
-        return cli_double(a->cli, "--min-p", arg, 0, 1, &a->o.min_p);
-    case OPT_REPEAT:
-        return cli_double(a->cli, "--repeat-penalty", arg, 0, 10, &a->o.repeat_penalty);
-    case OPT_SEED:
-        return cli_int(a->cli, "--seed", arg, 0, 0x7fffffffL, &a->o.seed);
+    case CLI_O_TOP_K: return cli_opt_long(a->cli, CLI_O_TOP_K, arg, &a->o.top_k);
+    case CLI_O_MIN_P: return cli_opt_double(a->cli, CLI_O_MIN_P, arg, &a->o.min_p);
+    case CLI_O_REPEAT_PENALTY:
+        return cli_opt_double(a->cli, CLI_O_REPEAT_PENALTY, arg, &a->o.repeat_penalty);
+    case CLI_O_SEED: return cli_opt_long(a->cli, CLI_O_SEED, arg, &a->o.seed);
     case OPT_CTX_POLICY: {
         enum ui_ctx_policy p;
         if (ui_ctx_policy_parse(arg, &p) < 0) {
@@ -208,19 +195,22 @@ int cmd_chat(int argc, char **argv)
         "timeline (F3). F1 inside lists every key.\n"
         "\n"
         "options:\n"
-        "      --threads N          CPU threads (default: physical cores)\n"
-        "      --ctx N              context per sequence (default: the model's)\n"
-        "      --backend B          auto, cpu or cuda (default auto: CUDA when usable)\n"
+        "@threads physical cores\n"
+        "@ctx the model's\n"
+        "@backend auto\n"
+        "@kv-mem planned\n"
+        "@kv-type f16\n"
+        "@step-tokens\n"
         "      --db PATH            history database (default $XDG_DATA_HOME/tern/history.db)\n"
-        "      --temp T             temperature of new sessions (default 0.8; 0 = greedy)\n"
-        "      --top-p P            top-p of new sessions (default 0.95)\n"
-        "      --top-k K            top-k (default 40; 0 = off)\n"
-        "      --min-p P            min-p (default 0.05; 0 = off)\n"
-        "      --repeat-penalty R   (default 1 = off)\n"
-        "      --seed N             sampling seed (default: a new one per reply)\n"
-        "      --max-tokens N       reply length limit of new sessions (default 512;\n"
-        "                           within a server's cap per request with --url)\n"
-        "      --system TEXT        system prompt of new sessions\n"
+        "sampling of new sessions (F4 changes them for the open session):\n"
+        "@temp 0.8\n"
+        "@top-p 0.95\n"
+        "@top-k 40\n"
+        "@min-p 0.05\n"
+        "@repeat-penalty 1\n"
+        "@seed a new one per reply\n"
+        "@max-tokens 512; within a server's cap per request with --url\n"
+        "@system\n"
         "      --context-policy P   when a session outgrows the context: truncate (drop\n"
         "                           the oldest turns, the default) or reject\n"
         "                           (F4 changes these for the open session)\n"
@@ -242,6 +232,7 @@ int cmd_chat(int argc, char **argv)
     a.o.min_p = a.o.repeat_penalty = -1;
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &a, use);
     if (rc >= 0) goto done;
+    if (a.kv_mem) a.o.engine.backend.kv_bytes = a.kv_mem;
     if (cli.argc > 0) {
         fprintf(stderr, "tern chat: unexpected argument '%s' (see 'tern chat --help')\n",
                 cli.argv[0]);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "clock.h"
 #include "commands.h"
 #include "textsafe.h"
@@ -22,8 +23,8 @@
 #include "tok.h"
 
 enum {
-    OPT_PPL = CLI_OPT_CMD, OPT_PROMPTS, OPT_CTX, OPT_STRIDE, OPT_CHUNKS, OPT_CONCURRENCY, OPT_OUT,
-    OPT_DB, OPT_NO_SAVE, OPT_JSON, OPT_THREADS, OPT_MAX_TOKENS, OPT_BACKEND, OPT_RAW,
+    OPT_PPL = CLI_OPT_CMD, OPT_PROMPTS, OPT_STRIDE, OPT_CHUNKS, OPT_CONCURRENCY, OPT_OUT,
+    OPT_DB, OPT_NO_SAVE, OPT_JSON, OPT_RAW,
 };
 
 struct eopts {
@@ -769,7 +770,7 @@ static int on_opt(int c, const char *arg, void *ud)
     switch (c) {
     case OPT_PPL: o->ppl = arg; return 0;
     case OPT_PROMPTS: o->prompts = arg; return 0;
-    case OPT_CTX: return cli_int(cli, "--ctx", arg, 8, 1 << 20, &o->ctx);
+    case CLI_O_CTX: return cli_opt_long(cli, CLI_O_CTX, arg, &o->ctx);
     case OPT_STRIDE: return cli_int(cli, "--stride", arg, 1, 1 << 20, &o->stride);
     case OPT_CHUNKS: return cli_int(cli, "--chunks", arg, 1, 1 << 30, &o->chunks);
     case OPT_CONCURRENCY: return cli_int(cli, "--concurrency", arg, 1, 4096, &o->concurrency);
@@ -777,18 +778,17 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_DB: o->db = arg; return 0;
     case OPT_NO_SAVE: o->no_save = true; return 0;
     case OPT_JSON: o->json = true; return 0;
-    case OPT_THREADS: return cli_int(cli, "--threads", arg, 0, 1024, &o->threads);
-    case OPT_MAX_TOKENS:
+    case CLI_O_THREADS: return cli_opt_long(cli, CLI_O_THREADS, arg, &o->threads);
+    case CLI_O_MAX_TOKENS:
         o->max_tokens_set = true;
-        return cli_int(cli, "--max-tokens", arg, 1, 1 << 20, &o->max_tokens);
+        return cli_opt_long(cli, CLI_O_MAX_TOKENS, arg, &o->max_tokens);
     case OPT_RAW: o->raw = true; return 0;
-    case OPT_BACKEND:
-        if (strcmp(arg, "cpu") && strcmp(arg, "cuda") && strcmp(arg, "auto")) {
-            fprintf(stderr, "tern eval: --backend: cpu, cuda or auto\n");
-            return -1;
-        }
+    case CLI_O_BACKEND: {
+        enum backend_kind k; /* checked here, named to the engine at open */
+        if (cli_backend(cli, arg, &k) != 0) return -1;
         o->backend = arg;
         return 0;
+    }
     }
     return -1;
 }
@@ -852,22 +852,22 @@ int cmd_eval(int argc, char **argv)
         "exact-match counts. Exit status 1 when no request completed.\n"
         "\n"
         "options:\n"
-        "      --ctx N           perplexity context (default 512)\n"
+        "@ctx 512 for perplexity, the model's for prompts\n"
         "      --stride S        perplexity window stride (default: none)\n"
         "      --chunks N        evaluate at most N chunks\n"
         "      --concurrency N   requests in flight (default 4)\n"
-        "      --max-tokens N    prompts: reply limit unless a line says (default 256,\n"
-        "                        within a server's cap per request with --url)\n"
+        "@max-tokens 256 unless a line says; within a server's cap per request with --url\n"
         "      --raw             prompts: \"prompt\" lines as plain text, no chat template\n"
         "      --out FILE        prompts: JSONL outputs (default stdout)\n"
         "      --json            perplexity: print the result as JSON\n"
         "      --db PATH         history database; --no-save: do not store the run\n"
-        "      --threads N, --backend cpu|cuda|auto\n"
+        "@threads physical cores\n"
+        "@backend auto\n"
         "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {
         {"perplexity", required_argument, 0, OPT_PPL},
         {"prompts", required_argument, 0, OPT_PROMPTS},
-        {"ctx", required_argument, 0, OPT_CTX},
+        CLI_SHARED(CLI_O_CTX),
         {"stride", required_argument, 0, OPT_STRIDE},
         {"chunks", required_argument, 0, OPT_CHUNKS},
         {"concurrency", required_argument, 0, OPT_CONCURRENCY},
@@ -875,9 +875,9 @@ int cmd_eval(int argc, char **argv)
         {"db", required_argument, 0, OPT_DB},
         {"no-save", no_argument, 0, OPT_NO_SAVE},
         {"json", no_argument, 0, OPT_JSON},
-        {"threads", required_argument, 0, OPT_THREADS},
-        {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
-        {"backend", required_argument, 0, OPT_BACKEND},
+        CLI_SHARED(CLI_O_THREADS),
+        CLI_SHARED(CLI_O_MAX_TOKENS),
+        CLI_SHARED(CLI_O_BACKEND),
         {"raw", no_argument, 0, OPT_RAW},
         {0, 0, 0, 0},
     };
@@ -903,6 +903,7 @@ int cmd_eval(int argc, char **argv)
     rc = CLI_EXIT_FAIL;
     if (!ev.e) goto out;
     engine_info(ev.e, &ev.info);
+    if (o.ppl) cli_opt_warn_ctx(&cli, o.ctx, ev.info.n_ctx_train);
     rc = o.ppl ? do_perplexity(&ev) : do_prompts(&ev);
     engine_close(ev.e);
 out:

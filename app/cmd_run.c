@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "clock.h"
 #include "commands.h"
 #include "engine.h"
@@ -18,9 +19,7 @@
 #include "textsafe.h"
 
 enum {
-    OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT,
-    OPT_SEED, OPT_STOP, OPT_SYSTEM, OPT_CTX, OPT_KVMEM, OPT_KVTYPE, OPT_TRACE, OPT_BACKEND,
-    OPT_STEP, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB, OPT_CONTINUE, OPT_JSON
+    OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_STOP, OPT_TRACE, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB, OPT_CONTINUE, OPT_JSON
 };
 
 #define RUN_MAX_STOP 16
@@ -46,15 +45,6 @@ static void on_sigint(int sig)
     run_interrupted = 1;
 }
 
-static int float_opt(const struct run_opts *o, const char *name, const char *arg, double lo,
-                     double hi, float *out)
-{
-    double v;
-    if (cli_double(o->cli, name, arg, lo, hi, &v) != 0) return -1;
-    *out = (float)v;
-    return 0;
-}
-
 static int on_opt(int c, const char *arg, void *ud)
 {
     struct run_opts *o = ud;
@@ -70,20 +60,21 @@ static int on_opt(int c, const char *arg, void *ud)
     case 'c':
     case OPT_CONTINUE: o->cont = true; return 0;
     case OPT_DB: o->db_path = arg; return 0;
-    case 't': return cli_threads(o->cli, arg, &o->threads);
-    case 'n': return cli_int(o->cli, "--max-tokens", arg, 1, 1 << 24, &o->max_tokens);
-    case OPT_CTX: return cli_int(o->cli, "--ctx", arg, 16, 1 << 22, &o->ctx);
-    case OPT_STEP: return cli_int(o->cli, "--step-tokens", arg, 1, 1 << 16, &o->step_tokens);
-    case OPT_TEMP: return float_opt(o, "--temp", arg, 0, 100, &o->sp.temp);
-    case OPT_TOPP: return float_opt(o, "--top-p", arg, 0, 1, &o->sp.top_p);
-    case OPT_MINP: return float_opt(o, "--min-p", arg, 0, 1, &o->sp.min_p);
-    case OPT_REPEAT: return float_opt(o, "--repeat-penalty", arg, 0, 10, &o->sp.repeat_penalty);
-    case OPT_TOPK:
-        if (cli_int(o->cli, "--top-k", arg, 0, 1 << 24, &v) != 0) return -1;
+    case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
+    case CLI_O_MAX_TOKENS: return cli_opt_long(o->cli, CLI_O_MAX_TOKENS, arg, &o->max_tokens);
+    case CLI_O_CTX: return cli_opt_long(o->cli, CLI_O_CTX, arg, &o->ctx);
+    case CLI_O_STEP_TOKENS: return cli_opt_long(o->cli, CLI_O_STEP_TOKENS, arg, &o->step_tokens);
+    case CLI_O_TEMP: return cli_opt_float(o->cli, CLI_O_TEMP, arg, &o->sp.temp);
+    case CLI_O_TOP_P: return cli_opt_float(o->cli, CLI_O_TOP_P, arg, &o->sp.top_p);
+    case CLI_O_MIN_P: return cli_opt_float(o->cli, CLI_O_MIN_P, arg, &o->sp.min_p);
+    case CLI_O_REPEAT_PENALTY:
+        return cli_opt_float(o->cli, CLI_O_REPEAT_PENALTY, arg, &o->sp.repeat_penalty);
+    case CLI_O_TOP_K:
+        if (cli_opt_long(o->cli, CLI_O_TOP_K, arg, &v) != 0) return -1;
         o->sp.top_k = (int32_t)v;
         return 0;
-    case OPT_SEED:
-        if (cli_int(o->cli, "--seed", arg, 0, 0x7fffffffL, &v) != 0) return -1;
+    case CLI_O_SEED:
+        if (cli_opt_long(o->cli, CLI_O_SEED, arg, &v) != 0) return -1;
         o->sp.seed = (uint64_t)v;
         return 0;
     case OPT_STOP:
@@ -93,11 +84,11 @@ static int on_opt(int c, const char *arg, void *ud)
         }
         o->stop[o->n_stop++] = arg;
         return 0;
-    case OPT_SYSTEM: o->system = arg; return 0;
+    case CLI_O_SYSTEM: o->system = arg; return 0;
     case OPT_TRACE: o->trace = arg; return 0;
-    case OPT_KVMEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
-    case OPT_KVTYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
-    case OPT_BACKEND: return cli_backend(o->cli, arg, &o->backend);
+    case CLI_O_KV_MEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
+    case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
+    case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
 }
@@ -511,6 +502,7 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     double load_s = app_now_s() - t0;
     struct engine_info info;
     engine_info(e, &info);
+    cli_opt_warn_ctx(cli, o->ctx, info.n_ctx_train);
     /* A fallback ("no usable GPU: ...; running on CPU") is said with -v, or
      * when a backend was asked for: auto on a CPU-only machine is not news. */
     if (info.backend.note[0] && (o->verbose || o->backend != BACKEND_AUTO))
@@ -624,55 +616,53 @@ int cmd_run(int argc, char **argv)
         "words after the options, or -p, or else stdin (one Ctrl-D ends it). The chat template is applied unless --raw; a base\n"
         "model (no chat template in the file) continues the prompt as plain text.\n"
         "\n"
-        "  -p, --prompt TEXT       the prompt (default: the arguments, or stdin)\n"
-        "  -c, --continue          continue the newest stored session (as llm -c)\n"
-        "      --system TEXT       system message (chat template only)\n"
-        "      --raw               send the prompt as is, without the chat template\n"
-        "  -n, --max-tokens N      stop after N new tokens (default: 1024 or a quarter\n"
-        "                          of the context, whichever is less, within a\n"
-        "                          server's cap per request with --url)\n"
-        "      --stop S            stop string (repeatable; never printed)\n"
-        "      --temp T            temperature (default 0.8; 0 = greedy)\n"
-        "      --top-k K           (default 40; 0 = off)\n"
-        "      --top-p P           (default 0.95; 1 = off)\n"
-        "      --min-p P           (default 0.05; 0 = off)\n"
-        "      --repeat-penalty R  (default 1 = off)\n"
-        "      --seed N            sampling seed (same seed, same output)\n"
-        "      --ignore-eos        keep generating past end-of-generation tokens\n"
-        "  -t, --threads N         CPU threads (default: physical cores)\n"
-        "      --backend B         auto, cpu or cuda (default auto)\n"
-        "      --ctx N             context length (default: the model's)\n"
-        "      --kv-mem SIZE       KV cache budget, e.g. 512M (default: planned)\n"
-        "      --kv-type T         f16, f32 or q8_0 (default f16)\n"
-        "      --step-tokens N     scheduler token budget per step\n"
-        "      --trace FILE        write a Chrome trace-event JSON of the run\n"
-        "      --db PATH           history database (default ~/.local/share/tern/history.db)\n"
-        "      --no-history        do not record this exchange in the history\n"
-        "  -v, --verbose           print load, prefill and decode timings to stderr\n"
-        "                          (and, on a terminal, the prefill's progress)\n"
-        "      --json              print the reply at the end as one JSON object: reply,\n"
-        "                          status, finish_reason, usage, phases (load, queue,\n"
-        "                          prefill, TTFT, TPOT, decode, end to end) and metrics\n"
+        "  -p, --prompt TEXT        the prompt (default: the arguments, or stdin)\n"
+        "  -c, --continue           continue the newest stored session (as llm -c)\n"
+        "@system\n"
+        "      --raw                send the prompt as is, without the chat template\n"
+        "@max-tokens 1024 or a quarter of the context, whichever is less, within a server's cap per request with --url\n"
+        "      --stop S             stop string (repeatable; never printed)\n"
+        "@temp 0.8\n"
+        "@top-k 40\n"
+        "@top-p 0.95\n"
+        "@min-p 0.05\n"
+        "@repeat-penalty 1\n"
+        "@seed\n"
+        "      --ignore-eos         keep generating past end-of-generation tokens\n"
+        "@threads physical cores\n"
+        "@backend auto\n"
+        "@ctx the model's\n"
+        "@kv-mem planned\n"
+        "@kv-type f16\n"
+        "@step-tokens\n"
+        "      --trace FILE         write a Chrome trace-event JSON of the run\n"
+        "      --db PATH            history database (default ~/.local/share/tern/history.db)\n"
+        "      --no-history         do not record this exchange in the history\n"
+        "  -v, --verbose            print load, prefill and decode timings to stderr\n"
+        "                           (and, on a terminal, the prefill's progress)\n"
+        "      --json               print the reply at the end as one JSON object: reply,\n"
+        "                           status, finish_reason, usage, phases (load, queue,\n"
+        "                           prefill, TTFT, TPOT, decode, end to end) and metrics\n"
         "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {
         {"prompt", required_argument, 0, 'p'},
-        {"system", required_argument, 0, OPT_SYSTEM},
+        CLI_SHARED(CLI_O_SYSTEM),
         {"raw", no_argument, 0, OPT_RAW},
-        {"max-tokens", required_argument, 0, 'n'},
+        CLI_SHARED(CLI_O_MAX_TOKENS),
         {"stop", required_argument, 0, OPT_STOP},
-        {"temp", required_argument, 0, OPT_TEMP},
-        {"top-k", required_argument, 0, OPT_TOPK},
-        {"top-p", required_argument, 0, OPT_TOPP},
-        {"min-p", required_argument, 0, OPT_MINP},
-        {"repeat-penalty", required_argument, 0, OPT_REPEAT},
-        {"seed", required_argument, 0, OPT_SEED},
+        CLI_SHARED(CLI_O_TEMP),
+        CLI_SHARED(CLI_O_TOP_K),
+        CLI_SHARED(CLI_O_TOP_P),
+        CLI_SHARED(CLI_O_MIN_P),
+        CLI_SHARED(CLI_O_REPEAT_PENALTY),
+        CLI_SHARED(CLI_O_SEED),
         {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
-        {"threads", required_argument, 0, 't'},
-        {"backend", required_argument, 0, OPT_BACKEND},
-        {"ctx", required_argument, 0, OPT_CTX},
-        {"kv-mem", required_argument, 0, OPT_KVMEM},
-        {"kv-type", required_argument, 0, OPT_KVTYPE},
-        {"step-tokens", required_argument, 0, OPT_STEP},
+        CLI_SHARED(CLI_O_THREADS),
+        CLI_SHARED(CLI_O_BACKEND),
+        CLI_SHARED(CLI_O_CTX),
+        CLI_SHARED(CLI_O_KV_MEM),
+        CLI_SHARED(CLI_O_KV_TYPE),
+        CLI_SHARED(CLI_O_STEP_TOKENS),
         {"trace", required_argument, 0, OPT_TRACE},
         {"db", required_argument, 0, OPT_DB},
         {"no-history", no_argument, 0, OPT_NO_HISTORY},
@@ -684,7 +674,7 @@ int cmd_run(int argc, char **argv)
     struct cli cli;
     struct run_opts o = {.cli = &cli, .backend = BACKEND_AUTO, .kv_type = KV_F16};
     engine_sampling_default(&o.sp);
-    int rc = cli_parse(&cli, argc, argv, "p:n:t:vc", longopts, on_opt, &o, use);
+    int rc = cli_parse(&cli, argc, argv, "p:vc", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     rc = CLI_EXIT_USAGE;
     /* tern run "prompt": the words after the options are the prompt */

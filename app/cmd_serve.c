@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "clock.h"
 #include "commands.h"
 #include "engine.h"
@@ -18,9 +19,8 @@
 
 enum {
     OPT_HOST = CLI_OPT_CMD, OPT_PORT, OPT_KEYS, OPT_INSECURE, OPT_ACCESS_LOG, OPT_LOG_CONTENT,
-    OPT_NO_HISTORY, OPT_DB, OPT_CTX, OPT_KVMEM, OPT_KVTYPE, OPT_BACKEND, OPT_STEP,
-    OPT_MAX_RUNNING, OPT_MAX_QUEUE, OPT_EVENT_LIMIT, OPT_QUEUE_TIMEOUT, OPT_DRAIN,
-    OPT_MAX_BODY, OPT_MAX_CONNS, OPT_TIMEOUT, OPT_MAX_TOKENS, OPT_TRACE
+    OPT_NO_HISTORY, OPT_DB, OPT_MAX_RUNNING, OPT_MAX_QUEUE, OPT_EVENT_LIMIT, OPT_QUEUE_TIMEOUT, OPT_DRAIN,
+    OPT_MAX_BODY, OPT_MAX_CONNS, OPT_TIMEOUT, OPT_TRACE
 };
 
 struct serve_opts {
@@ -49,22 +49,22 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_NO_HISTORY: o->no_history = true; return 0;
     case OPT_DB: o->db_path = arg; return 0;
     case OPT_TRACE: o->trace = arg; return 0;
-    case 't': return cli_int(o->cli, "--threads", arg, 1, 1024, &o->threads);
-    case OPT_CTX: return cli_int(o->cli, "--ctx", arg, 16, 1 << 22, &o->ctx);
-    case OPT_STEP: return cli_int(o->cli, "--step-tokens", arg, 1, 1 << 16, &o->step_tokens);
+    case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
+    case CLI_O_CTX: return cli_opt_long(o->cli, CLI_O_CTX, arg, &o->ctx);
+    case CLI_O_STEP_TOKENS: return cli_opt_long(o->cli, CLI_O_STEP_TOKENS, arg, &o->step_tokens);
     case OPT_MAX_RUNNING: return cli_int(o->cli, "--max-running", arg, 1, 4096, &o->max_running);
     case OPT_MAX_QUEUE: return cli_int(o->cli, "--max-queue", arg, 1, 1 << 20, &o->max_queue);
     case OPT_EVENT_LIMIT: return cli_int(o->cli, "--event-limit", arg, 8, 1 << 24, &o->event_limit);
     case OPT_MAX_CONNS: return cli_int(o->cli, "--max-conns", arg, 4, 65536, &o->max_conns);
     case OPT_TIMEOUT: return cli_int(o->cli, "--timeout", arg, 1, 3600, &o->timeout);
-    case OPT_MAX_TOKENS: return cli_int(o->cli, "--max-tokens", arg, 1, 1 << 24, &o->max_tokens);
+    case CLI_O_MAX_TOKENS: return cli_opt_long(o->cli, CLI_O_MAX_TOKENS, arg, &o->max_tokens);
     case OPT_QUEUE_TIMEOUT:
         return cli_double(o->cli, "--queue-timeout", arg, 0.001, 86400, &o->queue_timeout);
     case OPT_DRAIN: return cli_double(o->cli, "--drain-timeout", arg, 0, 86400, &o->drain_timeout);
     case OPT_MAX_BODY: return cli_size(o->cli, "--max-body", arg, &o->max_body);
-    case OPT_KVMEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
-    case OPT_KVTYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
-    case OPT_BACKEND: return cli_backend(o->cli, arg, &o->backend);
+    case CLI_O_KV_MEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
+    case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
+    case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
 }
@@ -180,6 +180,9 @@ static int serve(struct serve_opts *o, const char *model_path)
         fprintf(stderr, "tern serve: %s\n", err);
         goto done;
     }
+    struct engine_info info;
+    engine_info(e, &info);
+    cli_opt_warn_ctx(o->cli, o->ctx, info.n_ctx_train);
     if (warm_up(e, err, sizeof err) != 0) {
         fprintf(stderr, "tern serve: %s\n", err);
         goto done;
@@ -220,19 +223,20 @@ int cmd_serve(int argc, char **argv)
         "      --log-content        put prompts into the access log\n"
         "      --db PATH            history database (default ~/.local/share/tern/history.db)\n"
         "      --no-history         do not record requests in the history\n"
-        "      --max-tokens N       default max_tokens when a request gives none (clamped to\n"
-        "                           the tenant's max_tokens; asking more than that is a 400)\n"
+        "@max-tokens\n"
+        "                           for a request that gives none (clamped to the\n"
+        "                           tenant's max_tokens; asking more than that is a 400)\n"
         "      --queue-timeout S    admission wait before a 504 (default 60)\n"
         "      --drain-timeout S    on SIGTERM, wait this long for streams (default 30)\n"
         "      --max-body SIZE      request body limit (default 8M; over it: 413)\n"
         "      --max-conns N        concurrent connections (default 256)\n"
         "      --timeout S          drop a client idle this long (default 15)\n"
-        "  -t, --threads N          CPU threads (default: physical cores)\n"
-        "      --backend B          auto, cpu or cuda (default auto)\n"
-        "      --ctx N              context length (default: the model's)\n"
-        "      --kv-mem SIZE        KV cache budget, e.g. 512M (default: planned)\n"
-        "      --kv-type T          f16, f32 or q8_0 (default f16)\n"
-        "      --step-tokens N      scheduler token budget per step\n"
+        "@threads physical cores\n"
+        "@backend auto\n"
+        "@ctx the model's\n"
+        "@kv-mem planned\n"
+        "@kv-type f16\n"
+        "@step-tokens\n"
         "      --max-running N      running sequences cap (default 64)\n"
         "      --max-queue N        waiting queue bound (default 256; over it: 429)\n"
         "      --event-limit N      undrained events before a stream is consumer-stalled\n"
@@ -246,18 +250,18 @@ int cmd_serve(int argc, char **argv)
         {"log-content", no_argument, 0, OPT_LOG_CONTENT},
         {"db", required_argument, 0, OPT_DB},
         {"no-history", no_argument, 0, OPT_NO_HISTORY},
-        {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
+        CLI_SHARED(CLI_O_MAX_TOKENS),
         {"queue-timeout", required_argument, 0, OPT_QUEUE_TIMEOUT},
         {"drain-timeout", required_argument, 0, OPT_DRAIN},
         {"max-body", required_argument, 0, OPT_MAX_BODY},
         {"max-conns", required_argument, 0, OPT_MAX_CONNS},
         {"timeout", required_argument, 0, OPT_TIMEOUT},
-        {"threads", required_argument, 0, 't'},
-        {"backend", required_argument, 0, OPT_BACKEND},
-        {"ctx", required_argument, 0, OPT_CTX},
-        {"kv-mem", required_argument, 0, OPT_KVMEM},
-        {"kv-type", required_argument, 0, OPT_KVTYPE},
-        {"step-tokens", required_argument, 0, OPT_STEP},
+        CLI_SHARED(CLI_O_THREADS),
+        CLI_SHARED(CLI_O_BACKEND),
+        CLI_SHARED(CLI_O_CTX),
+        CLI_SHARED(CLI_O_KV_MEM),
+        CLI_SHARED(CLI_O_KV_TYPE),
+        CLI_SHARED(CLI_O_STEP_TOKENS),
         {"max-running", required_argument, 0, OPT_MAX_RUNNING},
         {"max-queue", required_argument, 0, OPT_MAX_QUEUE},
         {"event-limit", required_argument, 0, OPT_EVENT_LIMIT},
@@ -268,7 +272,7 @@ int cmd_serve(int argc, char **argv)
     struct serve_opts o = {.cli = &cli, .backend = BACKEND_AUTO, .kv_type = KV_F16,
                            .port = 8080, .queue_timeout = 60, .drain_timeout = 30,
                            .timeout = 15, .max_conns = 256, .max_body = 8u << 20};
-    int rc = cli_parse(&cli, argc, argv, "t:", longopts, on_opt, &o, use);
+    int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     rc = CLI_EXIT_USAGE;
     if (cli.argc > 0) {

@@ -1,10 +1,11 @@
-# bash completion for tern: commands, their options, model names for -m.
+# bash completion for tern: commands, their options (from each command's --help,
+# itself made from the option table, so they cannot drift), model names for -m.
 _tern() {
     local cur prev cmd
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD-1]}
     cmd=${COMP_WORDS[1]}
-    local cmds="chat run bench eval history info models pull tokenize version help"
+    local cmds="chat run bench eval history info models pull tokenize serve version help"
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "$cmds -m --model --config --help --version" -- "$cur"))
         return
@@ -18,6 +19,7 @@ _tern() {
         --backend) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return ;;
         --kv-type) COMPREPLY=($(compgen -W "f16 f32 q8_0" -- "$cur")); return ;;
         --context-policy) COMPREPLY=($(compgen -W "truncate reject" -- "$cur")); return ;;
+        --balance) COMPREPLY=($(compgen -W "round-robin least-outstanding" -- "$cur")); return ;;
         help) COMPREPLY=($(compgen -W "$cmds" -- "$cur")); return ;;
     esac
     if [ "$cmd" = history ] && [ "$COMP_CWORD" -eq 2 ]; then

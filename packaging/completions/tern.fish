@@ -1,5 +1,14 @@
-# fish completion for tern: commands, common options, model names.
-set -l cmds chat run bench eval history info models pull tokenize version help
+# fish completion for tern: commands, every command's options (from its --help,
+# itself made from the option table, so they cannot drift), model names.
+set -l cmds chat run bench eval history info models pull tokenize serve version help
+function __tern_opts
+    set -l words (commandline -opc)
+    tern $words[2] --help 2>/dev/null | string match -r -a -- '--[a-z][a-z0-9-]*' | sort -u
+end
+complete -c tern -n "__fish_seen_subcommand_from $cmds" -a '(__tern_opts)'
+complete -c tern -l balance -x -a 'round-robin least-outstanding'
+complete -c tern -n '__fish_seen_subcommand_from chat' -l attach -d 'chat through a running tern serve'
+complete -c tern -n '__fish_seen_subcommand_from serve' -l host -l port -l api-key-file -l access-log -r
 complete -c tern -f
 complete -c tern -n "not __fish_seen_subcommand_from $cmds" -a "$cmds"
 complete -c tern -s m -l model -r -d 'model file or name' -a '(path basename -E (set -q XDG_DATA_HOME; and echo $XDG_DATA_HOME; or echo ~/.local/share)/tern/models/*.gguf 2>/dev/null)'

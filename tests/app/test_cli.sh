@@ -7,7 +7,7 @@ export XDG_CONFIG_HOME=$tmp/cfg
 
 out=$("$tern" --help); rc=$?
 ok $rc "tern --help exits 0"
-for c in chat run bench eval history info tokenize version; do
+for c in chat run bench eval history info tokenize serve models pull version; do
   echo "$out" | grep -q "^  $c " ; ok $? "--help lists '$c'"
   "$tern" $c --help > "$tmp/h" 2>&1; ok $? "tern $c --help exits 0"
   grep -q "usage: tern $c" "$tmp/h"; ok $? "tern $c --help prints its usage"

@@ -30,7 +30,8 @@ ln -s "$MODEL" "$XDG_DATA_HOME/tern/models/$(basename "$MODEL")"
 meson install -C "$TERN_BUILD" --destdir "$TMP/stage" --no-rebuild >/dev/null 2>"$TMP/e"
 ok $? "meson install into a staging root"
 share=$(dirname "$(find "$TMP/stage" -path '*/share/tern/fetch-model' | head -1)")/..
-for c in tern tern-chat tern-run tern-bench tern-eval tern-history tern-info tern-models tern-tokenize tern-version tern-pull; do
+# every command tern --help lists (serve included)
+for c in tern $("$bin" --help | awk '/^  [a-z]+ /{print "tern-" $1}'); do
     [ -s "$share/man/man1/$c.1" ] || { diag "no man page $c.1"; false; } || break
 done
 ok $? "a man page for every subcommand"
