@@ -527,7 +527,7 @@ static int setup_serving(struct engine_local *e, char *err, size_t errlen)
         if (trace_open(&e->trace, e->cfg.trace_path, err, errlen) != 0) return -1;
         trace_track(&e->trace, 0, "engine steps");
     }
-    return evq_init(&e->evq, err, errlen);
+    return evq_init(&e->evq, engine_event_free, err, errlen);
 }
 
 struct engine_local *engine_local_open(const struct engine_config *c, char *err, size_t errlen)
