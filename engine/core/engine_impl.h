@@ -65,7 +65,7 @@ struct engine_req {
 };
 
 struct engine_local {
-    struct engine base;            /* ops = engine_local_ops (first member) */
+    struct engine base;            /* ops = engine_local.c's table (first member) */
     struct engine_config cfg;
     char *model_path, *model_name;
     double t0;                     /* CLOCK_MONOTONIC at open */
@@ -112,39 +112,30 @@ struct engine_local {
 
 double engine_now(const struct engine_local *e);
 
-/* The local implementation behind engine_ops (engine.c, engine_loop.c,
- * engine_submit.c). */
-uint64_t engine_local_submit(struct engine_local *e, const struct engine_request *q,
-                             enum engine_status *why, char *err, size_t errlen);
-int engine_local_cancel(struct engine_local *e, uint64_t id);
-void engine_local_pause(struct engine_local *e, bool paused);
-int engine_local_poll_events(struct engine_local *e, struct engine_event *out, int max);
-int engine_local_poll_request(struct engine_local *e, uint64_t id, struct engine_event *out,
-                              int max);
-int engine_local_event_fd(const struct engine_local *e);
-bool engine_local_wait_events(struct engine_local *e, uint64_t id, double timeout_s);
-void engine_local_snapshot(struct engine_local *e, struct engine_stats *out);
-int engine_local_requests(struct engine_local *e, struct engine_req_info *out, int max);
-void engine_local_info(const struct engine_local *e, struct engine_info *out);
-int64_t engine_local_count_tokens(const struct engine_local *e, const char *text, size_t len,
-                                  char *err, size_t errlen);
-int64_t engine_local_count_chat_tokens(const struct engine_local *e,
-                                       const struct engine_message *msgs, int32_t n, char *err,
-                                       size_t errlen);
-extern const struct engine_ops engine_local_ops; /* engine_local_ops.c */
-struct engine_local *engine_local_open(const struct engine_config *c, char *err, size_t errlen);
-void engine_local_close(struct engine_local *e);
+/* The local engine's state from the public handle (its first member). */
+static inline struct engine_local *engine_local_of(struct engine *e)
+{
+    return (struct engine_local *)e;
+}
+static inline const struct engine_local *engine_local_cof(const struct engine *e)
+{
+    return (const struct engine_local *)e;
+}
+
+/* engine_loop.c: the engine thread. start publishes the first statistics. */
+int engine_thread_start(struct engine_local *e, char *err, size_t errlen);
+void engine_thread_stop(struct engine_local *e);
+
 void engine_req_unref(struct engine_req *r);
 void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev);
 
-/* engine_loop.c */
-void *engine_main(void *arg);
-
-/* engine_submit.c */
-bool engine_has_template(const struct engine_local *e);
+/* engine_submit.c: the ops table's submit; chat rendering (also for token counts). */
+uint64_t engine_local_submit(struct engine *base, const struct engine_request *q,
+                             enum engine_status *why, char *err, size_t errlen);
 char *engine_render_chat(const struct engine_local *e, const struct engine_message *msgs, int32_t n,
                          char *err, size_t errlen);
-unsigned engine_chat_tok_flags(const struct engine_local *e);
+/* The rendered template carries BOS itself when the model wants it. */
+#define ENGINE_CHAT_TOK_FLAGS TOK_PARSE_SPECIAL
 
 /* engine_text.c: token handling on the engine thread. */
 struct engine_out {                /* what one sampled token produced */

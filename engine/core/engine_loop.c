@@ -1,4 +1,4 @@
-/* engine_loop: engine_open/engine_close and the engine thread. Each
+/* engine_loop: the engine thread, started and stopped by engine_local.c. Each
  * iteration takes new requests from the inbox, ends cancelled, timed-out and
  * stalled ones (freeing their blocks before the step), plans a batch, runs
  * it on the backend without the lock held, then samples and publishes
@@ -407,7 +407,7 @@ static void nap(struct engine_local *e, long ns)
     pthread_cond_timedwait(&e->work_cond, &e->mu, &ts);
 }
 
-void *engine_main(void *arg)
+static void *engine_main(void *arg)
 {
     struct engine_local *e = arg;
     pthread_mutex_lock(&e->mu);
@@ -441,169 +441,25 @@ void *engine_main(void *arg)
     return NULL;
 }
 
-/* ---- open / close ------------------------------------------------------------------- */
+/* ---- start / stop ------------------------------------------------------------------ */
 
-static const char *base_name(const char *p)
+int engine_thread_start(struct engine_local *e, char *err, size_t errlen)
 {
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
-
-static int open_parts(struct engine_local *e, const struct engine_config *c, char *err, size_t errlen)
-{
-    if (c->parts.model) {
-        e->model = c->parts.model;
-    } else {
-        if (!c->model_path) {
-            snprintf(err, errlen, "engine: no model path");
-            return -1;
-        }
-        e->own_model = model_open(c->model_path, err, errlen);
-        if (!e->own_model) return -1;
-        e->model = e->own_model;
+    publish(e); /* statistics are readable before the first step */
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        snprintf(err, errlen, "engine: cannot start the engine thread");
+        return -1;
     }
-    if (c->parts.tok || c->parts.model) {
-        e->tok = c->parts.tok;
-    } else {
-        e->tok = tok_open(e->model->gguf, err, errlen);
-        if (!e->tok) return -1;
-        e->own_tok = true;
-    }
-    if (c->parts.backend) {
-        e->be = c->parts.backend;
-    } else {
-        struct backend_config bc = c->backend;
-        if (bc.kv_block_tokens <= 0) bc.kv_block_tokens = ENGINE_BLOCK_TOKENS;
-        struct sched_config sc = {.step_tokens = e->cfg.step_tokens > 0 ? e->cfg.step_tokens
-                                                                        : ENGINE_STEP_TOKENS_GPU,
-                                  .max_running = e->cfg.max_running};
-        bc.max_batch_tokens = sched_max_batch_tokens(&sc);
-        bc.max_seqs = e->cfg.max_running + 1;
-        e->be = backend_open(e->model, &bc, err, errlen);
-        if (!e->be) return -1;
-        e->own_be = true;
-    }
-    e->be->ops->get_info(e->be, &e->binfo);
-    if (e->cfg.step_tokens <= 0) {
-        bool gpu = e->binfo.name && strcmp(e->binfo.name, "cuda") == 0;
-        e->cfg.step_tokens = gpu ? ENGINE_STEP_TOKENS_GPU : ENGINE_STEP_TOKENS_CPU;
-    }
+    e->thread_started = true;
     return 0;
 }
 
-static void fill_defaults(struct engine_config *c)
+void engine_thread_stop(struct engine_local *e)
 {
-    struct engine_config d;
-    engine_config_default(&d);
-    if (c->max_running <= 0) c->max_running = d.max_running;
-    if (c->max_queue <= 0) c->max_queue = d.max_queue;
-    if (c->event_limit <= 0) c->event_limit = d.event_limit;
-    if (c->slo_ttft_s <= 0) c->slo_ttft_s = d.slo_ttft_s;
-    if (c->slo_tpot_s <= 0) c->slo_tpot_s = d.slo_tpot_s;
-}
-
-static int setup_serving(struct engine_local *e, char *err, size_t errlen)
-{
-    const struct model_hparams *hp = &e->model->hp;
-    e->n_vocab = hp->n_vocab;
-    e->n_ctx = e->cfg.n_ctx > 0 ? e->cfg.n_ctx : hp->n_ctx_train;
-    if (e->n_ctx <= 0) e->n_ctx = 4096;
-    if (kv_init(&e->kv, e->be->kv_n_blocks, e->be->kv_block_tokens, err, errlen) != 0) return -1;
-    int64_t pool = (int64_t)e->kv.n_blocks * e->kv.block_tokens;
-    e->max_total = pool < e->n_ctx ? (int32_t)pool : e->n_ctx;
-    e->rows_cap = e->cfg.max_running + ENGINE_SCORE_ROWS;
-    struct sched_config sc = {.step_tokens = e->cfg.step_tokens,
-                              .max_running = e->cfg.max_running,
-                              .max_logit_rows = e->rows_cap};
-    if (sched_init(&e->sched, &e->kv, &sc, err, errlen) != 0) return -1;
-    e->logits = malloc((size_t)e->rows_cap * (size_t)e->n_vocab * sizeof *e->logits);
-    if (!e->logits) {
-        snprintf(err, errlen, "engine: out of memory for %d logits rows of %d", e->rows_cap,
-                 e->n_vocab);
-        return -1;
-    }
-    metrics_init(&e->mx, e->cfg.slo_ttft_s, e->cfg.slo_tpot_s);
-    if (e->cfg.trace_path) {
-        if (trace_open(&e->trace, e->cfg.trace_path, err, errlen) != 0) return -1;
-        trace_track(&e->trace, 0, "engine steps");
-    }
-    return evq_init(&e->evq, engine_event_free, err, errlen);
-}
-
-struct engine_local *engine_local_open(const struct engine_config *c, char *err, size_t errlen)
-{
-    struct engine_local *e = calloc(1, sizeof *e);
-    if (!e) {
-        snprintf(err, errlen, "engine: out of memory");
-        return NULL;
-    }
-    e->base.ops = &engine_local_ops;
-    e->evq.fd = -1;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    e->t0 = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-    e->cfg = *c;
-    fill_defaults(&e->cfg);
-    e->model_path = strdup(c->model_path ? c->model_path : "(in memory)");
-    e->model_name = strdup(base_name(e->model_path));
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->work_cond, NULL);
-    pthread_cond_init(&e->ev_cond, NULL);
-    if (!e->model_path || !e->model_name) {
-        snprintf(err, errlen, "engine: out of memory");
-        goto fail;
-    }
-    if (open_parts(e, c, err, errlen) != 0) goto fail;
-    if (setup_serving(e, err, errlen) != 0) goto fail;
-    if (e->tok && e->model->gguf) {
-        if (tmpl_init_model(&e->tmpl, e->model->gguf, e->tok, c->chat_template, err, errlen) != 0)
-            goto fail;
-        e->has_tmpl = true;
-    }
-    publish(e);
-    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
-        snprintf(err, errlen, "engine: cannot start the engine thread");
-        goto fail;
-    }
-    e->thread_started = true;
-    return e;
-fail:
-    engine_local_close(e);
-    return NULL;
-}
-
-static void release_event_owner(void *owner)
-{
-    struct engine_req *r = owner;
-    r->n_events--;
-    engine_req_unref(r);
-}
-
-void engine_local_close(struct engine_local *e)
-{
-    if (!e) return;
-    if (e->thread_started) {
-        pthread_mutex_lock(&e->mu);
-        e->stop = true;
-        pthread_cond_broadcast(&e->work_cond);
-        pthread_mutex_unlock(&e->mu);
-        pthread_join(e->thread, NULL);
-    }
-    evq_free(&e->evq, release_event_owner);
-    trace_close(&e->trace);
-    free(e->logits);
-    free(e->lp_row);
-    free(e->pub_reqs);
-    sched_free(&e->sched);
-    kv_free(&e->kv);
-    if (e->own_be) backend_close(e->be);
-    if (e->own_tok) tok_close(e->tok);
-    if (e->own_model) model_close(e->own_model);
-    pthread_cond_destroy(&e->ev_cond);
-    pthread_cond_destroy(&e->work_cond);
-    pthread_mutex_destroy(&e->mu);
-    if (e->has_tmpl) tmpl_free(&e->tmpl);
-    free(e->model_path);
-    free(e->model_name);
-    free(e);
+    if (!e->thread_started) return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = true;
+    pthread_cond_broadcast(&e->work_cond);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
 }

@@ -11,18 +11,6 @@
 #include "gguf.h"
 #include "model.h"
 
-bool engine_has_template(const struct engine_local *e)
-{
-    return e->has_tmpl;
-}
-
-unsigned engine_chat_tok_flags(const struct engine_local *e)
-{
-    (void)e;
-    /* The rendered template carries BOS itself when the model wants it. */
-    return TOK_PARSE_SPECIAL;
-}
-
 char *engine_render_chat(const struct engine_local *e, const struct engine_message *msgs, int32_t n,
                          char *err, size_t errlen)
 {
@@ -107,7 +95,7 @@ static int build_prompt(struct engine_local *e, struct engine_req *r, const stru
     if (q->prompt) return encode_into(e, r, q->prompt, TOK_ADD_BOS | TOK_PARSE_SPECIAL, err, errlen);
     char *text = engine_render_chat(e, q->messages, q->n_messages, err, errlen);
     if (!text) return -1;
-    int rc = encode_into(e, r, text, engine_chat_tok_flags(e), err, errlen);
+    int rc = encode_into(e, r, text, ENGINE_CHAT_TOK_FLAGS, err, errlen);
     free(text);
     return rc;
 }
@@ -188,9 +176,10 @@ static void req_drop(struct engine_req *r)
     engine_req_unref(r);
 }
 
-uint64_t engine_local_submit(struct engine_local *e, const struct engine_request *q, enum engine_status *why,
-                       char *err, size_t errlen)
+uint64_t engine_local_submit(struct engine *base, const struct engine_request *q,
+                             enum engine_status *why, char *err, size_t errlen)
 {
+    struct engine_local *e = engine_local_of(base);
     enum engine_status dummy;
     if (!why) why = &dummy;
     *why = ENGINE_ERROR;
