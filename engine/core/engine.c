@@ -1,33 +1,14 @@
-/* engine: the serving core's public API and its engine thread. Requests are
- * tokenized in the caller's thread at submit (so refusals are immediate),
- * then handed to the engine thread, which runs the loop
- *   intake -> cancellations/timeouts/stalls -> plan (sched) -> forward
- *   (backend) -> sample/score -> events,
- * one iteration per step. One mutex guards what threads share: the inbox,
- * the live request list, the event queue and the published statistics;
- * the scheduler, KV manager and backend belong to the engine thread alone. */
+/* engine: the values of the public API (engine.h) that do not depend on
+ * which engine runs: the defaults, status names, freeing an event, a
+ * request's metrics as JSON. Both the local and the remote engine use them. */
 #include "engine.h"
 
-#include <errno.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "engine_impl.h"
-#include "model.h"
-#include "tok.h"
-
-double engine_now(const struct engine_local *e)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - e->t0;
-}
 
 const char *engine_status_name(enum engine_status s)
 {
@@ -79,39 +60,6 @@ void engine_event_free(struct engine_event *ev)
     ev->metrics = NULL;
     ev->logprobs = NULL;
     ev->n_logprobs = 0;
-}
-
-/* ---- request lifetime (lock held) --------------------------------------------- */
-
-/* A request lives while the engine holds it or any of its events is queued. */
-void engine_req_unref(struct engine_req *r)
-{
-    if (--r->refs > 0) return;
-    sched_seq_free(&r->seq);
-    for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
-    free(r->stop);
-    free(r->hold);
-    free(r->trace_id);
-    free(r->trace_tags);
-    free(r->m.token_t);
-    free(r->plp);
-    engine_sampler_free(r);
-    free(r);
-}
-
-/* Queues an event of r (lock held); flags a consumer that fell behind. */
-void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev)
-{
-    ev->id = r->id;
-    ev->tag = r->tag;
-    if (evq_push(&e->evq, ev, r) != 0) {
-        r->oom = true;
-        return;
-    }
-    r->refs++;
-    r->n_events++;
-    if (r->n_events > e->cfg.event_limit && ev->type != ENGINE_EV_FINISHED) r->stalled = true;
-    pthread_cond_broadcast(&e->ev_cond);
 }
 
 static void null_or(cJSON *o, const char *name)

@@ -1,13 +1,14 @@
-/* engine_impl: the engine's internal state, shared by engine.c (API),
- * engine_loop.c (engine thread), engine_submit.c (request intake) and
- * engine_text.c (sampling, detokenization, stop strings). Not a public
- * header: other modules use engine.h. */
+/* engine_impl: the local engine's internal state, shared by engine_local.c
+ * (open/close, the ops table), engine_loop.c (the engine thread) and
+ * engine_request.c (a request's life: submit, events, sampling, stop
+ * strings). Not a public header: other modules use engine.h. */
 #ifndef TERN_ENGINE_IMPL_H
 #define TERN_ENGINE_IMPL_H
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "engine.h"
 #include "engine_ops.h"
@@ -34,7 +35,7 @@ struct engine_req {
     uint64_t id, tag;
     enum engine_priority prio;
     struct engine_sampling sp;
-    void *sampler;                 /* sampler state (engine_text.c) */
+    void *sampler;                 /* sampler state (engine_request.c) */
     int32_t max_tokens;            /* 0 = up to the engine's limit */
     char **stop;
     int32_t n_stop;
@@ -110,7 +111,13 @@ struct engine_local {
     uint64_t next_id;
 };
 
-double engine_now(const struct engine_local *e);
+/* Seconds since the engine opened. */
+static inline double engine_now(const struct engine_local *e)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - e->t0;
+}
 
 /* The local engine's state from the public handle (its first member). */
 static inline struct engine_local *engine_local_of(struct engine *e)
@@ -126,18 +133,18 @@ static inline const struct engine_local *engine_local_cof(const struct engine *e
 int engine_thread_start(struct engine_local *e, char *err, size_t errlen);
 void engine_thread_stop(struct engine_local *e);
 
-void engine_req_unref(struct engine_req *r);
-void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev);
-
-/* engine_submit.c: the ops table's submit; chat rendering (also for token counts). */
+/* engine_request.c: a request's life. */
 uint64_t engine_local_submit(struct engine *base, const struct engine_request *q,
                              enum engine_status *why, char *err, size_t errlen);
 char *engine_render_chat(const struct engine_local *e, const struct engine_message *msgs, int32_t n,
                          char *err, size_t errlen);
 /* The rendered template carries BOS itself when the model wants it. */
 #define ENGINE_CHAT_TOK_FLAGS TOK_PARSE_SPECIAL
+/* Drops a reference (the engine's or a queued event's); frees r at the last. */
+void engine_req_unref(struct engine_req *r);
+/* Queues an event of r (lock held); flags a consumer that fell behind. */
+void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev);
 
-/* engine_text.c: token handling on the engine thread. */
 struct engine_out {                /* what one sampled token produced */
     int32_t token;
     char *text;                    /* released text (malloc'd, may be "") */
@@ -145,8 +152,6 @@ struct engine_out {                /* what one sampled token produced */
     enum engine_status status;
     char *message;
 };
-int engine_sampler_init(struct engine_local *e, struct engine_req *r, char *err, size_t errlen);
-void engine_sampler_free(struct engine_req *r);
 int32_t engine_sample(struct engine_local *e, struct engine_req *r, float *logits);
 /* Detokenizes token, matches stop strings, applies the limits. */
 void engine_on_token(struct engine_local *e, struct engine_req *r, int32_t token, struct engine_out *o);

@@ -12,7 +12,7 @@
 #include "engine_impl.h"
 #include "model.h"
 
-/* ---- events (consumer side) ------------------------------------------------------- */
+/* ---- events (consumer side) ----------------------------------------------------- */
 
 /* A queued event holds a reference on its request (engine_emit). */
 static void release_event(void *owner)
@@ -51,7 +51,7 @@ static bool local_wait_events(struct engine *base, uint64_t id, double timeout_s
     return evq_wait(&e->evq, &e->mu, &e->ev_cond, id, timeout_s);
 }
 
-/* ---- control ------------------------------------------------------------------------ */
+/* ---- control -------------------------------------------------------------------- */
 
 static int local_cancel(struct engine *base, uint64_t id)
 {
@@ -80,7 +80,7 @@ static void local_pause(struct engine *base, bool paused)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* ---- statistics and info ---------------------------------------------------------- */
+/* ---- statistics and info -------------------------------------------------------- */
 
 static void local_snapshot(struct engine *base, struct engine_stats *out)
 {
@@ -130,7 +130,7 @@ static void local_info(const struct engine *base, struct engine_info *out)
     out->token_counts = "model tokenizer";
 }
 
-/* ---- tokens ------------------------------------------------------------------------- */
+/* ---- tokens --------------------------------------------------------------------- */
 
 static int64_t local_count_tokens(const struct engine *base, const char *text, size_t len,
                                   char *err, size_t errlen)
@@ -161,7 +161,7 @@ static int local_token_bytes(const struct engine *base, int32_t id, char *out, s
     return (int)tok_decode_token_special(e->tok, id, out, cap);
 }
 
-/* ---- open / close ------------------------------------------------------------------- */
+/* ---- open / close --------------------------------------------------------------- */
 
 static const char *base_name(const char *p)
 {

@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "engine_impl.h"
-#include "model.h"
 
 /* ---- finishing (lock held, engine thread) --------------------------------------- */
 
@@ -176,7 +175,7 @@ static void publish(struct engine_local *e)
     s->backend = e->binfo;
 }
 
-/* ---- one step -------------------------------------------------------------------- */
+/* ---- one step ------------------------------------------------------------------- */
 
 struct item_out {
     bool sampled;
@@ -441,7 +440,7 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
-/* ---- start / stop ------------------------------------------------------------------ */
+/* ---- start / stop --------------------------------------------------------------- */
 
 int engine_thread_start(struct engine_local *e, char *err, size_t errlen)
 {
