@@ -145,22 +145,28 @@ void engine_req_unref(struct engine_req *r);
 /* Queues an event of r (lock held); flags a consumer that fell behind. */
 void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev);
 
-struct engine_out {                /* what one sampled token produced */
+/* What one step's rows produced for a request (engine thread, no lock);
+ * zeroed by the caller. */
+struct engine_out {
+    bool sampled;                  /* a token was sampled: token .. lp */
     int32_t token;
     char *text;                    /* released text (malloc'd, may be "") */
     bool finish;
     enum engine_status status;
     char *message;
+    struct engine_logprob *lp;     /* the token's entry, when the request asked */
+    double nll;                    /* the loss of the scored prompt positions */
+    int32_t n_scored;
 };
-int32_t engine_sample(struct engine_local *e, struct engine_req *r, float *logits);
-/* Detokenizes token, matches stop strings, applies the limits. */
-void engine_on_token(struct engine_local *e, struct engine_req *r, int32_t token, struct engine_out *o);
+/* One prompt position's row: its loss (score requests) and its entry
+ * (prompt_logprobs: the next prompt token's log p). */
+void engine_req_score_row(struct engine_local *e, struct engine_req *r, const float *row,
+                          int32_t pos, struct engine_out *o);
+/* Samples r's next token from row; detokenizes it, matches stop strings,
+ * applies the limits. */
+void engine_req_sample_row(struct engine_local *e, struct engine_req *r, float *row,
+                           struct engine_out *o);
 /* Releases what is still held (end of a request); malloc'd, may be NULL. */
 char *engine_flush_text(struct engine_local *e, struct engine_req *r);
-/* -log p(target) from one row of logits. */
-double engine_nll(const float *logits, int32_t n_vocab, int32_t target);
-/* Fills out with target's log p and the n_top most likely tokens of one row. */
-void engine_logprob_fill(const float *logits, int32_t n_vocab, int32_t target, int32_t n_top,
-                         struct engine_logprob *out);
 
 #endif

@@ -177,62 +177,25 @@ static void publish(struct engine_local *e)
 
 /* ---- one step ------------------------------------------------------------------- */
 
-struct item_out {
-    bool sampled;
-    struct engine_out o;
-    struct engine_logprob *lp;     /* the sampled token's, when the request asked */
-    double nll;
-    int32_t n_scored;
-};
-
-/* One prompt position's row: its loss (score requests) and its entry
- * (prompt_logprobs: the next prompt token's log p). */
-static void score_row(struct engine_local *e, struct engine_req *r, const float *row, int32_t pos,
-                      struct item_out *io)
-{
-    int32_t next = r->seq.tokens[pos + 1];
-    if (r->plp) {
-        engine_logprob_fill(row, e->n_vocab, next, r->plp_top, &r->plp[pos + 1]);
-        if (r->score) io->nll -= (double)r->plp[pos + 1].logprob;
-    } else {
-        io->nll += engine_nll(row, e->n_vocab, next);
-    }
-    io->n_scored++;
-}
-
-/* Samples the row of a request's next token; with logprobs, the row is kept
- * as it came (the sampler rewrites it) for the token's entry. */
-static void sample_row(struct engine_local *e, struct engine_req *r, float *row,
-                       struct item_out *io)
-{
-    if (r->want_lp && !e->lp_row) e->lp_row = malloc((size_t)e->n_vocab * sizeof *e->lp_row);
-    bool lp = r->want_lp && e->lp_row;
-    if (lp) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof *row);
-    int32_t t = engine_sample(e, r, row);
-    if (lp && (io->lp = malloc(sizeof *io->lp)) != NULL)
-        engine_logprob_fill(e->lp_row, e->n_vocab, t, r->top_lp, io->lp);
-    engine_on_token(e, r, t, &io->o);
-    io->sampled = true;
-}
-
 /* Samples or scores the rows of each item (no lock: engine-thread data only).
  * A scored item's rows are the prompt positions first, then (a generating
  * request with prompt_logprobs, at the prompt's end) the sampling row. */
-static void process_rows(struct engine_local *e, struct item_out *outs)
+static void process_rows(struct engine_local *e, struct engine_out *outs)
 {
     struct sched_plan *p = &e->sched.plan;
     for (int32_t i = 0; i < p->n_items; i++) {
         struct sched_item *it = &p->items[i];
         struct engine_req *r = it->seq->ud;
-        struct item_out *io = &outs[i];
-        memset(io, 0, sizeof *io);
+        struct engine_out *o = &outs[i];
+        memset(o, 0, sizeof *o);
         float *row = e->logits + (size_t)it->row0 * (size_t)e->n_vocab;
+        size_t nv = (size_t)e->n_vocab;
         int32_t k = 0;
         for (; r->seq.score && k < it->n_rows && it->first_row_pos + k < r->seq.n_prompt - 1; k++)
-            score_row(e, r, row + (size_t)k * (size_t)e->n_vocab, it->first_row_pos + k, io);
+            engine_req_score_row(e, r, row + (size_t)k * nv, it->first_row_pos + k, o);
         if (r->score) continue;
         if (k == it->n_rows - 1 && it->start + it->n == r->seq.n_tokens)
-            sample_row(e, r, row + (size_t)k * (size_t)e->n_vocab, io);
+            engine_req_sample_row(e, r, row + (size_t)k * nv, o);
     }
 }
 
@@ -278,8 +241,8 @@ static void report_moves(struct engine_local *e, double t0)
 }
 
 /* Events and state changes of one item after the forward pass (lock held). */
-static void apply_item(struct engine_local *e, struct sched_item *it, struct item_out *io, double t0,
-                       double t1)
+static void apply_item(struct engine_local *e, struct sched_item *it, struct engine_out *o,
+                       double t0, double t1)
 {
     struct engine_req *r = it->seq->ud;
     if (r->m.t_first_sched == 0) r->m.t_first_sched = t0;
@@ -302,17 +265,16 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct ite
         }
     }
     if (r->score) {
-        r->m.nll_sum += io->nll;
-        r->m.n_scored += io->n_scored;
+        r->m.nll_sum += o->nll;
+        r->m.n_scored += o->n_scored;
         if (r->seq.n_computed >= r->seq.n_prompt) finish(e, r, ENGINE_OK, NULL);
         return;
     }
-    if (!io->sampled) return;
-    struct engine_out *o = &io->o;
+    if (!o->sampled) return;
     if (push_token_time(r, t1) != 0 || sched_seq_push(&r->seq, o->token) != 0) {
         free(o->text);
         free(o->message);
-        free(io->lp);
+        free(o->lp);
         finish(e, r, ENGINE_ERROR, "engine: out of memory for generated tokens");
         return;
     }
@@ -323,7 +285,7 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct ite
         engine_emit(e, r, &fe);
     }
     struct engine_event ev = {.type = ENGINE_EV_TOKEN, .t = t1, .token = o->token, .text = o->text,
-                              .logprobs = io->lp, .n_logprobs = io->lp ? 1 : 0};
+                              .logprobs = o->lp, .n_logprobs = o->lp ? 1 : 0};
     if (!ev.text) ev.text = calloc(1, 1);
     engine_emit(e, r, &ev);
     if (o->finish) finish(e, r, o->status, o->message);
@@ -356,7 +318,7 @@ static int32_t step(struct engine_local *e)
     double cb0 = thread_cpu(), tb0 = engine_now(e);
     int rc = backend_forward(e->be, &p->batch, e->logits, err, sizeof err);
     double tb1 = engine_now(e), cb1 = thread_cpu();
-    struct item_out outs_stack[64], *outs = outs_stack;
+    struct engine_out outs_stack[64], *outs = outs_stack;
     if (p->n_items > 64) outs = malloc((size_t)p->n_items * sizeof *outs);
     if (rc == 0) {
         sched_commit(&e->sched);
@@ -369,8 +331,8 @@ static int32_t step(struct engine_local *e)
         struct engine_req *r = p->items[i].seq->ud;
         if (r->finished) {
             if (outs) {
-                free(outs[i].o.text);
-                free(outs[i].o.message);
+                free(outs[i].text);
+                free(outs[i].message);
                 free(outs[i].lp);
             }
             continue;

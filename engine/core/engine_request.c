@@ -328,19 +328,21 @@ fail:
 
 /* ---- each token (engine thread) ------------------------------------------------- */
 
-int32_t engine_sample(struct engine_local *e, struct engine_req *r, float *logits)
+static int32_t sample_token(struct engine_local *e, struct engine_req *r, float *logits)
 {
     int32_t t = sampler_sample(r->sampler, logits, e->n_vocab);
     sampler_accept(r->sampler, t);
     return t;
 }
 
-double engine_nll(const float *logits, int32_t n_vocab, int32_t target)
+/* -log p(target) from one row of logits. */
+static double row_nll(const float *logits, int32_t n_vocab, int32_t target)
 {
     return -ppl_log_softmax(logits, n_vocab, target);
 }
 
-void engine_logprob_fill(const float *logits, int32_t n_vocab, int32_t target, int32_t n_top,
+/* Fills out with target's log p and the n_top most likely tokens of one row. */
+static void logprob_fill(const float *logits, int32_t n_vocab, int32_t target, int32_t n_top,
                          struct engine_logprob *out)
 {
     int32_t tt[ENGINE_MAX_TOP_LOGPROBS];
@@ -414,9 +416,10 @@ static size_t partial_stop(const struct engine_req *r)
     return keep;
 }
 
-void engine_on_token(struct engine_local *e, struct engine_req *r, int32_t token, struct engine_out *o)
+/* Detokenizes token, matches stop strings, applies the limits (o was zeroed). */
+static void on_token(struct engine_local *e, struct engine_req *r, int32_t token,
+                     struct engine_out *o)
 {
-    memset(o, 0, sizeof *o);
     o->token = token;
     if (e->tok && tok_is_eog(e->tok, token) && !r->ignore_eos) {
         o->text = calloc(1, 1);
@@ -448,6 +451,34 @@ void engine_on_token(struct engine_local *e, struct engine_req *r, int32_t token
         o->finish = true;
         o->status = ENGINE_LENGTH;
     }
+}
+
+void engine_req_score_row(struct engine_local *e, struct engine_req *r, const float *row,
+                          int32_t pos, struct engine_out *o)
+{
+    int32_t next = r->seq.tokens[pos + 1];
+    if (r->plp) {
+        logprob_fill(row, e->n_vocab, next, r->plp_top, &r->plp[pos + 1]);
+        if (r->score) o->nll -= (double)r->plp[pos + 1].logprob;
+    } else {
+        o->nll += row_nll(row, e->n_vocab, next);
+    }
+    o->n_scored++;
+}
+
+/* With logprobs, the row is kept as it came (the sampler rewrites it) for
+ * the token's entry. */
+void engine_req_sample_row(struct engine_local *e, struct engine_req *r, float *row,
+                           struct engine_out *o)
+{
+    if (r->want_lp && !e->lp_row) e->lp_row = malloc((size_t)e->n_vocab * sizeof *e->lp_row);
+    bool lp = r->want_lp && e->lp_row;
+    if (lp) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof *row);
+    int32_t t = sample_token(e, r, row);
+    if (lp && (o->lp = malloc(sizeof *o->lp)) != NULL)
+        logprob_fill(e->lp_row, e->n_vocab, t, r->top_lp, o->lp);
+    on_token(e, r, t, o);
+    o->sampled = true;
 }
 
 char *engine_flush_text(struct engine_local *e, struct engine_req *r)
