@@ -1,7 +1,14 @@
 /* engine_impl: the local engine's internal state, shared by engine_local.c
  * (open/close, the ops table), engine_loop.c (the engine thread) and
  * engine_request.c (a request's life: submit, events, sampling, stop
- * strings). Not a public header: other modules use engine.h. */
+ * strings). Requests are tokenized in the caller's thread at submit (so
+ * refusals are immediate), then handed to the engine thread, which runs
+ *   intake -> cancellations/timeouts/stalls -> plan (sched) -> forward
+ *   (backend) -> sample/score -> events,
+ * one iteration per step. One mutex guards what threads share: the inbox,
+ * the live request list, the event queue and the published statistics;
+ * the scheduler, KV manager and backend belong to the engine thread alone.
+ * Not a public header: other modules use engine.h. */
 #ifndef TERN_ENGINE_IMPL_H
 #define TERN_ENGINE_IMPL_H
 
