@@ -1,33 +1,14 @@
-/* engine: the serving core's public API and its engine thread. Requests are
- * tokenized in the caller's thread at submit (so refusals are immediate),
- * then handed to the engine thread, which runs the loop
- *   intake -> cancellations/timeouts/stalls -> plan (sched) -> forward
- *   (backend) -> sample/score -> events,
- * one iteration per step. One mutex guards what threads share: the inbox,
- * the live request list, the event queue and the published statistics;
- * the scheduler, KV manager and backend belong to the engine thread alone. */
+/* engine: the values of the public API (engine.h) that do not depend on
+ * which engine runs: the defaults, status names, freeing an event, a
+ * request's metrics as JSON. Both the local and the remote engine use them. */
 #include "engine.h"
 
-#include <errno.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "engine_impl.h"
-#include "model.h"
-#include "tok.h"
-
-double engine_now(const struct engine_local *e)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - e->t0;
-}
 
 const char *engine_status_name(enum engine_status s)
 {
@@ -79,119 +60,6 @@ void engine_event_free(struct engine_event *ev)
     ev->metrics = NULL;
     ev->logprobs = NULL;
     ev->n_logprobs = 0;
-}
-
-/* ---- request lifetime (lock held) --------------------------------------------- */
-
-/* A request lives while the engine holds it or any of its events is queued. */
-void engine_req_unref(struct engine_req *r)
-{
-    if (--r->refs > 0) return;
-    sched_seq_free(&r->seq);
-    for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
-    free(r->stop);
-    free(r->hold);
-    free(r->trace_id);
-    free(r->trace_tags);
-    free(r->m.token_t);
-    free(r->plp);
-    engine_sampler_free(r);
-    free(r);
-}
-
-/* Queues an event of r (lock held); flags a consumer that fell behind. */
-void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev)
-{
-    ev->id = r->id;
-    ev->tag = r->tag;
-    if (evq_push(&e->evq, ev, r) != 0) {
-        r->oom = true;
-        return;
-    }
-    r->refs++;
-    r->n_events++;
-    if (r->n_events > e->cfg.event_limit && ev->type != ENGINE_EV_FINISHED) r->stalled = true;
-    pthread_cond_broadcast(&e->ev_cond);
-}
-
-static void release_event(void *owner)
-{
-    struct engine_req *r = owner;
-    r->n_events--;
-    engine_req_unref(r);
-}
-
-int engine_local_poll_events(struct engine_local *e, struct engine_event *out, int max)
-{
-    pthread_mutex_lock(&e->mu);
-    int n = evq_pop(&e->evq, 0, out, max, release_event);
-    pthread_mutex_unlock(&e->mu);
-    return n;
-}
-
-int engine_local_poll_request(struct engine_local *e, uint64_t id, struct engine_event *out, int max)
-{
-    pthread_mutex_lock(&e->mu);
-    int n = evq_pop(&e->evq, id ? id : UINT64_MAX, out, max, release_event);
-    pthread_mutex_unlock(&e->mu);
-    return n;
-}
-
-int engine_local_event_fd(const struct engine_local *e)
-{
-    return e->evq.fd;
-}
-
-bool engine_local_wait_events(struct engine_local *e, uint64_t id, double timeout_s)
-{
-    return evq_wait(&e->evq, &e->mu, &e->ev_cond, id, timeout_s);
-}
-
-int engine_local_cancel(struct engine_local *e, uint64_t id)
-{
-    int rc = -1;
-    pthread_mutex_lock(&e->mu);
-    for (struct engine_req *r = e->live; r; r = r->live_next) {
-        if (r->id != id) continue;
-        if (!r->finished) {
-            r->cancel = true;
-            rc = 0;
-            pthread_cond_broadcast(&e->work_cond);
-        }
-        break;
-    }
-    pthread_mutex_unlock(&e->mu);
-    return rc;
-}
-
-void engine_local_pause(struct engine_local *e, bool paused)
-{
-    pthread_mutex_lock(&e->mu);
-    e->paused = paused;
-    pthread_cond_broadcast(&e->work_cond);
-    pthread_mutex_unlock(&e->mu);
-}
-
-/* ---- snapshot ---------------------------------------------------------------------- */
-
-void engine_local_snapshot(struct engine_local *e, struct engine_stats *out)
-{
-    pthread_mutex_lock(&e->mu);
-    *out = e->stats;
-    metrics_fill_stats(&e->mx, engine_now(e), out);
-    out->waiting = e->n_inbox + e->stats.waiting;
-    out->kv_usage = out->kv_total > 0 ? (double)out->kv_used / out->kv_total : 0;
-    out->paused = e->paused;
-    pthread_mutex_unlock(&e->mu);
-}
-
-int engine_local_requests(struct engine_local *e, struct engine_req_info *out, int max)
-{
-    pthread_mutex_lock(&e->mu);
-    int n = e->n_pub_reqs;
-    for (int i = 0; i < n && i < max; i++) out[i] = e->pub_reqs[i];
-    pthread_mutex_unlock(&e->mu);
-    return n;
 }
 
 static void null_or(cJSON *o, const char *name)
@@ -257,52 +125,4 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m)
     for (int32_t i = 1; itl && m->token_t && i < m->n_generated; i++)
         cJSON_AddItemToArray(itl, cJSON_CreateNumber(m->token_t[i] - m->token_t[i - 1]));
     return o;
-}
-
-/* ---- info and token counting --------------------------------------------------- */
-
-void engine_local_info(const struct engine_local *e, struct engine_info *out)
-{
-    memset(out, 0, sizeof *out);
-    const struct model_hparams *hp = &e->model->hp;
-    out->model_path = e->model_path;
-    out->model_name = e->model_name;
-    out->arch = hp->arch_name;
-    out->n_params = e->model->n_params;
-    out->weight_bytes = e->model->weight_bytes;
-    out->n_params_active = e->model->n_params_active;
-    out->weight_bytes_active = e->model->weight_bytes_active;
-    out->n_vocab = hp->n_vocab;
-    out->n_ctx_train = hp->n_ctx_train;
-    out->n_ctx = e->n_ctx;
-    out->kv_block_tokens = e->kv.block_tokens;
-    out->kv_blocks = e->kv.n_blocks;
-    out->kv_bytes_per_token = e->be->kv_bytes_per_token;
-    out->has_chat_template = engine_has_template(e);
-    out->chat_template = e->has_tmpl ? tmpl_family_name(e->tmpl.family) : NULL;
-    out->chat_template_fallback = e->has_tmpl && e->tmpl.fallback;
-    out->chat_template_from_vocab = e->has_tmpl && e->tmpl.from_vocab;
-    out->backend = e->binfo;
-    out->token_counts = "model tokenizer";
-}
-
-int64_t engine_local_count_tokens(const struct engine_local *e, const char *text, size_t len, char *err,
-                            size_t errlen)
-{
-    if (!e->tok) {
-        snprintf(err, errlen, "engine: no tokenizer");
-        return -1;
-    }
-    return tok_encode(e->tok, text, len, TOK_ADD_BOS | TOK_PARSE_SPECIAL, NULL, 0, err, errlen);
-}
-
-int64_t engine_local_count_chat_tokens(const struct engine_local *e, const struct engine_message *msgs,
-                                 int32_t n, char *err, size_t errlen)
-{
-    char *text = engine_render_chat(e, msgs, n, err, errlen);
-    if (!text) return -1;
-    int64_t c = tok_encode(e->tok, text, strlen(text), engine_chat_tok_flags(e), NULL, 0, err,
-                           errlen);
-    free(text);
-    return c;
 }

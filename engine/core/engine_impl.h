@@ -1,13 +1,21 @@
-/* engine_impl: the engine's internal state, shared by engine.c (API),
- * engine_loop.c (engine thread), engine_submit.c (request intake) and
- * engine_text.c (sampling, detokenization, stop strings). Not a public
- * header: other modules use engine.h. */
+/* engine_impl: the local engine's internal state, shared by engine_local.c
+ * (open/close, the ops table), engine_loop.c (the engine thread) and
+ * engine_request.c (a request's life: submit, events, sampling, stop
+ * strings). Requests are tokenized in the caller's thread at submit (so
+ * refusals are immediate), then handed to the engine thread, which runs
+ *   intake -> cancellations/timeouts/stalls -> plan (sched) -> forward
+ *   (backend) -> sample/score -> events,
+ * one iteration per step. One mutex guards what threads share: the inbox,
+ * the live request list, the event queue and the published statistics;
+ * the scheduler, KV manager and backend belong to the engine thread alone.
+ * Not a public header: other modules use engine.h. */
 #ifndef TERN_ENGINE_IMPL_H
 #define TERN_ENGINE_IMPL_H
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "engine.h"
 #include "engine_ops.h"
@@ -34,7 +42,7 @@ struct engine_req {
     uint64_t id, tag;
     enum engine_priority prio;
     struct engine_sampling sp;
-    void *sampler;                 /* sampler state (engine_text.c) */
+    void *sampler;                 /* sampler state (engine_request.c) */
     int32_t max_tokens;            /* 0 = up to the engine's limit */
     char **stop;
     int32_t n_stop;
@@ -65,7 +73,7 @@ struct engine_req {
 };
 
 struct engine_local {
-    struct engine base;            /* ops = engine_local_ops (first member) */
+    struct engine base;            /* ops = engine_local.c's table (first member) */
     struct engine_config cfg;
     char *model_path, *model_name;
     double t0;                     /* CLOCK_MONOTONIC at open */
@@ -110,61 +118,62 @@ struct engine_local {
     uint64_t next_id;
 };
 
-double engine_now(const struct engine_local *e);
+/* Seconds since the engine opened. */
+static inline double engine_now(const struct engine_local *e)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - e->t0;
+}
 
-/* The local implementation behind engine_ops (engine.c, engine_loop.c,
- * engine_submit.c). */
-uint64_t engine_local_submit(struct engine_local *e, const struct engine_request *q,
+/* The local engine's state from the public handle (its first member). */
+static inline struct engine_local *engine_local_of(struct engine *e)
+{
+    return (struct engine_local *)e;
+}
+static inline const struct engine_local *engine_local_cof(const struct engine *e)
+{
+    return (const struct engine_local *)e;
+}
+
+/* engine_loop.c: the engine thread. start publishes the first statistics. */
+int engine_thread_start(struct engine_local *e, char *err, size_t errlen);
+void engine_thread_stop(struct engine_local *e);
+
+/* engine_request.c: a request's life. */
+uint64_t engine_local_submit(struct engine *base, const struct engine_request *q,
                              enum engine_status *why, char *err, size_t errlen);
-int engine_local_cancel(struct engine_local *e, uint64_t id);
-void engine_local_pause(struct engine_local *e, bool paused);
-int engine_local_poll_events(struct engine_local *e, struct engine_event *out, int max);
-int engine_local_poll_request(struct engine_local *e, uint64_t id, struct engine_event *out,
-                              int max);
-int engine_local_event_fd(const struct engine_local *e);
-bool engine_local_wait_events(struct engine_local *e, uint64_t id, double timeout_s);
-void engine_local_snapshot(struct engine_local *e, struct engine_stats *out);
-int engine_local_requests(struct engine_local *e, struct engine_req_info *out, int max);
-void engine_local_info(const struct engine_local *e, struct engine_info *out);
-int64_t engine_local_count_tokens(const struct engine_local *e, const char *text, size_t len,
-                                  char *err, size_t errlen);
-int64_t engine_local_count_chat_tokens(const struct engine_local *e,
-                                       const struct engine_message *msgs, int32_t n, char *err,
-                                       size_t errlen);
-extern const struct engine_ops engine_local_ops; /* engine_local_ops.c */
-struct engine_local *engine_local_open(const struct engine_config *c, char *err, size_t errlen);
-void engine_local_close(struct engine_local *e);
-void engine_req_unref(struct engine_req *r);
-void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev);
-
-/* engine_loop.c */
-void *engine_main(void *arg);
-
-/* engine_submit.c */
-bool engine_has_template(const struct engine_local *e);
 char *engine_render_chat(const struct engine_local *e, const struct engine_message *msgs, int32_t n,
                          char *err, size_t errlen);
-unsigned engine_chat_tok_flags(const struct engine_local *e);
+/* The rendered template carries BOS itself when the model wants it. */
+#define ENGINE_CHAT_TOK_FLAGS TOK_PARSE_SPECIAL
+/* Drops a reference (the engine's or a queued event's); frees r at the last. */
+void engine_req_unref(struct engine_req *r);
+/* Queues an event of r (lock held); flags a consumer that fell behind. */
+void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev);
 
-/* engine_text.c: token handling on the engine thread. */
-struct engine_out {                /* what one sampled token produced */
+/* What one step's rows produced for a request (engine thread, no lock);
+ * zeroed by the caller. */
+struct engine_out {
+    bool sampled;                  /* a token was sampled: token .. lp */
     int32_t token;
     char *text;                    /* released text (malloc'd, may be "") */
     bool finish;
     enum engine_status status;
     char *message;
+    struct engine_logprob *lp;     /* the token's entry, when the request asked */
+    double nll;                    /* the loss of the scored prompt positions */
+    int32_t n_scored;
 };
-int engine_sampler_init(struct engine_local *e, struct engine_req *r, char *err, size_t errlen);
-void engine_sampler_free(struct engine_req *r);
-int32_t engine_sample(struct engine_local *e, struct engine_req *r, float *logits);
-/* Detokenizes token, matches stop strings, applies the limits. */
-void engine_on_token(struct engine_local *e, struct engine_req *r, int32_t token, struct engine_out *o);
+/* One prompt position's row: its loss (score requests) and its entry
+ * (prompt_logprobs: the next prompt token's log p). */
+void engine_req_score_row(struct engine_local *e, struct engine_req *r, const float *row,
+                          int32_t pos, struct engine_out *o);
+/* Samples r's next token from row; detokenizes it, matches stop strings,
+ * applies the limits. */
+void engine_req_sample_row(struct engine_local *e, struct engine_req *r, float *row,
+                           struct engine_out *o);
 /* Releases what is still held (end of a request); malloc'd, may be NULL. */
 char *engine_flush_text(struct engine_local *e, struct engine_req *r);
-/* -log p(target) from one row of logits. */
-double engine_nll(const float *logits, int32_t n_vocab, int32_t target);
-/* Fills out with target's log p and the n_top most likely tokens of one row. */
-void engine_logprob_fill(const float *logits, int32_t n_vocab, int32_t target, int32_t n_top,
-                         struct engine_logprob *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* engine_loop: engine_open/engine_close and the engine thread. Each
+/* engine_loop: the engine thread, started and stopped by engine_local.c. Each
  * iteration takes new requests from the inbox, ends cancelled, timed-out and
  * stalled ones (freeing their blocks before the step), plans a batch, runs
  * it on the backend without the lock held, then samples and publishes
@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "engine_impl.h"
-#include "model.h"
 
 /* ---- finishing (lock held, engine thread) --------------------------------------- */
 
@@ -176,64 +175,27 @@ static void publish(struct engine_local *e)
     s->backend = e->binfo;
 }
 
-/* ---- one step -------------------------------------------------------------------- */
-
-struct item_out {
-    bool sampled;
-    struct engine_out o;
-    struct engine_logprob *lp;     /* the sampled token's, when the request asked */
-    double nll;
-    int32_t n_scored;
-};
-
-/* One prompt position's row: its loss (score requests) and its entry
- * (prompt_logprobs: the next prompt token's log p). */
-static void score_row(struct engine_local *e, struct engine_req *r, const float *row, int32_t pos,
-                      struct item_out *io)
-{
-    int32_t next = r->seq.tokens[pos + 1];
-    if (r->plp) {
-        engine_logprob_fill(row, e->n_vocab, next, r->plp_top, &r->plp[pos + 1]);
-        if (r->score) io->nll -= (double)r->plp[pos + 1].logprob;
-    } else {
-        io->nll += engine_nll(row, e->n_vocab, next);
-    }
-    io->n_scored++;
-}
-
-/* Samples the row of a request's next token; with logprobs, the row is kept
- * as it came (the sampler rewrites it) for the token's entry. */
-static void sample_row(struct engine_local *e, struct engine_req *r, float *row,
-                       struct item_out *io)
-{
-    if (r->want_lp && !e->lp_row) e->lp_row = malloc((size_t)e->n_vocab * sizeof *e->lp_row);
-    bool lp = r->want_lp && e->lp_row;
-    if (lp) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof *row);
-    int32_t t = engine_sample(e, r, row);
-    if (lp && (io->lp = malloc(sizeof *io->lp)) != NULL)
-        engine_logprob_fill(e->lp_row, e->n_vocab, t, r->top_lp, io->lp);
-    engine_on_token(e, r, t, &io->o);
-    io->sampled = true;
-}
+/* ---- one step ------------------------------------------------------------------- */
 
 /* Samples or scores the rows of each item (no lock: engine-thread data only).
  * A scored item's rows are the prompt positions first, then (a generating
  * request with prompt_logprobs, at the prompt's end) the sampling row. */
-static void process_rows(struct engine_local *e, struct item_out *outs)
+static void process_rows(struct engine_local *e, struct engine_out *outs)
 {
     struct sched_plan *p = &e->sched.plan;
     for (int32_t i = 0; i < p->n_items; i++) {
         struct sched_item *it = &p->items[i];
         struct engine_req *r = it->seq->ud;
-        struct item_out *io = &outs[i];
-        memset(io, 0, sizeof *io);
+        struct engine_out *o = &outs[i];
+        memset(o, 0, sizeof *o);
         float *row = e->logits + (size_t)it->row0 * (size_t)e->n_vocab;
+        size_t nv = (size_t)e->n_vocab;
         int32_t k = 0;
         for (; r->seq.score && k < it->n_rows && it->first_row_pos + k < r->seq.n_prompt - 1; k++)
-            score_row(e, r, row + (size_t)k * (size_t)e->n_vocab, it->first_row_pos + k, io);
+            engine_req_score_row(e, r, row + (size_t)k * nv, it->first_row_pos + k, o);
         if (r->score) continue;
         if (k == it->n_rows - 1 && it->start + it->n == r->seq.n_tokens)
-            sample_row(e, r, row + (size_t)k * (size_t)e->n_vocab, io);
+            engine_req_sample_row(e, r, row + (size_t)k * nv, o);
     }
 }
 
@@ -279,8 +241,8 @@ static void report_moves(struct engine_local *e, double t0)
 }
 
 /* Events and state changes of one item after the forward pass (lock held). */
-static void apply_item(struct engine_local *e, struct sched_item *it, struct item_out *io, double t0,
-                       double t1)
+static void apply_item(struct engine_local *e, struct sched_item *it, struct engine_out *o,
+                       double t0, double t1)
 {
     struct engine_req *r = it->seq->ud;
     if (r->m.t_first_sched == 0) r->m.t_first_sched = t0;
@@ -303,17 +265,16 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct ite
         }
     }
     if (r->score) {
-        r->m.nll_sum += io->nll;
-        r->m.n_scored += io->n_scored;
+        r->m.nll_sum += o->nll;
+        r->m.n_scored += o->n_scored;
         if (r->seq.n_computed >= r->seq.n_prompt) finish(e, r, ENGINE_OK, NULL);
         return;
     }
-    if (!io->sampled) return;
-    struct engine_out *o = &io->o;
+    if (!o->sampled) return;
     if (push_token_time(r, t1) != 0 || sched_seq_push(&r->seq, o->token) != 0) {
         free(o->text);
         free(o->message);
-        free(io->lp);
+        free(o->lp);
         finish(e, r, ENGINE_ERROR, "engine: out of memory for generated tokens");
         return;
     }
@@ -324,7 +285,7 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct ite
         engine_emit(e, r, &fe);
     }
     struct engine_event ev = {.type = ENGINE_EV_TOKEN, .t = t1, .token = o->token, .text = o->text,
-                              .logprobs = io->lp, .n_logprobs = io->lp ? 1 : 0};
+                              .logprobs = o->lp, .n_logprobs = o->lp ? 1 : 0};
     if (!ev.text) ev.text = calloc(1, 1);
     engine_emit(e, r, &ev);
     if (o->finish) finish(e, r, o->status, o->message);
@@ -357,7 +318,7 @@ static int32_t step(struct engine_local *e)
     double cb0 = thread_cpu(), tb0 = engine_now(e);
     int rc = backend_forward(e->be, &p->batch, e->logits, err, sizeof err);
     double tb1 = engine_now(e), cb1 = thread_cpu();
-    struct item_out outs_stack[64], *outs = outs_stack;
+    struct engine_out outs_stack[64], *outs = outs_stack;
     if (p->n_items > 64) outs = malloc((size_t)p->n_items * sizeof *outs);
     if (rc == 0) {
         sched_commit(&e->sched);
@@ -370,8 +331,8 @@ static int32_t step(struct engine_local *e)
         struct engine_req *r = p->items[i].seq->ud;
         if (r->finished) {
             if (outs) {
-                free(outs[i].o.text);
-                free(outs[i].o.message);
+                free(outs[i].text);
+                free(outs[i].message);
                 free(outs[i].lp);
             }
             continue;
@@ -407,7 +368,7 @@ static void nap(struct engine_local *e, long ns)
     pthread_cond_timedwait(&e->work_cond, &e->mu, &ts);
 }
 
-void *engine_main(void *arg)
+static void *engine_main(void *arg)
 {
     struct engine_local *e = arg;
     pthread_mutex_lock(&e->mu);
@@ -441,169 +402,25 @@ void *engine_main(void *arg)
     return NULL;
 }
 
-/* ---- open / close ------------------------------------------------------------------- */
+/* ---- start / stop --------------------------------------------------------------- */
 
-static const char *base_name(const char *p)
+int engine_thread_start(struct engine_local *e, char *err, size_t errlen)
 {
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
-
-static int open_parts(struct engine_local *e, const struct engine_config *c, char *err, size_t errlen)
-{
-    if (c->parts.model) {
-        e->model = c->parts.model;
-    } else {
-        if (!c->model_path) {
-            snprintf(err, errlen, "engine: no model path");
-            return -1;
-        }
-        e->own_model = model_open(c->model_path, err, errlen);
-        if (!e->own_model) return -1;
-        e->model = e->own_model;
+    publish(e); /* statistics are readable before the first step */
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        snprintf(err, errlen, "engine: cannot start the engine thread");
+        return -1;
     }
-    if (c->parts.tok || c->parts.model) {
-        e->tok = c->parts.tok;
-    } else {
-        e->tok = tok_open(e->model->gguf, err, errlen);
-        if (!e->tok) return -1;
-        e->own_tok = true;
-    }
-    if (c->parts.backend) {
-        e->be = c->parts.backend;
-    } else {
-        struct backend_config bc = c->backend;
-        if (bc.kv_block_tokens <= 0) bc.kv_block_tokens = ENGINE_BLOCK_TOKENS;
-        struct sched_config sc = {.step_tokens = e->cfg.step_tokens > 0 ? e->cfg.step_tokens
-                                                                        : ENGINE_STEP_TOKENS_GPU,
-                                  .max_running = e->cfg.max_running};
-        bc.max_batch_tokens = sched_max_batch_tokens(&sc);
-        bc.max_seqs = e->cfg.max_running + 1;
-        e->be = backend_open(e->model, &bc, err, errlen);
-        if (!e->be) return -1;
-        e->own_be = true;
-    }
-    e->be->ops->get_info(e->be, &e->binfo);
-    if (e->cfg.step_tokens <= 0) {
-        bool gpu = e->binfo.name && strcmp(e->binfo.name, "cuda") == 0;
-        e->cfg.step_tokens = gpu ? ENGINE_STEP_TOKENS_GPU : ENGINE_STEP_TOKENS_CPU;
-    }
+    e->thread_started = true;
     return 0;
 }
 
-static void fill_defaults(struct engine_config *c)
+void engine_thread_stop(struct engine_local *e)
 {
-    struct engine_config d;
-    engine_config_default(&d);
-    if (c->max_running <= 0) c->max_running = d.max_running;
-    if (c->max_queue <= 0) c->max_queue = d.max_queue;
-    if (c->event_limit <= 0) c->event_limit = d.event_limit;
-    if (c->slo_ttft_s <= 0) c->slo_ttft_s = d.slo_ttft_s;
-    if (c->slo_tpot_s <= 0) c->slo_tpot_s = d.slo_tpot_s;
-}
-
-static int setup_serving(struct engine_local *e, char *err, size_t errlen)
-{
-    const struct model_hparams *hp = &e->model->hp;
-    e->n_vocab = hp->n_vocab;
-    e->n_ctx = e->cfg.n_ctx > 0 ? e->cfg.n_ctx : hp->n_ctx_train;
-    if (e->n_ctx <= 0) e->n_ctx = 4096;
-    if (kv_init(&e->kv, e->be->kv_n_blocks, e->be->kv_block_tokens, err, errlen) != 0) return -1;
-    int64_t pool = (int64_t)e->kv.n_blocks * e->kv.block_tokens;
-    e->max_total = pool < e->n_ctx ? (int32_t)pool : e->n_ctx;
-    e->rows_cap = e->cfg.max_running + ENGINE_SCORE_ROWS;
-    struct sched_config sc = {.step_tokens = e->cfg.step_tokens,
-                              .max_running = e->cfg.max_running,
-                              .max_logit_rows = e->rows_cap};
-    if (sched_init(&e->sched, &e->kv, &sc, err, errlen) != 0) return -1;
-    e->logits = malloc((size_t)e->rows_cap * (size_t)e->n_vocab * sizeof *e->logits);
-    if (!e->logits) {
-        snprintf(err, errlen, "engine: out of memory for %d logits rows of %d", e->rows_cap,
-                 e->n_vocab);
-        return -1;
-    }
-    metrics_init(&e->mx, e->cfg.slo_ttft_s, e->cfg.slo_tpot_s);
-    if (e->cfg.trace_path) {
-        if (trace_open(&e->trace, e->cfg.trace_path, err, errlen) != 0) return -1;
-        trace_track(&e->trace, 0, "engine steps");
-    }
-    return evq_init(&e->evq, err, errlen);
-}
-
-struct engine_local *engine_local_open(const struct engine_config *c, char *err, size_t errlen)
-{
-    struct engine_local *e = calloc(1, sizeof *e);
-    if (!e) {
-        snprintf(err, errlen, "engine: out of memory");
-        return NULL;
-    }
-    e->base.ops = &engine_local_ops;
-    e->evq.fd = -1;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    e->t0 = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-    e->cfg = *c;
-    fill_defaults(&e->cfg);
-    e->model_path = strdup(c->model_path ? c->model_path : "(in memory)");
-    e->model_name = strdup(base_name(e->model_path));
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->work_cond, NULL);
-    pthread_cond_init(&e->ev_cond, NULL);
-    if (!e->model_path || !e->model_name) {
-        snprintf(err, errlen, "engine: out of memory");
-        goto fail;
-    }
-    if (open_parts(e, c, err, errlen) != 0) goto fail;
-    if (setup_serving(e, err, errlen) != 0) goto fail;
-    if (e->tok && e->model->gguf) {
-        if (tmpl_init_model(&e->tmpl, e->model->gguf, e->tok, c->chat_template, err, errlen) != 0)
-            goto fail;
-        e->has_tmpl = true;
-    }
-    publish(e);
-    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
-        snprintf(err, errlen, "engine: cannot start the engine thread");
-        goto fail;
-    }
-    e->thread_started = true;
-    return e;
-fail:
-    engine_local_close(e);
-    return NULL;
-}
-
-static void release_event_owner(void *owner)
-{
-    struct engine_req *r = owner;
-    r->n_events--;
-    engine_req_unref(r);
-}
-
-void engine_local_close(struct engine_local *e)
-{
-    if (!e) return;
-    if (e->thread_started) {
-        pthread_mutex_lock(&e->mu);
-        e->stop = true;
-        pthread_cond_broadcast(&e->work_cond);
-        pthread_mutex_unlock(&e->mu);
-        pthread_join(e->thread, NULL);
-    }
-    evq_free(&e->evq, release_event_owner);
-    trace_close(&e->trace);
-    free(e->logits);
-    free(e->lp_row);
-    free(e->pub_reqs);
-    sched_free(&e->sched);
-    kv_free(&e->kv);
-    if (e->own_be) backend_close(e->be);
-    if (e->own_tok) tok_close(e->tok);
-    if (e->own_model) model_close(e->own_model);
-    pthread_cond_destroy(&e->ev_cond);
-    pthread_cond_destroy(&e->work_cond);
-    pthread_mutex_destroy(&e->mu);
-    if (e->has_tmpl) tmpl_free(&e->tmpl);
-    free(e->model_path);
-    free(e->model_name);
-    free(e);
+    if (!e->thread_started) return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = true;
+    pthread_cond_broadcast(&e->work_cond);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
 }

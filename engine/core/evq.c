@@ -11,9 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-int evq_init(struct evq *q, char *err, size_t errlen)
+int evq_init(struct evq *q, evq_free_fn *free_ev, char *err, size_t errlen)
 {
     memset(q, 0, sizeof *q);
+    q->free_ev = free_ev;
     q->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (q->fd < 0) {
         snprintf(err, errlen, "engine: eventfd: %s", strerror(errno));
@@ -27,7 +28,7 @@ void evq_free(struct evq *q, void (*release)(void *owner))
     struct evq_node *n = q->head;
     while (n) {
         struct evq_node *next = n->next;
-        engine_event_free(&n->ev);
+        q->free_ev(&n->ev);
         if (release) release(n->owner);
         free(n);
         n = next;
@@ -55,7 +56,7 @@ int evq_push(struct evq *q, struct engine_event *ev, void *owner)
 {
     struct evq_node *n = malloc(sizeof *n);
     if (!n) {
-        engine_event_free(ev);
+        q->free_ev(ev);
         return -1;
     }
     n->ev = *ev;

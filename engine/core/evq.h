@@ -1,7 +1,9 @@
 /* evq: the engine's event queue. A FIFO of events from all requests with a
  * file descriptor that is readable while the queue is not empty (eventfd),
  * so a UI can poll() it beside the keyboard. Every function expects the
- * caller to hold the engine's lock; the queue itself does not lock. */
+ * caller to hold the engine's lock; the queue itself does not lock. The
+ * caller gives the function that frees an event (as redis' lists take a free
+ * method), so the queue depends on the event's type only, not on engine.c. */
 #ifndef TERN_EVQ_H
 #define TERN_EVQ_H
 
@@ -18,17 +20,20 @@ struct evq_node {
     struct evq_node *next;
 };
 
+typedef void evq_free_fn(struct engine_event *ev);
+
 struct evq {
     struct evq_node *head, *tail;
     size_t n;
     int fd;                    /* eventfd: readable while n > 0 */
+    evq_free_fn *free_ev;      /* frees an event's heap parts */
 };
 
-int evq_init(struct evq *q, char *err, size_t errlen);
-/* Frees queued events; calls release(owner) for each. */
+int evq_init(struct evq *q, evq_free_fn *free_ev, char *err, size_t errlen);
+/* Frees queued events (free_ev); calls release(owner) for each. */
 void evq_free(struct evq *q, void (*release)(void *owner));
 /* Takes ownership of ev's heap parts. Returns 0 or -1 on out-of-memory
- * (ev is then freed). */
+ * (ev is then freed with free_ev). */
 int evq_push(struct evq *q, struct engine_event *ev, void *owner);
 /* Moves up to max events (of request id, or any when id == 0) into out;
  * calls release(owner) for each. Returns the count. */

@@ -212,7 +212,7 @@ struct engine *engine_remote_new(const struct engine_config *c, char *err, size_
     metrics_init(&R->mx, c->slo_ttft_s > 0 ? c->slo_ttft_s : 1.0,
                  c->slo_tpot_s > 0 ? c->slo_tpot_s : 0.2);
     if (copy_config(R, c, err, errlen) != 0) goto fail;
-    if (evq_init(&R->evq, err, errlen) != 0) goto fail;
+    if (evq_init(&R->evq, engine_event_free, err, errlen) != 0) goto fail;
     bool has_file = c->model_path && c->model_path[0];
     if (has_file && open_tokenizer(R, c->model_path, err, errlen) != 0) goto fail;
     R->model_path = has_file ? strdup(c->model_path) : NULL;

@@ -1,27 +1,59 @@
-/* engine_submit: request intake in the caller's thread. The prompt is
- * rendered and tokenized here, so that a request that can never run (too
- * large for the context or the KV pool, queue full, malformed) is refused
- * at once with the numbers, before the engine thread sees it. */
+/* engine_request: a request's life in the local engine.
+ *  - Submission, in the caller's thread: the prompt is rendered and
+ *    tokenized here, so that a request that can never run (too large for the
+ *    context or the KV pool, queue full, malformed) is refused at once with
+ *    the numbers, before the engine thread sees it.
+ *  - Its events and its memory: each queued event holds a reference.
+ *  - Each token, on the engine thread: sampling, log-probabilities,
+ *    UTF-8-safe detokenization, stop strings matched across token boundaries
+ *    (text that may begin a stop string is held back until it is decided,
+ *    and a matched stop string is never released), EOS/EOT and the length
+ *    limits; the per-position loss of scoring requests.
+ * The engine thread (engine_loop.c) and engine_local.c call down into this
+ * file; it calls neither. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_impl.h"
-#include "gguf.h"
-#include "model.h"
+#include "perplexity.h"
+#include "sampler.h"
 
-bool engine_has_template(const struct engine_local *e)
+/* ---- its memory and its events -------------------------------------------------- */
+
+/* A request lives while the engine holds it or any of its events is queued. */
+void engine_req_unref(struct engine_req *r)
 {
-    return e->has_tmpl;
+    if (--r->refs > 0) return;
+    sched_seq_free(&r->seq);
+    for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->hold);
+    free(r->trace_id);
+    free(r->trace_tags);
+    free(r->m.token_t);
+    free(r->plp);
+    sampler_free(r->sampler);
+    free(r);
 }
 
-unsigned engine_chat_tok_flags(const struct engine_local *e)
+/* Queues an event of r (lock held); flags a consumer that fell behind. */
+void engine_emit(struct engine_local *e, struct engine_req *r, struct engine_event *ev)
 {
-    (void)e;
-    /* The rendered template carries BOS itself when the model wants it. */
-    return TOK_PARSE_SPECIAL;
+    ev->id = r->id;
+    ev->tag = r->tag;
+    if (evq_push(&e->evq, ev, r) != 0) {
+        r->oom = true;
+        return;
+    }
+    r->refs++;
+    r->n_events++;
+    if (r->n_events > e->cfg.event_limit && ev->type != ENGINE_EV_FINISHED) r->stalled = true;
+    pthread_cond_broadcast(&e->ev_cond);
 }
+
+/* ---- submission (caller's thread) ----------------------------------------------- */
 
 char *engine_render_chat(const struct engine_local *e, const struct engine_message *msgs, int32_t n,
                          char *err, size_t errlen)
@@ -107,7 +139,7 @@ static int build_prompt(struct engine_local *e, struct engine_req *r, const stru
     if (q->prompt) return encode_into(e, r, q->prompt, TOK_ADD_BOS | TOK_PARSE_SPECIAL, err, errlen);
     char *text = engine_render_chat(e, q->messages, q->n_messages, err, errlen);
     if (!text) return -1;
-    int rc = encode_into(e, r, text, engine_chat_tok_flags(e), err, errlen);
+    int rc = encode_into(e, r, text, ENGINE_CHAT_TOK_FLAGS, err, errlen);
     free(text);
     return rc;
 }
@@ -181,6 +213,32 @@ static int init_prompt_lp(struct engine_req *r, const struct engine_request *q)
     return 0;
 }
 
+static int sampler_start(const struct engine_local *e, struct engine_req *r, char *err, size_t errlen)
+{
+    struct sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = r->sp.temp;
+    p.top_k = r->sp.top_k;
+    p.top_p = r->sp.top_p;
+    p.min_p = r->sp.min_p;
+    p.repeat_penalty = r->sp.repeat_penalty;
+    p.presence_penalty = r->sp.presence_penalty;
+    p.frequency_penalty = r->sp.frequency_penalty;
+    p.penalty_last_n = r->sp.penalty_last_n;
+    p.seed = r->sp.seed;
+    r->sampler = sampler_init(&p, e->n_vocab);
+    if (!r->sampler) {
+        snprintf(err, errlen, "engine: out of memory for a sampler (%d-token vocabulary)",
+                 e->n_vocab);
+        return -1;
+    }
+    /* The penalty window starts with the prompt, as the reference's does. */
+    int32_t from = r->seq.n_tokens - p.penalty_last_n;
+    for (int32_t i = from > 0 ? from : 0; i < r->seq.n_tokens; i++)
+        sampler_accept(r->sampler, r->seq.tokens[i]);
+    return 0;
+}
+
 /* Frees a request that never entered the engine. */
 static void req_drop(struct engine_req *r)
 {
@@ -188,9 +246,10 @@ static void req_drop(struct engine_req *r)
     engine_req_unref(r);
 }
 
-uint64_t engine_local_submit(struct engine_local *e, const struct engine_request *q, enum engine_status *why,
-                       char *err, size_t errlen)
+uint64_t engine_local_submit(struct engine *base, const struct engine_request *q,
+                             enum engine_status *why, char *err, size_t errlen)
 {
+    struct engine_local *e = engine_local_of(base);
     enum engine_status dummy;
     if (!why) why = &dummy;
     *why = ENGINE_ERROR;
@@ -225,7 +284,7 @@ uint64_t engine_local_submit(struct engine_local *e, const struct engine_request
     r->seq.score_gen = !r->score;
     if (!r->score && r->score_from > r->seq.n_prompt - 1) r->score_from = r->seq.n_prompt - 1;
     r->seq.score_from = r->score_from;
-    if (!r->score && engine_sampler_init(e, r, err, errlen) != 0) goto fail;
+    if (!r->score && sampler_start(e, r, err, errlen) != 0) goto fail;
     r->m.t_arrival = now;
     r->m.n_prompt = r->seq.n_prompt;
     r->m.priority = r->prio;
@@ -265,4 +324,168 @@ uint64_t engine_local_submit(struct engine_local *e, const struct engine_request
 fail:
     req_drop(r);
     return 0;
+}
+
+/* ---- each token (engine thread) ------------------------------------------------- */
+
+static int32_t sample_token(struct engine_local *e, struct engine_req *r, float *logits)
+{
+    int32_t t = sampler_sample(r->sampler, logits, e->n_vocab);
+    sampler_accept(r->sampler, t);
+    return t;
+}
+
+/* -log p(target) from one row of logits. */
+static double row_nll(const float *logits, int32_t n_vocab, int32_t target)
+{
+    return -ppl_log_softmax(logits, n_vocab, target);
+}
+
+/* Fills out with target's log p and the n_top most likely tokens of one row. */
+static void logprob_fill(const float *logits, int32_t n_vocab, int32_t target, int32_t n_top,
+                         struct engine_logprob *out)
+{
+    int32_t tt[ENGINE_MAX_TOP_LOGPROBS];
+    float tl[ENGINE_MAX_TOP_LOGPROBS];
+    if (n_top > ENGINE_MAX_TOP_LOGPROBS) n_top = ENGINE_MAX_TOP_LOGPROBS;
+    if (n_top > n_vocab) n_top = n_vocab;
+    out->token = target;
+    out->logprob = (float)ppl_token_logprobs(logits, n_vocab, target, n_top, tt, tl);
+    out->rank = 1;
+    for (int32_t i = 0; i < n_vocab; i++) out->rank += logits[i] > logits[target];
+    out->n_top = n_top;
+    for (int32_t i = 0; i < n_top; i++) {
+        out->top[i].token = tt[i];
+        out->top[i].logprob = tl[i];
+    }
+}
+
+static int hold_append(struct engine_req *r, const char *s, size_t n)
+{
+    if (r->hold_len + n + 1 > r->hold_cap) {
+        size_t cap = r->hold_cap ? r->hold_cap : 64;
+        while (cap < r->hold_len + n + 1) cap *= 2;
+        char *nh = realloc(r->hold, cap);
+        if (!nh) return -1;
+        r->hold = nh;
+        r->hold_cap = cap;
+    }
+    memcpy(r->hold + r->hold_len, s, n);
+    r->hold_len += n;
+    r->hold[r->hold_len] = 0;
+    return 0;
+}
+
+/* Removes and returns the first n held bytes. */
+static char *hold_take(struct engine_req *r, size_t n)
+{
+    char *out = malloc(n + 1);
+    if (!out) return NULL;
+    memcpy(out, r->hold, n);
+    out[n] = 0;
+    memmove(r->hold, r->hold + n, r->hold_len - n + 1);
+    r->hold_len -= n;
+    return out;
+}
+
+/* Earliest complete stop string in the held text: its offset, or -1. */
+static long find_stop(const struct engine_req *r)
+{
+    long best = -1;
+    for (int32_t i = 0; i < r->n_stop; i++) {
+        const char *p = strstr(r->hold, r->stop[i]);
+        if (p && (best < 0 || p - r->hold < best)) best = p - r->hold;
+    }
+    return best;
+}
+
+/* Length of the longest held suffix that is a proper prefix of a stop string:
+ * it must wait for the next token before it can be released. */
+static size_t partial_stop(const struct engine_req *r)
+{
+    size_t keep = 0;
+    for (int32_t i = 0; i < r->n_stop; i++) {
+        size_t sl = strlen(r->stop[i]);
+        for (size_t k = sl - 1 < r->hold_len ? sl - 1 : r->hold_len; k > keep; k--) {
+            if (memcmp(r->hold + r->hold_len - k, r->stop[i], k) == 0) {
+                keep = k;
+                break;
+            }
+        }
+    }
+    return keep;
+}
+
+/* Detokenizes token, matches stop strings, applies the limits (o was zeroed). */
+static void on_token(struct engine_local *e, struct engine_req *r, int32_t token,
+                     struct engine_out *o)
+{
+    o->token = token;
+    if (e->tok && tok_is_eog(e->tok, token) && !r->ignore_eos) {
+        o->text = calloc(1, 1);
+        o->finish = true;
+        o->status = ENGINE_STOP;
+        return;
+    }
+    char buf[512];
+    size_t n = e->tok ? tok_stream_push(e->tok, &r->ts, token, buf, sizeof buf) : 0;
+    if (hold_append(r, buf, n) != 0) {
+        o->finish = true;
+        o->status = ENGINE_ERROR;
+        o->message = strdup("engine: out of memory for generated text");
+        return;
+    }
+    long at = find_stop(r);
+    if (at >= 0) {
+        o->text = hold_take(r, (size_t)at);
+        r->hold_len = 0; /* the stop string and anything after it are dropped */
+        r->hold[0] = 0;
+        o->finish = true;
+        o->status = ENGINE_STOP;
+        o->message = strdup("stop string");
+        return;
+    }
+    o->text = hold_take(r, r->hold_len - partial_stop(r));
+    int32_t gen = r->m.n_generated + 1; /* this token included */
+    if ((r->max_tokens > 0 && gen >= r->max_tokens) || r->seq.n_tokens + 1 >= e->max_total) {
+        o->finish = true;
+        o->status = ENGINE_LENGTH;
+    }
+}
+
+void engine_req_score_row(struct engine_local *e, struct engine_req *r, const float *row,
+                          int32_t pos, struct engine_out *o)
+{
+    int32_t next = r->seq.tokens[pos + 1];
+    if (r->plp) {
+        logprob_fill(row, e->n_vocab, next, r->plp_top, &r->plp[pos + 1]);
+        if (r->score) o->nll -= (double)r->plp[pos + 1].logprob;
+    } else {
+        o->nll += row_nll(row, e->n_vocab, next);
+    }
+    o->n_scored++;
+}
+
+/* With logprobs, the row is kept as it came (the sampler rewrites it) for
+ * the token's entry. */
+void engine_req_sample_row(struct engine_local *e, struct engine_req *r, float *row,
+                           struct engine_out *o)
+{
+    if (r->want_lp && !e->lp_row) e->lp_row = malloc((size_t)e->n_vocab * sizeof *e->lp_row);
+    bool lp = r->want_lp && e->lp_row;
+    if (lp) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof *row);
+    int32_t t = sample_token(e, r, row);
+    if (lp && (o->lp = malloc(sizeof *o->lp)) != NULL)
+        logprob_fill(e->lp_row, e->n_vocab, t, r->top_lp, o->lp);
+    on_token(e, r, t, o);
+    o->sampled = true;
+}
+
+char *engine_flush_text(struct engine_local *e, struct engine_req *r)
+{
+    char buf[16];
+    size_t n = e->tok ? tok_stream_flush(&r->ts, buf, sizeof buf) : 0;
+    if (n) hold_append(r, buf, n);
+    if (r->hold_len == 0) return NULL;
+    return hold_take(r, r->hold_len);
 }
