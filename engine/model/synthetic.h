@@ -101,6 +101,7 @@ SYNTH_HD static inline uint32_t synth_block_bytes(uint32_t type)
     case 7: return 24;    /* Q5_1 */
     case 8: return 34;    /* Q8_0 */
     case 12: return 144;  /* Q4_K */
+    case 13: return 176;  /* Q5_K */
     case 14: return 210;  /* Q6_K */
     default: return 0;
     }
@@ -110,7 +111,7 @@ SYNTH_HD static inline uint32_t synth_block_elems(uint32_t type)
     switch (type) {
     case 0: case 1: case 30: return 1;
     case 2: case 3: case 6: case 7: case 8: return 32;
-    case 12: case 14: return 256;
+    case 12: case 13: case 14: return 256;
     default: return 0;
     }
 }
@@ -180,6 +181,12 @@ SYNTH_HD static inline void synth_gen_block(uint64_t seed, uint32_t tid, uint64_
               * about 7.5 d keeps the mean near zero */
         d = synth_f16(0.00012f * jitter);
         m = synth_f16(0.0009f * jitter);
+        memcpy(out, &d, 2);
+        memcpy(out + 2, &m, 2);
+        break;
+    case 13: /* Q5_K: as Q4_K with q in 0..31 (mean 15.5): dmin about 15.5 d */
+        d = synth_f16(0.00006f * jitter);
+        m = synth_f16(0.00093f * jitter);
         memcpy(out, &d, 2);
         memcpy(out + 2, &m, 2);
         break;

@@ -17,6 +17,7 @@
 #define CU_QT_Q5_1 7
 #define CU_QT_Q8_0 8
 #define CU_QT_Q4_K 12
+#define CU_QT_Q5_K 13
 #define CU_QT_Q6_K 14
 #define CU_QT_BF16 30
 
@@ -192,6 +193,38 @@ __device__ __forceinline__ void dq32(const cu_tensor &t, int64_t row, int64_t u,
 #pragma unroll
                 for (int k = 0; k < 4; k++)
                     w[16 * h + 4 * i + k] = dd * (float)((q[i] >> (8 * k + shift)) & 15u) - mm;
+        }
+    } else if (T == CU_QT_Q5_K) {
+        // block_q5_K: d, dmin (half), scales[12], qh[32], qs[128]; 176 bytes,
+        // 16-aligned. Sub-block j: its nibbles as in Q4_K (pair j/2, low or
+        // high half), its fifth bit bit j of qh[l].
+        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 176;
+        const int j = (int)(u % 8);
+        const uint4 head = __ldg((const uint4 *)blk);
+        const float d = cu_h2f((uint16_t)(head.x & 0xffffu));
+        const float dmin = cu_h2f((uint16_t)(head.x >> 16));
+        uint8_t sc12[12];
+        const uint32_t hw[3] = { head.y, head.z, head.w };
+#pragma unroll
+        for (int i = 0; i < 12; i++) sc12[i] = (uint8_t)(hw[i / 4] >> (8 * (i % 4)));
+        int sc, mn;
+        cu_scale_min_k4(j, sc12, sc, mn);
+        const float dd = d * (float)sc, mm = dmin * (float)mn;
+        const int shift = (j & 1) * 4;
+        const uint4 *hp = (const uint4 *)(blk + 16);
+        const uint4 *qp = (const uint4 *)(blk + 48 + 32 * (j / 2));
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint4 v = __ldg(qp + h), hv = __ldg(hp + h);
+            const uint32_t q[4] = { v.x, v.y, v.z, v.w }, qh[4] = { hv.x, hv.y, hv.z, hv.w };
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const uint32_t lo = (q[i] >> (8 * k + shift)) & 15u;
+                    const uint32_t hi = (qh[i] >> (8 * k + j)) & 1u;
+                    w[16 * h + 4 * i + k] = dd * (float)(lo | hi << 4) - mm;
+                }
         }
     } else if (T == CU_QT_Q6_K) {
         // block_q6_K: ql[128], qh[64], scales[16] (int8), d (half); 210 bytes,

@@ -37,7 +37,7 @@ struct cu_tensor {
     const void *h16;     /* the same weights in f16 (rows x cols) for the GEMM path, or NULL */
 };
 
-/* Whether the kernels handle `type` (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K). */
+/* Whether the kernels handle `type` (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K). */
 bool cu_type_supported(uint32_t type);
 /* Layout the upload should use for `type`. */
 int cu_layout_for(uint32_t type);

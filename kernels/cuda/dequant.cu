@@ -16,6 +16,7 @@
     case CU_QT_Q5_1: return F<CU_QT_Q5_1>(__VA_ARGS__);             \
     case CU_QT_Q8_0: return F<CU_QT_Q8_0>(__VA_ARGS__);             \
     case CU_QT_Q4_K: return F<CU_QT_Q4_K>(__VA_ARGS__);             \
+    case CU_QT_Q5_K: return F<CU_QT_Q5_K>(__VA_ARGS__);             \
     case CU_QT_Q6_K: return F<CU_QT_Q6_K>(__VA_ARGS__);             \
     default: return cudaErrorInvalidValue;                          \
     }
@@ -27,7 +28,7 @@ static const cu_fmt cu_fmts[] = {
     { CU_QT_F32, 1, 4 },    { CU_QT_F16, 1, 2 },    { CU_QT_BF16, 1, 2 },
     { CU_QT_Q4_0, 32, 18 }, { CU_QT_Q4_1, 32, 20 }, { CU_QT_Q5_0, 32, 22 },
     { CU_QT_Q5_1, 32, 24 }, { CU_QT_Q8_0, 32, 34 },
-    { CU_QT_Q4_K, 256, 144 }, { CU_QT_Q6_K, 256, 210 },
+    { CU_QT_Q4_K, 256, 144 }, { CU_QT_Q5_K, 256, 176 }, { CU_QT_Q6_K, 256, 210 },
 };
 
 static const cu_fmt *cu_fmt_get(uint32_t type)

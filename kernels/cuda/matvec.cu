@@ -307,6 +307,7 @@ static cudaError_t mv_run(const mv_args &a, const float *x, int32_t n, cudaStrea
     case CU_QT_Q5_1: return mv_launch<CU_QT_Q5_1>(a, x, n, st);
     case CU_QT_Q8_0: return mv_launch<CU_QT_Q8_0>(a, x, n, st);
     case CU_QT_Q4_K: return mv_launch<CU_QT_Q4_K>(a, x, n, st);
+    case CU_QT_Q5_K: return mv_launch<CU_QT_Q5_K>(a, x, n, st);
     case CU_QT_Q6_K: return mv_launch<CU_QT_Q6_K>(a, x, n, st);
     default: return cudaErrorInvalidValue;
     }

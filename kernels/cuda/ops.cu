@@ -50,6 +50,7 @@ extern "C" cudaError_t cu_embed(const struct cu_tensor *embd, const int32_t *tok
     case CU_QT_Q5_1: return embed_launch<CU_QT_Q5_1>(*embd, token, n, scale, out, st);
     case CU_QT_Q8_0: return embed_launch<CU_QT_Q8_0>(*embd, token, n, scale, out, st);
     case CU_QT_Q4_K: return embed_launch<CU_QT_Q4_K>(*embd, token, n, scale, out, st);
+    case CU_QT_Q5_K: return embed_launch<CU_QT_Q5_K>(*embd, token, n, scale, out, st);
     case CU_QT_Q6_K: return embed_launch<CU_QT_Q6_K>(*embd, token, n, scale, out, st);
     default: return cudaErrorInvalidValue;
     }

@@ -112,7 +112,7 @@ static void wmat_free(struct wmat *w)
 }
 
 static const uint32_t all_types[] = { QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0,
-                                      QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q6_K };
+                                      QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K };
 
 static void test_dequant_matvec(void)
 {
