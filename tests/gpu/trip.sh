@@ -52,8 +52,8 @@ summary() {
 step() {
   local name=$1 limit=$2 rc s0; shift 2
   local l; l=$(left)
-  if [ "$l" -lt 10 ]; then
-    printf '%s\t%s\t%s\t%s\n' "$name" skipped 0 "deadline" >> "$logs/steps.tsv"; say "$name: skipped (deadline)"; return 0
+  if [ "$l" -lt 10 ]; then   # not run: what depends on it must not run either
+    printf '%s\t%s\t%s\t%s\n' "$name" skipped 0 "deadline" >> "$logs/steps.tsv"; say "$name: skipped (deadline)"; return 124
   fi
   [ "$limit" -gt "$l" ] && limit=$l
   say "$name (limit $limit s)"
