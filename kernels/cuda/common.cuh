@@ -92,6 +92,23 @@ __device__ __forceinline__ void cu_scale_min_k4(int j, const uint8_t *q, int &sc
     }
 }
 
+// Q4_K/Q5_K super-block head (d, dmin, 12 bytes of 6-bit scales and mins,
+// 16 bytes in all): sub-block j's scale d * sc and min dmin * mn.
+__device__ __forceinline__ void cu_k_head(const uint8_t *blk, int j, float &dd, float &mm)
+{
+    const uint4 head = __ldg((const uint4 *)blk);
+    const float d = cu_h2f((uint16_t)(head.x & 0xffffu));
+    const float dmin = cu_h2f((uint16_t)(head.x >> 16));
+    uint8_t sc12[12];
+    const uint32_t hw[3] = { head.y, head.z, head.w };
+#pragma unroll
+    for (int i = 0; i < 12; i++) sc12[i] = (uint8_t)(hw[i / 4] >> (8 * (i % 4)));
+    int sc, mn;
+    cu_scale_min_k4(j, sc12, sc, mn);
+    dd = d * (float)sc;
+    mm = dmin * (float)mn;
+}
+
 // Dequantizes weights [32u, 32u + 32) of `row` into w. Units never straddle a
 // block: every format's block is 32 or 256 elements.
 template <int T>
@@ -172,16 +189,8 @@ __device__ __forceinline__ void dq32(const cu_tensor &t, int64_t row, int64_t u,
         // block_q4_K: d, dmin (half), scales[12], qs[128]; 144 bytes, 16-aligned
         const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 144;
         const int j = (int)(u % 8);
-        const uint4 head = __ldg((const uint4 *)blk);
-        const float d = cu_h2f((uint16_t)(head.x & 0xffffu));
-        const float dmin = cu_h2f((uint16_t)(head.x >> 16));
-        uint8_t sc12[12];
-        const uint32_t hw[3] = { head.y, head.z, head.w };
-#pragma unroll
-        for (int i = 0; i < 12; i++) sc12[i] = (uint8_t)(hw[i / 4] >> (8 * (i % 4)));
-        int sc, mn;
-        cu_scale_min_k4(j, sc12, sc, mn);
-        const float dd = d * (float)sc, mm = dmin * (float)mn;
+        float dd, mm;
+        cu_k_head(blk, j, dd, mm);
         const int shift = (j & 1) * 4;
         const uint4 *qp = (const uint4 *)(blk + 16 + 32 * (j / 2));
 #pragma unroll
@@ -200,16 +209,8 @@ __device__ __forceinline__ void dq32(const cu_tensor &t, int64_t row, int64_t u,
         // high half), its fifth bit bit j of qh[l].
         const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 176;
         const int j = (int)(u % 8);
-        const uint4 head = __ldg((const uint4 *)blk);
-        const float d = cu_h2f((uint16_t)(head.x & 0xffffu));
-        const float dmin = cu_h2f((uint16_t)(head.x >> 16));
-        uint8_t sc12[12];
-        const uint32_t hw[3] = { head.y, head.z, head.w };
-#pragma unroll
-        for (int i = 0; i < 12; i++) sc12[i] = (uint8_t)(hw[i / 4] >> (8 * (i % 4)));
-        int sc, mn;
-        cu_scale_min_k4(j, sc12, sc, mn);
-        const float dd = d * (float)sc, mm = dmin * (float)mn;
+        float dd, mm;
+        cu_k_head(blk, j, dd, mm);
         const int shift = (j & 1) * 4;
         const uint4 *hp = (const uint4 *)(blk + 16);
         const uint4 *qp = (const uint4 *)(blk + 48 + 32 * (j / 2));

@@ -23,18 +23,59 @@ struct mv_args {
     int glu;               // 0 plain, 1 SwiGLU, 2 GEGLU
 };
 
+// Where warp pair p lies: matrix i (stacked q/k/v) or the GLU pair, its two
+// rows, and whether the second exists (an odd last matrix leaves one alone).
+struct mv_pos {
+    int i;
+    int64_t ra, rb;
+    bool two;
+};
+
+__device__ __forceinline__ bool mv_locate(const mv_args &a, int64_t p, mv_pos &o)
+{
+    int i = 0;
+    while (i < a.nt && p >= a.pair_end[i]) i++;
+    if (i == a.nt) return false;
+    const int64_t local = p - (i ? a.pair_end[i - 1] : 0);
+    o.i = i;
+    o.ra = a.glu ? local : 2 * local;
+    o.rb = a.glu ? local : 2 * local + 1;
+    o.two = o.rb < a.w[a.glu ? 1 : i].rows;
+    return true;
+}
+
+// The warp's sums of its two rows to y: both rows, or act(gate) * up (GLU).
+template <int NB>
+__device__ __forceinline__ void mv_store(const mv_args &a, const mv_pos &o, float (&acc)[2][NB], int n,
+                                         int lane)
+{
+    const int64_t rows = a.w[a.glu ? 0 : o.i].rows;
+#pragma unroll
+    for (int t = 0; t < NB; t++) {
+        if (t >= n) break;
+        const float s0 = warp_sum(acc[0][t]);
+        const float s1 = warp_sum(acc[1][t]);
+        if (lane != 0) continue;
+        if (a.glu) {
+            a.y[0][(size_t)t * (size_t)rows + o.ra] = cu_glu_act(s0, a.glu == 2) * s1;
+        } else {
+            float *y = a.y[o.i] + (size_t)t * (size_t)rows;
+            y[o.ra] = s0;
+            if (o.two) y[o.rb] = s1;
+        }
+    }
+}
+
 // One warp's row pair p of k_matvec (any format, through dq32). x holds a
 // unit's 32 activations every US float4s (8: packed; 9: padded, see k_matvec).
 template <int T, int NB, int US>
 __device__ __forceinline__ void mv_pair(const mv_args &a, const float *x, int n, int64_t p, int lane)
 {
-    int i = 0;
-    while (i < a.nt && p >= a.pair_end[i]) i++;
-    if (i == a.nt) return;
-    const cu_tensor &wa = a.w[a.glu ? 0 : i], &wb = a.w[a.glu ? 1 : i];
-    const int64_t local = p - (i ? a.pair_end[i - 1] : 0);
-    const int64_t ra = a.glu ? local : 2 * local, rb = a.glu ? local : 2 * local + 1;
-    const bool two = rb < wb.rows;
+    mv_pos o;
+    if (!mv_locate(a, p, o)) return;
+    const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+    const int64_t ra = o.ra, rb = o.rb;
+    const bool two = o.two;
     const int64_t n_units = wa.cols / 32;
     float acc[MV_ROWS_PER_WARP][NB];
 #pragma unroll
@@ -66,20 +107,7 @@ __device__ __forceinline__ void mv_pair(const mv_args &a, const float *x, int n,
             }
         }
     }
-#pragma unroll
-    for (int t = 0; t < NB; t++) {
-        if (t >= n) break;
-        const float s0 = warp_sum(acc[0][t]);
-        const float s1 = warp_sum(acc[1][t]);
-        if (lane != 0) continue;
-        if (a.glu) {
-            a.y[0][(size_t)t * (size_t)wa.rows + ra] = cu_glu_act(s0, a.glu == 2) * s1;
-        } else {
-            float *y = a.y[i] + (size_t)t * (size_t)wa.rows;
-            y[ra] = s0;
-            if (two) y[rb] = s1;
-        }
-    }
+    mv_store<NB>(a, o, acc, n, lane);
 }
 
 // The split formats (Q4_0, Q4_1, Q8_0: quants and scales in arrays of their
@@ -126,18 +154,48 @@ __device__ __forceinline__ float split_dot4(const uint4 *q, int e, float4 xv)
            (float)((word >> 16) & 15u) * xv.z + (float)((word >> 24) & 15u) * xv.w;
 }
 
+// A lane's loads of one round: SU units of both rows (quants and scales), all
+// issued before any is used; a missing second row reads as zero weights.
+template <int T>
+__device__ __forceinline__ void split_load(const cu_tensor &wa, const cu_tensor &wb, size_t ba, size_t bb,
+                                           bool two, int64_t u0, int64_t upr,
+                                           uint4 (&qa)[split_fmt<T>::SU][split_fmt<T>::QW],
+                                           uint4 (&qb)[split_fmt<T>::SU][split_fmt<T>::QW],
+                                           float (&da)[split_fmt<T>::SU], float (&ma)[split_fmt<T>::SU],
+                                           float (&db)[split_fmt<T>::SU], float (&mb)[split_fmt<T>::SU])
+{
+    constexpr int QW = split_fmt<T>::QW, SU = split_fmt<T>::SU;
+#pragma unroll
+    for (int k = 0; k < SU; k++) {
+        const int64_t u = u0 + 32 * k;
+        const bool in = u < upr;
+#pragma unroll
+        for (int h = 0; h < QW; h++) {
+            qa[k][h] = in ? __ldg((const uint4 *)wa.q + (ba + u) * QW + h) : make_uint4(0, 0, 0, 0);
+            qb[k][h] = in ? __ldg((const uint4 *)wb.q + (bb + u) * QW + h) : make_uint4(0, 0, 0, 0);
+        }
+        da[k] = ma[k] = db[k] = mb[k] = 0.0f;
+        if (in) {
+            split_scale<T>(wa, ba + u, da[k], ma[k]);
+            split_scale<T>(wb, bb + u, db[k], mb[k]);
+        }
+    }
+    if (!two) {
+#pragma unroll
+        for (int k = 0; k < SU; k++) db[k] = mb[k] = 0.0f;
+    }
+}
+
 // One warp's row pair p for the split formats (x as in mv_pair).
 template <int T, int NB, int US>
 __device__ __forceinline__ void mv_pair_split(const mv_args &a, const float *x, int n, int64_t p, int lane)
 {
     constexpr int QW = split_fmt<T>::QW, SU = split_fmt<T>::SU;
-    int i = 0;
-    while (i < a.nt && p >= a.pair_end[i]) i++;
-    if (i == a.nt) return;
-    const cu_tensor &wa = a.w[a.glu ? 0 : i], &wb = a.w[a.glu ? 1 : i];
-    const int64_t local = p - (i ? a.pair_end[i - 1] : 0);
-    const int64_t ra = a.glu ? local : 2 * local, rb = a.glu ? local : 2 * local + 1;
-    const bool two = rb < wb.rows;
+    mv_pos o;
+    if (!mv_locate(a, p, o)) return;
+    const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+    const int64_t ra = o.ra, rb = o.rb;
+    const bool two = o.two;
     const int64_t upr = wa.cols / 32;
     const size_t ba = (size_t)ra * (size_t)upr, bb = (size_t)(two ? rb : ra) * (size_t)upr;
     float acc[2][NB];
@@ -149,26 +207,7 @@ __device__ __forceinline__ void mv_pair_split(const mv_args &a, const float *x, 
     for (int64_t u0 = lane; u0 < upr; u0 += 32 * SU) {
         uint4 qa[SU][QW], qb[SU][QW];
         float da[SU], ma[SU], db[SU], mb[SU];
-        // every load of this round first: SU x 2 rows in flight per lane
-#pragma unroll
-        for (int k = 0; k < SU; k++) {
-            const int64_t u = u0 + 32 * k;
-            const bool in = u < upr;
-#pragma unroll
-            for (int h = 0; h < QW; h++) {
-                qa[k][h] = in ? __ldg((const uint4 *)wa.q + (ba + u) * QW + h) : make_uint4(0, 0, 0, 0);
-                qb[k][h] = in ? __ldg((const uint4 *)wb.q + (bb + u) * QW + h) : make_uint4(0, 0, 0, 0);
-            }
-            da[k] = ma[k] = db[k] = mb[k] = 0.0f;
-            if (in) {
-                split_scale<T>(wa, ba + u, da[k], ma[k]);
-                split_scale<T>(wb, bb + u, db[k], mb[k]);
-            }
-        }
-        if (!two) {
-#pragma unroll
-            for (int k = 0; k < SU; k++) db[k] = mb[k] = 0.0f;
-        }
+        split_load<T>(wa, wb, ba, bb, two, u0, upr, qa, qb, da, ma, db, mb);
 #pragma unroll
         for (int k = 0; k < SU; k++) {
             const int64_t u = u0 + 32 * k;
@@ -191,20 +230,7 @@ __device__ __forceinline__ void mv_pair_split(const mv_args &a, const float *x, 
             }
         }
     }
-#pragma unroll
-    for (int t = 0; t < NB; t++) {
-        if (t >= n) break;
-        const float s0 = warp_sum(acc[0][t]);
-        const float s1 = warp_sum(acc[1][t]);
-        if (lane != 0) continue;
-        if (a.glu) {
-            a.y[0][(size_t)t * (size_t)wa.rows + ra] = cu_glu_act(s0, a.glu == 2) * s1;
-        } else {
-            float *y = a.y[i] + (size_t)t * (size_t)wa.rows;
-            y[ra] = s0;
-            if (two) y[rb] = s1;
-        }
-    }
+    mv_store<NB>(a, o, acc, n, lane);
 }
 
 
@@ -425,39 +451,19 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t total = a.pair_end[a.nt - 1];
     for (int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp; p < total; p += (int64_t)gridDim.x * MV_WARPS) {
-        int i = 0;
-        while (i < a.nt && p >= a.pair_end[i]) i++;
-        const cu_tensor &wa = a.w[a.glu ? 0 : i], &wb = a.w[a.glu ? 1 : i];
-        const int64_t local = p - (i ? a.pair_end[i - 1] : 0);
-        const int64_t ra = a.glu ? local : 2 * local, rb = a.glu ? local : 2 * local + 1;
-        const bool two = rb < wb.rows;
+        mv_pos o;
+        if (!mv_locate(a, p, o)) break;
+        const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+        const bool two = o.two;
         const int64_t upr = wa.cols / 32;
-        const size_t ba = (size_t)ra * (size_t)upr, bb = (size_t)(two ? rb : ra) * (size_t)upr;
+        const size_t ba = (size_t)o.ra * (size_t)upr, bb = (size_t)(two ? o.rb : o.ra) * (size_t)upr;
         float acc[2][NB];
 #pragma unroll
         for (int t = 0; t < NB; t++) acc[0][t] = acc[1][t] = 0.0f;
         for (int64_t u0 = lane; u0 < upr; u0 += 32 * SU) {
             uint4 qa[SU][QW], qb[SU][QW];
             float da[SU], ma[SU], db[SU], mb[SU];
-#pragma unroll
-            for (int k = 0; k < SU; k++) {
-                const int64_t u = u0 + 32 * k;
-                const bool in = u < upr;
-#pragma unroll
-                for (int h = 0; h < QW; h++) {
-                    qa[k][h] = in ? __ldg((const uint4 *)wa.q + (ba + u) * QW + h) : make_uint4(0, 0, 0, 0);
-                    qb[k][h] = in ? __ldg((const uint4 *)wb.q + (bb + u) * QW + h) : make_uint4(0, 0, 0, 0);
-                }
-                da[k] = ma[k] = db[k] = mb[k] = 0.0f;
-                if (in) {
-                    split_scale<T>(wa, ba + u, da[k], ma[k]);
-                    split_scale<T>(wb, bb + u, db[k], mb[k]);
-                }
-            }
-            if (!two) {
-#pragma unroll
-                for (int k = 0; k < SU; k++) db[k] = mb[k] = 0.0f;
-            }
+            split_load<T>(wa, wb, ba, bb, two, u0, upr, qa, qb, da, ma, db, mb);
 #pragma unroll
             for (int k = 0; k < SU; k++) {
                 const int64_t u = u0 + 32 * k;
@@ -477,20 +483,7 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
                 }
             }
         }
-#pragma unroll
-        for (int t = 0; t < NB; t++) {
-            if (t >= n) break;
-            const float s0 = warp_sum(acc[0][t]);
-            const float s1 = warp_sum(acc[1][t]);
-            if (lane != 0) continue;
-            if (a.glu) {
-                a.y[0][(size_t)t * (size_t)wa.rows + ra] = cu_glu_act(s0, a.glu == 2) * s1;
-            } else {
-                float *y = a.y[i] + (size_t)t * (size_t)wa.rows;
-                y[ra] = s0;
-                if (two) y[rb] = s1;
-            }
-        }
+        mv_store<NB>(a, o, acc, n, lane);
     }
 }
 
