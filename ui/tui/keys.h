@@ -28,6 +28,18 @@ enum {
     UI_KEY_ALT_E,      /* edit and resend the last message */
     UI_KEY_WHEEL_UP,
     UI_KEY_WHEEL_DOWN,
+    /* Alt-0..Alt-9 (ESC then the digit, as mc reads them): the F-keys for
+     * terminals that keep F1/F10 for themselves */
+    UI_KEY_ALT_0,
+    UI_KEY_ALT_1,
+    UI_KEY_ALT_2,
+    UI_KEY_ALT_3,
+    UI_KEY_ALT_4,
+    UI_KEY_ALT_5,
+    UI_KEY_ALT_6,
+    UI_KEY_ALT_7,
+    UI_KEY_ALT_8,
+    UI_KEY_ALT_9,
 };
 
 struct ui_key {

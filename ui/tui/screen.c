@@ -31,9 +31,19 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
     werase(w);
     v->cursor = false;
     if (rows < UI_MIN_ROWS || cols < UI_MIN_COLS) {
-        ui_draw_fmt(w, 0, 0, cols, t->a[UI_C_WARN], "terminal too small (%dx%d);", cols, rows);
-        ui_draw_fmt(w, 1, 0, cols, t->a[UI_C_WARN], "need %dx%d. F10 quits.", UI_MIN_COLS,
-                    UI_MIN_ROWS);
+        /* said in the words that fit, each line whole, centred */
+        char l0[64], l1[64];
+        snprintf(l0, sizeof l0, "%dx%d is too small", cols, rows);
+        snprintf(l1, sizeof l1, "tern needs %dx%d", UI_MIN_COLS, UI_MIN_ROWS);
+        const char *lines[] = {l0, l1, "F10 or Ctrl-C quits"};
+        const char *tight[] = {"too small", l1 + 11, "^C quits"};
+        int n = 3, y0 = rows > n ? (rows - n) / 2 : 0;
+        for (int i = 0; i < n && y0 + i < rows; i++) {
+            const char *l = (int)strlen(lines[i]) <= cols ? lines[i] : tight[i];
+            int lw = (int)strlen(l);
+            int x = lw < cols ? (cols - lw) / 2 : 0;
+            ui_draw_str(w, y0 + i, x, cols - x, t->a[UI_C_WARN], l);
+        }
         return;
     }
     /* the input box's height depends on its own width, known from a first pass */
@@ -44,21 +54,7 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
 
     char title[160];
     chat_title(s, title, sizeof title);
-    /* lasting problems (no model, no history) take the chat's top rows */
-    struct ui_rect rc = L->r_chat;
-    for (int i = 0; i < 2; i++) {
-        struct ui_wrap wr;
-        size_t st, len;
-        int used;
-        if (!s->alert[i][0]) continue;
-        ui_wrap_init(&wr, s->alert[i], strlen(s->alert[i]), rc.w - 2);
-        for (int k = 0; k < 3 && rc.h >= 6 && ui_wrap_next(&wr, &st, &len, &used); k++) {
-            ui_draw_fill(w, rc.y, rc.x, rc.w, t->a[UI_C_ERROR], " ");
-            ui_draw_text(w, rc.y, rc.x + 1, rc.w - 2, t->a[UI_C_ERROR], s->alert[i] + st, len);
-            rc.y++, rc.h--;
-        }
-    }
-    ui_chat_draw(w, rc, s, t, title, L->timeline);
+    ui_chat_draw(w, L->r_chat, s, t, title, L->timeline);
     if (L->timeline) ui_timeline_draw(w, L->r_timeline, s, t);
     if (L->sessions) ui_sessions_draw(w, L->r_sessions, s, t, v->focus_sessions);
     if (L->instruments) ui_instruments_draw(w, L->r_instruments, s, t);
@@ -69,7 +65,7 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
     ui_statusline_draw(w, L->r_status, s, t, v->focus_sessions && L->sessions);
     struct ui_rect all = {0, 0, rows - 1, cols};
     if (v->show_help) {
-        ui_help_draw(w, all, t);
+        v->help_more = ui_help_draw(w, all, t, &v->help_top);
         v->cursor = false;
     }
     if (v->dlg && v->dlg->kind != UI_DLG_NONE) {

@@ -24,6 +24,8 @@ struct ui_view {
     struct ui_layout layout;
     int cur_y, cur_x;
     bool cursor;
+    int help_top;   /* first line of the help shown */
+    bool help_more; /* help lines below the box (filled by ui_screen_draw) */
 };
 
 void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v);

@@ -1,5 +1,7 @@
-/* statusline: the bottom line: key hints, or the latest message (errors in
- * the error colour) with the hints that still fit. */
+/* statusline: the bottom line: key hints, labels shortened to fit (keymap),
+ * or the latest message (errors in the error colour) with the hints that
+ * still fit; F1 and F10 stay beside any message that leaves them room, and
+ * a message wider than the line is cut at a word. */
 #ifndef TERN_UI_STATUSLINE_H
 #define TERN_UI_STATUSLINE_H
 
