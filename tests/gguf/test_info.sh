@@ -82,6 +82,16 @@ for model in smollm2 gemma3-270m; do
   arch=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["architecture"])' "$fix" "$model")
   grep -q "^architecture  $arch\$" "$tmp/$model.txt"; ok $? "$model: text names the architecture"
   grep -q "KV tokens fit beside the weights" "$tmp/$model.txt"; ok $? "$model: text has the memory plan"
+  grep -q "^CPU kernels: " "$tmp/$model.txt"; ok $? "$model: text names the CPU kernels' ISA"
+  # AMX said in one line: used, or not and why; a cap below amx says so
+  amx=$(grep '^AMX int8 tiles: ' "$tmp/$model.txt")
+  case $amx in
+    "AMX int8 tiles: used for prefill products")
+      TERN_ISA=avx512 "$TERN_BIN" info -m "$path" --mem 8G 2>&1 | grep -q "^AMX int8 tiles: available, not used (TERN_ISA caps below amx)$"
+      ok $? "$model: AMX used natively, and TERN_ISA=avx512 says it is not" ;;
+    "AMX int8 tiles: not used ("*")") ok 0 "$model: no AMX here, and why: $amx" ;;
+    *) ok 1 "$model: an AMX line ($amx)" ;;
+  esac
   "$TERN_BIN" info -m "$path" --mem 8G --kv-type q8_0 --json >"$tmp/q8.json" 2>&1
   [ "$(jq .memory.kv_bytes_per_token "$tmp/q8.json")" = \
     "$(( $(jq .memory.kv_bytes_per_token "$tmp/$model.json") / 2 * 34 / 32 ))" ]
