@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "growbuf.h"
 #include "perplexity.h"
 #include "sampler.h"
 
@@ -362,14 +363,7 @@ static void logprob_fill(const float *logits, int32_t n_vocab, int32_t target, i
 
 static int hold_append(struct engine_req *r, const char *s, size_t n)
 {
-    if (r->hold_len + n + 1 > r->hold_cap) {
-        size_t cap = r->hold_cap ? r->hold_cap : 64;
-        while (cap < r->hold_len + n + 1) cap *= 2;
-        char *nh = realloc(r->hold, cap);
-        if (!nh) return -1;
-        r->hold = nh;
-        r->hold_cap = cap;
-    }
+    if (growbuf_reserve(&r->hold, &r->hold_cap, r->hold_len + n + 1, 64)) return -1;
     memcpy(r->hold + r->hold_len, s, n);
     r->hold_len += n;
     r->hold[r->hold_len] = 0;

@@ -5,19 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "growbuf.h"
 #include "remote_impl.h"
 
 int rbuf_add(struct rbuf *b, const char *s, size_t n)
 {
     if (b->max && b->len + n > b->max) return -1;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return -1;
-        b->p = p;
-        b->cap = cap;
-    }
+    if (growbuf_reserve(&b->p, &b->cap, b->len + n + 1, 4096)) return -1;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = 0;

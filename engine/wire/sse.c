@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "growbuf.h"
+
 void sse_buf_free(struct sse_buf *b)
 {
     free(b->p);
@@ -22,14 +24,7 @@ void sse_buf_consume(struct sse_buf *b, size_t n)
 
 int sse_buf_add(struct sse_buf *b, const char *s, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return -1;
-        b->p = p;
-        b->cap = cap;
-    }
+    if (growbuf_reserve(&b->p, &b->cap, b->len + n + 1, 256)) return -1;
     if (n) memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = 0; /* always a C string too */

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "growbuf.h"
+
 #include "text.h"
 
 void ui_input_init(struct ui_input *in)
@@ -28,14 +30,7 @@ static void touched(struct ui_input *in)
 
 int ui_input_insert(struct ui_input *in, const char *text, size_t len)
 {
-    if (in->len + len + 1 > in->cap) {
-        size_t nc = in->cap ? in->cap : 64;
-        while (nc < in->len + len + 1) nc *= 2;
-        char *b = realloc(in->buf, nc);
-        if (!b) return -1;
-        in->buf = b;
-        in->cap = nc;
-    }
+    if (growbuf_reserve(&in->buf, &in->cap, in->len + len + 1, 64)) return -1;
     memmove(in->buf + in->cur + len, in->buf + in->cur, in->len - in->cur);
     memcpy(in->buf + in->cur, text, len);
     in->len += len;
