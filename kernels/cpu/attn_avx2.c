@@ -5,7 +5,7 @@
 #include <string.h>
 
 #define VW 8
-#define QKN 4   /* query rows per QK pass: QKN x 16/VW accumulators */
+#define QKN 6   /* query rows per QK pass: QKN x 16/VW accumulators */
 #define PVN 2   /* rows per PV pass: PVN x 4 accumulators */
 #define VTYPE __m256
 #define ATTN_PREFIX(name) attn_avx2_##name
