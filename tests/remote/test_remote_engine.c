@@ -26,6 +26,7 @@
 #include <cjson/cJSON.h>
 
 #include "engine.h"
+#include "remote_parse.h"
 #include "tap.h"
 
 static pid_t server_pid;
@@ -524,9 +525,38 @@ static void test_retry(const char *base)
     engine_close(e);
 }
 
+/* /v1/models' per-key cap (tern.max_tokens_cap) comes from the server: a
+ * value that is not a positive count in range reads as "no cap", never as a
+ * negative, wrapped or huge limit the client would then send. */
+static void test_models_cap(void)
+{
+    static const struct { const char *body; int32_t want; } cases[] = {
+        { "{\"data\":[{\"id\":\"m\",\"tern\":{\"max_tokens_cap\":16}}]}", 16 },
+        { "{\"data\":[{\"id\":\"m\",\"tern\":{\"max_tokens_cap\":-5}}]}", 0 },
+        { "{\"data\":[{\"id\":\"m\",\"tern\":{\"max_tokens_cap\":1e30}}]}", 0 },
+        { "{\"data\":[{\"id\":\"m\",\"tern\":{\"max_tokens_cap\":\"16\"}}]}", 0 },
+        { "{\"data\":[{\"id\":\"m\",\"tern\":{\"max_tokens_cap\":null}}]}", 0 },
+        { "{\"data\":[{\"id\":\"m\",\"tern\":7}]}", 0 },
+        { "{\"data\":[{\"id\":\"m\",\"tern\":[16]}]}", 0 },
+        { "{\"data\":[{\"id\":\"m\"}]}", 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct remote_models mo;
+        memset(&mo, 0, sizeof mo);
+        const int rc = remote_parse_models(cases[i].body, strlen(cases[i].body), &mo);
+        ok(rc == 0 && mo.max_tokens_cap == cases[i].want, "models cap from %s: %d (want %d)",
+           cases[i].body, mo.max_tokens_cap, cases[i].want);
+        free(mo.id);
+    }
+    struct remote_models mo;
+    memset(&mo, 0, sizeof mo);
+    ok(remote_parse_models("{\"data\":[", 10, &mo) == -1, "truncated /v1/models body refused");
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    test_models_cap();
     start_server();
     char base[64];
     snprintf(base, sizeof base, "http://127.0.0.1:%d", server_port);
