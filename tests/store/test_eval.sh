@@ -132,6 +132,22 @@ grep -q '5 prompts: 4 completed, 1 failed, 0 bad lines skipped' "$dir/chat.err"
 ok $? "the summary counts completed and failed ($(tail -1 "$dir/chat.err"))"
 grep -q 'chat.jsonl:5: "system" needs the chat template' "$dir/raw.err"
 ok $? "--raw: a line with a system message is reported and skipped"
+# the new fields of untrusted JSONL with the wrong types: each line named and skipped
+cat > "$dir/badf.jsonl" <<'JL'
+{"id": "a", "prompt": "Hi", "raw": "yes"}
+{"id": "b", "prompt": "Hi", "system": 5}
+{"id": "c", "messages": [{"role": "user", "content": "Hi"}], "raw": true}
+{"id": "d", "messages": [{"role": "user", "content": "Hi"}], "system": "x"}
+{"id": "e", "prompt": "Hi", "max_tokens": 2}
+JL
+"$tern" eval -m "$model" --prompts "$dir/badf.jsonl" --no-save > /dev/null 2> "$dir/badf.err"
+ok $? "lines with wrongly typed raw/system fields do not stop the run"
+grep -q 'badf.jsonl:1: "raw" must be true or false' "$dir/badf.err" &&
+  grep -q 'badf.jsonl:2: "system" must be a string' "$dir/badf.err" &&
+  grep -q 'badf.jsonl:3: "raw" is for "prompt" lines' "$dir/badf.err" &&
+  grep -q 'badf.jsonl:4: has both "system" and "messages"' "$dir/badf.err" &&
+  grep -q '1 completed, 0 failed, 4 bad lines skipped' "$dir/badf.err"
+ok $? "each bad line is named with its reason and counted as skipped ($(tail -1 "$dir/badf.err"))"
 echo '{"id": "big", "prompt": "Hi", "max_tokens": 1000000}' > "$dir/fail.jsonl"
 "$tern" eval -m "$model" --prompts "$dir/fail.jsonl" --no-save >/dev/null 2>&1; [ $? = 1 ]
 ok $? "no request completed: status 1"
