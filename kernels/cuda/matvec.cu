@@ -8,7 +8,8 @@
 #include "common.cuh"
 
 #define MV_WARPS 8
-#define MV_SMEM_MAX (100 * 1024) /* two blocks per SM on sm_80 and later */
+#define MV_BLOCKS_PER_SM 2        /* k_matvec's launch bounds */
+#define MV_SMEM_MAX (100 * 1024) /* MV_BLOCKS_PER_SM blocks' copies fit an SM on sm_80 and later */
 #define MV_ROWS_PER_WARP 2
 
 // What one launch computes. Plain: up to 3 matrices of one type and width
@@ -241,7 +242,7 @@ __device__ __forceinline__ void mv_pair_split(const mv_args &a, const float *x, 
 // 2.6 TB/s of x against 0.7 (Q4_0) to 1.8 (F16) TB/s of weights, and batch 8
 // (8x the x) took 5x batch 1's step.
 template <int T, int NB, bool SMEM>
-__global__ void __launch_bounds__(MV_WARPS * 32, 2)
+__global__ void __launch_bounds__(MV_WARPS * 32, MV_BLOCKS_PER_SM)
 k_matvec(const mv_args a, const float *__restrict__ xg, int n)
 {
     extern __shared__ float4 mv_xs[];
@@ -275,16 +276,16 @@ static cudaError_t mv_go(const mv_args &a, const float *x, int32_t n, cudaStream
     const size_t smem = (size_t)n * (size_t)a.w[0].cols / 32 * 9 * 16; /* padded units */
     const dim3 block(MV_WARPS * 32);
     if (smem <= MV_SMEM_MAX) {
-        int dev = 0, sms = 0, per_sm = 0;
+        int dev = 0, sms = 0;
         cudaError_t e = cudaSuccess;
         if (smem > 48 * 1024) /* above the default limit: opted in per kernel */
             e = cudaFuncSetAttribute(k_matvec<T, NB, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e == cudaSuccess) e = cudaGetDevice(&dev);
         if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (e == cudaSuccess)
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_matvec<T, NB, true>, MV_WARPS * 32, smem);
-        if (e == cudaSuccess && per_sm > 0) {
-            const int64_t resident = (int64_t)sms * per_sm;
+        if (e == cudaSuccess && sms > 0) {
+            /* MV_BLOCKS_PER_SM resident by construction (launch bounds, and
+             * MV_SMEM_MAX leaves room for them): no occupancy query per launch */
+            const int64_t resident = (int64_t)sms * MV_BLOCKS_PER_SM;
             const dim3 grid((unsigned)(need < resident ? need : resident));
             k_matvec<T, NB, true><<<grid, block, smem, st>>>(a, x, n);
             return cudaGetLastError();

@@ -70,11 +70,6 @@ inline float __shfl_xor_sync(unsigned, float v, int o) { return emu_shfl(v, o, t
 inline float __shfl_sync(unsigned, float v, int src) { return emu_shfl(v, src, false); }
 cudaError_t emu_launch(dim3 grid, dim3 block, size_t smem, std::function<void()> body);
 template <class F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
-/* the emulated device: 4 SMs, 2 blocks of any kernel on each */
-template <class F> inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, F, int, size_t)
-{
-    *n = 2;
-    return cudaSuccess;
-}
+
 
 #endif
