@@ -309,17 +309,13 @@ static int cu_mm(struct cuda_be *c, const struct cu_tensor *w, const float *x, i
     const float alpha = 1.0f, beta = 0.0f;
     const bool bf = w->type == QT_BF16;
     CU(cu_to_half(x, c->xh, (int64_t)n * w->cols, bf, c->st));
-    if (w->type == QT_F16 || bf) {
+    /* half weights as stored, or the copy dequantized once at load (cu_f16_cache) */
+    const void *wh = w->type == QT_F16 || bf ? w->q : w->h16;
+    if (wh) {
         const cudaDataType_t dt = bf ? CUDA_R_16BF : CUDA_R_16F;
         CUBLAS(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, n, (int)w->cols, &alpha,
-                            w->q, dt, (int)w->cols, c->xh, dt, (int)w->cols, &beta, y, CUDA_R_32F,
+                            wh, dt, (int)w->cols, c->xh, dt, (int)w->cols, &beta, y, CUDA_R_32F,
                             (int)w->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        return 0;
-    }
-    if (w->h16) { /* dequantized once at load (cu_f16_cache) */
-        CUBLAS(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, n, (int)w->cols, &alpha,
-                            w->h16, CUDA_R_16F, (int)w->cols, c->xh, CUDA_R_16F, (int)w->cols, &beta, y,
-                            CUDA_R_32F, (int)w->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return 0;
     }
     int64_t tile = (int64_t)(c->wsz.wtile / 2) / w->cols;
@@ -344,31 +340,30 @@ fail:
  * a margin of 1 GiB or 5 % of the device), each matrix is dequantized once
  * here and cuBLAS reads the copy; matvec (small batches) keeps reading the
  * quantized weights. TERN_CUDA_F16_CACHE=0 turns it off. */
+/* Matrix i of the GEMM path: 7 per layer in order, then the output. */
+static struct cu_tensor *cu_matrix(struct cuda_be *c, int32_t i)
+{
+    if (i >= 7 * c->be.model->hp.n_layer) return &c->output;
+    struct cu_layer *L = &c->layers[i / 7];
+    struct cu_tensor *m7[7] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down };
+    return m7[i % 7];
+}
+
 static int cu_f16_cache(struct cuda_be *c, char *err, size_t errlen)
 {
-    const struct model_hparams *hp = &c->be.model->hp;
     const char *env = getenv("TERN_CUDA_F16_CACHE");
     if (env && strcmp(env, "0") == 0) return 0;
-    struct cu_tensor *list[8 * 512 + 1];
-    int n = 0;
+    const int32_t n = 7 * c->be.model->hp.n_layer + 1;
     uint64_t need = 0;
-    for (int32_t l = 0; l < hp->n_layer && n + 8 < (int)(sizeof list / sizeof list[0]); l++) {
-        struct cu_layer *L = &c->layers[l];
-        struct cu_tensor *m7[7] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down };
-        for (int i = 0; i < 7; i++) list[n++] = m7[i];
-    }
-    list[n++] = &c->output;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        const struct cu_tensor *t = list[i];
-        if (!t->q || t->type == QT_F16 || t->type == QT_BF16) continue;
-        list[k++] = list[i];
-        need += al256((uint64_t)t->rows * (uint64_t)t->cols * 2);
+    for (int32_t i = 0; i < n; i++) {
+        const struct cu_tensor *t = cu_matrix(c, i);
+        if (t->q && t->type != QT_F16 && t->type != QT_BF16)
+            need += al256((uint64_t)t->rows * (uint64_t)t->cols * 2);
     }
     size_t fr = 0, tot = 0;
     CU(cudaMemGetInfo(&fr, &tot));
     const uint64_t margin = (uint64_t)tot / 20 > (1ull << 30) ? (uint64_t)tot / 20 : (1ull << 30);
-    if (k == 0 || (uint64_t)fr < need + margin) return 0;
+    if (need == 0 || (uint64_t)fr < need + margin) return 0;
     if (cudaMalloc(&c->h16, need) != cudaSuccess) {
         (void)cudaGetLastError();
         c->h16 = NULL;
@@ -376,10 +371,12 @@ static int cu_f16_cache(struct cuda_be *c, char *err, size_t errlen)
     }
     c->h16_bytes = need;
     uint8_t *p = c->h16;
-    for (int i = 0; i < k; i++) {
-        CU(cu_dequant_f16(list[i], 0, list[i]->rows, p, c->st));
-        list[i]->h16 = p;
-        p += al256((uint64_t)list[i]->rows * (uint64_t)list[i]->cols * 2);
+    for (int32_t i = 0; i < n; i++) {
+        struct cu_tensor *t = cu_matrix(c, i);
+        if (!t->q || t->type == QT_F16 || t->type == QT_BF16) continue;
+        CU(cu_dequant_f16(t, 0, t->rows, p, c->st));
+        t->h16 = p;
+        p += al256((uint64_t)t->rows * (uint64_t)t->cols * 2);
     }
     CU(cudaStreamSynchronize(c->st));
     return 0;
