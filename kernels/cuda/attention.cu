@@ -65,6 +65,8 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
               const __half *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
               int n_split, float *__restrict__ ws)
 {
+    pdl_trigger();
+    pdl_wait();
     constexpr int E = HD / 32;
     __shared__ float s_m[AT_WARPS][AT_GMAX], s_l[AT_WARPS][AT_GMAX];
     __shared__ float s_acc[AT_WARPS][AT_GMAX][HD];
@@ -145,40 +147,47 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
     }
 }
 
+// xq (optional): the output also as int8 blocks for the q8 matvec of wo
+// (a warp's 32 lanes are one block: HD is a multiple of 32).
 template <int HD>
 __global__ void k_attn_merge(const float *__restrict__ ws, const cu_attn_batch b, int n_head,
-                             int n_split, float *__restrict__ out)
+                             int n_split, float *__restrict__ out, void *xq)
 {
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-    float *o = out + ((size_t)t * n_head + h) * HD;
-    if (b.seq[t] < 0) {
-        o[d] = 0.0f;
-        return;
+    const size_t e = ((size_t)t * n_head + h) * HD + d; // element of the n x (n_head * HD) output
+    float r = 0.0f;
+    if (b.seq[t] >= 0) { // else a padding token: zeros
+        const float *p = ws + ((size_t)t * n_head + h) * n_split * (HD + 2);
+        float M = -CUDART_INF_F;
+        for (int s = 0; s < n_split; s++) M = fmaxf(M, p[s * (HD + 2)]);
+        float L = 0.0f, A = 0.0f;
+        for (int s = 0; s < n_split; s++) {
+            const float ms = p[s * (HD + 2)];
+            if (ms == -CUDART_INF_F) continue; // empty split
+            const float c = __expf(ms - M);
+            L += p[s * (HD + 2) + 1] * c;
+            A += p[s * (HD + 2) + 2 + d] * c;
+        }
+        r = L > 0.0f ? A / L : 0.0f;
     }
-    const float *p = ws + ((size_t)t * n_head + h) * n_split * (HD + 2);
-    float M = -CUDART_INF_F;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, p[s * (HD + 2)]);
-    float L = 0.0f, A = 0.0f;
-    for (int s = 0; s < n_split; s++) {
-        const float ms = p[s * (HD + 2)];
-        if (ms == -CUDART_INF_F) continue; // empty split
-        const float c = __expf(ms - M);
-        L += p[s * (HD + 2) + 1] * c;
-        A += p[s * (HD + 2) + 2 + d] * c;
-    }
-    o[d] = L > 0.0f ? A / L : 0.0f;
+    out[e] = r;
+    if (xq)
+        q8_block(r, d % 32, (int8_t *)xq, q8_scales(xq, (int64_t)gridDim.x * n_head * HD / 32),
+                 (int64_t)(e / 32));
 }
 
 template <int HD>
 static cudaError_t decode_launch(const float *q, const void *kc, const void *vc,
                                  const cu_attn_batch &b, const cu_attn_shape &sh, int n_split,
-                                 float *ws, float *out, cudaStream_t st)
+                                 float *ws, float *out, void *xq, cudaStream_t st)
 {
     const dim3 g1(b.n_tokens, sh.n_head_kv, n_split);
-    k_attn_decode<HD><<<g1, AT_WARPS * 32, 0, st>>>(q, (const __half *)kc, (const __half *)vc, b,
-                                                     sh, n_split, ws);
+    CU_LAUNCH(k_attn_decode<HD>, g1, AT_WARPS * 32, 0, st, q, (const __half *)kc, (const __half *)vc,
+              b, sh, n_split, ws);
     const dim3 g2(b.n_tokens, sh.n_head);
-    k_attn_merge<HD><<<g2, HD, 0, st>>>(ws, b, sh.n_head, n_split, out);
+    CU_LAUNCH(k_attn_merge<HD>, g2, HD, 0, st, ws, b, sh.n_head, n_split, out, xq);
     return cudaGetLastError();
 }
 
@@ -193,12 +202,19 @@ extern "C" cudaError_t cu_attn_decode(const float *q, const void *k_cache, const
                                       const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
                                       int32_t n_split, float *ws, float *out, cudaStream_t st)
 {
+    return cu_attn_decode_q8(q, k_cache, v_cache, b, sh, n_split, ws, out, NULL, st);
+}
+
+extern "C" cudaError_t cu_attn_decode_q8(const float *q, const void *k_cache, const void *v_cache,
+                                         const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
+                                         int32_t n_split, float *ws, float *out, void *xq, cudaStream_t st)
+{
     if (!at_shape_ok(*sh) || n_split < 1) return cudaErrorInvalidValue;
     if (b->n_tokens <= 0) return cudaSuccess;
     switch (sh->head_dim) {
-    case 64: return decode_launch<64>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, st);
-    case 128: return decode_launch<128>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, st);
-    default: return decode_launch<256>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, st);
+    case 64: return decode_launch<64>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
+    case 128: return decode_launch<128>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
+    default: return decode_launch<256>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
     }
 }
 

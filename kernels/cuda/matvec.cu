@@ -246,6 +246,8 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_BLOCKS_PER_SM)
 k_matvec(const mv_args a, const float *__restrict__ xg, int n)
 {
     extern __shared__ float4 mv_xs[];
+    pdl_trigger();
+    pdl_wait();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int US = SMEM ? 9 : 8;
     const float *x = xg;
@@ -287,12 +289,12 @@ static cudaError_t mv_go(const mv_args &a, const float *x, int32_t n, cudaStream
              * MV_SMEM_MAX leaves room for them): no occupancy query per launch */
             const int64_t resident = (int64_t)sms * MV_BLOCKS_PER_SM;
             const dim3 grid((unsigned)(need < resident ? need : resident));
-            k_matvec<T, NB, true><<<grid, block, smem, st>>>(a, x, n);
+            CU_LAUNCH((k_matvec<T, NB, true>), grid, block, smem, st, a, x, n);
             return cudaGetLastError();
         }
         (void)cudaGetLastError(); // no room on this device: x from global memory
     }
-    k_matvec<T, NB, false><<<dim3((unsigned)need), block, 0, st>>>(a, x, n);
+    CU_LAUNCH((k_matvec<T, NB, false>), dim3((unsigned)need), block, 0, st, a, x, n);
     return cudaGetLastError();
 }
 
@@ -379,26 +381,22 @@ extern "C" cudaError_t cu_matvec_glu(const struct cu_tensor *gate, const struct 
     return mv_run(a, x, n, st);
 }
 
-// ---- int8 activations (TERN_CUDA_MV_Q8): the activations quantized once per
-// matvec to int8 blocks of 32 (d = max|x| / 127, as the CPU backend's Q8_0),
-// then __dp4a on the packed weights: four products an instruction and no
-// conversion of each weight to a float. The trips' counters showed the f32
-// matvec issue-bound (111 registers, 25 % occupancy, nibble -> float per
-// element); this path is measured against it on the next trip. ----
+// ---- int8 activations (the default for Q4_0, Q4_1 and Q8_0; TERN_CUDA_MV_Q8=0
+// turns it off): the activations quantized once per matvec to int8 blocks of
+// 32 (d = max|x| / 127, as the CPU backend's Q8_0), then __dp4a on the packed
+// weights: four products an instruction and no conversion of each weight to a
+// float. The f32 matvec was issue-bound (111 registers, 25 % occupancy); on
+// the H200 this path took Q4_0 decode at batch 1 from 205 to 291 tok/s and at
+// batch 8 from 226 to 1,022 (docs/GPU.md). ----
 
 __global__ void k_quant_q8(const float *__restrict__ x, int64_t n_blocks, int8_t *__restrict__ qs,
                            float2 *__restrict__ ds)
 {
+    pdl_trigger();
+    pdl_wait();
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
     if (b >= n_blocks) return; // whole warps leave together: blocks are warp-sized
-    const float v = x[b * 32 + lane];
-    const float amax = warp_max(fabsf(v));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int q = __float2int_rn(v * id);
-    qs[b * 32 + lane] = (int8_t)q;
-    const float s = warp_sum((float)q); // |sum| <= 4064: exact in f32
-    if (lane == 0) ds[b] = make_float2(d, d * s);
+    q8_block(x[b * 32 + threadIdx.x % 32], threadIdx.x % 32, qs, ds, b);
 }
 
 extern "C" size_t cu_q8_bytes(int32_t n, int64_t cols)
@@ -411,9 +409,7 @@ extern "C" cudaError_t cu_quant_q8(const float *x, int32_t n, int64_t cols, void
 {
     if (cols % 32 != 0 || n < 1) return cudaErrorInvalidValue;
     const int64_t nb = (int64_t)n * (cols / 32);
-    int8_t *qs = (int8_t *)xq;
-    float2 *ds = (float2 *)((uint8_t *)xq + ((nb * 32 + 255) & ~(int64_t)255));
-    k_quant_q8<<<(unsigned)((nb + 7) / 8), 256, 0, st>>>(x, nb, qs, ds);
+    CU_LAUNCH(k_quant_q8, (unsigned)((nb + 7) / 8), 256, 0, st, x, nb, (int8_t *)xq, q8_scales(xq, nb));
     return cudaGetLastError();
 }
 
@@ -444,6 +440,27 @@ __device__ __forceinline__ int q8_dot(const uint4 *q, const int *xw)
     return s;
 }
 
+// Starts the L2 fetch of warp pair p's weights (quants and scales of its one
+// or two rows): no kernel writes them, so this runs before pdl_wait and
+// overlaps the kernel before (common.cuh). For the 4096-wide matrices a
+// warp's pair is its whole share of the launch, so all of it is in flight
+// while the previous kernel finishes.
+template <int T>
+__device__ __forceinline__ void q8_prefetch(const mv_args &a, int64_t p, int lane)
+{
+    mv_pos o;
+    if (!mv_locate(a, p, o)) return;
+    constexpr size_t QB = split_fmt<T>::QW * 16, SB = T == CU_QT_Q4_1 ? 4 : 2;
+    const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+    const size_t upr = (size_t)(wa.cols / 32), rows = a.glu || !o.two ? 1 : 2; // adjacent rows
+    prefetch_l2((const uint8_t *)wa.q + (size_t)o.ra * upr * QB, rows * upr * QB, lane);
+    prefetch_l2((const uint8_t *)wa.s + (size_t)o.ra * upr * SB, rows * upr * SB, lane);
+    if (a.glu) {
+        prefetch_l2((const uint8_t *)wb.q + (size_t)o.rb * upr * QB, upr * QB, lane);
+        prefetch_l2((const uint8_t *)wb.s + (size_t)o.rb * upr * SB, upr * SB, lane);
+    }
+}
+
 template <int T, int NB>
 __global__ void __launch_bounds__(MV_WARPS * 32)
 k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__restrict__ ds, int n)
@@ -451,6 +468,9 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
     constexpr int QW = split_fmt<T>::QW, SU = split_fmt<T>::SU;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t total = a.pair_end[a.nt - 1];
+    pdl_trigger();
+    q8_prefetch<T>(a, (int64_t)blockIdx.x * MV_WARPS + warp, lane);
+    pdl_wait();
     for (int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp; p < total; p += (int64_t)gridDim.x * MV_WARPS) {
         mv_pos o;
         if (!mv_locate(a, p, o)) break;
@@ -493,10 +513,10 @@ static cudaError_t mv_q8_launch(const mv_args &a, const int8_t *qs, const float2
 {
     const int64_t pairs = a.pair_end[a.nt - 1];
     const dim3 grid((unsigned)((pairs + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
-    if (n <= 1) k_matvec_q8<T, 1><<<grid, block, 0, st>>>(a, qs, ds, n);
-    else if (n <= 2) k_matvec_q8<T, 2><<<grid, block, 0, st>>>(a, qs, ds, n);
-    else if (n <= 4) k_matvec_q8<T, 4><<<grid, block, 0, st>>>(a, qs, ds, n);
-    else k_matvec_q8<T, 8><<<grid, block, 0, st>>>(a, qs, ds, n);
+    if (n <= 1) CU_LAUNCH((k_matvec_q8<T, 1>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 2) CU_LAUNCH((k_matvec_q8<T, 2>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 4) CU_LAUNCH((k_matvec_q8<T, 4>), grid, block, 0, st, a, qs, ds, n);
+    else CU_LAUNCH((k_matvec_q8<T, 8>), grid, block, 0, st, a, qs, ds, n);
     return cudaGetLastError();
 }
 
@@ -525,7 +545,7 @@ extern "C" cudaError_t cu_matvec_q8(const struct cu_tensor *const *w, float *con
     }
     const int64_t nb = (int64_t)n * (w[0]->cols / 32);
     const int8_t *qs = (const int8_t *)xq;
-    const float2 *ds = (const float2 *)((const uint8_t *)xq + ((nb * 32 + 255) & ~(int64_t)255));
+    const float2 *ds = q8_scales((void *)xq, nb);
     switch (w[0]->type) {
     case CU_QT_Q4_0: return mv_q8_launch<CU_QT_Q4_0>(a, qs, ds, n, st);
     case CU_QT_Q4_1: return mv_q8_launch<CU_QT_Q4_1>(a, qs, ds, n, st);

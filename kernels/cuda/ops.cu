@@ -7,11 +7,19 @@
 
 #define OPS_THREADS 256
 
+// cu_launch's switch (common.cuh): one per process, as the device is; set
+// when a backend opens, read at each launch.
+static bool g_pdl = true;
+bool cu_pdl_enabled(void) { return g_pdl; }
+extern "C" void cu_set_pdl(bool on) { g_pdl = on; }
+
 // ---- embedding ----
 template <int T>
 __global__ void k_embed(const cu_tensor e, const int32_t *__restrict__ token, float scale,
                         float *__restrict__ out)
 {
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x;
     const int32_t id = token[t];
     float *o = out + (size_t)t * (size_t)e.cols;
@@ -32,7 +40,7 @@ template <int T>
 static cudaError_t embed_launch(const cu_tensor &e, const int32_t *token, int32_t n, float scale,
                                 float *out, cudaStream_t st)
 {
-    k_embed<T><<<n, 128, 0, st>>>(e, token, scale, out);
+    CU_LAUNCH(k_embed<T>, n, 128, 0, st, e, token, scale, out);
     return cudaGetLastError();
 }
 
@@ -69,12 +77,16 @@ __device__ __forceinline__ float block_sum(float v, float *red)
     return s;
 }
 
-// x and out may be the same rows (in-place norm): no __restrict__ on them
+// x and out may be the same rows (in-place norm): no __restrict__ on them.
+// xq (optional, dim % 32 == 0): the normed rows also as int8 blocks for the
+// q8 matvec that reads them next, saving that matvec's own quantize launch.
 __global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
-                              const float *__restrict__ w, float *out, int dim,
+                              const float *__restrict__ w, float *out, void *xq, int dim,
                               float eps)
 {
     __shared__ float red[OPS_THREADS / 32];
+    pdl_trigger();
+    pdl_wait();
     float *xr = x + (size_t)blockIdx.x * dim;
     const float *dr = d ? d + (size_t)blockIdx.x * dim : nullptr;
     float ss = 0.0f;
@@ -89,29 +101,46 @@ __global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
     if (!out) return;
     const float inv = rsqrtf(block_sum(ss, red) / (float)dim + eps);
     float *o = out + (size_t)blockIdx.x * dim;
+    int8_t *qs = (int8_t *)xq;
+    float2 *ds = xq ? q8_scales(xq, (int64_t)gridDim.x * (dim / 32)) : nullptr;
     // each thread rereads only the elements it wrote itself: no race with in-place out == x
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * inv * (w ? w[i] : 1.0f);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float v = xr[i] * inv * (w ? w[i] : 1.0f);
+        o[i] = v;
+        // a warp's 32 lanes hold one whole block (dim and blockDim are multiples of 32)
+        if (xq) q8_block(v, threadIdx.x % 32, qs, ds, ((int64_t)blockIdx.x * dim + i) / 32);
+    }
 }
 
 extern "C" cudaError_t cu_rmsnorm(const float *x, const float *w, float *out, int32_t n,
                                   int32_t dim, float eps, cudaStream_t st)
 {
     if (n <= 0) return cudaSuccess;
-    k_add_rmsnorm<<<n, OPS_THREADS, 0, st>>>((float *)x, nullptr, w, out, dim, eps);
+    CU_LAUNCH(k_add_rmsnorm, n, OPS_THREADS, 0, st, (float *)x, (const float *)nullptr, w, out,
+              (void *)nullptr, dim, eps);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t cu_add_rmsnorm(float *x, const float *d, const float *w, float *out,
                                       int32_t n, int32_t dim, float eps, cudaStream_t st)
 {
+    return cu_add_rmsnorm_q8(x, d, w, out, NULL, n, dim, eps, st);
+}
+
+extern "C" cudaError_t cu_add_rmsnorm_q8(float *x, const float *d, const float *w, float *out,
+                                         void *xq, int32_t n, int32_t dim, float eps, cudaStream_t st)
+{
     if (n <= 0) return cudaSuccess;
-    k_add_rmsnorm<<<n, OPS_THREADS, 0, st>>>(x, d, w, out, dim, eps);
+    if (xq && (dim % 32 != 0 || !out)) return cudaErrorInvalidValue;
+    CU_LAUNCH(k_add_rmsnorm, n, OPS_THREADS, 0, st, x, d, w, out, xq, dim, eps);
     return cudaGetLastError();
 }
 
 // ---- elementwise ----
 __global__ void k_add_bias(float *y, const float *__restrict__ b, size_t count, int dim)
 {
+    pdl_trigger();
+    pdl_wait();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < count) y[i] += b[i % (size_t)dim];
 }
@@ -121,7 +150,7 @@ extern "C" cudaError_t cu_add_bias(float *y, const float *b, int32_t n, int32_t 
 {
     const size_t count = (size_t)n * (size_t)dim;
     if (count == 0) return cudaSuccess;
-    k_add_bias<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(y, b, count, dim);
+    CU_LAUNCH(k_add_bias, (unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st, y, b, count, dim);
     return cudaGetLastError();
 }
 
@@ -129,6 +158,8 @@ extern "C" cudaError_t cu_add_bias(float *y, const float *b, int32_t n, int32_t 
 __global__ void k_glu(const float *g, const float *__restrict__ u, float *out, size_t count,
                       bool gelu)
 {
+    pdl_trigger();
+    pdl_wait();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     out[i] = cu_glu_act(g[i], gelu) * u[i];
@@ -139,12 +170,14 @@ extern "C" cudaError_t cu_glu(const float *g, const float *u, float *out, int32_
 {
     const size_t count = (size_t)n * (size_t)dim;
     if (count == 0) return cudaSuccess;
-    k_glu<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(g, u, out, count, gelu);
+    CU_LAUNCH(k_glu, (unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st, g, u, out, count, gelu);
     return cudaGetLastError();
 }
 
 __global__ void k_to_half(const float *__restrict__ x, void *out, size_t count, bool bf16)
 {
+    pdl_trigger();
+    pdl_wait();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     if (bf16) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
@@ -155,12 +188,14 @@ extern "C" cudaError_t cu_to_half(const float *x, void *out, int64_t count, bool
                                   cudaStream_t st)
 {
     if (count <= 0) return cudaSuccess;
-    k_to_half<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(x, out, (size_t)count, bf16);
+    CU_LAUNCH(k_to_half, (unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st, x, out, (size_t)count, bf16);
     return cudaGetLastError();
 }
 
 __global__ void k_softcap(float *y, size_t count, float c)
 {
+    pdl_trigger();
+    pdl_wait();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < count) y[i] = c * tanhf(y[i] / c);
 }
@@ -168,13 +203,15 @@ __global__ void k_softcap(float *y, size_t count, float c)
 extern "C" cudaError_t cu_softcap(float *y, int64_t count, float c, cudaStream_t st)
 {
     if (count <= 0) return cudaSuccess;
-    k_softcap<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(y, (size_t)count, c);
+    CU_LAUNCH(k_softcap, (unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st, y, (size_t)count, c);
     return cudaGetLastError();
 }
 
 __global__ void k_gather(const float *__restrict__ x, const int32_t *__restrict__ idx, int dim,
                          float *__restrict__ out)
 {
+    pdl_trigger();
+    pdl_wait();
     const float *src = x + (size_t)idx[blockIdx.x] * dim;
     float *dst = out + (size_t)blockIdx.x * dim;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src[i];
@@ -184,7 +221,7 @@ extern "C" cudaError_t cu_gather_rows(const float *x, const int32_t *idx, int32_
                                       float *out, cudaStream_t st)
 {
     if (n <= 0) return cudaSuccess;
-    k_gather<<<n, OPS_THREADS, 0, st>>>(x, idx, dim, out);
+    CU_LAUNCH(k_gather, n, OPS_THREADS, 0, st, x, idx, dim, out);
     return cudaGetLastError();
 }
 
@@ -201,6 +238,8 @@ __device__ __forceinline__ void rope_pair(float *h, int i, int n_rot, float c, f
 __global__ void k_rope(float *x, const int32_t *__restrict__ pos, int heads, int hd, int n_rot,
                        const float *__restrict__ inv_freq, float pos_scale, bool neox)
 {
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x, half = n_rot / 2;
     const float p = (float)pos[t] * pos_scale;
     for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
@@ -216,7 +255,7 @@ extern "C" cudaError_t cu_rope(float *x, const int32_t *pos, int32_t n, int32_t 
                                cudaStream_t st)
 {
     if (n <= 0 || n_rot < 2 || n_rot > hd) return n <= 0 ? cudaSuccess : cudaErrorInvalidValue;
-    k_rope<<<n, 128, 0, st>>>(x, pos, heads, hd, n_rot, inv_freq, pos_scale, neox);
+    CU_LAUNCH(k_rope, n, 128, 0, st, x, pos, heads, hd, n_rot, inv_freq, pos_scale, neox);
     return cudaGetLastError();
 }
 
@@ -226,6 +265,8 @@ __global__ void k_rope_store(float *q, const float *__restrict__ k, const float 
                              cu_attn_batch b, cu_attn_shape sh, const float *__restrict__ inv_freq,
                              float pos_scale, bool neox, __half *kc, __half *vc)
 {
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x, hd = sh.head_dim, half = sh.n_rot / 2;
     const int32_t s = b.seq[t], pos = b.pos[t];
     const float p = (float)pos * pos_scale;
@@ -265,7 +306,7 @@ extern "C" cudaError_t cu_rope_store(float *q, const float *k, const float *v,
 {
     if (b->n_tokens <= 0) return cudaSuccess;
     if (sh->n_rot < 2 || sh->n_rot > sh->head_dim) return cudaErrorInvalidValue;
-    k_rope_store<<<b->n_tokens, 128, 0, st>>>(q, k, v, *b, *sh, inv_freq, pos_scale, neox,
+    CU_LAUNCH(k_rope_store, b->n_tokens, 128, 0, st, q, k, v, *b, *sh, inv_freq, pos_scale, neox,
                                               (__half *)k_cache, (__half *)v_cache);
     return cudaGetLastError();
 }

@@ -223,7 +223,7 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     const double dq_gbps = dq_ms > 0 ? (wbytes + (double)rows * cols * 2) / (dq_ms * 1e-3) / 1e9 : 0;
     const double at_gbps = at_ms > 0 ? 2.0 * kvb / (at_ms * 1e-3) / 1e9 : 0;
     const double q8_gbps = q8_ms > 0 ? wbytes / (q8_ms * 1e-3) / 1e9 : 0;
-    if (q8_ms > 0) printf("  kernels: int8-activation matvec (TERN_CUDA_MV_Q8) batch 1 %.1f us = %.0f GB/s\n", q8_ms * 1e3, q8_gbps);
+    if (q8_ms > 0) printf("  kernels: int8-activation matvec (the default; quantize included) batch 1 %.1f us = %.0f GB/s\n", q8_ms * 1e3, q8_gbps);
     printf("  kernels: matvec %lldx%lld batch 1 %.1f us = %.0f GB/s; dequant to f16 %.0f GB/s (read + write); "
            "decode attention at %d tokens (%d splits) %.1f us = %.0f GB/s of KV\n",
            (long long)rows, (long long)cols, mv_ms * 1e3, mv_gbps, dq_gbps, ctx, splits, at_ms * 1e3, at_gbps);

@@ -294,6 +294,26 @@ static void test_fused_matvec(void)
     free(table);
 }
 
+/* A kernel that writes its output also as int8 blocks (xq) must give exactly
+ * what cu_quant_q8 makes of its f32 output: the q8 matvec after it cannot
+ * tell which kernel quantized. */
+static void check_q8_fused(const float *dout, int32_t n, int64_t cols, const void *xq, const char *what)
+{
+    const size_t bytes = cu_q8_bytes(n, cols), nb = (size_t)n * (size_t)(cols / 32);
+    const size_t ds_off = (nb * 32 + 255) & ~(size_t)255;
+    void *ref = NULL;
+    CK(cudaMalloc(&ref, bytes));
+    CK(cu_quant_q8(dout, n, cols, ref, 0));
+    uint8_t *a = malloc(bytes), *b = malloc(bytes);
+    host_copy(a, xq, bytes);
+    host_copy(b, ref, bytes);
+    ok(memcmp(a, b, nb * 32) == 0 && memcmp(a + ds_off, b + ds_off, nb * 8) == 0,
+       "%s: its int8 blocks are cu_quant_q8's of its output, bit for bit", what);
+    free(a);
+    free(b);
+    cudaFree(ref);
+}
+
 static void test_norm_act(void)
 {
     const int n = 5, dim = 576;
@@ -322,6 +342,18 @@ static void test_norm_act(void)
         for (int i = 0; i < dim; i++) eo = fmax(eo, fabs(gx[t * dim + i] - ref[i]) / (fabs(ref[i]) + 1e-3));
     }
     ok(eo <= 1e-5, "rmsnorm in place (rel err %.2g)", eo);
+    /* the residual add and norm also writing int8 blocks (decode's q8 matvecs) */
+    {
+        void *xq = NULL;
+        float *d2 = dev_copy(d, (size_t)n * dim * 4);
+        CK(cudaMalloc(&xq, cu_q8_bytes(n, dim)));
+        CK(cu_add_rmsnorm_q8(dx, d2, dw, dout, xq, n, dim, 1e-5f, 0));
+        check_q8_fused(dout, n, dim, xq, "add_rmsnorm_q8");
+        ok(cu_add_rmsnorm_q8(dx, d2, dw, dout, xq, n, dim - 1, 1e-5f, 0) == cudaErrorInvalidValue,
+           "add_rmsnorm_q8: a width that is not a multiple of 32 is refused");
+        cudaFree(xq);
+        cudaFree(d2);
+    }
 
     /* SwiGLU and GEGLU */
     float *table = malloc(65536 * sizeof *table);
@@ -506,8 +538,13 @@ static void test_attention(struct threadpool *tp)
                 if (mode == 0) {
                     float *ws = NULL;
                     CK(cudaMalloc((void **)&ws, cu_attn_decode_ws(n, nh, hd, splits[si])));
-                    CK(cu_attn_decode(dq, dk, dv, &b, &sh, splits[si], ws, dout, 0));
+                    /* with int8 blocks of the output too (the q8 wo matvec's input) */
+                    void *xq = NULL;
+                    CK(cudaMalloc(&xq, cu_q8_bytes(n, (int64_t)nh * hd)));
+                    CK(cu_attn_decode_q8(dq, dk, dv, &b, &sh, splits[si], ws, dout, xq, 0));
                     host_copy(out, dout, (size_t)n * nh * hd * 4);
+                    if (si == 0) check_q8_fused(dout, n, (int64_t)nh * hd, xq, "attn_decode_q8");
+                    cudaFree(xq);
                     cudaFree(ws);
                 } else {
                     int32_t tiles[400];

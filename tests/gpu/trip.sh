@@ -16,8 +16,10 @@
 #             the kernels alone, the decode graph's node count
 #   memcheck  compute-sanitizer on the kernel tests and a short end-to-end run
 #   ncu       Nsight Compute's counters of the batch-1 decode matvecs
-#   ab_mv_q8  decode with the int8-activation matvec (TERN_CUDA_MV_Q8=1)
-#   ablation  decode without CUDA graphs; batched decode and prefill without the f16 weight copies
+#   ablation  decode without CUDA graphs
+#   ab_*      decode without programmatic dependent launch (TERN_CUDA_NO_PDL),
+#             and on the f32 matvec (TERN_CUDA_MV_Q8=0)
+#   nsys      a batch-1 decode traced kernel by kernel: time per kernel name
 # Detailed logs travel in OUTDIR/logs.tgz (a trip brings back at most 8 files);
 # the compact summary is printed last. Without a GPU (here) every step after
 # the build says "skipped: no GPU" and summary.json is still valid.
@@ -136,14 +138,26 @@ else
   done
   step ablation_no_graphs 60 env TERN_CUDA_NO_GRAPHS=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
     BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
-  # the int8-activation matvec against the f32 one (opt-in until measured)
-  for t in q4_0 q8_0; do
-    step "ab_mv_q8_$t" 40 env TERN_CUDA_MV_Q8=1 BENCH_BATCHES=1,2,4,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
-      "$bin/bench_cuda" llama3-8b "$t"
-  done
-  # batched decode and prefill dequantizing tile by tile (no f16 weight copies)
-  step ablation_no_f16_copies 60 env TERN_CUDA_F16_CACHE=0 BENCH_BATCHES=1,32,64 BENCH_NO_KERNELS=1 \
+  # what this session's decode changes bring, each against the default:
+  # programmatic dependent launch off, and the f32 matvec instead of int8 activations
+  step ab_no_pdl_q4_0 40 env TERN_CUDA_NO_PDL=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_0
+  step ab_no_pdl_q4_k 40 env TERN_CUDA_NO_PDL=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q4_k
+  step ab_f32_mv_q4_0 40 env TERN_CUDA_MV_Q8=0 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q4_0
+  # where a decode step's time goes, kernel by kernel (graph nodes traced one by one)
+  nsys=$(command -v nsys || find /opt/nvidia /usr/local/cuda/bin /usr/local/cuda/nsight-systems* -name nsys -type f 2>/dev/null | head -1)
+  if [ -n "$nsys" ]; then
+    step nsys_decode 60 env BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 "$nsys" profile \
+      --trace=cuda --cuda-graph-trace=node --force-overwrite=true -o "$build/nsys_decode" \
+      "$bin/bench_cuda" llama3-8b q4_0
+    step nsys_kernels 45 "$nsys" stats --force-export=true --report cuda_gpu_kern_sum --format csv \
+      "$build/nsys_decode.nsys-rep"
+    rm -f "$build"/nsys_decode.*
+  else
+    skip nsys_decode "no nsys"
+  fi
 fi
 
 # ---- summary -------------------------------------------------------------------------

@@ -133,9 +133,35 @@ def main():
                 for line in open(os.path.join(logs, fn), errors="replace"):
                     if "decode batch" in line or "kernels:" in line:
                         print("  %-24s %s" % (fn[:-4], " ".join(line.split())[:110]))
+        for line in nsys_top(os.path.join(logs, "nsys_kernels.log")):
+            print("  " + line)
         print("  targets: " + json.dumps(targets))
         print("  ok: %s (ran on a GPU: %s)" % (s["ok"], s["ran_on_gpu"]))
     return 0
+
+
+def nsys_top(path, n=12):
+    """The kernels of a traced decode by total time: share, count, mean us
+    (nsys stats' cuda_gpu_kern_sum CSV; its header names the columns)."""
+    if not os.path.exists(path):
+        return []
+    import csv
+    rows, head = [], None
+    for rec in csv.reader(open(path, errors="replace")):
+        if head is None:
+            if rec and rec[0].startswith("Time (%)"):
+                head = rec
+            continue
+        if len(rec) == len(head):
+            rows.append(dict(zip(head, rec)))
+    out = []
+    for r in rows[:n]:
+        try:
+            out.append("nsys %5.1f%% %7s x %8.1f us  %s" % (float(r["Time (%)"]), r["Instances"],
+                       float(r["Avg (ns)"]) / 1000, r["Name"][:70]))
+        except (KeyError, ValueError):
+            continue
+    return out
 
 
 if __name__ == "__main__":
