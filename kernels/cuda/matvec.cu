@@ -461,8 +461,8 @@ __device__ __forceinline__ void q8_prefetch(const mv_args &a, int64_t p, int lan
     }
 }
 
-template <int T, int NB>
-__global__ void __launch_bounds__(MV_WARPS * 32)
+template <int T, int NB, int MINB>
+__global__ void __launch_bounds__(MV_WARPS * 32, MINB)
 k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__restrict__ ds, int n)
 {
     constexpr int QW = split_fmt<T>::QW, SU = split_fmt<T>::SU;
@@ -508,15 +508,30 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
     }
 }
 
+// Resident blocks per SM the q8 kernel is compiled for: 2 (96 registers a
+// thread on sm_90, the first trips' build) or 4 (64 registers: twice the
+// warps to hide latency with, fewer loads in flight per warp); the trip
+// measures both (TERN_CUDA_MV_BLOCKS).
+static int g_mv_blocks = 2;
+extern "C" void cu_set_mv_blocks(int per_sm) { g_mv_blocks = per_sm == 4 ? 4 : 2; }
+
+template <int T, int MINB>
+static void mv_q8_go(const mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, dim3 grid, dim3 block,
+                     cudaStream_t st)
+{
+    if (n <= 1) CU_LAUNCH((k_matvec_q8<T, 1, MINB>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 2) CU_LAUNCH((k_matvec_q8<T, 2, MINB>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 4) CU_LAUNCH((k_matvec_q8<T, 4, MINB>), grid, block, 0, st, a, qs, ds, n);
+    else CU_LAUNCH((k_matvec_q8<T, 8, MINB>), grid, block, 0, st, a, qs, ds, n);
+}
+
 template <int T>
 static cudaError_t mv_q8_launch(const mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, cudaStream_t st)
 {
     const int64_t pairs = a.pair_end[a.nt - 1];
     const dim3 grid((unsigned)((pairs + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
-    if (n <= 1) CU_LAUNCH((k_matvec_q8<T, 1>), grid, block, 0, st, a, qs, ds, n);
-    else if (n <= 2) CU_LAUNCH((k_matvec_q8<T, 2>), grid, block, 0, st, a, qs, ds, n);
-    else if (n <= 4) CU_LAUNCH((k_matvec_q8<T, 4>), grid, block, 0, st, a, qs, ds, n);
-    else CU_LAUNCH((k_matvec_q8<T, 8>), grid, block, 0, st, a, qs, ds, n);
+    if (g_mv_blocks == 4) mv_q8_go<T, 4>(a, qs, ds, n, grid, block, st);
+    else mv_q8_go<T, 2>(a, qs, ds, n, grid, block, st);
     return cudaGetLastError();
 }
 

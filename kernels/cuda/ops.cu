@@ -65,6 +65,9 @@ extern "C" cudaError_t cu_embed(const struct cu_tensor *embd, const int32_t *tok
 }
 
 // ---- RMSNorm ----
+// block_sum's scratch: one float per warp of the largest block
+#define OPS_MAX_WARPS 32
+
 __device__ __forceinline__ float block_sum(float v, float *red)
 {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -84,7 +87,7 @@ __global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
                               const float *__restrict__ w, float *out, void *xq, int dim,
                               float eps)
 {
-    __shared__ float red[OPS_THREADS / 32];
+    __shared__ float red[OPS_MAX_WARPS];
     pdl_trigger();
     pdl_wait();
     float *xr = x + (size_t)blockIdx.x * dim;
@@ -112,11 +115,19 @@ __global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
     }
 }
 
+// One block per row, about 4 elements a thread: at batch 1 a norm is one
+// block, so its latency is the loop over the row, not the bandwidth.
+static int norm_threads(int32_t dim)
+{
+    int th = (dim / 4 + 31) / 32 * 32;
+    return th < 32 ? 32 : th > OPS_MAX_WARPS * 32 ? OPS_MAX_WARPS * 32 : th;
+}
+
 extern "C" cudaError_t cu_rmsnorm(const float *x, const float *w, float *out, int32_t n,
                                   int32_t dim, float eps, cudaStream_t st)
 {
     if (n <= 0) return cudaSuccess;
-    CU_LAUNCH(k_add_rmsnorm, n, OPS_THREADS, 0, st, (float *)x, (const float *)nullptr, w, out,
+    CU_LAUNCH(k_add_rmsnorm, n, norm_threads(dim), 0, st, (float *)x, (const float *)nullptr, w, out,
               (void *)nullptr, dim, eps);
     return cudaGetLastError();
 }
@@ -132,7 +143,7 @@ extern "C" cudaError_t cu_add_rmsnorm_q8(float *x, const float *d, const float *
 {
     if (n <= 0) return cudaSuccess;
     if (xq && (dim % 32 != 0 || !out)) return cudaErrorInvalidValue;
-    CU_LAUNCH(k_add_rmsnorm, n, OPS_THREADS, 0, st, x, d, w, out, xq, dim, eps);
+    CU_LAUNCH(k_add_rmsnorm, n, norm_threads(dim), 0, st, x, d, w, out, xq, dim, eps);
     return cudaGetLastError();
 }
 

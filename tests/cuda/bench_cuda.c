@@ -6,7 +6,8 @@
  * at 4k context) and the decode graph's node count. Run by tests/gpu/trip.sh.
  * usage: bench_cuda NAME TYPE [JSON_OUT]   e.g. bench_cuda llama3-8b q4_0 out.json
  * BENCH_BATCHES="1,8" limits the decode batches, BENCH_NO_PREFILL=1 skips
- * prefill, BENCH_NO_KERNELS=1 the kernel figures (the ablation runs).
+ * prefill, BENCH_NO_KERNELS=1 the kernel figures (the ablation runs),
+ * BENCH_PROFILE_STEP=S brackets decode step S with cudaProfilerStart/Stop.
  * Decode: B sequences from position 0, steps 16..ST timed; bytes per step =
  * every weight matrix once (all but the embedding table) + the KV read. */
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 
 #include "backend.h"
 #include "backend_cuda.h"
@@ -302,6 +304,7 @@ int main(int argc, char **argv)
     }
     double tps1 = 0;
     int rc = 0;
+    const int prof_step = getenv("BENCH_PROFILE_STEP") ? atoi(getenv("BENCH_PROFILE_STEP")) : -1;
     for (int bi = 0; bi < n_batches && rc == 0; bi++) {
         const int B = batches[bi];
         const int per = (STEPS + BT) / BT; /* blocks per sequence */
@@ -322,8 +325,13 @@ int main(int argc, char **argv)
                 pos[s] = step;
             }
             struct fwd_batch b = { B, tok, pos, seq, want, B, seqs };
+            /* BENCH_PROFILE_STEP=S: only step S of the first batch inside the
+             * profiler's range (ncu --profile-from-start off: one step's kernels) */
+            const bool prof = bi == 0 && prof_step == step;
+            if (prof) cudaProfilerStart();
             double a = now();
             rc = backend_forward(be, &b, logits, err, sizeof err);
+            if (prof) cudaProfilerStop();
             if (step >= WARM) {
                 ts += now() - a;
                 kv_read += (uint64_t)B * (uint64_t)(step + 1) * kv_tok;

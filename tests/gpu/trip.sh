@@ -18,8 +18,9 @@
 #   ncu       Nsight Compute's counters of the batch-1 decode matvecs
 #   ablation  decode without CUDA graphs
 #   ab_*      decode without programmatic dependent launch (TERN_CUDA_NO_PDL),
-#             and on the f32 matvec (TERN_CUDA_MV_Q8=0)
-#   nsys      a batch-1 decode traced kernel by kernel: time per kernel name
+#             on the f32 matvec (TERN_CUDA_MV_Q8=0), and with the q8 matvec
+#             built for 4 blocks per SM (TERN_CUDA_MV_BLOCKS=4)
+#   ncu_step  one batch-1 decode step profiled kernel by kernel: time per kernel name
 # Detailed logs travel in OUTDIR/logs.tgz (a trip brings back at most 8 files);
 # the compact summary is printed last. Without a GPU (here) every step after
 # the build says "skipped: no GPU" and summary.json is still valid.
@@ -146,17 +147,14 @@ else
     "$bin/bench_cuda" llama3-8b q4_k
   step ab_f32_mv_q4_0 40 env TERN_CUDA_MV_Q8=0 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_0
-  # where a decode step's time goes, kernel by kernel (graph nodes traced one by one)
-  nsys=$(command -v nsys || find /opt/nvidia /usr/local/cuda/bin /usr/local/cuda/nsight-systems* -name nsys -type f 2>/dev/null | head -1)
-  if [ -n "$nsys" ]; then
-    step nsys_decode 60 env BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 "$nsys" profile \
-      --trace=cuda --cuda-graph-trace=node --force-overwrite=true -o "$build/nsys_decode" \
-      "$bin/bench_cuda" llama3-8b q4_0
-    step nsys_kernels 45 "$nsys" stats --force-export=true --report cuda_gpu_kern_sum --format csv \
-      "$build/nsys_decode.nsys-rep"
-    rm -f "$build"/nsys_decode.*
-  else
-    skip nsys_decode "no nsys"
+  step ab_mv_blocks4_q4_0 40 env TERN_CUDA_MV_BLOCKS=4 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q4_0
+  # where a decode step's time goes, kernel by kernel: one batch-1 step (its
+  # graph's nodes profiled one by one, caches and clocks left alone)
+  if [ -n "$ncu" ]; then
+    step ncu_step 90 env BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 BENCH_PROFILE_STEP=24 "$ncu" \
+      --profile-from-start off --graph-profiling node --cache-control none --clock-control none \
+      --metrics gpu__time_duration.sum --csv "$bin/bench_cuda" llama3-8b q4_0
   fi
 fi
 
