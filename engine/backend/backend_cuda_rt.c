@@ -727,8 +727,8 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     const char *q8env = getenv("TERN_CUDA_MV_Q8");
     c->mv_q8 = q8env == NULL || strcmp(q8env, "0") != 0;
     cu_set_pdl(getenv("TERN_CUDA_NO_PDL") == NULL);
-    const char *mvb = getenv("TERN_CUDA_MV_BLOCKS"); /* the trip's A/B of the q8 kernel's build */
-    cu_set_mv_blocks(mvb ? atoi(mvb) : 2);
+    const char *mvp = getenv("TERN_CUDA_MV_PERSIST"); /* the trip's A/B of the q8 kernel's grid */
+    cu_set_mv_persist(mvp != NULL && strcmp(mvp, "0") != 0);
     struct cuda_plan *p = &c->plan;
     cuda_ws_size(&m->hp, p->max_batch_tokens, p->max_seqs, p->max_blocks_per_seq, &c->wsz);
     CU(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));

@@ -26,9 +26,9 @@ extern "C" {
  * common.cuh): on unless turned off (the trip's TERN_CUDA_NO_PDL ablation).
  * Process-wide, as the device is; set before the first launch. */
 void cu_set_pdl(bool on);
-/* Blocks per SM the int8-activation matvec is built for: 2 (default) or 4
- * (fewer registers a thread); the trip's A/B (TERN_CUDA_MV_BLOCKS). */
-void cu_set_mv_blocks(int per_sm);
+/* The int8-activation matvec on a persistent grid, each warp prefetching its
+ * next row pair into L2 (off by default; the trip's A/B, TERN_CUDA_MV_PERSIST). */
+void cu_set_mv_persist(bool on);
 
 enum cu_layout { CU_LAYOUT_GGUF = 0, CU_LAYOUT_SPLIT = 1 };
 

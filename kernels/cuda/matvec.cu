@@ -22,6 +22,7 @@ struct mv_args {
     int64_t pair_end[3];   // cumulative warp (row pair) count per matrix
     int nt;
     int glu;               // 0 plain, 1 SwiGLU, 2 GEGLU
+    int pf;                // q8 kernel: prefetch each warp's next pair into L2 (persistent grid)
 };
 
 // Where warp pair p lies: matrix i (stacked q/k/v) or the GLU pair, its two
@@ -461,8 +462,8 @@ __device__ __forceinline__ void q8_prefetch(const mv_args &a, int64_t p, int lan
     }
 }
 
-template <int T, int NB, int MINB>
-__global__ void __launch_bounds__(MV_WARPS * 32, MINB)
+template <int T, int NB>
+__global__ void __launch_bounds__(MV_WARPS * 32, MV_BLOCKS_PER_SM)
 k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__restrict__ ds, int n)
 {
     constexpr int QW = split_fmt<T>::QW, SU = split_fmt<T>::SU;
@@ -471,9 +472,12 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
     pdl_trigger();
     q8_prefetch<T>(a, (int64_t)blockIdx.x * MV_WARPS + warp, lane);
     pdl_wait();
-    for (int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp; p < total; p += (int64_t)gridDim.x * MV_WARPS) {
+    const int64_t stride = (int64_t)gridDim.x * MV_WARPS;
+    for (int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp; p < total; p += stride) {
         mv_pos o;
         if (!mv_locate(a, p, o)) break;
+        // the next pair's bytes start on their way while this one is computed
+        if (a.pf) q8_prefetch<T>(a, p + stride, lane);
         const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
         const bool two = o.two;
         const int64_t upr = wa.cols / 32;
@@ -508,30 +512,33 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
     }
 }
 
-// Resident blocks per SM the q8 kernel is compiled for: 2 (96 registers a
-// thread on sm_90, the first trips' build) or 4 (64 registers: twice the
-// warps to hide latency with, fewer loads in flight per warp); the trip
-// measures both (TERN_CUDA_MV_BLOCKS).
-static int g_mv_blocks = 2;
-extern "C" void cu_set_mv_blocks(int per_sm) { g_mv_blocks = per_sm == 4 ? 4 : 2; }
-
-template <int T, int MINB>
-static void mv_q8_go(const mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, dim3 grid, dim3 block,
-                     cudaStream_t st)
-{
-    if (n <= 1) CU_LAUNCH((k_matvec_q8<T, 1, MINB>), grid, block, 0, st, a, qs, ds, n);
-    else if (n <= 2) CU_LAUNCH((k_matvec_q8<T, 2, MINB>), grid, block, 0, st, a, qs, ds, n);
-    else if (n <= 4) CU_LAUNCH((k_matvec_q8<T, 4, MINB>), grid, block, 0, st, a, qs, ds, n);
-    else CU_LAUNCH((k_matvec_q8<T, 8, MINB>), grid, block, 0, st, a, qs, ds, n);
-}
+// The q8 kernel's grid: a warp per row pair, one pass (default), or
+// persistent (MV_BLOCKS_PER_SM blocks per SM, each warp walking its pairs
+// and prefetching the next one's weights into L2 while it computes the
+// current): the trip measures both (TERN_CUDA_MV_PERSIST).
+static bool g_mv_persist = false;
+extern "C" void cu_set_mv_persist(bool on) { g_mv_persist = on; }
 
 template <int T>
-static cudaError_t mv_q8_launch(const mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, cudaStream_t st)
+static cudaError_t mv_q8_launch(mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, cudaStream_t st)
 {
+    static int sms = 0; // the device's SM count, asked once
     const int64_t pairs = a.pair_end[a.nt - 1];
-    const dim3 grid((unsigned)((pairs + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
-    if (g_mv_blocks == 4) mv_q8_go<T, 4>(a, qs, ds, n, grid, block, st);
-    else mv_q8_go<T, 2>(a, qs, ds, n, grid, block, st);
+    int64_t need = (pairs + MV_WARPS - 1) / MV_WARPS;
+    if (g_mv_persist && sms == 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            sms = -1;
+        (void)cudaGetLastError();
+    }
+    a.pf = g_mv_persist && sms > 0 && need > (int64_t)sms * MV_BLOCKS_PER_SM;
+    if (a.pf) need = (int64_t)sms * MV_BLOCKS_PER_SM;
+    const dim3 grid((unsigned)need), block(MV_WARPS * 32);
+    if (n <= 1) CU_LAUNCH((k_matvec_q8<T, 1>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 2) CU_LAUNCH((k_matvec_q8<T, 2>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 4) CU_LAUNCH((k_matvec_q8<T, 4>), grid, block, 0, st, a, qs, ds, n);
+    else CU_LAUNCH((k_matvec_q8<T, 8>), grid, block, 0, st, a, qs, ds, n);
     return cudaGetLastError();
 }
 

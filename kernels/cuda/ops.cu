@@ -83,6 +83,12 @@ __device__ __forceinline__ float block_sum(float v, float *red)
 // x and out may be the same rows (in-place norm): no __restrict__ on them.
 // xq (optional, dim % 32 == 0): the normed rows also as int8 blocks for the
 // q8 matvec that reads them next, saving that matvec's own quantize launch.
+// At batch 1 this is one block, so its time is its chain of memory round
+// trips: rows up to NORM_NPT elements a thread are held in registers, every
+// load (x, d, w) issued before the first use (a decode step runs 64 of these;
+// the trip's per-kernel profile had them at 6.9 us each with a load per loop
+// turn).
+#define NORM_NPT 8
 __global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
                               const float *__restrict__ w, float *out, void *xq, int dim,
                               float eps)
@@ -92,7 +98,37 @@ __global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
     pdl_wait();
     float *xr = x + (size_t)blockIdx.x * dim;
     const float *dr = d ? d + (size_t)blockIdx.x * dim : nullptr;
+    float *o = out ? out + (size_t)blockIdx.x * dim : nullptr;
+    int8_t *qs = (int8_t *)xq;
+    float2 *ds = xq ? q8_scales(xq, (int64_t)gridDim.x * (dim / 32)) : nullptr;
+    const int lane = threadIdx.x % 32;
     float ss = 0.0f;
+    if (dim <= NORM_NPT * (int)blockDim.x) {
+        float v[NORM_NPT], wv[NORM_NPT];
+#pragma unroll
+        for (int k = 0; k < NORM_NPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            v[k] = i < dim ? xr[i] + (dr ? dr[i] : 0.0f) : 0.0f;
+            wv[k] = i < dim && w ? w[i] : 1.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < NORM_NPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (i < dim && dr) xr[i] = v[k];
+            ss += v[k] * v[k];
+        }
+        if (!o) return;
+        const float inv = rsqrtf(block_sum(ss, red) / (float)dim + eps);
+#pragma unroll
+        for (int k = 0; k < NORM_NPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (i >= dim) break; // whole warps leave together (dim and blockDim are multiples of 32 with xq)
+            const float r = v[k] * inv * wv[k];
+            o[i] = r;
+            if (xq) q8_block(r, lane, qs, ds, ((int64_t)blockIdx.x * dim + i) / 32);
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = xr[i];
         if (dr) {
@@ -101,17 +137,13 @@ __global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
         }
         ss += v * v;
     }
-    if (!out) return;
+    if (!o) return;
     const float inv = rsqrtf(block_sum(ss, red) / (float)dim + eps);
-    float *o = out + (size_t)blockIdx.x * dim;
-    int8_t *qs = (int8_t *)xq;
-    float2 *ds = xq ? q8_scales(xq, (int64_t)gridDim.x * (dim / 32)) : nullptr;
     // each thread rereads only the elements it wrote itself: no race with in-place out == x
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        const float v = xr[i] * inv * (w ? w[i] : 1.0f);
-        o[i] = v;
-        // a warp's 32 lanes hold one whole block (dim and blockDim are multiples of 32)
-        if (xq) q8_block(v, threadIdx.x % 32, qs, ds, ((int64_t)blockIdx.x * dim + i) / 32);
+        const float r = xr[i] * inv * (w ? w[i] : 1.0f);
+        o[i] = r;
+        if (xq) q8_block(r, lane, qs, ds, ((int64_t)blockIdx.x * dim + i) / 32);
     }
 }
 
@@ -271,43 +303,50 @@ extern "C" cudaError_t cu_rope(float *x, const int32_t *pos, int32_t n, int32_t 
 }
 
 // q rotated in place; k rotated on the way and stored with v as f16 in the
-// token's KV slot (dims past n_rot unrotated). One block per token.
+// token's KV slot (dims past n_rot unrotated). The work of a token (q pairs,
+// k pairs, k's unrotated tail, v) is one index space spread over gridDim.y
+// blocks, a thread an item or two: as one 128-thread block per token it was
+// a chain of ~20 dependent round trips (12.6 us a layer on the H200 at batch 1).
 __global__ void k_rope_store(float *q, const float *__restrict__ k, const float *__restrict__ v,
                              cu_attn_batch b, cu_attn_shape sh, const float *__restrict__ inv_freq,
                              float pos_scale, bool neox, __half *kc, __half *vc)
 {
     pdl_trigger();
     pdl_wait();
-    const int t = blockIdx.x, hd = sh.head_dim, half = sh.n_rot / 2;
+    const int t = blockIdx.x, hd = sh.head_dim, half = sh.n_rot / 2, tail = hd - sh.n_rot;
     const int32_t s = b.seq[t], pos = b.pos[t];
     const float p = (float)pos * pos_scale;
-    for (int j = threadIdx.x; j < sh.n_head * half; j += blockDim.x) {
-        const int h = j / half, i = j % half;
-        float sn, cs;
-        sincosf(p * inv_freq[i], &sn, &cs);
-        rope_pair(q + ((size_t)t * sh.n_head + h) * hd, i, sh.n_rot, cs, sn, neox);
+    const int nq = sh.n_head * half, nk = sh.n_head_kv * half, nt = sh.n_head_kv * tail;
+    const int total = nq + (s < 0 ? 0 : nk + nt + sh.n_head_kv * hd); // padding: rotate q, store nothing
+    size_t slot = 0;
+    if (s >= 0) {
+        const int32_t blk = b.tables[b.table_off[s] + pos / sh.block_tokens];
+        slot = ((size_t)blk * sh.block_tokens + pos % sh.block_tokens) * sh.n_head_kv;
     }
-    if (s < 0) return; // padding token: nothing to store
-    const int32_t blk = b.tables[b.table_off[s] + pos / sh.block_tokens];
-    const size_t slot = ((size_t)blk * sh.block_tokens + pos % sh.block_tokens) * sh.n_head_kv;
-    for (int j = threadIdx.x; j < sh.n_head_kv * half; j += blockDim.x) {
-        const int h = j / half, i = j % half;
-        float sn, cs;
-        sincosf(p * inv_freq[i], &sn, &cs);
-        const float *kr = k + ((size_t)t * sh.n_head_kv + h) * hd;
-        const int a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
-        const float x0 = kr[a], x1 = kr[c];
-        __half *ko = kc + (slot + h) * hd;
-        ko[a] = __float2half_rn(x0 * cs - x1 * sn);
-        ko[c] = __float2half_rn(x0 * sn + x1 * cs);
-    }
-    if (sh.n_rot < hd) // unrotated tail of each K head
-        for (int j = threadIdx.x; j < sh.n_head_kv * (hd - sh.n_rot); j += blockDim.x) {
-            const int h = j / (hd - sh.n_rot), d = sh.n_rot + j % (hd - sh.n_rot);
-            kc[(slot + h) * hd + d] = __float2half_rn(k[((size_t)t * sh.n_head_kv + h) * hd + d]);
+    for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < total; j += gridDim.y * blockDim.x) {
+        if (j < nq) {
+            const int h = j / half, i = j % half;
+            float sn, cs;
+            sincosf(p * inv_freq[i], &sn, &cs);
+            rope_pair(q + ((size_t)t * sh.n_head + h) * hd, i, sh.n_rot, cs, sn, neox);
+        } else if (j < nq + nk) {
+            const int h = (j - nq) / half, i = (j - nq) % half;
+            float sn, cs;
+            sincosf(p * inv_freq[i], &sn, &cs);
+            const float *kr = k + ((size_t)t * sh.n_head_kv + h) * hd;
+            const int a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
+            const float x0 = kr[a], x1 = kr[c];
+            __half *ko = kc + (slot + h) * hd;
+            ko[a] = __float2half_rn(x0 * cs - x1 * sn);
+            ko[c] = __float2half_rn(x0 * sn + x1 * cs);
+        } else if (j < nq + nk + nt) { // unrotated tail of each K head
+            const int h = (j - nq - nk) / tail, dd = sh.n_rot + (j - nq - nk) % tail;
+            kc[(slot + h) * hd + dd] = __float2half_rn(k[((size_t)t * sh.n_head_kv + h) * hd + dd]);
+        } else {
+            const int e = j - nq - nk - nt;
+            vc[slot * hd + e] = __float2half_rn(v[(size_t)t * sh.n_head_kv * hd + e]);
         }
-    for (int j = threadIdx.x; j < sh.n_head_kv * hd; j += blockDim.x)
-        vc[slot * hd + j] = __float2half_rn(v[(size_t)t * sh.n_head_kv * hd + j]);
+    }
 }
 
 extern "C" cudaError_t cu_rope_store(float *q, const float *k, const float *v,
@@ -317,7 +356,10 @@ extern "C" cudaError_t cu_rope_store(float *q, const float *k, const float *v,
 {
     if (b->n_tokens <= 0) return cudaSuccess;
     if (sh->n_rot < 2 || sh->n_rot > sh->head_dim) return cudaErrorInvalidValue;
-    CU_LAUNCH(k_rope_store, b->n_tokens, 128, 0, st, q, k, v, *b, *sh, inv_freq, pos_scale, neox,
-                                              (__half *)k_cache, (__half *)v_cache);
+    const int32_t items = sh->n_head * (sh->n_rot / 2) + sh->n_head_kv * (sh->n_rot / 2) +
+                          sh->n_head_kv * (sh->head_dim - sh->n_rot) + sh->n_head_kv * sh->head_dim;
+    const dim3 grid((unsigned)b->n_tokens, (unsigned)((items + 255) / 256));
+    CU_LAUNCH(k_rope_store, grid, 256, 0, st, q, k, v, *b, *sh, inv_freq, pos_scale, neox,
+              (__half *)k_cache, (__half *)v_cache);
     return cudaGetLastError();
 }

@@ -581,6 +581,47 @@ static void test_attention(struct threadpool *tp)
     }
 }
 
+/* The q8 matvec on its persistent grid (cu_set_mv_persist: warps walk several
+ * row pairs, prefetching the next) computes each pair as the one-pass grid
+ * does: the same bits, plain, stacked and GLU, with more pairs than warps. */
+static void test_matvec_q8_persist(void)
+{
+    const int64_t cols = emu ? 512 : 4096, rows = emu ? 300 : 40000;
+    struct wmat w[2];
+    wmat_make(&w[0], QT_Q4_0, rows, cols, 811);
+    wmat_make(&w[1], QT_Q4_0, rows, cols, 812);
+    for (int n = 1; n <= 3; n += 2) {
+        float *x = frand_vec((size_t)n * cols, 1.0f), *dx = dev_copy(x, (size_t)n * cols * 4), *y[2];
+        void *xq = NULL;
+        CK(cudaMalloc(&xq, cu_q8_bytes(n, cols)));
+        CK(cu_quant_q8(dx, n, cols, xq, 0));
+        for (int i = 0; i < 2; i++) CK(cudaMalloc((void **)&y[i], (size_t)n * rows * 4));
+        const struct cu_tensor *wt[2] = { &w[0].t, &w[1].t };
+        float *a = malloc((size_t)n * rows * 4 * 2), *b = malloc((size_t)n * rows * 4 * 2);
+        for (int glu = 0; glu < 2; glu++) {
+            for (int pass = 0; pass < 2; pass++) {
+                cu_set_mv_persist(pass == 1);
+                CK(cu_matvec_q8(wt, y, 2, glu, xq, n, 0));
+                float *dst = pass ? b : a;
+                host_copy(dst, y[0], (size_t)n * rows * 4);
+                if (!glu) host_copy(dst + (size_t)n * rows, y[1], (size_t)n * rows * 4);
+            }
+            cu_set_mv_persist(false);
+            const size_t cnt = (size_t)n * rows * (glu ? 1 : 2);
+            ok(memcmp(a, b, cnt * 4) == 0, "matvec q8 on the persistent grid, %s, n=%d: the same bits",
+               glu ? "gate+up" : "2 matrices stacked", n);
+        }
+        free(a);
+        free(b);
+        for (int i = 0; i < 2; i++) cudaFree(y[i]);
+        cudaFree(xq);
+        cudaFree(dx);
+        free(x);
+    }
+    wmat_free(&w[0]);
+    wmat_free(&w[1]);
+}
+
 /* The int8-activation matvec (TERN_CUDA_MV_Q8): cu_quant_q8 must give the
  * CPU's own quantization (d = max/127, nearest even) bit for bit, and the
  * products equal the exact integer sums scaled in f32 (plain, q/k/v stacked,
@@ -697,6 +738,7 @@ int main(int argc, char **argv)
     test_dequant_matvec();
     test_fused_matvec();
     test_matvec_q8();
+    test_matvec_q8_persist();
     test_norm_act();
     test_rope_store();
     test_attention(tp);

@@ -18,8 +18,8 @@
 #   ncu       Nsight Compute's counters of the batch-1 decode matvecs
 #   ablation  decode without CUDA graphs
 #   ab_*      decode without programmatic dependent launch (TERN_CUDA_NO_PDL),
-#             on the f32 matvec (TERN_CUDA_MV_Q8=0), and with the q8 matvec
-#             built for 4 blocks per SM (TERN_CUDA_MV_BLOCKS=4)
+#             on the f32 matvec (TERN_CUDA_MV_Q8=0), and the q8 matvec on a
+#             persistent grid prefetching each warp's next pair (TERN_CUDA_MV_PERSIST=1)
 #   ncu_step  one batch-1 decode step profiled kernel by kernel: time per kernel name
 # Detailed logs travel in OUTDIR/logs.tgz (a trip brings back at most 8 files);
 # the compact summary is printed last. Without a GPU (here) every step after
@@ -147,8 +147,10 @@ else
     "$bin/bench_cuda" llama3-8b q4_k
   step ab_f32_mv_q4_0 40 env TERN_CUDA_MV_Q8=0 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_0
-  step ab_mv_blocks4_q4_0 40 env TERN_CUDA_MV_BLOCKS=4 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+  step ab_mv_persist_q4_0 40 env TERN_CUDA_MV_PERSIST=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_0
+  step ab_mv_persist_q8_0 40 env TERN_CUDA_MV_PERSIST=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q8_0
   # where a decode step's time goes, kernel by kernel: one batch-1 step (its
   # graph's nodes profiled one by one, caches and clocks left alone)
   if [ -n "$ncu" ]; then
