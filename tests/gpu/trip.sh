@@ -20,6 +20,7 @@
 #   ab_*      decode without programmatic dependent launch (TERN_CUDA_NO_PDL),
 #             on the f32 matvec (TERN_CUDA_MV_Q8=0), and the q8 matvec on a
 #             persistent grid prefetching each warp's next pair (TERN_CUDA_MV_PERSIST=1)
+#   ctx4k     decode from position 4096 (Q4_0, Q8_0; batch 1 and 8)
 #   ncu_step  one batch-1 decode step profiled kernel by kernel: time per kernel name
 # Detailed logs travel in OUTDIR/logs.tgz (a trip brings back at most 8 files);
 # the compact summary is printed last. Without a GPU (here) every step after
@@ -147,6 +148,11 @@ else
     "$bin/bench_cuda" llama3-8b q4_k
   step ab_f32_mv_q4_0 40 env TERN_CUDA_MV_Q8=0 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_0
+  # decode from position 4096: what a long chat's reply costs (weights + 4k of KV a step)
+  for t in q4_0 q8_0; do
+    step "ctx4k_$t" 40 env BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+      "$bin/bench_cuda" llama3-8b "$t"
+  done
   step ab_mv_persist_q4_0 40 env TERN_CUDA_MV_PERSIST=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_0
   step ab_mv_persist_q8_0 40 env TERN_CUDA_MV_PERSIST=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \

@@ -129,7 +129,7 @@ def main():
                   % (t, b.get("copy_gbps", 0), b.get("read_gbps", 0), d, p, b.get("f16_copy_bytes", 0) / 2**30,
                      k.get("matvec_gbps", 0), k.get("dequant_gbps", 0), k.get("attn4k_gbps", 0)))
         for fn in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
-            if fn.startswith(("ab_", "ablation_")) and fn.endswith(".log"):
+            if fn.startswith(("ab_", "ablation_", "ctx")) and fn.endswith(".log"):
                 for line in open(os.path.join(logs, fn), errors="replace"):
                     if "decode batch" in line or "kernels:" in line:
                         print("  %-24s %s" % (fn[:-4], " ".join(line.split())[:110]))
