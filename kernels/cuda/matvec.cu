@@ -416,7 +416,8 @@ extern "C" cudaError_t cu_quant_q8(const float *x, int32_t n, int64_t cols, void
 
 extern "C" bool cu_matvec_q8_supported(uint32_t type)
 {
-    return type == CU_QT_Q4_0 || type == CU_QT_Q4_1 || type == CU_QT_Q8_0;
+    return type == CU_QT_Q4_0 || type == CU_QT_Q4_1 || type == CU_QT_Q8_0 || type == CU_QT_Q4_K ||
+           type == CU_QT_Q5_K || type == CU_QT_Q6_K;
 }
 
 // dot of one unit: the weights' 32 values (nibbles or int8) with 32 int8 activations
@@ -512,6 +513,159 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
     }
 }
 
+// ---- the K-quants on int8 activations (GGUF layout, 256-element super-blocks) ----
+// A lane owns unit u (32 elements: sub-block u % 8 of super-block u / 8) of
+// both rows, as the split kernel does. Per unit the weights are integers
+// times a sub-block scale (Q4_K/Q5_K: d * sc - dmin * mn; Q6_K: d * sc per 16,
+// values offset by 32), so the products stay in integers (__dp4a on the
+// nibbles, the fifth or the two high bits merged in) and one float step
+// applies the scales, as in dq32's formulas. SU units per round.
+template <int T> struct kq_fmt {
+    static constexpr int B = T == CU_QT_Q4_K ? 144 : T == CU_QT_Q5_K ? 176 : 210; // bytes per 256
+    static constexpr int SU = 2;
+};
+
+// One unit of a K-quant row: its 8 words of 4 unsigned 6-bit-or-less values
+// (element 4i + k in byte k of word i), and how to scale their dot product:
+// sum = ds * dot + ms * sum(x) for Q4_K/Q5_K; Q6_K: two scales for 16 + 16
+// elements (s0, s1, d folded in) and the offset of 32 taken off.
+struct kq_unit {
+    int w[8];
+    float s0, s1, m;
+};
+
+template <int T>
+__device__ __forceinline__ void kq_load(const cu_tensor &t, int64_t row, int64_t u, kq_unit &o)
+{
+    const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * kq_fmt<T>::B;
+    const int j = (int)(u % 8);
+    if (T == CU_QT_Q4_K || T == CU_QT_Q5_K) {
+        float dd, mm;
+        cu_k_head(blk, j, dd, mm);
+        const int shift = (j & 1) * 4;
+        const uint4 *qp = (const uint4 *)(blk + (T == CU_QT_Q4_K ? 16 : 48) + 32 * (j / 2));
+        const uint4 q0 = __ldg(qp), q1 = __ldg(qp + 1);
+        const uint32_t q[8] = { q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w };
+        uint32_t h[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+        if (T == CU_QT_Q5_K) {
+            const uint4 h0 = __ldg((const uint4 *)(blk + 16)), h1 = __ldg((const uint4 *)(blk + 32));
+            const uint32_t hv[8] = { h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w };
+#pragma unroll
+            for (int i = 0; i < 8; i++) h[i] = ((hv[i] >> j) & 0x01010101u) << 4;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) o.w[i] = (int)(((q[i] >> shift) & 0x0f0f0f0fu) | h[i]);
+        o.s0 = o.s1 = dd;
+        o.m = -mm;
+    } else { // Q6_K: ql[128], qh[64], scales[16], d; only 2-aligned: 16-bit loads
+        const int hh = j / 4, k = j % 4;
+        const unsigned short *ql = (const unsigned short *)(blk + 64 * hh + 32 * (k & 1));
+        const unsigned short *qh = (const unsigned short *)(blk + 128 + 32 * hh);
+        const float d = cu_h2f(__ldg((const unsigned short *)(blk + 208)));
+        o.s0 = d * (float)(int8_t)__ldg(blk + 192 + 8 * hh + 2 * k);
+        o.s1 = d * (float)(int8_t)__ldg(blk + 192 + 8 * hh + 2 * k + 1);
+        o.m = 0.0f;
+        const int lshift = k >= 2 ? 4 : 0, hshift = 2 * k;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t l4 = (uint32_t)__ldg(ql + 2 * i) | (uint32_t)__ldg(ql + 2 * i + 1) << 16;
+            const uint32_t h4 = (uint32_t)__ldg(qh + 2 * i) | (uint32_t)__ldg(qh + 2 * i + 1) << 16;
+            o.w[i] = (int)(((l4 >> lshift) & 0x0f0f0f0fu) | (((h4 >> hshift) & 0x03030303u) << 4));
+        }
+    }
+}
+
+// the unit's contribution for one token: xw its 8 words of int8 activations, xd {d, d * sum}
+template <int T>
+__device__ __forceinline__ float kq_dot(const kq_unit &q, const int *xw, float2 xd)
+{
+    if (T == CU_QT_Q6_K) {
+        int a = 0, b = 0, xa = 0, xb = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            a = __dp4a(q.w[i], xw[i], a);
+            b = __dp4a(q.w[4 + i], xw[4 + i], b);
+            xa = __dp4a(0x01010101, xw[i], xa);
+            xb = __dp4a(0x01010101, xw[4 + i], xb);
+        }
+        return xd.x * (q.s0 * (float)(a - 32 * xa) + q.s1 * (float)(b - 32 * xb));
+    }
+    int a = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) a = __dp4a(q.w[i], xw[i], a);
+    return q.s0 * (xd.x * (float)a) + q.m * xd.y;
+}
+
+template <int T, int NB>
+__global__ void __launch_bounds__(MV_WARPS * 32, MV_BLOCKS_PER_SM)
+k_matvec_q8k(const mv_args a, const int8_t *__restrict__ qs, const float2 *__restrict__ ds, int n)
+{
+    constexpr int SU = kq_fmt<T>::SU;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t total = a.pair_end[a.nt - 1];
+    pdl_trigger();
+    {   // the first pair's rows on their way into L2 before the wait (see q8_prefetch)
+        mv_pos o;
+        if (mv_locate(a, (int64_t)blockIdx.x * MV_WARPS + warp, o)) {
+            const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+            prefetch_l2(cu_row(wa, o.ra), wa.row_bytes * (a.glu || !o.two ? 1 : 2), lane);
+            if (a.glu) prefetch_l2(cu_row(wb, o.rb), wb.row_bytes, lane);
+        }
+    }
+    pdl_wait();
+    for (int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp; p < total; p += (int64_t)gridDim.x * MV_WARPS) {
+        mv_pos o;
+        if (!mv_locate(a, p, o)) break;
+        const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+        const int64_t upr = wa.cols / 32;
+        float acc[2][NB];
+#pragma unroll
+        for (int t = 0; t < NB; t++) acc[0][t] = acc[1][t] = 0.0f;
+        for (int64_t u0 = lane; u0 < upr; u0 += 32 * SU) {
+            kq_unit qa[SU], qb[SU];
+#pragma unroll
+            for (int k = 0; k < SU; k++) {
+                const int64_t u = u0 + 32 * k;
+                if (u < upr) {
+                    kq_load<T>(wa, o.ra, u, qa[k]);
+                    if (o.two) kq_load<T>(wb, o.rb, u, qb[k]);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < SU; k++) {
+                const int64_t u = u0 + 32 * k;
+                if (u >= upr) break;
+#pragma unroll
+                for (int t = 0; t < NB; t++) {
+                    if (t < n) {
+                        const size_t xb = (size_t)t * (size_t)upr + (size_t)u;
+                        const uint4 x0 = __ldg((const uint4 *)(qs + xb * 32));
+                        const uint4 x1 = __ldg((const uint4 *)(qs + xb * 32) + 1);
+                        const int xw[8] = { (int)x0.x, (int)x0.y, (int)x0.z, (int)x0.w,
+                                            (int)x1.x, (int)x1.y, (int)x1.z, (int)x1.w };
+                        const float2 xd = __ldg(ds + xb);
+                        acc[0][t] += kq_dot<T>(qa[k], xw, xd);
+                        if (o.two) acc[1][t] += kq_dot<T>(qb[k], xw, xd);
+                    }
+                }
+            }
+        }
+        mv_store<NB>(a, o, acc, n, lane);
+    }
+}
+
+template <int T>
+static cudaError_t mv_q8k_launch(const mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, cudaStream_t st)
+{
+    const int64_t pairs = a.pair_end[a.nt - 1];
+    const dim3 grid((unsigned)((pairs + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
+    if (n <= 1) CU_LAUNCH((k_matvec_q8k<T, 1>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 2) CU_LAUNCH((k_matvec_q8k<T, 2>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 4) CU_LAUNCH((k_matvec_q8k<T, 4>), grid, block, 0, st, a, qs, ds, n);
+    else CU_LAUNCH((k_matvec_q8k<T, 8>), grid, block, 0, st, a, qs, ds, n);
+    return cudaGetLastError();
+}
+
 // The q8 kernel's grid: a warp per row pair, one pass (default), or
 // persistent (MV_BLOCKS_PER_SM blocks per SM, each warp walking its pairs
 // and prefetching the next one's weights into L2 while it computes the
@@ -572,6 +726,9 @@ extern "C" cudaError_t cu_matvec_q8(const struct cu_tensor *const *w, float *con
     case CU_QT_Q4_0: return mv_q8_launch<CU_QT_Q4_0>(a, qs, ds, n, st);
     case CU_QT_Q4_1: return mv_q8_launch<CU_QT_Q4_1>(a, qs, ds, n, st);
     case CU_QT_Q8_0: return mv_q8_launch<CU_QT_Q8_0>(a, qs, ds, n, st);
+    case CU_QT_Q4_K: return mv_q8k_launch<CU_QT_Q4_K>(a, qs, ds, n, st);
+    case CU_QT_Q5_K: return mv_q8k_launch<CU_QT_Q5_K>(a, qs, ds, n, st);
+    case CU_QT_Q6_K: return mv_q8k_launch<CU_QT_Q6_K>(a, qs, ds, n, st);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -622,13 +622,14 @@ static void test_matvec_q8_persist(void)
     wmat_free(&w[1]);
 }
 
-/* The int8-activation matvec (TERN_CUDA_MV_Q8): cu_quant_q8 must give the
- * CPU's own quantization (d = max/127, nearest even) bit for bit, and the
+/* The int8-activation matvec (the default decode path): cu_quant_q8 must give
+ * the CPU's own quantization (d = max/127, nearest even) bit for bit, and the
  * products equal the exact integer sums scaled in f32 (plain, q/k/v stacked,
- * GLU; 1, 3 and 8 tokens; a row count that leaves one row of a pair alone). */
+ * GLU; 1, 3 and 8 tokens; a row count that leaves one row of a pair alone),
+ * for the split formats and the K-quants. */
 static void test_matvec_q8(void)
 {
-    const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0 };
+    const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K };
     const int64_t cols = emu ? 512 : 4096, rows3[3] = { 64, 16, 13 };
     const int ns[] = { 1, 3, 8 };
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -722,7 +723,9 @@ static void test_matvec_q8(void)
             free(ref[i]);
         }
     }
-    ok(!cu_matvec_q8_supported(QT_Q4_K) && cu_matvec_q8_supported(QT_Q4_0), "q8 path: Q4_0, Q4_1, Q8_0 only");
+    ok(cu_matvec_q8_supported(QT_Q4_K) && cu_matvec_q8_supported(QT_Q6_K) && cu_matvec_q8_supported(QT_Q4_0) &&
+       !cu_matvec_q8_supported(QT_Q5_0) && !cu_matvec_q8_supported(QT_F16) && !cu_matvec_q8_supported(QT_BF16),
+       "q8 path: Q4_0, Q4_1, Q8_0 and the K-quants; Q5_0 and the float types keep the f32 matvec");
 }
 
 int main(int argc, char **argv)

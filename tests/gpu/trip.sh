@@ -146,8 +146,10 @@ else
     "$bin/bench_cuda" llama3-8b q4_0
   step ab_no_pdl_q4_k 40 env TERN_CUDA_NO_PDL=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_k
-  step ab_f32_mv_q4_0 40 env TERN_CUDA_MV_Q8=0 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
-    "$bin/bench_cuda" llama3-8b q4_0
+  for t in q4_0 q4_k q6_k; do
+    step "ab_f32_mv_$t" 40 env TERN_CUDA_MV_Q8=0 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+      "$bin/bench_cuda" llama3-8b "$t"
+  done
   # decode from position 4096: what a long chat's reply costs (weights + 4k of KV a step)
   for t in q4_0 q8_0; do
     step "ctx4k_$t" 40 env BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
