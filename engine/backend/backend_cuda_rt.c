@@ -77,7 +77,8 @@ struct cuda_be {
     cublasHandle_t blas;
     struct cuda_plan plan;
     int32_t mv_max;                 /* largest batch on the matvec kernels */
-    bool mv_q8;                     /* TERN_CUDA_MV_Q8: int8 activations for Q4_0/Q4_1/Q8_0 */
+    bool mv_q8;                     /* int8 activations for the matvecs (TERN_CUDA_MV_Q8=0: f32) */
+    int32_t attn_split_cap;         /* decode attention's most key splits (TERN_CUDA_ATTN_SPLITS) */
     /* device memory */
     void *weights;                  /* one arena for all weights */
     uint64_t weights_used;
@@ -400,7 +401,7 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
     const struct cu_attn_batch ab = { n, mt.pos, mt.seq, mt.table_off, mt.table_len, mt.tables };
     const float pos_scale = hp->rope_scale > 0 ? 1.0f / hp->rope_scale : 1.0f;
     const bool gelu = hp->arch == ARCH_GEMMA3;
-    const int32_t splits = cuda_attn_splits(n, hp->n_head_kv);
+    const int32_t splits = cuda_attn_splits(n, hp->n_head_kv, c->attn_split_cap);
 
     /* Decode on the q8 matvecs: the norms and the attention merge write their
      * output as int8 blocks too (c->xq), saving a quantize launch before each
@@ -727,6 +728,9 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     const char *q8env = getenv("TERN_CUDA_MV_Q8");
     c->mv_q8 = q8env == NULL || strcmp(q8env, "0") != 0;
     cu_set_pdl(getenv("TERN_CUDA_NO_PDL") == NULL);
+    const char *asp = getenv("TERN_CUDA_ATTN_SPLITS"); /* the trip's A/B at long contexts */
+    c->attn_split_cap = asp ? atoi(asp) : CUDA_ATTN_SPLIT_CAP;
+    if (c->attn_split_cap < 1 || c->attn_split_cap > 32) c->attn_split_cap = CUDA_ATTN_SPLIT_CAP;
     const char *mvp = getenv("TERN_CUDA_MV_PERSIST"); /* the trip's A/B of the q8 kernel's grid */
     cu_set_mv_persist(mvp != NULL && strcmp(mvp, "0") != 0);
     struct cuda_plan *p = &c->plan;

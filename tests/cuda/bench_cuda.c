@@ -197,7 +197,7 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     void *kc = NULL, *vc = NULL;
     float *q = NULL, *out = NULL, *ws = NULL;
     int32_t *meta = NULL;
-    const int32_t splits = cuda_attn_splits(1, nkv);
+    const int32_t splits = cuda_attn_splits(1, nkv, 0);
     int32_t hmeta[4 + 256];
     hmeta[0] = ctx - 1; /* pos */
     hmeta[1] = 0;       /* seq */
