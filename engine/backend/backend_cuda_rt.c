@@ -731,6 +731,7 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     const char *asp = getenv("TERN_CUDA_ATTN_SPLITS"); /* the trip's A/B at long contexts */
     c->attn_split_cap = asp ? atoi(asp) : CUDA_ATTN_SPLIT_CAP;
     if (c->attn_split_cap < 1 || c->attn_split_cap > 32) c->attn_split_cap = CUDA_ATTN_SPLIT_CAP;
+    cu_set_attn_lanes(getenv("TERN_CUDA_ATTN_LANES") != NULL && strcmp(getenv("TERN_CUDA_ATTN_LANES"), "0") != 0);
     const char *mvp = getenv("TERN_CUDA_MV_PERSIST"); /* the trip's A/B of the q8 kernel's grid */
     cu_set_mv_persist(mvp != NULL && strcmp(mvp, "0") != 0);
     struct cuda_plan *p = &c->plan;

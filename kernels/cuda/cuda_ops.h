@@ -29,6 +29,9 @@ void cu_set_pdl(bool on);
 /* The int8-activation matvec on a persistent grid, each warp prefetching its
  * next row pair into L2 (off by default; the trip's A/B, TERN_CUDA_MV_PERSIST). */
 void cu_set_mv_persist(bool on);
+/* Decode attention with a lane per key (off by default; the trip's A/B at
+ * long contexts, TERN_CUDA_ATTN_LANES). */
+void cu_set_attn_lanes(bool on);
 
 enum cu_layout { CU_LAYOUT_GGUF = 0, CU_LAYOUT_SPLIT = 1 };
 

@@ -461,7 +461,7 @@ static void test_attention(struct threadpool *tp)
         { 9, 3, 64, 0 }, { 32, 8, 128, 0 }, { 4, 1, 256, 7 }, { 8, 8, 64, 20 },
     };
     const int bt = 16, n_blocks = 40;
-    const int lens[] = { 1, emu ? 21 : 37, emu ? 45 : 150 };
+    const int lens[] = { 1, emu ? 21 : 37, 150 }; /* 150: several 32-key chunks per warp */
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
         const int nh = cfgs[ci].n_head, nkv = cfgs[ci].n_kv, hd = cfgs[ci].hd;
         const size_t row = (size_t)nkv * hd, pool_el = (size_t)n_blocks * bt * row;
@@ -534,16 +534,18 @@ static void test_attention(struct threadpool *tp)
             struct cu_attn_batch b = { n, dev_copy(pos, n * 4), dev_copy(seq, n * 4), dtoff, dtlen, dtab };
             float *out = malloc((size_t)n * nh * hd * 4);
             const int splits[] = { 1, 3, 16 };
-            for (int si = 0; si < (mode == 0 ? 3 : 1); si++) {
+            for (int si = 0; si < (mode == 0 ? 6 : 1); si++) {
+                /* decode: splits 1, 3, 16 with a row per warp, then with a lane per key */
+                cu_set_attn_lanes(si >= 3);
                 if (mode == 0) {
                     float *ws = NULL;
-                    CK(cudaMalloc((void **)&ws, cu_attn_decode_ws(n, nh, hd, splits[si])));
+                    CK(cudaMalloc((void **)&ws, cu_attn_decode_ws(n, nh, hd, splits[si % 3])));
                     /* with int8 blocks of the output too (the q8 wo matvec's input) */
                     void *xq = NULL;
                     CK(cudaMalloc(&xq, cu_q8_bytes(n, (int64_t)nh * hd)));
-                    CK(cu_attn_decode_q8(dq, dk, dv, &b, &sh, splits[si], ws, dout, xq, 0));
+                    CK(cu_attn_decode_q8(dq, dk, dv, &b, &sh, splits[si % 3], ws, dout, xq, 0));
                     host_copy(out, dout, (size_t)n * nh * hd * 4);
-                    if (si == 0) check_q8_fused(dout, n, (int64_t)nh * hd, xq, "attn_decode_q8");
+                    if (si == 0 || si == 3) check_q8_fused(dout, n, (int64_t)nh * hd, xq, "attn_decode_q8");
                     cudaFree(xq);
                     cudaFree(ws);
                 } else {
@@ -557,10 +559,12 @@ static void test_attention(struct threadpool *tp)
                 }
                 double e = 0;
                 for (size_t i = 0; i < (size_t)n * nh * hd; i++) e = fmax(e, fabs(out[i] - ref[i]));
-                ok(e <= 2e-3, "attention %s heads %d/%d hd %d window %d%s: max err %.2g vs CPU",
+                ok(e <= 2e-3, "attention %s heads %d/%d hd %d window %d%s%s: max err %.2g vs CPU",
                    mode ? "prefill" : "decode", nh, nkv, hd, cfgs[ci].window,
-                   mode ? "" : (splits[si] == 1 ? ", 1 split" : splits[si] == 3 ? ", 3 splits" : ", 16 splits"), e);
+                   mode ? "" : (splits[si % 3] == 1 ? ", 1 split" : splits[si % 3] == 3 ? ", 3 splits" : ", 16 splits"),
+                   mode == 0 && si >= 3 ? ", a lane per key" : "", e);
             }
+            cu_set_attn_lanes(false);
             free(q);
             free(ref);
             free(out);

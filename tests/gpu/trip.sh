@@ -158,6 +158,11 @@ else
   # the same with up to 32 key splits (the decode attention kernel had 1 block of 4 warps per SM at 4k)
   step ctx4k_splits32_q4_0 40 env TERN_CUDA_ATTN_SPLITS=32 BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
     BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
+  # ... and with a lane per key (k_attn_decode_lk), alone and with 32 splits
+  step ctx4k_lanes_q4_0 40 env TERN_CUDA_ATTN_LANES=1 BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
+    BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
+  step ctx4k_lanes_splits32_q4_0 40 env TERN_CUDA_ATTN_LANES=1 TERN_CUDA_ATTN_SPLITS=32 BENCH_CTX=4096 \
+    BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
   step ab_mv_persist_q4_0 40 env TERN_CUDA_MV_PERSIST=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_0
   step ab_mv_persist_q8_0 40 env TERN_CUDA_MV_PERSIST=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
