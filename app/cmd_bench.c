@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "bench_contract.h"
 #include "bench_profiles.h"
 #include "cli.h"
 #include "cli_opts.h"
@@ -306,10 +307,19 @@ int cmd_bench(int argc, char **argv)
         "      --synthetic NAME     generated model instead of -m (see --type)\n"
         "      --type T             weights of the synthetic model: q4_0 (default), q8_0,\n"
         "                           f16\n"
-        "      --profile NAME       serving load profile (short, long-prompt, ..., all)\n";
-    for (int i = 1; i < argc; i++)
+        "      --profile NAME       serving load profile (short, long-prompt, ..., all)\n"
+        "      --contract FILE      run an acceptance contract (docs/CONTRACT.md)\n"
+        "  compare RUN_A RUN_B      what changed between two stored runs\n";
+    if (argc > 1 && !strcmp(argv[1], "compare")) {
+        argv[1] = "bench compare"; /* messages say "tern bench compare: ..." */
+        return bench_compare_main(argc - 1, argv + 1);
+    }
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--profile") || !strncmp(argv[i], "--profile=", 10))
             return bench_profiles_main(argc, argv);
+        if (!strcmp(argv[i], "--contract") || !strncmp(argv[i], "--contract=", 11))
+            return bench_contract_main(argc, argv);
+    }
     static const struct option longopts[] = {
         { "pp", required_argument, 0, OPT_PP },
         { "tg", required_argument, 0, OPT_TG },
@@ -329,9 +339,9 @@ int cmd_bench(int argc, char **argv)
                             .kv_type = KV_F16, .backend = BACKEND_AUTO };
     o.cli = &cli;
     /* --help shows the profile options as well */
-    const char *pu = bench_profiles_usage();
-    char *full = malloc(strlen(use) + strlen(pu) + 64);
-    if (full) sprintf(full, "%s\nwith --profile:\n\n%s", use, pu);
+    const char *pu = bench_profiles_usage(), *cu = bench_contract_usage();
+    char *full = malloc(strlen(use) + strlen(pu) + strlen(cu) + 64);
+    if (full) sprintf(full, "%s\nwith --profile:\n\n%s\nwith --contract:\n\n%s", use, pu, cu);
     int rc = cli_parse(&cli, argc, argv, "r:d:", longopts, on_opt, &o, full ? full : use);
     free(full);
     if (rc >= 0) goto out;
