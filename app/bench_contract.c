@@ -219,21 +219,32 @@ static int check_model(const struct contract *c, const cJSON *env, cJSON *notes)
 
 /* ------------------------------------------------------------ quality gate */
 
-/* Runs 'tern eval ARGS...' (this binary) with stdout into out_path; returns
- * its exit status, or -1 when it could not be started. */
+/* Runs 'tern eval ARGS...' (this binary) with stdout into out_path and
+ * stderr kept aside (shown when it fails); returns its exit status, or -1
+ * when it could not be started. */
 static int run_eval(char **args, const char *out_path)
 {
+    char log[] = "/tmp/tern-gate-log-XXXXXX";
+    int fd = mkstemp(log);
+    if (fd < 0) return -1;
+    close(fd);
+    fflush(stdout);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log, O_WRONLY | O_TRUNC, 0600);
     pid_t pid;
-    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, args, environ);
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, args, environ), st = 0;
     posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    while (rc == 0 && waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) rc = -1;
+    rc = rc == 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    FILE *f = rc != 0 ? fopen(log, "r") : NULL;
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) fprintf(stderr, "tern bench: quality gate: %s", line);
+    if (f) fclose(f);
+    unlink(log);
+    return rc;
 }
 
 /* The engine options of this run, for the child eval. */
@@ -284,6 +295,7 @@ static cJSON *read_json_file(const char *path)
 static void gate_row(cJSON *rows, const char *what, double limit, double got, bool lower, bool *pass)
 {
     cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "unit", lower ? "share" : "");
     bool ok = isfinite(got) && (lower ? got >= limit : got <= limit);
     cJSON_AddStringToObject(r, "target", what);
     cJSON_AddStringToObject(r, "bound", lower ? "min" : "max");
@@ -730,6 +742,13 @@ int bench_contract_main(int argc, char **argv)
         contract_free(&c);
         goto done;
     }
+    struct contract_plan dry; /* a bad prompt-set line is the file's fault too: say so now */
+    if (contract_plan(&c, 0, &dry, err, sizeof err) != 0) {
+        fprintf(stderr, "tern %s: %s\n", cli.cmd, err);
+        contract_free(&c);
+        goto done;
+    }
+    contract_plan_free(&dry);
     if (o.sweep && c.arrival == CA_CLOSED) {
         fprintf(stderr, "tern %s: --sweep raises the arrival rate: %s has a closed loop "
                         "(workload.arrival = closed)\n", cli.cmd, c.path);
@@ -912,6 +931,10 @@ static void print_compare(const struct store_run_info *a, const struct store_run
         const char *va = jstr(d, "a"), *vb = jstr(d, "b");
         const char *k = jstr(d, "key");
         printf("  %-36s %s -> %s\n", k ? k : "?", va ? va : "(absent)", vb ? vb : "(absent)");
+    }
+    if (!cJSON_GetArraySize(tgt)) {
+        printf("\nno target or figure in common (%s run against %s run)\n", a->kind, b->kind);
+        return;
     }
     printf("\n  %-36s %12s %12s %9s\n", "target", "A", "B", "change");
     cJSON_ArrayForEach(d, tgt) {

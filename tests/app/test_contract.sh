@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# test_contract: 'tern bench --contract' on the default model, for real: a
+# contract that passes (exit 0) and one that fails (exit 1, the failing row
+# named), a model that is not the contract's, every kind of mistake in a
+# contract file (exit 2, the message naming file, line and key), the run
+# stored with its environment and verdict, 'bench compare' of two runs
+# whose environments differ, a bench --profile run's environment, and a
+# short --sweep with its SVG. Workloads are a few short requests.
+set -u
+. "$TERN_SRC/tests/app/tap.sh"
+T=$TERN_BIN
+d=$(mktemp -d /tmp/tern-contract-XXXXXX)
+trap 'rm -rf "$d"' EXIT
+model=$("$TERN_SRC/packaging/fetch-model" --print-path 2>"$d/fetch") ||
+  { echo "Bail out! no default model: $(tail -1 "$d/fetch")"; exit 1; }
+sha=$(sha256sum "$model" | cut -d' ' -f1)
+texts=(--texts "$TERN_SHARED/texts")
+cp "$TERN_SRC/docs/contracts/answers.jsonl" "$d/"
+
+# A base contract (SHA, OUT: its model.sha256 and output-tokens); $1 = extra
+# lines from line 10 on (targets), written to $d/$2.
+mk() {
+  cat >"$d/$2" <<EOC
+# test contract
+name = t
+model.name = SmolLM2-135M-Instruct.Q4_1
+model.sha256 = ${SHA:-$sha}
+workload.requests = 4
+workload.prompt-tokens = 8-16:50%, 24:50%   # short
+workload.output-tokens = ${OUT:-6:100%}
+workload.arrival = closed
+workload.concurrency = 2
+$1
+EOC
+}
+
+# ---- a passing contract, stored with its environment
+mk "target.ttft.p99 = 60s
+target.tpot.p50 = 10s
+target.e2e.p99 = 120s
+target.error-rate = 0%
+target.slo-attainment = 50%
+quality.prompts = answers.jsonl
+quality.min-accuracy = 75%" pass.contract
+"$T" bench --contract "$d/pass.contract" -m "$model" -t 2 "${texts[@]}" --db "$d/h.db" \
+  --json "$d/pass.json" >"$d/pass.out" 2>"$d/pass.err"
+st=$?
+ok $([ $st -eq 0 ]; echo $?) "a contract whose targets hold exits 0 (status $st)"
+[ $st -eq 0 ] || diag "$(cat "$d/pass.out" "$d/pass.err")"
+ok $(grep -q '^verdict: PASS' "$d/pass.out" && [ "$(grep -c ' pass  margin' "$d/pass.out")" -eq 6 ]; echo $?) \
+  "one row per target and one for the quality gate, each 'pass' with its margin"
+python3 - "$d/pass.json" "$sha" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+rows = v["targets"]
+assert [r["target"] for r in rows] == ["target.ttft.p99", "target.tpot.p50", "target.e2e.p99",
+                                      "target.error-rate", "target.slo-attainment"], rows
+for r in rows:
+    assert r["pass"] and r["measured"] is not None and r["line"] > 0, r
+    assert abs(r["margin"] - (r["limit"] - r["measured"] if r["bound"] == "max"
+                              else r["measured"] - r["limit"])) < 1e-9, r
+s = v["summary"]
+assert s["requests"] == 4 and s["statuses"] == {"length": 4}, s
+assert rows[0]["measured"] == s["ttft"]["p99"], (rows[0], s["ttft"])
+q = v["quality"][0]
+assert q["target"] == "quality.min-accuracy" and q["measured"] == 1.0 and q["pass"], q
+e = v["environment"]
+assert e["model"]["sha256"] == sys.argv[2], e["model"]
+assert len(e["model"]["tokenizer_sha256"]) == 64 and len(e["model"]["chat_template_sha256"]) == 64
+assert e["engine"]["kind"] == "local" and e["host"]["threads"] == 2, e
+assert e["batching"]["step_tokens"] > 0 and e["batching"]["kv_blocks"] > 0, e["batching"]
+assert e["tern"]["version"] and e["tern"]["commit"], e["tern"]
+PY
+ok $? "--json: targets with limit, measured, margin and line; the summary they came from; the gate; the environment (model SHA-256 = sha256sum's, tokenizer and template hashes, threads, batching)"
+
+# ---- a failing contract: an impossible TTFT
+mk "target.ttft.p50 = 1us
+target.error-rate = 0%" fail.contract
+"$T" bench --contract "$d/fail.contract" -m "$model" -t 1 --step-tokens 32 "${texts[@]}" \
+  --db "$d/h.db" >"$d/fail.out" 2>"$d/fail.err"
+st=$?
+ok $([ $st -eq 1 ] && grep -q '^verdict: FAIL' "$d/fail.out" &&
+     grep -q 'target.ttft.p50 .* FAIL' "$d/fail.out" && grep -q 'target.error-rate .* pass' "$d/fail.out"; echo $?) \
+  "a contract with a target missed exits 1, the missed row FAIL and the other pass (status $st)"
+
+# ---- stored runs: environment and verdict
+python3 - "$d/h.db" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("SELECT id, kind, verdict, env, summary FROM runs ORDER BY id").fetchall()
+assert [(r[1], r[2]) for r in rows] == [("contract", "pass"), ("contract", "fail")], rows
+for r in rows:
+    env = json.loads(r[3])
+    assert env["model"]["sha256"] and env["host"]["isa"], env
+    assert json.loads(r[4])["targets"], r[4]
+PY
+ok $? "both runs stored (schema v6): kind contract, verdict pass / fail, the environment beside the targets"
+
+"$T" bench compare 1 2 --db "$d/h.db" >"$d/cmp.out" 2>"$d/cmp.err"
+st=$?
+ok $([ $st -eq 0 ] && grep -Eq '^  host.threads +2 -> 1' "$d/cmp.out" &&
+     grep -Eq '^  batching.step_tokens +64 -> 32' "$d/cmp.out" && ! grep -q 'model.sha256' "$d/cmp.out"; echo $?) \
+  "bench compare: the threads and the step budget changed, the model did not"
+[ $st -eq 0 ] || diag "$(cat "$d/cmp.out" "$d/cmp.err")"
+"$T" bench compare 1 2 --db "$d/h.db" --json >"$d/cmp.json" 2>&1
+python3 - "$d/cmp.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+keys = {e["key"] for e in c["environment"]}
+assert {"host.threads", "batching.step_tokens"} <= keys, keys
+t = {r["target"]: r for r in c["targets"]}
+assert "summary.ttft.p50" in t and t["summary.ttft.p50"]["a"] > 0 and t["summary.ttft.p50"]["b"] > 0, t
+assert t["target.error-rate"]["a_pass"] and t["target.error-rate"]["b_pass"], t
+assert all(r["direction"] in ("better", "worse", "same") for r in c["targets"] if "change_pct" in r)
+PY
+ok $? "bench compare --json: environment changes and every shared target of both runs"
+"$T" bench compare 1 9 --db "$d/h.db" >/dev/null 2>"$d/cmp9"
+ok $([ $? -eq 1 ] && grep -q 'no run 9' "$d/cmp9"; echo $?) "bench compare of a run that is not there: status 1, naming it"
+
+# ---- the model is not the contract's
+mk "target.ttft.p99 = 60s" wrongsha.contract
+sed -i "s/^model.sha256 = .*/model.sha256 = $(printf '0%.0s' $(seq 64))/" "$d/wrongsha.contract"
+"$T" bench --contract "$d/wrongsha.contract" -m "$model" -t 1 "${texts[@]}" --no-save >/dev/null 2>"$d/ws.err"
+st=$?
+ok $([ $st -eq 1 ] && grep -q "wrongsha.contract:4: model.sha256: .*$sha" "$d/ws.err"; echo $?) \
+  "a model file whose SHA-256 is not the contract's: status 1, file:line: key and both hashes ($(head -c 160 "$d/ws.err"))"
+mk "target.ttft.p99 = 60s" wrongname.contract
+sed -i "s/^model.name = .*/model.name = Llama-3-8B/" "$d/wrongname.contract"
+"$T" bench --contract "$d/wrongname.contract" -m "$model" -t 1 "${texts[@]}" --no-save >/dev/null 2>"$d/wn.err"
+ok $([ $? -eq 1 ] && grep -q "wrongname.contract:3: model.name: the contract names 'Llama-3-8B'" "$d/wn.err"; echo $?) \
+  "a model by another name: status 1, file:line: key"
+
+# ---- bad files: every kind of mistake, file:line: key
+# bad NAME 'LINES' 'EXPECTED STDERR (grep -E)'
+bad() {
+  mk "$2" "$1.contract"
+  "$T" bench --contract "$d/$1.contract" -m "$model" --no-save >/dev/null 2>"$d/$1.err"
+  local st=$?
+  ok $([ $st -eq 2 ] && grep -Eq "$3" "$d/$1.err"; echo $?) "bad contract ($1): status 2, '$(head -c 150 "$d/$1.err")'"
+}
+bad unknown-key 'target.ttft.p99 = 1s
+workload.requets = 4' "unknown-key.contract:11: workload.requets: unknown key"
+bad duration 'target.ttft.p99 = 3 parsecs' "duration.contract:10: target.ttft.p99: '3 parsecs': unit 'parsecs' is not s, ms or us"
+bad unit 'target.ttft.p99 = 3h' "unit.contract:10: target.ttft.p99: '3h': unit 'h' is not s, ms or us"
+bad percentile 'target.ttft.p95 = 1s' "percentile.contract:10: target.ttft.p95: unknown percentile 'p95'"
+bad target 'target.throughput = 1' "target.contract:10: target.throughput: unknown target"
+bad share 'target.ttft.p99 = 1s
+workload.cancelled = 150%' "share.contract:11: workload.cancelled: '150%' is not between 0 and 100%"
+OUT='6:50%, 12:30%' bad buckets-sum 'target.ttft.p99 = 1s' \
+  "buckets-sum.contract:7: workload.output-tokens: the shares add up to 80.0%, not 100%"
+OUT='6:50%, x:50%' bad bucket 'target.ttft.p99 = 1s' \
+  "bucket.contract:7: workload.output-tokens: bucket 'x' is not a token count or LO-HI range"
+SHA=abc123 bad sha 'target.ttft.p99 = 1s' "sha.contract:4: model.sha256: 'abc123' is not a SHA-256"
+bad twice 'target.ttft.p99 = 1s
+target.ttft.p99 = 2s' "twice.contract:11: target.ttft.p99: given twice \(first on line 10\)"
+bad no-equals 'target.ttft.p99 1s' "no-equals.contract:10: expected 'key = value'"
+bad arrival 'target.ttft.p99 = 1s
+workload.peak-concurrency = 3' "arrival.contract:11: workload.peak-concurrency: caps an open loop"
+bad no-targets '' "no-targets.contract: target.\*: missing"
+bad count 'target.ttft.p99 = 1s
+workload.burst-size = many' "count.contract:11: workload.burst-size: 'many' is not a whole number"
+bad tenant 'target.ttft.p99 = 1s
+workload.tenants = a:urgent:100%' "tenant.contract:11: workload.tenants: tenant a: priority 'urgent'"
+bad gate-pair 'target.ttft.p99 = 1s
+model.revision = v1
+quality.text = x.txt' "gate-pair.contract:12: quality.max-perplexity: quality.text and quality.max-perplexity go together"
+bad prompts-both 'target.ttft.p99 = 1s
+workload.prompts = answers.jsonl' "prompts-both.contract:[0-9]+: workload.prompt-tokens: give prompt lengths or workload.prompts, not both"
+# open loop without a rate; no model; a bad prompt-set line; no file
+cat >"$d/norate.contract" <<EOC
+model.name = x
+workload.requests = 2
+workload.prompt-tokens = 8:100%
+workload.output-tokens = 4:100%
+workload.arrival = poisson
+target.e2e.p99 = 1s
+EOC
+"$T" bench --contract "$d/norate.contract" --no-save >/dev/null 2>"$d/nr.err"
+ok $([ $? -eq 2 ] && grep -q "norate.contract:5: workload.arrival: an open-loop arrival needs workload.rate" "$d/nr.err"; echo $?) \
+  "bad contract (poisson without a rate): status 2, naming line 5 and the key"
+grep -v '^model' "$d/norate.contract" | sed 's/poisson/closed/' >"$d/nomodel.contract"
+"$T" bench --contract "$d/nomodel.contract" --no-save >/dev/null 2>"$d/nm.err"
+ok $([ $? -eq 2 ] && grep -q "nomodel.contract: model.name: missing" "$d/nm.err"; echo $?) \
+  "bad contract (no model named): status 2, naming the key"
+printf '{"prompt": "hello", "max_tokens": 4}\n{"conversations": 3}\n' >"$d/set.jsonl"
+sed 's/^workload.prompt-tokens.*/workload.prompts = set.jsonl/; /output-tokens/d' "$d/nomodel.contract" |
+  sed '1i model.name = x' >"$d/set.contract"
+"$T" bench --contract "$d/set.contract" --no-save >/dev/null 2>"$d/set.err"
+ok $([ $? -eq 2 ] && grep -q "set.jsonl:2: neither a \"prompt\" string" "$d/set.err"; echo $?) \
+  "bad prompt set line: status 2, naming the set's file and line ($(head -c 120 "$d/set.err"))"
+"$T" bench --contract "$d/none.contract" --no-save >/dev/null 2>"$d/none.err"
+ok $([ $? -eq 2 ] && grep -q "none.contract: cannot open" "$d/none.err"; echo $?) "a contract file that is not there: status 2, naming it"
+
+# ---- a prompt-set workload (ShareGPT lines), non-streamed clients, batch tenant
+cp "$TERN_SRC/docs/contracts/summarise.jsonl" "$d/"
+cat >"$d/batch.contract" <<EOC
+model.name = SmolLM2-135M-Instruct.Q4_1
+workload.requests = 5
+workload.prompts = summarise.jsonl
+workload.arrival = closed
+workload.concurrency = 5
+workload.streamed = 0%
+workload.tenants = nightly:batch:100%
+target.e2e.p99 = 120s
+target.goodput = 0.001/s
+goodput.ttft = 120s
+EOC
+"$T" bench --contract "$d/batch.contract" -m "$model" -t 2 --no-save --json "$d/batch.json" \
+  --requests-out "$d/batch.req" >/dev/null 2>"$d/batch.err"
+st=$?
+python3 - "$d/batch.json" "$d/batch.req" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+s = v["summary"]
+assert s["requests"] == 5 and v["pass"], v
+reqs = [json.loads(l) for l in open(sys.argv[2])]
+assert len(reqs) == 5 and all(r["priority"] == "batch" for r in reqs), reqs
+# the set's max_tokens (24, 32, 48, 24) and the ShareGPT reply's length
+assert [r["generated_tokens"] for r in reqs[:4]] == [24, 32, 48, 24], [r["generated_tokens"] for r in reqs]
+# a non-streaming client sees its first token with the whole reply
+assert all(abs(r["ttft_s"] - r["e2e_s"]) < 1e-9 for r in reqs), reqs
+PY
+ok $? "a prompt-set workload: the set's lengths, batch tenant, non-streamed clients' TTFT = E2E (status $st)"
+
+# ---- a short sweep: open loop, three rates, chart and SVG
+mk "target.ttft.p99 = 1us" sweep.contract
+sed -i 's/^workload.arrival = closed/workload.arrival = constant\nworkload.rate = 4/; /concurrency/d' "$d/sweep.contract"
+sed -i 's/^target.ttft.p99 = 1us/target.e2e.p99 = 60s/' "$d/sweep.contract"
+"$T" bench --contract "$d/sweep.contract" -m "$model" -t 2 --sweep --sweep-steps 3 --svg "$d/s.svg" \
+  --no-save --json "$d/sweep.json" "${texts[@]}" >"$d/sweep.out" 2>"$d/sweep.err"
+st=$?
+python3 - "$d/sweep.json" "$d/s.svg" <<'PY'
+import json, sys, xml.dom.minidom
+v = json.load(open(sys.argv[1]))
+steps = v["sweep"]["steps"]
+assert [round(s["rate"], 3) for s in steps] == [4, 6, 9], steps
+assert v["sweep"]["max_rate_passing"] == 9 and v["pass"], v["sweep"]
+svg = xml.dom.minidom.parse(sys.argv[2])
+assert len(svg.getElementsByTagName("polyline")) == 2
+PY
+ok $([ $? -eq 0 ] && [ $st -eq 0 ] && grep -q 'highest rate that holds: 9.000' "$d/sweep.out"; echo $?) \
+  "--sweep: rates x1.5 (4, 6, 9/s), the highest that holds, a terminal chart and an SVG that parses"
+mk "target.ttft.p99 = 1us" sweepfail.contract
+sed -i 's/^workload.arrival = closed/workload.arrival = poisson\nworkload.rate = 4/; /concurrency/d' "$d/sweepfail.contract"
+"$T" bench --contract "$d/sweepfail.contract" -m "$model" -t 2 --sweep --sweep-steps 3 --no-save \
+  "${texts[@]}" >"$d/sf.out" 2>&1
+st=$?
+ok $([ $st -eq 1 ] && grep -q 'no rate holds' "$d/sf.out"; echo $?) "--sweep whose first rate fails: status 1, saying no rate holds"
+
+# ---- bench --profile --save keeps the environment too
+"$T" bench --profile short --requests 2 --concurrency 2 --scale 0.25 -m "$model" -t 1 "${texts[@]}" \
+  --save --db "$d/h.db" -q >/dev/null 2>"$d/prof.err"
+python3 - "$d/h.db" "$sha" <<'PY'
+import json, sqlite3, sys
+r = sqlite3.connect(sys.argv[1]).execute("SELECT kind, env FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+env = json.loads(r[1])
+assert r[0] == "bench" and env["model"]["sha256"] == sys.argv[2] and env["host"]["threads"] == 1, r
+PY
+ok $? "bench --profile --save: the run keeps its environment"
+"$T" bench --profile short --requests 2 --concurrency 2 --scale 0.25 -m "$model" -t 2 "${texts[@]}" \
+  --save --db "$d/h.db" -q >/dev/null 2>"$d/prof.err"
+"$T" bench compare 3 4 --db "$d/h.db" >"$d/cmp4.out" 2>&1
+ok $([ $? -eq 0 ] && grep -Eq '^  host.threads +1 -> 2' "$d/cmp4.out" &&
+     grep -Eq '^  short.ttft.p50 .*(better|worse|same)' "$d/cmp4.out"; echo $?) \
+  "bench compare of two --profile runs: threads 1 -> 2, and each profile's figures side by side"
+"$T" bench compare 1 3 --db "$d/h.db" >"$d/cmp3.out" 2>&1
+ok $([ $? -eq 0 ] && grep -q 'no target or figure in common (contract run against bench run)' "$d/cmp3.out"; echo $?) \
+  "bench compare of a contract run and a bench run: the environment, and says they share no figure"
+tap_done
