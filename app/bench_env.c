@@ -94,10 +94,13 @@ static cJSON *model_json(const struct engine_info *info)
 {
     cJSON *m = cJSON_CreateObject();
     add_str_or_null(m, "name", info->model_name);
-    add_str_or_null(m, "file", info->model_path);
+    add_str_or_null(m, "file", info->model_path && access(info->model_path, R_OK) == 0
+                                   ? info->model_path : NULL);
     add_str_or_null(m, "template_family", info->chat_template);
     char hex[65], err[512];
-    const char *path = info->model_path;
+    /* remote without -m: model_path is the server's URL, nothing to hash */
+    const char *path = info->model_path && access(info->model_path, R_OK) == 0 ? info->model_path
+                                                                             : NULL;
     if (path && *path && bench_env_file_sha256(path, hex, err, sizeof err) == 0)
         cJSON_AddStringToObject(m, "sha256", hex);
     else
@@ -213,7 +216,6 @@ static cJSON *server_json(const struct cli *cli, const char *url)
         copy_item(o, "build_info", p, "build_info");
         copy_item(o, "model_path", p, "model_path");
         copy_item(o, "total_slots", p, "total_slots");
-        copy_item(o, "chat_template_sha256", p, "chat_template_sha256");
         const cJSON *d = cJSON_GetObjectItem(p, "default_generation_settings");
         if (d) copy_item(o, "n_ctx", d, "n_ctx");
         const cJSON *t = cJSON_GetObjectItem(p, "chat_template");
@@ -252,6 +254,8 @@ static cJSON *server_json(const struct cli *cli, const char *url)
         copy_item(o, "kv_block_tokens", kv, "block_tokens");
         copy_item(o, "backend", be, "name");
         copy_item(o, "device", be, "device");
+        const cJSON *mi = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "model_info"), "tern");
+        if (mi) cJSON_AddItemToObject(s, "tern_model", cJSON_Duplicate(mi, 1));
     }
     cJSON_Delete(st);
     return s;
@@ -302,7 +306,14 @@ cJSON *bench_env_collect(struct engine *e, const struct cli *cli, long threads)
     } else {
         cJSON_AddStringToObject(en, "version", TERN_VERSION);
     }
-    cJSON_AddItemToObject(env, "model", model_json(&info));
+    cJSON *model = model_json(&info);
+    cJSON_AddItemToObject(env, "model", model);
+    /* No template file here (--url): the server's, hashed the same way, so a
+     * local and a remote run of one model compare equal. */
+    const cJSON *srv0 = cJSON_GetArrayItem(cJSON_GetObjectItem(en, "servers"), 0);
+    const cJSON *tsha = cJSON_GetObjectItem(cJSON_GetObjectItem(srv0, "props"), "chat_template_sha256");
+    if (cJSON_IsNull(cJSON_GetObjectItem(model, "chat_template_sha256")) && cJSON_IsString(tsha))
+        cJSON_ReplaceItemInObject(model, "chat_template_sha256", cJSON_CreateString(tsha->valuestring));
     cJSON *bp = cJSON_AddObjectToObject(env, "batching");
     if (remote) { /* the server's own, under engine.servers when it says */
         cJSON_AddNullToObject(bp, "step_tokens");
