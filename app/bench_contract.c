@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_env.h"
@@ -954,15 +955,34 @@ static void print_compare(const struct store_run_info *a, const struct store_run
     }
 }
 
+/* The bench and contract runs, newest first: what compare takes. */
+static void list_runs(const struct store_runs *rs)
+{
+    printf("%6s  %-19s  %-8s  %-7s  %-3s  %s\n", "run", "when (UTC)", "kind", "verdict", "env",
+           "model");
+    for (size_t i = 0; i < rs->n; i++) {
+        const struct store_run_info *r = &rs->v[i];
+        if (strcmp(r->kind, "bench") && strcmp(r->kind, "contract")) continue;
+        char when[32] = "?";
+        time_t t = (time_t)r->created;
+        struct tm tm;
+        if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+        printf("%6lld  %-19s  %-8s  %-7s  %-3s  %s\n", (long long)r->id, when, r->kind,
+               r->verdict ? r->verdict : "-", r->env_json ? "yes" : "no", r->model ? r->model : "");
+    }
+}
+
 int bench_compare_main(int argc, char **argv)
 {
     static const char use[] =
         "usage: tern bench compare RUN_A RUN_B [--db PATH] [--json]\n"
+        "       tern bench compare [--db PATH]     (lists the stored runs)\n"
         "\n"
-        "What changed between two stored bench or contract runs (ids as 'tern history\n"
-        "runs' lists them): every environment entry that differs (tern, engine, model\n"
-        "hashes, batching policy, threads, ISA, GPU), and every target or figure of both,\n"
-        "side by side with its change (better or worse; profiles never averaged).\n";
+        "What changed between two stored bench or contract runs (ids from the list,\n"
+        "or a run's 'stored as run N'): every environment entry that differs (tern,\n"
+        "engine, model hashes, batching policy, threads, ISA, GPU), and every target or\n"
+        "figure of both, side by side with its change (better or worse; profiles never\n"
+        "averaged).\n";
     static const struct option lo[] = {
         {"db", required_argument, 0, OPT_DB}, {"json", no_argument, 0, OPT_JSON_FLAG}, {0, 0, 0, 0}};
     struct copts o = {0};
@@ -972,13 +992,13 @@ int bench_compare_main(int argc, char **argv)
     bool json = o.json_flag;
     if (rc >= 0) goto done;
     rc = CLI_EXIT_USAGE;
-    long long id[2];
+    long long id[2] = {0, 0};
     char *end;
-    if (cli.argc != 2) {
-        fprintf(stderr, "tern bench compare: give two run ids\n");
+    if (cli.argc != 2 && cli.argc != 0) {
+        fprintf(stderr, "tern bench compare: give two run ids (none: list the runs)\n");
         goto done;
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < cli.argc; k++) {
         id[k] = strtoll(cli.argv[k], &end, 10);
         if (*end || id[k] <= 0) {
             fprintf(stderr, "tern bench compare: '%s' is not a run id\n", cli.argv[k]);
@@ -999,7 +1019,10 @@ int bench_compare_main(int argc, char **argv)
         goto done;
     }
     const struct store_run_info *a = find_run(&rs, id[0]), *b = find_run(&rs, id[1]);
-    if (!a || !b) {
+    if (cli.argc == 0) {
+        list_runs(&rs);
+        rc = CLI_EXIT_OK;
+    } else if (!a || !b) {
         fprintf(stderr, "tern bench compare: no run %lld in %s\n", !a ? id[0] : id[1], store_path(s));
     } else {
         cJSON *envd = env_diff(a, b), *tgt = target_diff(a, b);

@@ -114,6 +114,9 @@ assert t["target.error-rate"]["a_pass"] and t["target.error-rate"]["b_pass"], t
 assert all(r["direction"] in ("better", "worse", "same") for r in c["targets"] if "change_pct" in r)
 PY
 ok $? "bench compare --json: environment changes and every shared target of both runs"
+"$T" bench compare --db "$d/h.db" >"$d/list" 2>&1
+ok $([ $? -eq 0 ] && grep -Eq '^ +2 .* contract +fail +yes' "$d/list" && grep -Eq '^ +1 .* contract +pass +yes' "$d/list"; echo $?) \
+  "bench compare without ids lists the runs with kind, verdict and whether the environment is there"
 "$T" bench compare 1 9 --db "$d/h.db" >/dev/null 2>"$d/cmp9"
 ok $([ $? -eq 1 ] && grep -q 'no run 9' "$d/cmp9"; echo $?) "bench compare of a run that is not there: status 1, naming it"
 
