@@ -638,89 +638,126 @@ static const struct option longopts[] = {
     {0, 0, 0, 0},
 };
 
-/* Runs, judges, gates, prints and stores; returns the exit status. */
+/* The step of a sweep whose verdict stands: the highest rate that held, or
+ * the first (failing) one. */
+static const cJSON *standing_step(const cJSON *sweep_run)
+{
+    const cJSON *steps = cJSON_GetObjectItem(sweep_run, "steps"), *s;
+    const cJSON *best = cJSON_GetArrayItem(steps, 0);
+    cJSON_ArrayForEach(s, steps) if (cJSON_IsTrue(cJSON_GetObjectItem(s, "pass"))) best = s;
+    return best;
+}
+
+/* The verdict object: the standing run's targets and summary, the gate,
+ * the sweep (taken over), the notes (taken over) and the overall pass. */
+static cJSON *assemble(const struct contract *c, const cJSON *main_run, cJSON *gate,
+                       cJSON *sweep_run, cJSON *notes, bool pass)
+{
+    cJSON *v = cJSON_CreateObject();
+    cJSON_AddStringToObject(v, "contract", c->path);
+    if (c->name) cJSON_AddStringToObject(v, "name", c->name);
+    cJSON_AddItemToObject(v, "targets", cJSON_Duplicate(cJSON_GetObjectItem(main_run, "targets"), 1));
+    cJSON_AddItemToObject(v, "quality", gate);
+    cJSON_AddItemToObject(v, "summary", cJSON_Duplicate(cJSON_GetObjectItem(main_run, "summary"), 1));
+    if (sweep_run) cJSON_AddItemToObject(v, "sweep", sweep_run);
+    cJSON_AddItemToObject(v, "notes", notes);
+    cJSON_AddBoolToObject(v, "pass", pass);
+    return v;
+}
+
+static void print_verdict(const struct contract *c, const cJSON *v)
+{
+    const cJSON *sw = cJSON_GetObjectItem(v, "sweep"), *nt;
+    print_summary_line(cJSON_GetObjectItem(v, "summary"));
+    printf("\n  %-24s    %-10s %12s\n", "target", "limit", "measured");
+    print_rows(cJSON_GetObjectItem(v, "targets"));
+    print_rows(cJSON_GetObjectItem(v, "quality"));
+    if (sw) {
+        sweep_chart(cJSON_GetObjectItem(sw, "steps"));
+        double best = jnum(sw, "max_rate_passing");
+        if (isfinite(best)) printf("\n  highest rate that holds: %.3f requests/s\n", best);
+        else printf("\n  no rate holds: the first (%.3f requests/s) already fails\n", c->rate);
+    }
+    cJSON_ArrayForEach(nt, cJSON_GetObjectItem(v, "notes")) printf("  note: %s\n", nt->valuestring);
+}
+
+/* --svg, --json (with the environment) and the history; rc is kept unless
+ * one of them fails. */
+static int write_outputs(const struct contract *c, const struct copts *o, const char *model,
+                         cJSON *v, const cJSON *env, int rc)
+{
+    if (o->sweep && o->svg &&
+        sweep_svg(o->svg, cJSON_GetObjectItem(cJSON_GetObjectItem(v, "sweep"), "steps"),
+                  c->name ? c->name : c->path) != 0) {
+        fprintf(stderr, "tern bench: --svg %s: %s\n", o->svg, strerror(errno));
+        rc = CLI_EXIT_FAIL;
+    }
+    if (o->json) {
+        cJSON_AddItemToObject(v, "environment", cJSON_Duplicate(env, 1));
+        char *txt = cJSON_Print(v);
+        if (!txt || write_text(o->json, txt) != 0) {
+            fprintf(stderr, "tern bench: --json %s: %s\n", o->json, strerror(errno));
+            rc = CLI_EXIT_FAIL;
+        }
+        free(txt);
+        cJSON_DeleteItemFromObject(v, "environment"); /* stored in its own column */
+    }
+    cJSON *cfg = config_json(c);
+    bool pass = cJSON_IsTrue(cJSON_GetObjectItem(v, "pass"));
+    if (save(o, model, cfg, v, env, pass) != 0 && rc == CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
+    cJSON_Delete(cfg);
+    return rc;
+}
+
+/* One short request first, not counted (as llama-bench's warm-up): the
+ * first request of a fresh engine pays for first-touch of the weights. */
+static void warm_up(const struct contract *c, const struct copts *o, struct engine *e)
+{
+    struct bench_load_req q = {.prompt_tokens = 8, .max_tokens = 4, .cancel_after = -1,
+                               .stall_after = -1};
+    struct bench_load L = {.name = "warm-up", .v = &q, .n = 1, .concurrency = 1,
+                           .slo_ttft = c->slo_ttft, .slo_tpot = c->slo_tpot, .seed = c->seed,
+                           .texts = o->texts};
+    char err[512];
+    cJSON_Delete(bench_load_run(e, &L, err, sizeof err));
+}
+
+/* Checks the model, runs (or sweeps), gates, prints and stores; returns
+ * the exit status. */
 static int contract_run(const struct contract *c, const struct copts *o, const struct cli *cli,
                         struct engine *e)
 {
     struct engine_info info;
     engine_info(e, &info);
-    cJSON *verdict = cJSON_CreateObject(), *notes = cJSON_CreateArray();
-    cJSON *env = bench_env_collect(e, cli, o->threads);
-    int rc = CLI_EXIT_FAIL;
-    if (check_model(c, env, notes) != 0) goto out;
+    cJSON *notes = cJSON_CreateArray(), *env = bench_env_collect(e, cli, o->threads), *run = NULL;
     FILE *req_out = NULL;
+    int rc = CLI_EXIT_FAIL;
+    if (check_model(c, env, notes) != 0) goto fail;
     if (o->requests_out && !(req_out = fopen(o->requests_out, "w"))) {
         fprintf(stderr, "tern bench: --requests-out %s: %s\n", o->requests_out, strerror(errno));
-        goto out;
+        goto fail;
     }
     if (!o->quiet)
         printf("contract %s · model %s · %s (%s)\n", c->name ? c->name : c->path, info.model_name,
                info.backend.name, info.backend.device);
-    cJSON *run = o->sweep ? sweep(c, o, e) : run_once(c, o, e, 0, req_out);
+    warm_up(c, o, e);
+    run = o->sweep ? sweep(c, o, e) : run_once(c, o, e, 0, req_out);
     if (req_out) fclose(req_out);
-    if (!run) goto out;
-    /* the sweep's verdict is its last passing step's (or the first, failing) */
-    const cJSON *main_run = run;
-    if (o->sweep) {
-        const cJSON *steps = cJSON_GetObjectItem(run, "steps"), *s;
-        main_run = cJSON_GetArrayItem(steps, 0);
-        cJSON_ArrayForEach(s, steps) if (cJSON_IsTrue(cJSON_GetObjectItem(s, "pass"))) main_run = s;
-        if (!main_run) {
-            cJSON_Delete(run);
-            goto out;
-        }
-    }
+    const cJSON *main_run = o->sweep ? standing_step(run) : run;
+    if (!main_run) goto fail;
     bool pass = cJSON_IsTrue(cJSON_GetObjectItem(main_run, "pass"));
     cJSON *gate = quality_gate(c, cli, o, &info, &pass);
-    cJSON_AddStringToObject(verdict, "contract", c->path);
-    if (c->name) cJSON_AddStringToObject(verdict, "name", c->name);
-    cJSON_AddItemToObject(verdict, "targets",
-                          cJSON_Duplicate(cJSON_GetObjectItem(main_run, "targets"), 1));
-    cJSON_AddItemToObject(verdict, "quality", gate);
-    cJSON_AddItemToObject(verdict, "summary",
-                          cJSON_Duplicate(cJSON_GetObjectItem(main_run, "summary"), 1));
-    if (o->sweep) cJSON_AddItemToObject(verdict, "sweep", run);
-    else cJSON_Delete(run);
-    cJSON_AddItemToObject(verdict, "notes", notes);
-    notes = NULL;
-    cJSON_AddBoolToObject(verdict, "pass", pass);
-    if (!o->quiet) {
-        print_summary_line(cJSON_GetObjectItem(verdict, "summary"));
-        printf("\n  %-24s    %-10s %12s   %-4s\n", "target", "limit", "measured", "");
-        print_rows(cJSON_GetObjectItem(verdict, "targets"));
-        print_rows(gate);
-        const cJSON *sw = cJSON_GetObjectItem(verdict, "sweep"), *nt;
-        if (sw) {
-            sweep_chart(cJSON_GetObjectItem(sw, "steps"));
-            double best = jnum(sw, "max_rate_passing");
-            if (isfinite(best)) printf("\n  highest rate that holds: %.3f requests/s\n", best);
-            else printf("\n  no rate holds: the first (%.3f requests/s) already fails\n", c->rate);
-        }
-        cJSON_ArrayForEach(nt, cJSON_GetObjectItem(verdict, "notes")) printf("  note: %s\n", nt->valuestring);
-    }
+    cJSON *v = assemble(c, main_run, gate, o->sweep ? run : NULL, notes, pass);
+    if (!o->sweep) cJSON_Delete(run);
+    if (!o->quiet) print_verdict(c, v);
     printf("verdict: %s\n", pass ? "PASS" : "FAIL");
-    rc = pass ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-    cJSON_AddItemToObject(verdict, "environment", cJSON_Duplicate(env, 1));
-    if (o->sweep && o->svg &&
-        sweep_svg(o->svg, cJSON_GetObjectItem(cJSON_GetObjectItem(verdict, "sweep"), "steps"),
-                  c->name ? c->name : c->path) != 0) {
-        fprintf(stderr, "tern bench: --svg %s: %s\n", o->svg, strerror(errno));
-        rc = CLI_EXIT_FAIL;
-    }
-    char *txt = o->json ? cJSON_Print(verdict) : NULL;
-    if (o->json && (!txt || write_text(o->json, txt) != 0)) {
-        fprintf(stderr, "tern bench: --json %s: %s\n", o->json, strerror(errno));
-        rc = CLI_EXIT_FAIL;
-    }
-    free(txt);
-    cJSON_DeleteItemFromObject(verdict, "environment"); /* stored in its own column */
-    cJSON *cfg = config_json(c);
-    if (save(o, info.model_name, cfg, verdict, env, pass) != 0 && rc == CLI_EXIT_OK)
-        rc = CLI_EXIT_FAIL;
-    cJSON_Delete(cfg);
-out:
+    rc = write_outputs(c, o, info.model_name, v, env, pass ? CLI_EXIT_OK : CLI_EXIT_FAIL);
+    cJSON_Delete(v);
+    cJSON_Delete(env);
+    return rc;
+fail:
+    cJSON_Delete(run);
     cJSON_Delete(notes);
-    cJSON_Delete(verdict);
     cJSON_Delete(env);
     return rc;
 }

@@ -71,6 +71,7 @@ struct breq {
     int cancel_after, stall_after;   /* tokens; -1: never */
     int conv, turn;                  /* multi-turn; turn 0 otherwise */
     bool unstreamed;                 /* custom: measured as a non-streaming client */
+    double submitted_at;             /* app clock of the (last) submit */
     double arrival;                  /* seconds after the profile starts (--rate) */
     uint64_t id;
     bool submitted, admitted, stalled, finished;
@@ -95,6 +96,7 @@ struct bench {
     bool progress;
     cJSON *results;
     FILE *requests_out;              /* --requests-out: one JSON line per request */
+    double t0;                       /* start of the running profile (app clock) */
 };
 
 /* ------------------------------------------------------------ utilities */
@@ -339,6 +341,7 @@ static void submit(struct bench *b, struct breq *v, int i)
     q.ignore_eos = true; /* replies of the profile's length, whatever the model says */
     q.tag = (uint64_t)i;
     v[i].submitted = true;
+    v[i].submitted_at = app_now_s();
     if (v[i].turn >= 0 && v[i].conv >= 0) {
         submit_chat(b, v, i, &q);
         return;
@@ -385,7 +388,7 @@ static void progress(const struct bench *b, const char *name, int done, int n, d
 static double run_requests(struct bench *b, const char *name, struct breq *v, int n,
                            int32_t *kv_peak)
 {
-    double t0 = app_now_s(), last_draw = 0, last_kv = 0;
+    double t0 = b->t0 = app_now_s(), last_draw = 0, last_kv = 0;
     int done = 0;
     *kv_peak = 0;
     while (done < n) {
@@ -1122,9 +1125,19 @@ cJSON *bench_load_run(struct engine *e, const struct bench_load *L, char *err, s
     }
     int32_t kv_peak = 0;
     double dur = run_requests(&b, L->name ? L->name : "contract", v, L->n, &kv_peak);
-    /* A client that does not stream sees its first token with the whole reply. */
-    for (int i = 0; i < L->n; i++)
+    for (int i = 0; i < L->n; i++) {
+        /* An open loop's user arrived at the planned time: a wait in the
+         * client (the peak concurrency, a Retry-After) is part of what they
+         * see, as it would be in a front end's queue. */
+        double lag = L->open_loop ? v[i].submitted_at - (b.t0 + v[i].arrival) : 0;
+        if (lag > 0 && v[i].submitted) {
+            v[i].m.queue_s += lag;
+            v[i].m.ttft_s += v[i].m.n_generated > 0 ? lag : 0;
+            v[i].m.e2e_s += lag;
+        }
+        /* A client that does not stream sees its first token with the whole reply. */
         if (v[i].unstreamed && v[i].m.n_generated > 0) v[i].m.ttft_s = v[i].m.e2e_s;
+    }
     struct engine_stats st;
     engine_snapshot(e, &st);
     cJSON *s = summarize(&b, -1, v, L->n, dur, kv_peak, st.kv_total);

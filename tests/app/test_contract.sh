@@ -225,6 +225,23 @@ assert all(abs(r["ttft_s"] - r["e2e_s"]) < 1e-9 for r in reqs), reqs
 PY
 ok $? "a prompt-set workload: the set's lengths, batch tenant, non-streamed clients' TTFT = E2E (status $st)"
 
+# ---- an open loop capped at one in flight: the wait in the client is in TTFT
+OUT='24:100%' mk "target.e2e.p99 = 120s" cap.contract
+sed -i 's/^workload.arrival = closed/workload.arrival = constant\nworkload.rate = 100\nworkload.peak-concurrency = 1/; /^workload.concurrency/d' "$d/cap.contract"
+"$T" bench --contract "$d/cap.contract" -m "$model" -t 2 --no-save --requests-out "$d/cap.req" "${texts[@]}" \
+  >"$d/cap.out" 2>&1
+st=$?
+python3 - "$d/cap.req" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert len(r) == 4, r
+# all four arrive 10 ms apart; one at a time, each waits for the one before to finish
+for a, b in zip(r, r[1:]):
+    assert b["ttft_s"] > a["e2e_s"] - 0.02, [(x["ttft_s"], x["e2e_s"]) for x in r]
+assert all(x["queue_s"] <= x["ttft_s"] <= x["e2e_s"] for x in r), r
+PY
+ok $([ $? -eq 0 ] && [ $st -eq 0 ]; echo $?) "an open loop over its peak concurrency: a request's wait in the client counts in its queue time, TTFT and E2E"
+
 # ---- a short sweep: open loop, three rates, chart and SVG
 mk "target.ttft.p99 = 1us" sweep.contract
 sed -i 's/^workload.arrival = closed/workload.arrival = constant\nworkload.rate = 4/; /concurrency/d' "$d/sweep.contract"
