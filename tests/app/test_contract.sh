@@ -225,6 +225,30 @@ assert all(abs(r["ttft_s"] - r["e2e_s"]) < 1e-9 for r in reqs), reqs
 PY
 ok $? "a prompt-set workload: the set's lengths, batch tenant, non-streamed clients' TTFT = E2E (status $st)"
 
+# ---- cancelling and slow-reading clients: planned, so neither errors nor missed goodput
+OUT='40:100%' mk "target.error-rate = 0%
+target.slo-attainment = 100%
+workload.cancelled = 40%
+workload.slow-readers = 30%
+goodput.ttft = 60s
+goodput.tpot = 10s" mixed.contract
+sed -i 's/^workload.requests = 4/workload.requests = 10/' "$d/mixed.contract"
+"$T" bench --contract "$d/mixed.contract" -m "$model" -t 2 --no-save --json "$d/mixed.json" "${texts[@]}" \
+  >"$d/mixed.out" 2>&1
+st=$?
+python3 - "$d/mixed.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+s = v["summary"]
+st = s["statuses"]
+assert st.get("cancelled", 0) >= 1 and st.get("consumer-stalled", 0) >= 1, st
+assert s["planned_incomplete"] == st["cancelled"] + st["consumer-stalled"], s
+assert st.get("length", 0) == 10 - s["planned_incomplete"], st
+rows = {r["target"]: r for r in v["targets"]}
+assert rows["target.error-rate"]["measured"] == 0 and rows["target.slo-attainment"]["measured"] == 1, rows
+PY
+ok $([ $? -eq 0 ] && [ $st -eq 0 ]; echo $?) "cancelled and slow-reading clients: they end cancelled and consumer-stalled, counted as planned, not as errors (status $st)"
+
 # ---- an open loop capped at one in flight: the wait in the client is in TTFT
 OUT='24:100%' mk "target.e2e.p99 = 120s" cap.contract
 sed -i 's/^workload.arrival = closed/workload.arrival = constant\nworkload.rate = 100\nworkload.peak-concurrency = 1/; /^workload.concurrency/d' "$d/cap.contract"
