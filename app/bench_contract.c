@@ -468,7 +468,13 @@ static cJSON *run_once(const struct contract *c, const struct copts *o, struct e
                            .concurrency = (int)c->concurrency, .peak = (int)c->peak,
                            .slo_ttft = c->slo_ttft, .slo_tpot = c->slo_tpot, .seed = c->seed,
                            .texts = o->texts, .progress = isatty(STDERR_FILENO) && !o->quiet,
-                           .requests_out = req_out};
+                           .requests_out = req_out, .n_groups = c->n_tenants};
+    const char *names[CONTRACT_MAX_TENANTS];
+    for (int t = 0; t < c->n_tenants; t++) names[t] = c->tenants[t].name;
+    if (c->n_tenants) {
+        L.group = p.tenant;
+        L.group_names = names;
+    }
     cJSON *s = bench_load_run(e, &L, err, sizeof err);
     contract_plan_free(&p);
     if (!s) {
@@ -502,12 +508,20 @@ static cJSON *config_json(const struct contract *c)
 
 static void print_summary_line(const cJSON *s)
 {
-    const cJSON *st;
+    const cJSON *st, *t;
     printf("  %d requests in %.2f s:", (int)jnum(s, "requests"), jnum(s, "duration_s"));
     cJSON_ArrayForEach(st, cJSON_GetObjectItem(s, "statuses"))
         printf(" %s %d", st->string, (int)st->valuedouble);
     printf(" · %.1f tok/s out · goodput %.3f req/s\n", jnum(s, "output_tok_s"),
            jnum(s, "goodput_rps"));
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(s, "by_tenant")) {
+        char a[32], b[32], e[32];
+        fmt(jnum(cJSON_GetObjectItem(t, "ttft"), "p99"), "s", a, sizeof a);
+        fmt(jnum(cJSON_GetObjectItem(t, "tpot"), "p99"), "s", b, sizeof b);
+        fmt(jnum(cJSON_GetObjectItem(t, "e2e"), "p99"), "s", e, sizeof e);
+        printf("  tenant %-12s %d requests (%d completed) · TTFT p99 %s · TPOT p99 %s · E2E p99 %s\n",
+               t->string, (int)jnum(t, "requests"), (int)jnum(t, "completed"), a, b, e);
+    }
 }
 
 /* ------------------------------------------------------------------- sweep */
@@ -866,6 +880,11 @@ static cJSON *run_metrics(const struct store_run_info *r)
                     add_metric(m, jstr(it, "target"), jnum(it, "measured"),
                                cJSON_IsTrue(cJSON_GetObjectItem(it, "pass")));
         latency_metrics(m, "summary.", cJSON_GetObjectItem(s, "summary"));
+        char prefix[128];
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cJSON_GetObjectItem(s, "summary"), "by_tenant")) {
+            snprintf(prefix, sizeof prefix, "tenant.%s.", it->string);
+            latency_metrics(m, prefix, it);
+        }
     } else {
         char prefix[128];
         cJSON_ArrayForEach(it, s) {

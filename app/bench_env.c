@@ -28,13 +28,15 @@ int bench_env_file_sha256(const char *path, char hex[65], char *err, size_t errl
     }
     struct sha256 h;
     sha256_init(&h);
-    static unsigned char buf[1 << 20]; /* not re-entrant: one hash at a time per process */
+    const size_t cap = 1 << 20;
+    unsigned char *buf = malloc(cap);
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&h, buf, n);
-    int bad = ferror(f);
+    while (buf && (n = fread(buf, 1, cap, f)) > 0) sha256_update(&h, buf, n);
+    const char *why = !buf ? "out of memory" : ferror(f) ? "read error" : NULL;
+    free(buf);
     fclose(f);
-    if (bad) {
-        snprintf(err, errlen, "%s: read error", path);
+    if (why) {
+        snprintf(err, errlen, "%s: %s", path, why);
         return -1;
     }
     sha256_final_hex(&h, hex);

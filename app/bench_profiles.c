@@ -1088,6 +1088,30 @@ const char *bench_profiles_usage(void)
 
 /* ---------------------------------------------------------- custom load */
 
+/* Each tenant's own figures: a tenant that got worse is never hidden in
+ * the average of one that got better. */
+static void add_by_tenant(cJSON *o, const struct bench_load *L, const struct breq *v, double dur)
+{
+    struct breq *sub = malloc((size_t)L->n * sizeof *sub);
+    cJSON *by = cJSON_AddObjectToObject(o, "by_tenant");
+    for (int g = 0; sub && by && g < L->n_groups; g++) {
+        int k = 0;
+        long long ok = 0, gen = 0;
+        for (int i = 0; i < L->n; i++)
+            if (L->group[i] == g) {
+                sub[k++] = v[i];
+                ok += completed(v[i].status);
+                gen += v[i].m.n_generated;
+            }
+        cJSON *t = cJSON_AddObjectToObject(by, L->group_names[g]);
+        cJSON_AddNumberToObject(t, "requests", k);
+        cJSON_AddNumberToObject(t, "completed", (double)ok);
+        cJSON_AddNumberToObject(t, "output_tok_s", dur > 0 ? gen / dur : 0);
+        add_latencies(t, sub, k, -1);
+    }
+    free(sub);
+}
+
 /* A contract's workload through the same driver as the profiles: prompts
  * cut from the texts (or given), arrivals as planned, the same summary. */
 cJSON *bench_load_run(struct engine *e, const struct bench_load *L, char *err, size_t errlen)
@@ -1144,6 +1168,7 @@ cJSON *bench_load_run(struct engine *e, const struct bench_load *L, char *err, s
     int planned = 0; /* cancelled or walked away by design: not errors, not goodput */
     for (int i = 0; i < L->n; i++) planned += L->v[i].cancel_after >= 0 || L->v[i].stall_after >= 0;
     if (s) cJSON_AddNumberToObject(s, "planned_incomplete", planned);
+    if (s && L->group) add_by_tenant(s, L, v, dur);
     if (s && L->requests_out) write_requests(L->requests_out, "contract", v, L->n);
     free_plan(v, L->n);
     free(b.corpus);

@@ -41,11 +41,16 @@ struct bench_load {
     const char *texts;           /* folder of .txt to cut prompts from; NULL = default */
     bool progress;               /* a progress bar on stderr */
     FILE *requests_out;          /* every request's figures as JSON lines, or NULL */
+    /* Tenants: request i belongs to group[i] (0..n_groups-1, or -1); the
+     * summary then has by_tenant, each group's own figures. NULL: none. */
+    const int *group;
+    const char *const *group_names;
+    int n_groups;
 };
 
 /* Runs L on an open engine (local or remote). Returns the summary, with
  * the keys of a profile's (ttft/tpot/itl/e2e percentiles, statuses,
- * goodput_rps, slo_met, ...) plus planned_incomplete; the caller frees it
+ * goodput_rps, slo_met, ...) plus planned_incomplete and by_tenant; the caller frees it
  * with cJSON_Delete. NULL with err when the prompts cannot be built. */
 struct cJSON *bench_load_run(struct engine *e, const struct bench_load *L, char *err,
                              size_t errlen);

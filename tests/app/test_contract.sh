@@ -249,6 +249,25 @@ assert rows["target.error-rate"]["measured"] == 0 and rows["target.slo-attainmen
 PY
 ok $([ $? -eq 0 ] && [ $st -eq 0 ]; echo $?) "cancelled and slow-reading clients: they end cancelled and consumer-stalled, counted as planned, not as errors (status $st)"
 
+# ---- tenants: each one's priority and its own figures
+mk "target.e2e.p99 = 120s
+workload.tenants = chat:interactive:50%, nightly:batch:50%" tenants.contract
+sed -i 's/^workload.requests = 4/workload.requests = 8/' "$d/tenants.contract"
+"$T" bench --contract "$d/tenants.contract" -m "$model" -t 2 --no-save --json "$d/ten.json" \
+  --requests-out "$d/ten.req" "${texts[@]}" >"$d/ten.out" 2>&1
+st=$?
+python3 - "$d/ten.json" "$d/ten.req" <<'PY'
+import json, sys
+bt = json.load(open(sys.argv[1]))["summary"]["by_tenant"]
+reqs = [json.loads(l) for l in open(sys.argv[2])]
+assert set(bt) == {"chat", "nightly"}, bt
+assert bt["chat"]["requests"] + bt["nightly"]["requests"] == 8, bt
+assert bt["nightly"]["requests"] == sum(r["priority"] == "batch" for r in reqs) > 0, (bt, reqs)
+assert all(bt[t]["e2e"]["p99"] > 0 for t in bt if bt[t]["requests"]), bt
+PY
+ok $([ $? -eq 0 ] && [ $st -eq 0 ] && grep -q '^  tenant nightly' "$d/ten.out"; echo $?) \
+  "tenants: each request at its tenant's priority, each tenant's own figures in the summary and the report"
+
 # ---- an open loop capped at one in flight: the wait in the client is in TTFT
 OUT='24:100%' mk "target.e2e.p99 = 120s" cap.contract
 sed -i 's/^workload.arrival = closed/workload.arrival = constant\nworkload.rate = 100\nworkload.peak-concurrency = 1/; /^workload.concurrency/d' "$d/cap.contract"
