@@ -545,7 +545,7 @@ static void sweep_chart(const cJSON *steps)
         if (ttft_p99(s) > tmax) tmax = ttft_p99(s);
         if (goodput(s) > gmax) gmax = goodput(s);
     }
-    printf("\n  %9s  %-32s %-26s\n", "rate/s", "TTFT p99", "goodput req/s");
+    printf("\n  %9s  %-32s %s\n", "rate/s", "TTFT p99", "goodput req/s");
     cJSON_ArrayForEach(s, steps) {
         int a = tmax > 0 && isfinite(ttft_p99(s)) ? (int)(20 * ttft_p99(s) / tmax + 0.5) : 0;
         int b = gmax > 0 && isfinite(goodput(s)) ? (int)(16 * goodput(s) / gmax + 0.5) : 0;

@@ -14,6 +14,8 @@ trap 'rm -rf "$d"' EXIT
 model=$("$TERN_SRC/packaging/fetch-model" --print-path 2>"$d/fetch") ||
   { echo "Bail out! no default model: $(tail -1 "$d/fetch")"; exit 1; }
 sha=$(sha256sum "$model" | cut -d' ' -f1)
+# no user config or history: every run names its --db or --no-save
+export XDG_CONFIG_HOME=$d/cfg XDG_DATA_HOME=$d/data
 texts=(--texts "$TERN_SHARED/texts")
 cp "$TERN_SRC/docs/contracts/answers.jsonl" "$d/"
 

@@ -17,6 +17,8 @@ trap '[ -n "$lpid" ] && kill $lpid 2>/dev/null; [ -n "$tpid" ] && kill $tpid 2>/
 model=$("$TERN_SRC/packaging/fetch-model" --print-path 2>"$d/fetch") ||
   { echo "Bail out! no default model: $(tail -1 "$d/fetch")"; exit 1; }
 sha=$(sha256sum "$model" | cut -d' ' -f1)
+# no user config or history: every run names its --db or --no-save
+export XDG_CONFIG_HOME=$d/cfg XDG_DATA_HOME=$d/data
 srv=${TERN_LLAMA_SERVER:-}
 if [ -z "$srv" ]; then
   bin=$("$TERN_SRC/packaging/build-reference" 2>"$d/build") ||
