@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -153,19 +154,19 @@ static int tenants(const struct at *a, const char *v, struct contract *c)
     return 0;
 }
 
-static int path_value(const struct contract *c, const char *v, char **out)
+static int path_value(const struct at *a, const struct contract *c, const char *v, char **out)
 {
     free(*out);
     if (v[0] == '/' || !c->dir) *out = strdup(v);
     else if (asprintf(out, "%s/%s", c->dir, v) < 0) *out = NULL;
-    return *out ? 0 : -1;
+    return *out ? 0 : bad(a, "out of memory");
 }
 
-static int text_value(const char *v, char **out)
+static int text_value(const struct at *a, const char *v, char **out)
 {
     free(*out);
     *out = strdup(v);
-    return *out ? 0 : -1;
+    return *out ? 0 : bad(a, "out of memory");
 }
 
 /* ------------------------------------------------------------------ keys */
@@ -225,7 +226,7 @@ static int hex64(const struct at *a, const char *v, char **out)
     for (size_t i = 0; i < n; i++)
         if (!isxdigit((unsigned char)v[i])) n = 0;
     if (n != 64) return bad(a, "'%s' is not a SHA-256 (64 hex digits)", v);
-    if (text_value(v, out) != 0) return -1;
+    if (text_value(a, v, out) != 0) return -1;
     for (char *p = *out; *p; p++) *p = (char)tolower((unsigned char)*p);
     return 0;
 }
@@ -234,15 +235,15 @@ static int set_key(const struct at *a, struct contract *c, const char *k, const 
 {
     long x = 0;
     if (!strncmp(k, "target.", 7)) return target(a, c, v);
-    if (!strcmp(k, "name")) return text_value(v, &c->name);
-    if (!strcmp(k, "model.name")) return c->model_line[0] = a->line, text_value(v, &c->model_name);
+    if (!strcmp(k, "name")) return text_value(a, v, &c->name);
+    if (!strcmp(k, "model.name")) return c->model_line[0] = a->line, text_value(a, v, &c->model_name);
     if (!strcmp(k, "model.sha256")) return c->model_line[1] = a->line, hex64(a, v, &c->model_sha256);
     if (!strcmp(k, "model.revision"))
-        return c->model_line[2] = a->line, text_value(v, &c->model_revision);
+        return c->model_line[2] = a->line, text_value(a, v, &c->model_revision);
     if (!strcmp(k, "workload.requests")) return count(a, v, 1, 100000, &c->requests);
     if (!strcmp(k, "workload.prompt-tokens")) return buckets(a, v, c->prompt, &c->n_prompt);
     if (!strcmp(k, "workload.output-tokens")) return buckets(a, v, c->output, &c->n_output);
-    if (!strcmp(k, "workload.prompts")) return path_value(c, v, &c->prompts);
+    if (!strcmp(k, "workload.prompts")) return path_value(a, c, v, &c->prompts);
     if (!strcmp(k, "workload.arrival")) return arrival(a, c, v);
     if (!strcmp(k, "workload.rate")) return rate(a, v, &c->rate);
     if (!strcmp(k, "workload.burst-size")) return count(a, v, 1, 4096, &c->burst);
@@ -259,7 +260,7 @@ static int set_key(const struct at *a, struct contract *c, const char *k, const 
     }
     if (!strcmp(k, "goodput.ttft")) return duration(a, v, &c->slo_ttft);
     if (!strcmp(k, "goodput.tpot")) return duration(a, v, &c->slo_tpot);
-    if (!strcmp(k, "quality.text")) return path_value(c, v, &c->quality_text);
+    if (!strcmp(k, "quality.text")) return path_value(a, c, v, &c->quality_text);
     if (!strcmp(k, "quality.max-perplexity")) {
         const char *u;
         if (!number(v, &c->max_perplexity, &u) || *u || c->max_perplexity < 1)
@@ -268,7 +269,7 @@ static int set_key(const struct at *a, struct contract *c, const char *k, const 
     }
     if (!strcmp(k, "quality.ctx")) return count(a, v, 16, 1 << 20, &c->ppl_ctx);
     if (!strcmp(k, "quality.chunks")) return count(a, v, 1, 1 << 20, &c->ppl_chunks);
-    if (!strcmp(k, "quality.prompts")) return path_value(c, v, &c->quality_prompts);
+    if (!strcmp(k, "quality.prompts")) return path_value(a, c, v, &c->quality_prompts);
     if (!strcmp(k, "quality.min-accuracy")) return share(a, v, &c->min_accuracy);
     if (!strcmp(k, "quality.max-tokens")) return count(a, v, 1, 1 << 16, &c->quality_max_tokens);
     return bad(a, "unknown key (see docs/CONTRACT.md)");
@@ -334,15 +335,23 @@ static int check_whole(struct contract *c, const struct config *cfg, char *err, 
         return bad(&a, "cancelled and slow readers together are more than 100%%");
     }
     if (!c->n_targets) return missing(c, "target.*", "a contract has at least one target", err, errlen);
-    if (!!c->quality_text != (c->max_perplexity > 0)) {
-        a.key = c->quality_text ? "quality.max-perplexity" : "quality.text";
-        a.line = line_of(cfg, c->quality_text ? "quality.text" : "quality.max-perplexity");
-        return bad(&a, "quality.text and quality.max-perplexity go together");
-    }
-    if (!!c->quality_prompts != (line_of(cfg, "quality.min-accuracy") > 0)) {
-        a.key = c->quality_prompts ? "quality.min-accuracy" : "quality.prompts";
-        a.line = line_of(cfg, c->quality_prompts ? "quality.prompts" : "quality.min-accuracy");
-        return bad(&a, "quality.prompts and quality.min-accuracy go together");
+    const char *files[3][2] = {{"workload.prompts", c->prompts}, {"quality.text", c->quality_text},
+                               {"quality.prompts", c->quality_prompts}};
+    for (int k = 0; k < 3; k++)
+        if (files[k][1] && access(files[k][1], R_OK) != 0) {
+            a.key = files[k][0];
+            a.line = line_of(cfg, files[k][0]);
+            return bad(&a, "%s: %s", files[k][1], strerror(errno));
+        }
+    /* a gate is a pair: name the half that is there, and the half missing */
+    static const char *const pairs[2][2] = {{"quality.text", "quality.max-perplexity"},
+                                            {"quality.prompts", "quality.min-accuracy"}};
+    for (int k = 0; k < 2; k++) {
+        int l0 = line_of(cfg, pairs[k][0]), l1 = line_of(cfg, pairs[k][1]);
+        if (!l0 == !l1) continue;
+        a.key = pairs[k][l0 ? 0 : 1];
+        a.line = l0 ? l0 : l1;
+        return bad(&a, "needs %s as well", pairs[k][l0 ? 1 : 0]);
     }
     return 0;
 }

@@ -168,7 +168,10 @@ bad tenant 'target.ttft.p99 = 1s
 workload.tenants = a:urgent:100%' "tenant.contract:11: workload.tenants: tenant a: priority 'urgent'"
 bad gate-pair 'target.ttft.p99 = 1s
 model.revision = v1
-quality.text = x.txt' "gate-pair.contract:12: quality.max-perplexity: quality.text and quality.max-perplexity go together"
+quality.prompts = answers.jsonl' "gate-pair.contract:12: quality.prompts: needs quality.min-accuracy as well"
+bad no-file 'target.ttft.p99 = 1s
+quality.text = nowhere.txt
+quality.max-perplexity = 20' "no-file.contract:11: quality.text: .*/nowhere.txt: No such file or directory"
 bad prompts-both 'target.ttft.p99 = 1s
 workload.prompts = answers.jsonl' "prompts-both.contract:[0-9]+: workload.prompt-tokens: give prompt lengths or workload.prompts, not both"
 # open loop without a rate; no model; a bad prompt-set line; no file
