@@ -33,14 +33,14 @@ extern char **environ;
 
 enum {
     OPT_CONTRACT = CLI_OPT_CMD + 0x80, OPT_JSON, OPT_DB, OPT_NO_SAVE, OPT_TEXTS,
-    OPT_REQUESTS_OUT, OPT_SWEEP, OPT_SVG, OPT_SWEEP_STEPS, OPT_JSON_FLAG,
+    OPT_REQUESTS_OUT, OPT_SWEEP, OPT_SVG, OPT_SWEEP_STEPS, OPT_JSON_FLAG, OPT_CHECK,
 };
 
 struct copts {
     const struct cli *cli;
     const char *contract, *json, *db, *texts, *requests_out, *svg, *backend;
     long threads, ctx, step_tokens, sweep_steps;
-    bool no_save, quiet, sweep;
+    bool no_save, quiet, sweep, check;
     bool json_flag;              /* compare: --json is a flag (the verdict's takes a FILE) */
 };
 
@@ -56,6 +56,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_TEXTS: o->texts = arg; return 0;
     case OPT_REQUESTS_OUT: o->requests_out = arg; return 0;
     case OPT_SWEEP: o->sweep = true; return 0;
+    case OPT_CHECK: o->check = true; return 0;
     case OPT_SVG: o->svg = arg; return 0;
     case OPT_SWEEP_STEPS: return cli_int(o->cli, "--sweep-steps", arg, 1, 32, &o->sweep_steps);
     case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
@@ -82,6 +83,8 @@ static const char usage[] =
     "fails, 2 for a bad contract file (the message names file, line and key).\n"
     "\n"
     "      --contract FILE   the contract\n"
+    "      --check           only read and check the file (and its prompt set): no\n"
+    "                        engine, no run (a CI lint)\n"
     "      --json FILE       the verdict as JSON\n"
     "      --db PATH         history database; --no-save: do not store the run\n"
     "      --texts DIR       folder of .txt files to cut prompts from\n"
@@ -495,6 +498,10 @@ static cJSON *config_json(const struct contract *c)
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "contract", c->path);
     if (c->name) cJSON_AddStringToObject(j, "name", c->name);
+    const char *doc[3][2] = {{"model_licence", c->model_licence}, {"model_source", c->model_source},
+                             {"retention", c->retention}};
+    for (int k = 0; k < 3; k++)
+        if (doc[k][1]) cJSON_AddStringToObject(j, doc[k][0], doc[k][1]);
     static const char *const arr[] = {"closed", "constant", "poisson", "bursts"};
     cJSON_AddStringToObject(j, "arrival", arr[c->arrival]);
     cJSON_AddNumberToObject(j, "requests", (double)c->requests);
@@ -642,6 +649,7 @@ static const struct option longopts[] = {
     {"texts", required_argument, 0, OPT_TEXTS},
     {"requests-out", required_argument, 0, OPT_REQUESTS_OUT},
     {"sweep", no_argument, 0, OPT_SWEEP},
+    {"check", no_argument, 0, OPT_CHECK},
     {"sweep-steps", required_argument, 0, OPT_SWEEP_STEPS},
     {"svg", required_argument, 0, OPT_SVG},
     CLI_SHARED(CLI_O_THREADS),
@@ -805,6 +813,13 @@ int bench_contract_main(int argc, char **argv)
         fprintf(stderr, "tern %s: --sweep raises the arrival rate: %s has a closed loop "
                         "(workload.arrival = closed)\n", cli.cmd, c.path);
         contract_free(&c);
+        goto done;
+    }
+    if (o.check) {
+        printf("%s: ok: %ld requests, %d targets%s\n", c.path, c.requests, c.n_targets,
+               c.quality_text || c.quality_prompts ? ", a quality gate" : "");
+        contract_free(&c);
+        rc = CLI_EXIT_OK;
         goto done;
     }
     rc = CLI_EXIT_FAIL;

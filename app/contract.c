@@ -240,6 +240,11 @@ static int set_key(const struct at *a, struct contract *c, const char *k, const 
     if (!strcmp(k, "model.sha256")) return c->model_line[1] = a->line, hex64(a, v, &c->model_sha256);
     if (!strcmp(k, "model.revision"))
         return c->model_line[2] = a->line, text_value(a, v, &c->model_revision);
+    if (!strcmp(k, "model.licence")) return text_value(a, v, &c->model_licence);
+    if (!strcmp(k, "model.source")) return text_value(a, v, &c->model_source);
+    if (!strcmp(k, "retention")) return text_value(a, v, &c->retention);
+    if (!strcmp(k, "workload.modality"))
+        return strcmp(v, "text") ? bad(a, "'%s': tern serves text only", v) : 0;
     if (!strcmp(k, "workload.requests")) return count(a, v, 1, 100000, &c->requests);
     if (!strcmp(k, "workload.prompt-tokens")) return buckets(a, v, c->prompt, &c->n_prompt);
     if (!strcmp(k, "workload.output-tokens")) return buckets(a, v, c->output, &c->n_output);
@@ -416,6 +421,9 @@ void contract_free(struct contract *c)
     free(c->model_name);
     free(c->model_sha256);
     free(c->model_revision);
+    free(c->model_licence);
+    free(c->model_source);
+    free(c->retention);
     free(c->prompts);
     free(c->quality_text);
     free(c->quality_prompts);

@@ -47,6 +47,7 @@ struct contract {
     char *path, *dir;            /* the file, and its folder (relative paths in it) */
     char *name;
     char *model_name, *model_sha256, *model_revision;
+    char *model_licence, *model_source, *retention;   /* recorded, not checked */
     int model_line[3];           /* lines of name, sha256, revision (0: absent) */
     /* workload */
     long requests;

@@ -36,6 +36,26 @@ $1
 EOC
 }
 
+# ---- the shipped examples: they check, the batch one passes, the docs show the chat one whole
+for f in interactive-chat batch-summarisation; do
+  "$T" bench --contract "$TERN_SRC/docs/contracts/$f.contract" --check >"$d/$f.chk" 2>&1
+  ok $([ $? -eq 0 ] && grep -q ': ok: ' "$d/$f.chk"; echo $?) "docs/contracts/$f.contract checks ($(cat "$d/$f.chk"))"
+done
+"$T" bench --contract "$TERN_SRC/docs/contracts/batch-summarisation.contract" -m "$model" -t 2 --no-save \
+  >"$d/ex.out" 2>&1
+st=$?
+ok $([ $st -eq 0 ] && grep -q 'quality.min-accuracy .* pass' "$d/ex.out"; echo $?) \
+  "docs/contracts/batch-summarisation.contract passes on the default model, its gate included (status $st)"
+[ $st -eq 0 ] || diag "$(cat "$d/ex.out")"
+python3 - "$TERN_SRC" <<'PY'
+import sys
+src = sys.argv[1]
+doc = open(src + "/docs/CONTRACT.md").read()
+f = open(src + "/docs/contracts/interactive-chat.contract").read()
+assert "```ini\n" + f + "```" in doc
+PY
+ok $? "docs/CONTRACT.md shows docs/contracts/interactive-chat.contract as it is"
+
 # ---- a passing contract, stored with its environment
 mk "target.ttft.p99 = 60s
 target.tpot.p50 = 10s
@@ -172,6 +192,8 @@ quality.prompts = answers.jsonl' "gate-pair.contract:12: quality.prompts: needs 
 bad no-file 'target.ttft.p99 = 1s
 quality.text = nowhere.txt
 quality.max-perplexity = 20' "no-file.contract:11: quality.text: .*/nowhere.txt: No such file or directory"
+bad modality 'target.ttft.p99 = 1s
+workload.modality = image' "modality.contract:11: workload.modality: 'image': tern serves text only"
 bad prompts-both 'target.ttft.p99 = 1s
 workload.prompts = answers.jsonl' "prompts-both.contract:[0-9]+: workload.prompt-tokens: give prompt lengths or workload.prompts, not both"
 # open loop without a rate; no model; a bad prompt-set line; no file
