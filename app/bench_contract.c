@@ -88,7 +88,8 @@ static const char usage[] =
     "      --json FILE       the verdict as JSON\n"
     "      --db PATH         history database; --no-save: do not store the run\n"
     "      --texts DIR       folder of .txt files to cut prompts from\n"
-    "      --requests-out FILE  every request's figures, one JSON object a line\n"
+    "      --requests-out FILE  every request's figures, one JSON object a line (every\n"
+    "                        step of a sweep, in order)\n"
     "      --sweep           raise the arrival rate (x1.5 a step from the contract's)\n"
     "                        until a target fails; report the highest rate that holds\n"
     "      --sweep-steps N   at most N rates (default 6)\n"
@@ -498,9 +499,9 @@ static cJSON *config_json(const struct contract *c)
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "contract", c->path);
     if (c->name) cJSON_AddStringToObject(j, "name", c->name);
-    const char *doc[3][2] = {{"model_licence", c->model_licence}, {"model_source", c->model_source},
-                             {"retention", c->retention}};
-    for (int k = 0; k < 3; k++)
+    const char *doc[4][2] = {{"model_licence", c->model_licence}, {"model_source", c->model_source},
+                             {"retention", c->retention}, {"region", c->region}};
+    for (int k = 0; k < 4; k++)
         if (doc[k][1]) cJSON_AddStringToObject(j, doc[k][0], doc[k][1]);
     static const char *const arr[] = {"closed", "constant", "poisson", "bursts"};
     cJSON_AddStringToObject(j, "arrival", arr[c->arrival]);
@@ -621,13 +622,13 @@ static int sweep_svg(const char *path, const cJSON *steps, const char *title)
 
 /* Raises the rate x1.5 a step until a target fails (or the steps run out);
  * returns {steps: [...], max_rate_passing}. */
-static cJSON *sweep(const struct contract *c, const struct copts *o, struct engine *e)
+static cJSON *sweep(const struct contract *c, const struct copts *o, struct engine *e, FILE *req_out)
 {
     cJSON *out = cJSON_CreateObject(), *steps = cJSON_AddArrayToObject(out, "steps");
     double r = c->rate, best = NAN;
     for (long k = 0; k < o->sweep_steps; k++, r *= 1.5) {
         if (!o->quiet) fprintf(stderr, "tern bench: sweep: %.3f requests/s\n", r);
-        cJSON *v = run_once(c, o, e, r, NULL);
+        cJSON *v = run_once(c, o, e, r, req_out);
         if (!v) break;
         bool pass = cJSON_IsTrue(cJSON_GetObjectItem(v, "pass"));
         cJSON_AddItemToArray(steps, v);
@@ -763,7 +764,7 @@ static int contract_run(const struct contract *c, const struct copts *o, const s
         printf("contract %s · model %s · %s (%s)\n", c->name ? c->name : c->path, info.model_name,
                info.backend.name, info.backend.device);
     warm_up(c, o, e);
-    run = o->sweep ? sweep(c, o, e) : run_once(c, o, e, 0, req_out);
+    run = o->sweep ? sweep(c, o, e, req_out) : run_once(c, o, e, 0, req_out);
     if (req_out) fclose(req_out);
     const cJSON *main_run = o->sweep ? standing_step(run) : run;
     if (!main_run) goto fail;
@@ -914,7 +915,7 @@ static cJSON *run_metrics(const struct store_run_info *r)
 static bool higher_is_better(const char *k)
 {
     return strstr(k, "goodput") || strstr(k, "tok_s") || strstr(k, "throughput") ||
-           strstr(k, "attainment") || strstr(k, "accuracy");
+           strstr(k, "attainment") || strstr(k, "accuracy") || strstr(k, "availability");
 }
 
 static const struct store_run_info *find_run(const struct store_runs *rs, long long id)
@@ -1013,7 +1014,8 @@ static void print_compare(const struct store_run_info *a, const struct store_run
         const char *k = jstr(d, "target");
         const char *unit = strstr(k, "goodput") || strstr(k, "throughput") ? "req/s"
                            : strstr(k, "tok_s") || strstr(k, "perplexity") ? ""
-                           : strstr(k, "rate") || strstr(k, "attainment") || strstr(k, "accuracy") ? "share"
+                           : strstr(k, "rate") || strstr(k, "attainment") || strstr(k, "accuracy") ||
+                                 strstr(k, "availability") ? "share"
                                                                                                    : "s";
         char sa[32], sb[32], ch[48] = "";
         fmt(jnum(d, "a"), unit, sa, sizeof sa);

@@ -195,6 +195,9 @@ static int target(const struct at *a, struct contract *c, const char *v)
     if (!strcmp(k, "error-rate")) {
         t->metric = CM_ERROR_RATE;
         if (share(a, v, &t->limit) != 0) return -1;
+    } else if (!strcmp(k, "availability")) {
+        t->metric = CM_AVAILABILITY;
+        if (share(a, v, &t->limit) != 0) return -1;
     } else if (!strcmp(k, "slo-attainment")) {
         t->metric = CM_ATTAINMENT;
         if (share(a, v, &t->limit) != 0) return -1;
@@ -202,8 +205,8 @@ static int target(const struct at *a, struct contract *c, const char *v)
         t->metric = CM_GOODPUT;
         if (rate(a, v, &t->limit) != 0) return -1;
     } else {
-        return bad(a, "unknown target (ttft|tpot|e2e.p50|p90|p99, error-rate, goodput, "
-                      "slo-attainment)");
+        return bad(a, "unknown target (ttft|tpot|e2e.p50|p90|p99, error-rate, availability, "
+                      "goodput, slo-attainment)");
     }
     c->n_targets++;
     return 0;
@@ -243,6 +246,7 @@ static int set_key(const struct at *a, struct contract *c, const char *k, const 
     if (!strcmp(k, "model.licence")) return text_value(a, v, &c->model_licence);
     if (!strcmp(k, "model.source")) return text_value(a, v, &c->model_source);
     if (!strcmp(k, "retention")) return text_value(a, v, &c->retention);
+    if (!strcmp(k, "region")) return text_value(a, v, &c->region);
     if (!strcmp(k, "workload.modality"))
         return strcmp(v, "text") ? bad(a, "'%s': tern serves text only", v) : 0;
     if (!strcmp(k, "workload.requests")) return count(a, v, 1, 100000, &c->requests);
@@ -424,6 +428,7 @@ void contract_free(struct contract *c)
     free(c->model_licence);
     free(c->model_source);
     free(c->retention);
+    free(c->region);
     free(c->prompts);
     free(c->quality_text);
     free(c->quality_prompts);
@@ -631,7 +636,7 @@ void contract_plan_free(struct contract_plan *p)
 const char *contract_metric_name(enum contract_metric m)
 {
     static const char *const n[] = {"ttft", "tpot", "e2e", "error-rate", "goodput",
-                                    "slo-attainment"};
+                                    "slo-attainment", "availability"};
     return (unsigned)m < sizeof n / sizeof *n ? n[m] : "?";
 }
 
@@ -651,6 +656,7 @@ static double measured(const struct contract_target *t, const cJSON *s)
     case CM_E2E:
         snprintf(pk, sizeof pk, "p%d", t->pct);
         return num(cJSON_GetObjectItem(s, contract_metric_name(t->metric)), pk);
+    case CM_AVAILABILITY:
     case CM_ERROR_RATE: {
         const cJSON *st = cJSON_GetObjectItem(s, "statuses");
         double e = 0;
@@ -659,7 +665,8 @@ static double measured(const struct contract_target *t, const cJSON *s)
             double x = num(st, errs[k]);
             if (isfinite(x)) e += x;
         }
-        return n > 0 ? e / n : NAN;
+        if (n <= 0) return NAN;
+        return t->metric == CM_ERROR_RATE ? e / n : 1 - e / n;
     }
     case CM_GOODPUT: return num(s, "goodput_rps");
     case CM_ATTAINMENT:
@@ -676,7 +683,8 @@ cJSON *contract_judge(const struct contract *c, const cJSON *summary, bool *all_
     for (int i = 0; i < c->n_targets; i++) {
         const struct contract_target *t = &c->targets[i];
         double m = measured(t, summary);
-        bool lower_bound = t->metric == CM_GOODPUT || t->metric == CM_ATTAINMENT;
+        bool lower_bound = t->metric == CM_GOODPUT || t->metric == CM_ATTAINMENT ||
+                           t->metric == CM_AVAILABILITY;
         bool pass = isfinite(m) && (lower_bound ? m >= t->limit : m <= t->limit);
         double margin = lower_bound ? m - t->limit : t->limit - m;
         cJSON *r = cJSON_CreateObject();

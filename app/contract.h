@@ -21,7 +21,8 @@ struct cJSON;
 #define CONTRACT_MAX_TARGETS 24
 #define CONTRACT_MAX_TENANTS 8
 
-enum contract_metric { CM_TTFT, CM_TPOT, CM_E2E, CM_ERROR_RATE, CM_GOODPUT, CM_ATTAINMENT };
+enum contract_metric { CM_TTFT, CM_TPOT, CM_E2E, CM_ERROR_RATE, CM_GOODPUT, CM_ATTAINMENT,
+                       CM_AVAILABILITY };
 enum contract_arrival { CA_CLOSED, CA_CONSTANT, CA_POISSON, CA_BURSTS };
 
 struct contract_bucket {
@@ -47,7 +48,7 @@ struct contract {
     char *path, *dir;            /* the file, and its folder (relative paths in it) */
     char *name;
     char *model_name, *model_sha256, *model_revision;
-    char *model_licence, *model_source, *retention;   /* recorded, not checked */
+    char *model_licence, *model_source, *retention, *region;   /* recorded, not checked */
     int model_line[3];           /* lines of name, sha256, revision (0: absent) */
     /* workload */
     long requests;

@@ -61,6 +61,7 @@ mk "target.ttft.p99 = 60s
 target.tpot.p50 = 10s
 target.e2e.p99 = 120s
 target.error-rate = 0%
+target.availability = 100%
 target.slo-attainment = 50%
 quality.prompts = answers.jsonl
 quality.min-accuracy = 75%" pass.contract
@@ -69,14 +70,15 @@ quality.min-accuracy = 75%" pass.contract
 st=$?
 ok $([ $st -eq 0 ]; echo $?) "a contract whose targets hold exits 0 (status $st)"
 [ $st -eq 0 ] || diag "$(cat "$d/pass.out" "$d/pass.err")"
-ok $(grep -q '^verdict: PASS' "$d/pass.out" && [ "$(grep -c ' pass  margin' "$d/pass.out")" -eq 6 ]; echo $?) \
+ok $(grep -q '^verdict: PASS' "$d/pass.out" && [ "$(grep -c ' pass  margin' "$d/pass.out")" -eq 7 ]; echo $?) \
   "one row per target and one for the quality gate, each 'pass' with its margin"
 python3 - "$d/pass.json" "$sha" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))
 rows = v["targets"]
 assert [r["target"] for r in rows] == ["target.ttft.p99", "target.tpot.p50", "target.e2e.p99",
-                                      "target.error-rate", "target.slo-attainment"], rows
+                                      "target.error-rate", "target.availability",
+                                      "target.slo-attainment"], rows
 for r in rows:
     assert r["pass"] and r["measured"] is not None and r["line"] > 0, r
     assert abs(r["margin"] - (r["limit"] - r["measured"] if r["bound"] == "max"
