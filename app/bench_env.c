@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -40,6 +43,70 @@ int bench_env_file_sha256(const char *path, char hex[65], char *err, size_t errl
         return -1;
     }
     sha256_final_hex(&h, hex);
+    return 0;
+}
+
+/* A model file is hashed once: the digest is kept in the data folder's
+ * sha256-cache, one line "DIGEST SIZE MTIME_NS PATH", and reused while the
+ * file keeps its size and modification time (as git trusts its index). */
+static void cache_path(char *buf, size_t n)
+{
+    char dir[4096];
+    cli_data_dir(dir, sizeof dir);
+    snprintf(buf, n, "%s/sha256-cache", dir);
+}
+
+static bool cache_get(const char *path, const struct stat *st, char hex[65])
+{
+    char cp[4200], line[4400];
+    cache_path(cp, sizeof cp);
+    FILE *f = fopen(cp, "r");
+    bool hit = false;
+    while (f && fgets(line, sizeof line, f)) {
+        char h[65], p[4200];
+        unsigned long long size, mt;
+        line[strcspn(line, "\n")] = 0;
+        if (sscanf(line, "%64s %llu %llu %4199[^\n]", h, &size, &mt, p) == 4 && !strcmp(p, path) &&
+            size == (unsigned long long)st->st_size &&
+            mt == (unsigned long long)st->st_mtim.tv_sec * 1000000000ull + (unsigned long long)st->st_mtim.tv_nsec) {
+            memcpy(hex, h, 65);
+            hit = true; /* the last matching line wins: keep reading */
+        }
+    }
+    if (f) fclose(f);
+    return hit;
+}
+
+static void cache_put(const char *path, const struct stat *st, const char *hex)
+{
+    char cp[4200];
+    cache_path(cp, sizeof cp);
+    /* the data folder and its parents may not exist yet (0700: it holds the history) */
+    for (char *p = strchr(cp + 1, '/'); p; p = strchr(p + 1, '/')) {
+        *p = 0;
+        mkdir(cp, 0700);
+        *p = '/';
+    }
+    FILE *f = fopen(cp, "a"); /* one short line per append: concurrent runs do not interleave */
+    if (!f) return;           /* no cache: the next run hashes again */
+    fprintf(f, "%s %llu %llu %s\n", hex, (unsigned long long)st->st_size,
+            (unsigned long long)st->st_mtim.tv_sec * 1000000000ull + (unsigned long long)st->st_mtim.tv_nsec,
+            path);
+    fclose(f);
+}
+
+/* The file's SHA-256 from the cache, or hashed (and cached). */
+static int model_sha256(const char *path, char hex[65], char *err, size_t errlen)
+{
+    char real[PATH_MAX];
+    struct stat st;
+    if (!realpath(path, real) || stat(real, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (cache_get(real, &st, hex)) return 0;
+    if (bench_env_file_sha256(real, hex, err, errlen) != 0) return -1;
+    cache_put(real, &st, hex);
     return 0;
 }
 
@@ -103,7 +170,7 @@ static cJSON *model_json(const struct engine_info *info)
     /* remote without -m: model_path is the server's URL, nothing to hash */
     const char *path = info->model_path && access(info->model_path, R_OK) == 0 ? info->model_path
                                                                              : NULL;
-    if (path && *path && bench_env_file_sha256(path, hex, err, sizeof err) == 0)
+    if (path && *path && model_sha256(path, hex, err, sizeof err) == 0)
         cJSON_AddStringToObject(m, "sha256", hex);
     else
         cJSON_AddNullToObject(m, "sha256");

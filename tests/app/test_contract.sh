@@ -157,6 +157,24 @@ sed -i "s/^model.name = .*/model.name = Llama-3-8B/" "$d/wrongname.contract"
 ok $([ $? -eq 1 ] && grep -q "wrongname.contract:3: model.name: the contract names 'Llama-3-8B'" "$d/wn.err"; echo $?) \
   "a model by another name: status 1, file:line: key"
 
+# ---- the model's hash is cached by path, size and modification time
+cp "$model" "$d/m.gguf"
+mk "target.e2e.p99 = 120s" cache.contract
+sed -i '/^model.name/d' "$d/cache.contract" # the copy goes by another name
+"$T" bench --contract "$d/cache.contract" -m "$d/m.gguf" -t 2 --no-save "${texts[@]}" >/dev/null 2>&1
+st1=$?
+cache=$XDG_DATA_HOME/tern/sha256-cache
+line=$(grep " $d/m.gguf\$" "$cache")
+ok $([ $st1 -eq 0 ] && [ "${line%% *}" = "$sha" ]; echo $?) "a run caches the model file's SHA-256 ($line)"
+sed -i "s|^$sha \(.* $d/m.gguf\)\$|$(printf 'f%.0s' $(seq 64)) \1|" "$cache"
+"$T" bench --contract "$d/cache.contract" -m "$d/m.gguf" -t 2 --no-save "${texts[@]}" >/dev/null 2>"$d/cache.err"
+st2=$?
+touch -d '2001-01-01' "$d/m.gguf"
+"$T" bench --contract "$d/cache.contract" -m "$d/m.gguf" -t 2 --no-save "${texts[@]}" >/dev/null 2>&1
+st3=$?
+ok $([ $st2 -eq 1 ] && grep -q 'has ffff' "$d/cache.err" && [ $st3 -eq 0 ]; echo $?) \
+  "the cached digest is used while size and time match (a forged one fails the check), and a touched file is hashed again ($st2, $st3)"
+
 # ---- bad files: every kind of mistake, file:line: key
 # bad NAME 'LINES' 'EXPECTED STDERR (grep -E)'
 bad() {
