@@ -1045,7 +1045,7 @@ static void list_runs(const struct store_runs *rs)
     }
 }
 
-int bench_compare_main(int argc, char **argv)
+int bench_contract_compare_main(int argc, char **argv)
 {
     static const char use[] =
         "usage: tern bench compare RUN_A RUN_B [--db PATH] [--json]\n"

@@ -6,7 +6,7 @@
 #define TERN_BENCH_CONTRACT_H
 
 int bench_contract_main(int argc, char **argv);
-int bench_compare_main(int argc, char **argv);
+int bench_contract_compare_main(int argc, char **argv);
 /* The --contract options' help (tern bench --help shows it too). */
 const char *bench_contract_usage(void);
 

@@ -180,6 +180,19 @@ static int target(const struct at *a, struct contract *c, const char *v)
     t->line = a->line;
     const char *k = a->key + 7; /* after "target." */
     static const char *const lat[] = {"ttft", "tpot", "e2e"};
+    /* target.TENANT.ttft.p99: a tenant's own latency (checked against
+     * workload.tenants once the whole file is read) */
+    const char *dot = strchr(k, '.');
+    bool metric_first = false;
+    for (int m = 0; m < 3; m++)
+        metric_first |= dot && (size_t)(dot - k) == strlen(lat[m]) && !strncmp(k, lat[m], strlen(lat[m]));
+    if (dot && !metric_first) {
+        size_t l = (size_t)(dot - k);
+        if (!l || l >= sizeof t->tenant) return bad(a, "tenant name empty or longer than 31");
+        memcpy(t->tenant, k, l);
+        t->tenant[l] = 0;
+        k = dot + 1;
+    }
     for (int m = 0; m < 3; m++) {
         size_t l = strlen(lat[m]);
         if (strncmp(k, lat[m], l) || k[l] != '.') continue;
@@ -192,6 +205,9 @@ static int target(const struct at *a, struct contract *c, const char *v)
         c->n_targets++;
         return 0;
     }
+    if (t->tenant[0])
+        return bad(a, "a tenant's targets are latencies: target.%s.ttft|tpot|e2e.p50|p90|p99",
+                   t->tenant);
     if (!strcmp(k, "error-rate")) {
         t->metric = CM_ERROR_RATE;
         if (share(a, v, &t->limit) != 0) return -1;
@@ -344,6 +360,16 @@ static int check_whole(struct contract *c, const struct config *cfg, char *err, 
         return bad(&a, "cancelled and slow readers together are more than 100%%");
     }
     if (!c->n_targets) return missing(c, "target.*", "a contract has at least one target", err, errlen);
+    for (int i = 0; i < c->n_targets; i++) {
+        const struct contract_target *t = &c->targets[i];
+        int k = 0;
+        while (t->tenant[0] && k < c->n_tenants && strcmp(c->tenants[k].name, t->tenant)) k++;
+        if (t->tenant[0] && k == c->n_tenants) {
+            a.key = t->key;
+            a.line = t->line;
+            return bad(&a, "no tenant '%s' in workload.tenants", t->tenant);
+        }
+    }
     const char *files[3][2] = {{"workload.prompts", c->prompts}, {"quality.text", c->quality_text},
                                {"quality.prompts", c->quality_prompts}};
     for (int k = 0; k < 3; k++)
@@ -655,6 +681,7 @@ static double measured(const struct contract_target *t, const cJSON *s)
     case CM_TPOT:
     case CM_E2E:
         snprintf(pk, sizeof pk, "p%d", t->pct);
+        if (t->tenant[0]) s = cJSON_GetObjectItem(cJSON_GetObjectItem(s, "by_tenant"), t->tenant);
         return num(cJSON_GetObjectItem(s, contract_metric_name(t->metric)), pk);
     case CM_AVAILABILITY:
     case CM_ERROR_RATE: {

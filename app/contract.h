@@ -41,7 +41,8 @@ struct contract_target {
     int pct;                     /* latencies: 50, 90 or 99 */
     double limit;                /* seconds; a share for error-rate/attainment; req/s goodput */
     int line;
-    char key[40];                /* "target.ttft.p99" */
+    char key[80];                /* "target.ttft.p99", "target.chat.ttft.p99" */
+    char tenant[32];             /* a tenant's own figures; "" = all requests */
 };
 
 struct contract {

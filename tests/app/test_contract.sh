@@ -212,6 +212,8 @@ quality.prompts = answers.jsonl' "gate-pair.contract:12: quality.prompts: needs 
 bad no-file 'target.ttft.p99 = 1s
 quality.text = nowhere.txt
 quality.max-perplexity = 20' "no-file.contract:11: quality.text: .*/nowhere.txt: No such file or directory"
+bad tenant-target 'target.bob.ttft.p99 = 1s' "tenant-target.contract:10: target.bob.ttft.p99: no tenant 'bob' in workload.tenants"
+bad tenant-metric 'target.bob.error-rate = 1%' "tenant-metric.contract:10: target.bob.error-rate: a tenant's targets are latencies"
 bad modality 'target.ttft.p99 = 1s
 workload.modality = image' "modality.contract:11: workload.modality: 'image': tern serves text only"
 bad prompts-both 'target.ttft.p99 = 1s
@@ -298,6 +300,8 @@ ok $([ $? -eq 0 ] && [ $st -eq 0 ]; echo $?) "cancelled and slow-reading clients
 
 # ---- tenants: each one's priority and its own figures
 mk "target.e2e.p99 = 120s
+target.chat.ttft.p99 = 60s
+target.nightly.e2e.p50 = 120s
 workload.tenants = chat:interactive:50%, nightly:batch:50%" tenants.contract
 sed -i 's/^workload.requests = 4/workload.requests = 8/' "$d/tenants.contract"
 "$T" bench --contract "$d/tenants.contract" -m "$model" -t 2 --no-save --json "$d/ten.json" \
@@ -305,7 +309,11 @@ sed -i 's/^workload.requests = 4/workload.requests = 8/' "$d/tenants.contract"
 st=$?
 python3 - "$d/ten.json" "$d/ten.req" <<'PY'
 import json, sys
-bt = json.load(open(sys.argv[1]))["summary"]["by_tenant"]
+v = json.load(open(sys.argv[1]))
+bt = v["summary"]["by_tenant"]
+rows = {r["target"]: r for r in v["targets"]}
+assert rows["target.chat.ttft.p99"]["measured"] == bt["chat"]["ttft"]["p99"], (rows, bt)
+assert rows["target.nightly.e2e.p50"]["measured"] == bt["nightly"]["e2e"]["p50"], (rows, bt)
 reqs = [json.loads(l) for l in open(sys.argv[2])]
 assert set(bt) == {"chat", "nightly"}, bt
 assert bt["chat"]["requests"] + bt["nightly"]["requests"] == 8, bt
@@ -313,7 +321,7 @@ assert bt["nightly"]["requests"] == sum(r["priority"] == "batch" for r in reqs) 
 assert all(bt[t]["e2e"]["p99"] > 0 for t in bt if bt[t]["requests"]), bt
 PY
 ok $([ $? -eq 0 ] && [ $st -eq 0 ] && grep -q '^  tenant nightly' "$d/ten.out"; echo $?) \
-  "tenants: each request at its tenant's priority, each tenant's own figures in the summary and the report"
+  "tenants: each request at its tenant's priority, each tenant's own figures in the summary and the report, and judged by its own targets"
 
 # ---- an open loop capped at one in flight: the wait in the client is in TTFT
 OUT='24:100%' mk "target.e2e.p99 = 120s" cap.contract
