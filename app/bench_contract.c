@@ -896,6 +896,8 @@ static cJSON *run_metrics(const struct store_run_info *r)
                     add_metric(m, jstr(it, "target"), jnum(it, "measured"),
                                cJSON_IsTrue(cJSON_GetObjectItem(it, "pass")));
         latency_metrics(m, "summary.", cJSON_GetObjectItem(s, "summary"));
+        const cJSON *sw = cJSON_GetObjectItem(s, "sweep");
+        if (sw) add_metric(m, "sweep.max_rate_passing", jnum(sw, "max_rate_passing"), -1);
         char prefix[128];
         cJSON_ArrayForEach(it, cJSON_GetObjectItem(cJSON_GetObjectItem(s, "summary"), "by_tenant")) {
             snprintf(prefix, sizeof prefix, "tenant.%s.", it->string);
@@ -915,7 +917,19 @@ static cJSON *run_metrics(const struct store_run_info *r)
 static bool higher_is_better(const char *k)
 {
     return strstr(k, "goodput") || strstr(k, "tok_s") || strstr(k, "throughput") ||
-           strstr(k, "attainment") || strstr(k, "accuracy") || strstr(k, "availability");
+           strstr(k, "attainment") || strstr(k, "accuracy") || strstr(k, "availability") ||
+           strstr(k, "max_rate");
+}
+
+/* The unit of a compared figure, from its name. */
+static const char *metric_unit(const char *k)
+{
+    if (strstr(k, "goodput") || strstr(k, "throughput") || strstr(k, "max_rate")) return "req/s";
+    if (strstr(k, "tok_s") || strstr(k, "perplexity")) return "";
+    if (strstr(k, "rate") || strstr(k, "attainment") || strstr(k, "accuracy") ||
+        strstr(k, "availability"))
+        return "share";
+    return "s";
 }
 
 static const struct store_run_info *find_run(const struct store_runs *rs, long long id)
@@ -1012,11 +1026,7 @@ static void print_compare(const struct store_run_info *a, const struct store_run
     printf("\n  %-36s %12s %12s %9s\n", "target", "A", "B", "change");
     cJSON_ArrayForEach(d, tgt) {
         const char *k = jstr(d, "target");
-        const char *unit = strstr(k, "goodput") || strstr(k, "throughput") ? "req/s"
-                           : strstr(k, "tok_s") || strstr(k, "perplexity") ? ""
-                           : strstr(k, "rate") || strstr(k, "attainment") || strstr(k, "accuracy") ||
-                                 strstr(k, "availability") ? "share"
-                                                                                                   : "s";
+        const char *unit = metric_unit(k);
         char sa[32], sb[32], ch[48] = "";
         fmt(jnum(d, "a"), unit, sa, sizeof sa);
         fmt(jnum(d, "b"), unit, sb, sizeof sb);

@@ -345,7 +345,7 @@ mk "target.ttft.p99 = 1us" sweep.contract
 sed -i 's/^workload.arrival = closed/workload.arrival = constant\nworkload.rate = 4/; /concurrency/d' "$d/sweep.contract"
 sed -i 's/^target.ttft.p99 = 1us/target.e2e.p99 = 60s/' "$d/sweep.contract"
 "$T" bench --contract "$d/sweep.contract" -m "$model" -t 2 --sweep --sweep-steps 3 --svg "$d/s.svg" \
-  --no-save --json "$d/sweep.json" "${texts[@]}" >"$d/sweep.out" 2>"$d/sweep.err"
+  --db "$d/sw.db" --json "$d/sweep.json" "${texts[@]}" >"$d/sweep.out" 2>"$d/sweep.err"
 st=$?
 python3 - "$d/sweep.json" "$d/s.svg" <<'PY'
 import json, sys, xml.dom.minidom
@@ -358,6 +358,10 @@ assert len(svg.getElementsByTagName("polyline")) == 2
 PY
 ok $([ $? -eq 0 ] && [ $st -eq 0 ] && grep -q 'highest rate that holds: 9.000' "$d/sweep.out"; echo $?) \
   "--sweep: rates x1.5 (4, 6, 9/s), the highest that holds, a terminal chart and an SVG that parses"
+"$T" bench compare 1 1 --db "$d/sw.db" >"$d/swc.out" 2>&1
+ok $([ $? -eq 0 ] && grep -q 'environment: 0 changes' "$d/swc.out" &&
+     grep -Eq '^  sweep.max_rate_passing +9.000/s +9.000/s' "$d/swc.out"; echo $?) \
+  "a stored sweep: compare shows its highest passing rate as a figure"
 mk "target.ttft.p99 = 1us" sweepfail.contract
 sed -i 's/^workload.arrival = closed/workload.arrival = poisson\nworkload.rate = 4/; /concurrency/d' "$d/sweepfail.contract"
 "$T" bench --contract "$d/sweepfail.contract" -m "$model" -t 2 --sweep --sweep-steps 3 --no-save \
