@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "bench_compare.h"
 #include "bench_contract.h"
 #include "bench_profiles.h"
 #include "cli.h"
@@ -312,7 +313,7 @@ int cmd_bench(int argc, char **argv)
         "  compare RUN_A RUN_B      what changed between two stored runs\n";
     if (argc > 1 && !strcmp(argv[1], "compare")) {
         argv[1] = "bench compare"; /* messages say "tern bench compare: ..." */
-        return bench_contract_compare_main(argc - 1, argv + 1);
+        return bench_compare_main(argc - 1, argv + 1);
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--profile") || !strncmp(argv[i], "--profile=", 10))
