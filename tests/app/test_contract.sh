@@ -362,6 +362,8 @@ ok $([ $? -eq 0 ] && [ $st -eq 0 ] && grep -q 'highest rate that holds: 9.000' "
 ok $([ $? -eq 0 ] && grep -q 'environment: 0 changes' "$d/swc.out" &&
      grep -Eq '^  sweep.max_rate_passing +9.000/s +9.000/s' "$d/swc.out"; echo $?) \
   "a stored sweep: compare shows its highest passing rate as a figure"
+"$T" bench --contract "$d/pass.contract" --sweep --no-save >/dev/null 2>"$d/swclosed"
+ok $([ $? -eq 2 ] && grep -q 'has a closed loop' "$d/swclosed"; echo $?) "--sweep of a closed-loop contract: status 2, saying why"
 mk "target.ttft.p99 = 1us" sweepfail.contract
 sed -i 's/^workload.arrival = closed/workload.arrival = poisson\nworkload.rate = 4/; /concurrency/d' "$d/sweepfail.contract"
 "$T" bench --contract "$d/sweepfail.contract" -m "$model" -t 2 --sweep --sweep-steps 3 --no-save \
