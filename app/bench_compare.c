@@ -112,6 +112,8 @@ static cJSON *run_metrics(const struct store_run_info *r)
             snprintf(prefix, sizeof prefix, "tenant.%s.", it->string);
             latency_metrics(m, prefix, it);
         }
+    } else if (!strcmp(r->kind, "bench-raw")) {
+        cJSON_ArrayForEach(it, s) add_metric(m, it->string, it->valuedouble, -1);
     } else {
         char prefix[128];
         cJSON_ArrayForEach(it, s) {
@@ -250,16 +252,17 @@ static void print_compare(const struct store_run_info *a, const struct store_run
 /* The bench and contract runs, newest first: what compare takes. */
 static void list_runs(const struct store_runs *rs)
 {
-    printf("%6s  %-19s  %-8s  %-7s  %-3s  %s\n", "run", "when (UTC)", "kind", "verdict", "env",
+    printf("%6s  %-19s  %-9s  %-7s  %-3s  %s\n", "run", "when (UTC)", "kind", "verdict", "env",
            "model");
     for (size_t i = 0; i < rs->n; i++) {
         const struct store_run_info *r = &rs->v[i];
-        if (strcmp(r->kind, "bench") && strcmp(r->kind, "contract")) continue;
+        if (strcmp(r->kind, "bench") && strcmp(r->kind, "bench-raw") && strcmp(r->kind, "contract"))
+            continue;
         char when[32] = "?";
         time_t t = (time_t)r->created;
         struct tm tm;
         if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-        printf("%6lld  %-19s  %-8s  %-7s  %-3s  %s\n", (long long)r->id, when, r->kind,
+        printf("%6lld  %-19s  %-9s  %-7s  %-3s  %s\n", (long long)r->id, when, r->kind,
                r->verdict ? r->verdict : "-", r->env_json ? "yes" : "no", r->model ? r->model : "");
     }
 }

@@ -352,6 +352,49 @@ static cJSON *gpu_json(const struct engine_info *info)
     return g;
 }
 
+static void add_tern(cJSON *env)
+{
+    cJSON *t = cJSON_AddObjectToObject(env, "tern");
+    cJSON_AddStringToObject(t, "version", TERN_VERSION);
+    cJSON_AddStringToObject(t, "commit", TERN_COMMIT);
+    cJSON_AddBoolToObject(t, "cuda_built", TERN_HAVE_CUDA);
+}
+
+/* The machine tern runs on (with --url: the client); threads < 0: not ours. */
+static void add_host(cJSON *env, long threads)
+{
+    cJSON *h = cJSON_AddObjectToObject(env, "host");
+    struct utsname u;
+    char host[512] = "";
+    if (uname(&u) == 0) snprintf(host, sizeof host, "%s %s %s", u.sysname, u.release, u.machine);
+    cJSON_AddStringToObject(h, "os", host);
+    cJSON_AddNumberToObject(h, "cpus_online", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    if (threads < 0)
+        cJSON_AddNullToObject(h, "threads");
+    else
+        cJSON_AddNumberToObject(h, "threads", (double)(threads > 0 ? threads : tp_physical_cores()));
+    cJSON_AddStringToObject(h, "isa", cpu_isa_name(cpu_isa_best()));
+}
+
+static void add_batching(cJSON *env, const struct engine_info *info, const struct engine_stats *st,
+                         bool remote)
+{
+    cJSON *bp = cJSON_AddObjectToObject(env, "batching");
+    if (remote) { /* the server's own, under engine.servers when it says */
+        cJSON_AddNullToObject(bp, "step_tokens");
+    } else {
+        cJSON_AddNumberToObject(bp, "step_tokens", st->step_tokens_budget);
+        /* chunked prefill: a prompt is cut to what the step budget leaves */
+        cJSON_AddNumberToObject(bp, "prefill_chunk_tokens", st->step_tokens_budget);
+        cJSON_AddNumberToObject(bp, "max_running", st->max_running);
+        cJSON_AddNumberToObject(bp, "max_queue", st->max_queue);
+        cJSON_AddNumberToObject(bp, "kv_blocks", st->kv_total);
+        cJSON_AddNumberToObject(bp, "kv_block_tokens", st->kv_block_tokens);
+        cJSON_AddNumberToObject(bp, "kv_bytes", (double)info->backend.kv_bytes);
+    }
+    cJSON_AddNumberToObject(bp, "n_ctx", info->n_ctx);
+}
+
 cJSON *bench_env_collect(struct engine *e, const struct cli *cli, long threads)
 {
     struct engine_info info;
@@ -360,10 +403,7 @@ cJSON *bench_env_collect(struct engine *e, const struct cli *cli, long threads)
     engine_snapshot(e, &st);
     cJSON *env = cJSON_CreateObject();
     if (!env) return NULL;
-    cJSON *t = cJSON_AddObjectToObject(env, "tern");
-    cJSON_AddStringToObject(t, "version", TERN_VERSION);
-    cJSON_AddStringToObject(t, "commit", TERN_COMMIT);
-    cJSON_AddBoolToObject(t, "cuda_built", TERN_HAVE_CUDA);
+    add_tern(env);
     bool remote = info.remote_url != NULL;
     cJSON *en = cJSON_AddObjectToObject(env, "engine");
     cJSON_AddStringToObject(en, "kind", remote ? "remote" : "local");
@@ -383,31 +423,28 @@ cJSON *bench_env_collect(struct engine *e, const struct cli *cli, long threads)
     const cJSON *tsha = cJSON_GetObjectItem(cJSON_GetObjectItem(srv0, "props"), "chat_template_sha256");
     if (cJSON_IsNull(cJSON_GetObjectItem(model, "chat_template_sha256")) && cJSON_IsString(tsha))
         cJSON_ReplaceItemInObject(model, "chat_template_sha256", cJSON_CreateString(tsha->valuestring));
-    cJSON *bp = cJSON_AddObjectToObject(env, "batching");
-    if (remote) { /* the server's own, under engine.servers when it says */
-        cJSON_AddNullToObject(bp, "step_tokens");
-    } else {
-        cJSON_AddNumberToObject(bp, "step_tokens", st.step_tokens_budget);
-        /* chunked prefill: a prompt is cut to what the step budget leaves */
-        cJSON_AddNumberToObject(bp, "prefill_chunk_tokens", st.step_tokens_budget);
-        cJSON_AddNumberToObject(bp, "max_running", st.max_running);
-        cJSON_AddNumberToObject(bp, "max_queue", st.max_queue);
-        cJSON_AddNumberToObject(bp, "kv_blocks", st.kv_total);
-        cJSON_AddNumberToObject(bp, "kv_block_tokens", st.kv_block_tokens);
-        cJSON_AddNumberToObject(bp, "kv_bytes", (double)info.backend.kv_bytes);
-    }
-    cJSON_AddNumberToObject(bp, "n_ctx", info.n_ctx);
-    cJSON *h = cJSON_AddObjectToObject(env, "host");
-    struct utsname u;
-    char host[512] = "";
-    if (uname(&u) == 0) snprintf(host, sizeof host, "%s %s %s", u.sysname, u.release, u.machine);
-    cJSON_AddStringToObject(h, "os", host);
-    cJSON_AddNumberToObject(h, "cpus_online", (double)sysconf(_SC_NPROCESSORS_ONLN));
-    if (remote)
-        cJSON_AddNullToObject(h, "threads");
-    else
-        cJSON_AddNumberToObject(h, "threads", (double)(threads > 0 ? threads : tp_physical_cores()));
-    cJSON_AddStringToObject(h, "isa", cpu_isa_name(cpu_isa_best()));
+    add_batching(env, &info, &st, remote);
+    add_host(env, remote ? -1 : threads);
+    cJSON_AddItemToObject(env, "gpu", gpu_json(&info));
+    return env;
+}
+
+cJSON *bench_env_collect_raw(const char *model_name, const char *model_path,
+                             const struct backend_info *be, long threads)
+{
+    struct engine_info info = {.model_name = model_name, .model_path = model_path,
+                               .backend = *be};
+    cJSON *env = cJSON_CreateObject();
+    if (!env) return NULL;
+    add_tern(env);
+    cJSON *en = cJSON_AddObjectToObject(env, "engine");
+    cJSON_AddStringToObject(en, "kind", "raw");
+    cJSON_AddStringToObject(en, "backend", be->name ? be->name : "");
+    cJSON_AddStringToObject(en, "device", be->device);
+    cJSON_AddStringToObject(en, "version", TERN_VERSION);
+    cJSON_AddItemToObject(env, "model", model_json(&info));
+    cJSON_AddNullToObject(env, "batching"); /* one sequence, no scheduler */
+    add_host(env, threads);
     cJSON_AddItemToObject(env, "gpu", gpu_json(&info));
     return env;
 }

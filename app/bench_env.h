@@ -19,6 +19,13 @@ struct engine;
  * caller frees it with cJSON_Delete. */
 struct cJSON *bench_env_collect(struct engine *e, const struct cli *cli, long threads);
 
+/* The same for 'tern bench --pp/--tg', which runs a backend without an
+ * engine: engine.kind "raw", batching null. model_path NULL for a
+ * synthetic model. */
+struct backend_info;
+struct cJSON *bench_env_collect_raw(const char *model_name, const char *model_path,
+                                    const struct backend_info *be, long threads);
+
 /* SHA-256 of a file as 64 hex digits; 0, or -1 with err naming the file. */
 int bench_env_file_sha256(const char *path, char hex[65], char *err, size_t errlen);
 

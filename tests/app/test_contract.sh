@@ -390,4 +390,10 @@ ok $([ $? -eq 0 ] && grep -Eq '^  host.threads +1 -> 2' "$d/cmp4.out" &&
 "$T" bench compare 1 3 --db "$d/h.db" >"$d/cmp3.out" 2>&1
 ok $([ $? -eq 0 ] && grep -q 'no target or figure in common (contract run against bench run)' "$d/cmp3.out"; echo $?) \
   "bench compare of a contract run and a bench run: the environment, and says they share no figure"
+# ---- raw pp/tg runs keep their environment too
+"$T" bench -m "$model" --pp 32 --tg 8 -r 1 -t 1 --save --db "$d/raw.db" >/dev/null 2>&1
+"$T" bench -m "$model" --pp 32 --tg 8 -r 1 -t 2 --save --db "$d/raw.db" >/dev/null 2>&1
+"$T" bench compare 1 2 --db "$d/raw.db" >"$d/raw.cmp" 2>&1
+ok $([ $? -eq 0 ] && grep -Eq '^  host.threads +1 -> 2' "$d/raw.cmp" && grep -Eq '^  pp_tok_s +[0-9.]+ +[0-9.]+ ' "$d/raw.cmp" &&
+     grep -Eq '^  tg_tok_s ' "$d/raw.cmp"; echo $?) "bench --pp/--tg --save: stored with the environment (kind bench-raw); compare shows threads and pp/tg speeds"
 tap_done
