@@ -256,6 +256,7 @@ workload.tenants = nightly:batch:100%
 target.e2e.p99 = 120s
 target.goodput = 0.001/s
 goodput.ttft = 120s
+goodput.tpot = 60s
 EOC
 "$T" bench --contract "$d/batch.contract" -m "$model" -t 2 --no-save --json "$d/batch.json" \
   --requests-out "$d/batch.req" >/dev/null 2>"$d/batch.err"
