@@ -63,6 +63,7 @@ target.e2e.p99 = 120s
 target.error-rate = 0%
 target.availability = 100%
 target.slo-attainment = 50%
+goodput.tpot = 10s
 quality.prompts = answers.jsonl
 quality.min-accuracy = 75%" pass.contract
 "$T" bench --contract "$d/pass.contract" -m "$model" -t 2 "${texts[@]}" --db "$d/h.db" \
