@@ -145,6 +145,13 @@ static bool string_plain(const unsigned char *s, int32_t n)
     return n > 0;
 }
 
+static int32_t popcount_words(const uint32_t *b, int32_t n)
+{
+    int32_t c = 0;
+    for (int32_t i = 0; i < n; i++) c += __builtin_popcount(b[i]);
+    return c;
+}
+
 static void set_bit(uint32_t *b, int32_t i)
 {
     b[i >> 5] |= 1u << (i & 31);
@@ -275,6 +282,11 @@ int32_t tmask_vocab_size(const struct tmask_vocab *v)
     return v->n_vocab;
 }
 
+int32_t tmask_n_eog(const struct tmask_vocab *v)
+{
+    return popcount_words(v->eog_bits, v->words);
+}
+
 int32_t tmask_trie_nodes(const struct tmask_vocab *v)
 {
     return v->all.n;
@@ -327,13 +339,6 @@ static uint64_t fnv1a(const uint8_t *p, size_t n)
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
     return h;
-}
-
-static int32_t popcount_words(const uint32_t *b, int32_t n)
-{
-    int32_t c = 0;
-    for (int32_t i = 0; i < n; i++) c += __builtin_popcount(b[i]);
-    return c;
 }
 
 static struct slot *slot_for(struct tmask *m, uint64_t h, size_t key_len)

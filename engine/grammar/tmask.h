@@ -37,6 +37,8 @@ struct tmask_vocab *tmask_vocab_from(int32_t n_vocab, const char *const *texts,
 void tmask_vocab_free(struct tmask_vocab *v);
 int32_t tmask_vocab_size(const struct tmask_vocab *v);
 int32_t tmask_trie_nodes(const struct tmask_vocab *v);
+/* End-of-generation tokens in the vocabulary. */
+int32_t tmask_n_eog(const struct tmask_vocab *v);
 
 /* Borrows g and v (they must outlive it). NULL when out of memory. */
 struct tmask *tmask_new(const struct jsg *g, struct tmask_vocab *v);

@@ -3,6 +3,8 @@
  * the raw bytes before cJSON sees them, every field's type and range after. */
 #include "oai_request.h"
 
+#include "jsg.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -331,13 +333,56 @@ static int parse_unsupported(struct parse_ctx *c, const cJSON *root)
     const cJSON *tools = field(root, "tools");
     if (tools && !(cJSON_IsArray(tools) && cJSON_GetArraySize(tools) == 0))
         return fail(c, "tools", "'tools' (function calling) is not supported by tern");
-    const cJSON *rf = field(root, "response_format");
-    if (rf) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rf, "type");
-        if (!cJSON_IsObject(rf) || !cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
-            return fail(c, "response_format", "'response_format' other than text is not supported");
-    }
     return 0;
+}
+
+/* response_format: text, json_object, or json_schema {name, schema, strict,
+ * description}. The schema is compiled here once to refuse what the grammar
+ * cannot enforce with a 400 naming the keyword and its path; the engine
+ * compiles its own copy at submit. */
+static int parse_response_format(struct parse_ctx *c, const cJSON *root)
+{
+    const cJSON *rf = field(root, "response_format");
+    if (!rf) return 0;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rf, "type");
+    if (!cJSON_IsObject(rf) || !cJSON_IsString(t))
+        return fail(c, "response_format", "'response_format' must be an object with a 'type'");
+    if (strcmp(t->valuestring, "text") == 0) return 0;
+    if (strcmp(t->valuestring, "json_object") == 0) {
+        c->r->req.json_object = true;
+        return 0;
+    }
+    if (strcmp(t->valuestring, "json_schema") != 0)
+        return fail(c, "response_format.type", "'response_format.type' is '%.32s'; text, "
+                    "json_object and json_schema are supported", t->valuestring);
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+    if (!cJSON_IsObject(js))
+        return fail(c, "response_format.json_schema",
+                    "'response_format.json_schema' must be an object");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
+    if (name && !cJSON_IsString(name))
+        return fail(c, "response_format.json_schema.name",
+                    "'response_format.json_schema.name' must be a string");
+    const cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
+    if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
+        return fail(c, "response_format.json_schema.strict",
+                    "'response_format.json_schema.strict' must be a boolean");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+    const char *sp = "response_format.json_schema.schema";
+    if (!schema) return fail(c, sp, "'%s' is required", sp);
+    if (!cJSON_IsObject(schema)) return fail(c, sp, "'%s' must be an object", sp);
+    char *text = cJSON_PrintUnformatted(schema);
+    if (!text) return fail(c, sp, "out of memory");
+    char err[320];
+    struct jsg *g = jsg_compile(text, strlen(text), false, err, sizeof err);
+    if (!g) {
+        free(text);
+        return fail(c, sp, "'%s': %s", sp, err);
+    }
+    jsg_free(g);
+    c->r->req.json_schema = keep(c->r, text, strlen(text));
+    free(text);
+    return c->r->req.json_schema ? 0 : fail(c, sp, "out of memory");
 }
 
 static int parse_sampling(struct parse_ctx *c, const cJSON *root)
@@ -447,7 +492,8 @@ int oai_request_parse(const char *body, size_t len, enum oai_kind kind,
     if (get_str(&c, root, "model", &out->model) != 0 || get_str(&c, root, "user", &out->user) != 0)
         goto fail;
     if ((kind == OAI_CHAT ? parse_messages(&c, root) : parse_prompt(&c, root)) != 0) goto fail;
-    if (parse_unsupported(&c, root) != 0 || parse_logprobs(&c, root) != 0 ||
+    if (parse_unsupported(&c, root) != 0 || parse_response_format(&c, root) != 0 ||
+        parse_logprobs(&c, root) != 0 ||
         parse_sampling(&c, root) != 0 ||
         parse_limits(&c, root) != 0 || parse_stop(&c, root) != 0)
         goto fail;
@@ -541,6 +587,24 @@ static bool build_logprobs(cJSON *o, enum oai_kind kind, const struct engine_req
     return true;
 }
 
+/* Structured output travels as OpenAI's response_format. */
+static bool build_response_format(cJSON *o, const struct engine_request *r)
+{
+    if (!r->json_schema && !r->json_object) return true;
+    cJSON *rf = cJSON_AddObjectToObject(o, "response_format");
+    if (!rf) return false;
+    if (!r->json_schema) return cJSON_AddStringToObject(rf, "type", "json_object") != NULL;
+    cJSON *schema = cJSON_Parse(r->json_schema);
+    cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
+    if (!schema || !js || !cJSON_AddStringToObject(rf, "type", "json_schema") ||
+        !cJSON_AddStringToObject(js, "name", "reply") || !cJSON_AddBoolToObject(js, "strict", true) ||
+        !cJSON_AddItemToObject(js, "schema", schema)) {
+        cJSON_Delete(schema);
+        return false;
+    }
+    return true;
+}
+
 char *oai_request_build(enum oai_kind kind, const char *model, const struct engine_request *r,
                         bool stream, bool include_usage)
 {
@@ -562,6 +626,7 @@ char *oai_request_build(enum oai_kind kind, const char *model, const struct engi
         }
     }
     if (r->ignore_eos && !cJSON_AddBoolToObject(o, "ignore_eos", true)) goto done;
+    if (!build_response_format(o, r)) goto done;
     if (!cJSON_AddBoolToObject(o, "stream", stream)) goto done;
     if (stream && include_usage) {
         cJSON *so = cJSON_AddObjectToObject(o, "stream_options");
