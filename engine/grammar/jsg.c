@@ -161,7 +161,7 @@ static const char *const annotations[] = {
 /* Keywords that constrain and are enforced here. */
 static const char *const enforced[] = {
     "type", "properties", "required", "additionalProperties", "items", "minItems",
-    "maxItems", "enum", "const", "anyOf", "$ref", NULL,
+    "maxItems", "enum", "const", "anyOf", "$ref", "minLength", "maxLength", NULL,
 };
 
 static bool in_list(const char *const *l, const char *s)
@@ -372,6 +372,21 @@ static int32_t simple_node(struct cctx *c, uint8_t kind, bool integer, const cha
     return id;
 }
 
+/* A string, with minLength / maxLength in characters (code points). */
+static int32_t string_node(struct cctx *c, const cJSON *s, const char *path)
+{
+    int32_t mn = 0, mx = -1;
+    if (get_count(c, s, "minLength", path, &mn) || get_count(c, s, "maxLength", path, &mx))
+        return -1;
+    if (mx >= 0 && mn > mx)
+        return fail(c, path, "unsatisfiable: 'minLength' %d > 'maxLength' %d", mn, mx);
+    int32_t id = simple_node(c, K_STRING, false, path);
+    if (id < 0) return -1;
+    c->g->nodes[id].b = mn;
+    c->g->nodes[id].c = mx;
+    return id;
+}
+
 /* Any JSON value, built once: ANYOF of a map object, an array, a string, a
  * number and the three words. */
 static int32_t any_value(struct cctx *c, const char *path)
@@ -435,7 +450,7 @@ static int32_t type_node(struct cctx *c, const cJSON *s, const char *type, const
 {
     if (strcmp(type, "object") == 0) return object_node(c, s, path, depth);
     if (strcmp(type, "array") == 0) return array_node(c, s, path, depth);
-    if (strcmp(type, "string") == 0) return simple_node(c, K_STRING, false, path);
+    if (strcmp(type, "string") == 0) return string_node(c, s, path);
     if (strcmp(type, "integer") == 0) return simple_node(c, K_NUMBER, true, path);
     if (strcmp(type, "number") == 0) return simple_node(c, K_NUMBER, false, path);
     if (strcmp(type, "boolean") == 0) return words_literal(c, "[true,false]", path);
@@ -721,7 +736,18 @@ static bool is_hex(uint8_t b)
     return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
 }
 
-static enum act string_byte(struct jsg_frame *f, uint8_t b)
+/* A new character in a string with a length bound: counted (a) as far as
+ * the bound needs; strings without bounds keep a at 0 so that their states
+ * recur. */
+static bool count_char(const struct node *n, struct jsg_frame *f)
+{
+    if (n->c < 0 && n->b == 0) return true;
+    if (n->c >= 0 && f->a >= n->c) return false;
+    if (f->a < UINT16_MAX) f->a++;
+    return true;
+}
+
+static enum act string_byte(const struct node *n, struct jsg_frame *f, uint8_t b)
 {
     switch (f->phase) {
     case S_START:
@@ -729,7 +755,8 @@ static enum act string_byte(struct jsg_frame *f, uint8_t b)
         f->phase = S_IN;
         return R_OK;
     case S_IN:
-        if (b == '"') return R_DONE;
+        if (b == '"') return f->a >= n->b ? R_DONE : R_FAIL;
+        if (b >= 0x20 && b != 0x7f && (b < 0x80 || b >= 0xC2) && !count_char(n, f)) return R_FAIL;
         if (b == '\\') f->phase = S_ESC;
         else if (b < 0x20 || b == 0x7f) return R_FAIL;
         else if (b >= 0x80) {
@@ -878,7 +905,7 @@ static enum act frame_byte(const struct jsg *g, struct jsg_frame *f, uint8_t b, 
     switch (n->kind) {
     case K_OBJECT: return object_byte(g, n, f, b, child);
     case K_ARRAY: return array_byte(n, f, b, child);
-    case K_STRING: return string_byte(f, b);
+    case K_STRING: return string_byte(n, f, b);
     case K_NUMBER: return number_byte(n, f, b);
     case K_LITERAL: return literal_byte(g, n, f, b);
     default: return R_FAIL;
@@ -1033,15 +1060,19 @@ bool jsg_complete(const struct jsg *g, const struct jsg_state *s)
     return false;
 }
 
-bool jsg_in_plain_string(const struct jsg *g, const struct jsg_state *s)
+int32_t jsg_plain_string_room(const struct jsg *g, const struct jsg_state *s)
 {
+    int32_t room = -1;
     for (int i = 0; i < s->n; i++) {
         int d = s->depth[i];
-        if (d == 0) return false;
+        if (d == 0) return -1;
         const struct jsg_frame *t = &s->f[i][d - 1];
-        if (t->phase != S_IN || g->nodes[t->node].kind != K_STRING) return false;
+        const struct node *n = &g->nodes[t->node];
+        if (t->phase != S_IN || n->kind != K_STRING) return -1;
+        int32_t r = n->c < 0 ? INT32_MAX : n->c - t->a;
+        if (r > room) room = r;
     }
-    return s->n > 0;
+    return room;
 }
 
 size_t jsg_state_key(const struct jsg_state *s, uint8_t *out, size_t cap)

@@ -62,10 +62,11 @@ bool jsg_step(const struct jsg *g, const struct jsg_state *in, uint8_t b, struct
 bool jsg_feed(const struct jsg *g, struct jsg_state *s, const char *bytes, size_t n);
 /* True when the bytes so far are one whole value. */
 bool jsg_complete(const struct jsg *g, const struct jsg_state *s);
-/* True when every stack is inside a plain string (no escape or UTF-8
- * sequence pending): then any string-safe token keeps the state as it is
- * (tmask's fast path). */
-bool jsg_in_plain_string(const struct jsg *g, const struct jsg_state *s);
+/* When every stack is inside a plain string (no escape or UTF-8 sequence
+ * pending), the most characters a stack may still add (INT32_MAX: no
+ * bound): any string-safe token of at most that many characters keeps
+ * some stack inside (tmask's fast path). -1 otherwise. */
+int32_t jsg_plain_string_room(const struct jsg *g, const struct jsg_state *s);
 /* Bytes of s that matter (for hashing and comparison): copies at most cap
  * into out and returns the length. */
 size_t jsg_state_key(const struct jsg_state *s, uint8_t *out, size_t cap);

@@ -28,6 +28,9 @@ struct tmask_vocab {
     int32_t *next2;      /* [n_vocab] the same in the string trie */
     struct trie all, str;
     uint32_t *plain;     /* tokens that keep a plain string plain */
+    int32_t *plain_ids;  /* the same, by ascending character count */
+    int32_t *plain_cp;   /* their character counts */
+    int32_t n_plain;
     uint32_t *eog_bits;
     int32_t max_len;
     struct jsg_state *scratch; /* [max_len + 1] states along a trie path */
@@ -157,6 +160,50 @@ static void set_bit(uint32_t *b, int32_t i)
     b[i >> 5] |= 1u << (i & 31);
 }
 
+static int32_t utf8_chars(const char *s, int32_t n)
+{
+    int32_t c = 0;
+    for (int32_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+struct plain_entry {
+    int32_t cp, id;
+};
+
+static int cmp_plain(const void *x, const void *y)
+{
+    const struct plain_entry *a = x, *b = y;
+    if (a->cp != b->cp) return (a->cp > b->cp) - (a->cp < b->cp);
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* The plain tokens by character count, for strings with a maxLength. */
+static int plain_list(struct tmask_vocab *v)
+{
+    int32_t n = popcount_words(v->plain, v->words);
+    struct plain_entry *e = malloc((size_t)(n ? n : 1) * sizeof *e);
+    v->plain_ids = malloc((size_t)(n ? n : 1) * sizeof *v->plain_ids);
+    v->plain_cp = malloc((size_t)(n ? n : 1) * sizeof *v->plain_cp);
+    if (!e || !v->plain_ids || !v->plain_cp) {
+        free(e);
+        return -1;
+    }
+    int32_t k = 0;
+    for (int32_t i = 0; i < v->n_vocab; i++)
+        if (v->plain[i >> 5] >> (i & 31) & 1u)
+            e[k++] = (struct plain_entry){utf8_chars(v->bytes + v->off[i],
+                                                     (int32_t)(v->off[i + 1] - v->off[i])), i};
+    qsort(e, (size_t)k, sizeof *e, cmp_plain);
+    for (int32_t i = 0; i < k; i++) {
+        v->plain_ids[i] = e[i].id;
+        v->plain_cp[i] = e[i].cp;
+    }
+    v->n_plain = k;
+    free(e);
+    return 0;
+}
+
 static int vocab_tries(struct tmask_vocab *v)
 {
     struct entry *e = malloc((size_t)v->n_vocab * sizeof *e);
@@ -174,7 +221,7 @@ static int vocab_tries(struct tmask_vocab *v)
     }
     if (rc == 0) rc = trie_build(&v->str, e, n_str, v->max_len, v->next2);
     free(e);
-    return rc;
+    return rc == 0 ? plain_list(v) : rc;
 }
 
 struct tmask_vocab *tmask_vocab_from(int32_t n_vocab, const char *const *texts,
@@ -272,6 +319,8 @@ void tmask_vocab_free(struct tmask_vocab *v)
     free(v->next);
     free(v->next2);
     free(v->plain);
+    free(v->plain_ids);
+    free(v->plain_cp);
     free(v->eog_bits);
     free(v->scratch);
     free(v);
@@ -387,8 +436,13 @@ const uint32_t *tmask_compute(struct tmask *m, int32_t *n_allowed)
     if (!m->ended) {
         if (jsg_complete(m->g, &m->st))
             for (int32_t i = 0; i < v->words; i++) bits[i] |= v->eog_bits[i];
-        if (jsg_in_plain_string(m->g, &m->st)) {
+        int32_t room = jsg_plain_string_room(m->g, &m->st);
+        if (room == INT32_MAX) {
             for (int32_t i = 0; i < v->words; i++) bits[i] |= v->plain[i];
+            walk(v, &v->str, v->next2, m->g, &m->st, bits);
+        } else if (room >= 0) {
+            for (int32_t i = 0; i < v->n_plain && v->plain_cp[i] <= room; i++)
+                set_bit(bits, v->plain_ids[i]);
             walk(v, &v->str, v->next2, m->g, &m->st, bits);
         } else {
             walk(v, &v->all, v->next, m->g, &m->st, bits);

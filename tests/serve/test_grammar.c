@@ -37,7 +37,7 @@ static const char *person =
     "{\"type\":\"object\",\"properties\":{"
     "\"name\":{\"type\":\"string\"},"
     "\"age\":{\"type\":\"integer\"},"
-    "\"nick\":{\"type\":\"string\"},"
+    "\"nick\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":3},"
     "\"role\":{\"enum\":[\"admin\",\"user\",1,null]},"
     "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,\"maxItems\":2},"
     "\"home\":{\"$ref\":\"#/$defs/place\"},"
@@ -70,6 +70,10 @@ static void test_matcher(void)
     tap_ok(!prefix_ok(g, "{\"name\":\"Al\",\"age\":3,\"role\":1,\"extra\""),
            "undeclared property refused");
     tap_ok(!prefix_ok(g, "{\"name\":\"a\x01"), "control byte in a string refused");
+    tap_ok(accepts(g, "{\"name\":\"a\",\"age\":1,\"nick\":\"\xc3\xa9\\n\\u00e9\",\"role\":1}"),
+           "maxLength 3 counts characters (UTF-8, escapes)");
+    tap_ok(!prefix_ok(g, "{\"name\":\"a\",\"age\":1,\"nick\":\"abcd"), "maxLength 3 refuses a fourth");
+    tap_ok(!prefix_ok(g, "{\"name\":\"a\",\"age\":1,\"nick\":\"\","), "minLength 1 refuses \"\"");
     tap_ok(!prefix_ok(g, "{\"name\":\"\xc3("), "broken UTF-8 refused");
     tap_ok(!accepts(g, "{\"name\":\"a\",\"age\":1,\"role\":1} "), "nothing after the value");
     tap_ok(!prefix_ok(g, "{\"name\":\"a\",\"age\":012"), "leading zero refused");

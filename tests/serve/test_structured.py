@@ -18,6 +18,12 @@ from serve_lib import MODEL, TIME_SCALE, Server, diag, done, ok, request
 GEMMA = os.path.join(os.path.dirname(MODEL), "gemma-3-270m-q4_k_m.gguf")
 
 
+def text(n):
+    # free strings are bounded: a 270M model at temperature 0 may otherwise
+    # repeat one character until max_tokens
+    return {"type": "string", "maxLength": n}
+
+
 def obj(props, required=None):
     return {"type": "object", "properties": props,
             "required": list(props) if required is None else required,
@@ -25,26 +31,25 @@ def obj(props, required=None):
 
 
 SCHEMAS = {
-    "nested": (obj({"name": {"type": "string"}, "age": {"type": "integer"},
-                    "address": obj({"city": {"type": "string"}, "zip": {"type": "string"}})}),
+    "nested": (obj({"name": text(40), "age": {"type": "integer"},
+                    "address": obj({"city": text(40), "zip": text(10)})}),
                "Give a person named Ann, aged 31, living in Paris, as JSON."),
     "enums": (obj({"sentiment": {"enum": ["positive", "negative", "neutral"]},
                    "confidence": {"type": "number"}, "sarcastic": {"type": "boolean"}}),
               "Classify the sentiment of: 'I love this phone.' Answer in JSON."),
-    "arrays": (obj({"colors": {"type": "array", "items": {"type": "string"},
+    "arrays": (obj({"colors": {"type": "array", "items": text(20),
                                "minItems": 1, "maxItems": 3},
                     "counts": {"type": "array", "items": {"type": "integer"}, "maxItems": 4}}),
                "List up to three colors of the French flag and some counts, in JSON."),
     "defs": ({"$defs": {"point": obj({"x": {"type": "number"}, "y": {"type": "number"}})},
               **obj({"start": {"$ref": "#/$defs/point"}, "end": {"$ref": "#/$defs/point"},
-                     "label": {"type": ["string", "null"]}})},
+                     "label": {"anyOf": [text(40), {"type": "null"}]}})},
              "Give a line segment from (0,0) to (3,4) as JSON."),
-    "anyof": (obj({"answer": {"anyOf": [{"type": "integer"}, {"type": "string"},
-                                        {"type": "null"}]},
+    "anyof": (obj({"answer": {"anyOf": [{"type": "integer"}, text(20), {"type": "null"}]},
                    "unit": {"enum": ["m", "km", None]},
-                   "note": {"type": "string"}}, required=["answer", "unit"]),
+                   "note": text(60)}, required=["answer", "unit"]),
               "How far is it from Paris to Lyon? JSON please."),
-    "recursive": ({"$defs": {"node": obj({"name": {"type": "string"},
+    "recursive": ({"$defs": {"node": obj({"name": text(20),
                                           "children": {"type": "array", "maxItems": 2,
                                                        "items": {"$ref": "#/$defs/node"}}})},
                    "$ref": "#/$defs/node"},
@@ -56,17 +61,18 @@ def rf(name, schema):
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
-def chat(c, mid, schema_name, stream, max_tokens=300, fmt=None):
-    schema, prompt = SCHEMAS[schema_name]
+def chat(c, mid, schema_name, stream, max_tokens=300, fmt=None, prompt=None, **kw):
+    schema, prompt0 = SCHEMAS[schema_name]
+    prompt = prompt or prompt0
     fmt = fmt or rf(schema_name, schema)
     msgs = [{"role": "user", "content": prompt}]
     if not stream:
         r = c.chat.completions.create(model=mid, messages=msgs, max_tokens=max_tokens,
-                                      temperature=0, response_format=fmt)
+                                      temperature=0, response_format=fmt, **kw)
         return r.choices[0].message.content, r.choices[0].finish_reason
     text, finish = "", None
     for ch in c.chat.completions.create(model=mid, messages=msgs, max_tokens=max_tokens,
-                                        temperature=0, response_format=fmt, stream=True):
+                                        temperature=0, response_format=fmt, stream=True, **kw):
         if ch.choices:
             text += ch.choices[0].delta.content or ""
             finish = ch.choices[0].finish_reason or finish
@@ -91,22 +97,26 @@ def check_model(path, label):
     mid = c.models.list().data[0].id
     for name, (schema, _) in SCHEMAS.items():
         for stream in (False, True):
-            text, finish = chat(c, mid, name, stream)
-            good, why = validates(text, schema)
+            reply, finish = chat(c, mid, name, stream)
+            good, why = validates(reply, schema)
             ok(finish == "stop" and good,
                f"{label}: {name} schema, {'streamed' if stream else 'not streamed'}: "
-               f"finish {finish}, validates {good} {why} ({text[:120]!r})")
+               f"finish {finish}, validates {good} {why} ({reply[:120]!r})")
 
-    # json_object: any JSON object, chat and completions
+    # json_object: any JSON object. Without a schema nothing bounds the keys,
+    # and Gemma 3 270M at temperature 0 adds keys until max_tokens; a
+    # frequency penalty lets the closing brace win.
     for stream in (False, True):
-        text, finish = chat(c, mid, "nested", stream, fmt={"type": "json_object"})
+        reply, finish = chat(c, mid, "nested", stream, fmt={"type": "json_object"},
+                             prompt="Reply with a JSON object: the keys name and age of Ann, 31.",
+                             frequency_penalty=1.0)
         try:
-            parsed = json.loads(text)
+            parsed = json.loads(reply)
         except ValueError:
             parsed = None
         ok(finish == "stop" and isinstance(parsed, dict),
            f"{label}: json_object {'streamed' if stream else 'not streamed'} parses as an "
-           f"object ({text[:100]!r})")
+           f"object ({reply[:100]!r})")
     schema = SCHEMAS["enums"][0]
     r = c.completions.create(model=mid, prompt="Sentiment of 'great food' as JSON:",
                              max_tokens=200, temperature=0,
@@ -116,10 +126,10 @@ def check_model(path, label):
        f"{label}: /v1/completions with json_schema validates {why} ({r.choices[0].text[:100]!r})")
 
     # cut by max_tokens: finish_reason length, streamed and not, nothing hangs
-    text, finish = chat(c, mid, "nested", False, max_tokens=4)
-    ok(finish == "length", f"{label}: max_tokens 4 under a schema -> length ({text!r})")
-    text, finish = chat(c, mid, "nested", True, max_tokens=4)
-    ok(finish == "length", f"{label}: streamed, max_tokens 4 -> length ({text!r})")
+    reply, finish = chat(c, mid, "nested", False, max_tokens=4)
+    ok(finish == "length", f"{label}: max_tokens 4 under a schema -> length ({reply!r})")
+    reply, finish = chat(c, mid, "nested", True, max_tokens=4)
+    ok(finish == "length", f"{label}: streamed, max_tokens 4 -> length ({reply!r})")
 
     # one batch: constrained requests with different schemas at once
     names = list(SCHEMAS) * 2
