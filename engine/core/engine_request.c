@@ -352,9 +352,11 @@ fail:
 
 /* ---- each token (engine thread) ------------------------------------------------- */
 
-static int32_t sample_token(struct engine_local *e, struct engine_req *r, float *logits)
+static int32_t sample_token(struct engine_local *e, struct engine_req *r, float *logits,
+                            const uint32_t *allow)
 {
-    int32_t t = sampler_sample(r->sampler, logits, e->n_vocab);
+    int32_t t = allow ? sampler_sample_masked(r->sampler, logits, e->n_vocab, allow)
+                      : sampler_sample(r->sampler, logits, e->n_vocab);
     sampler_accept(r->sampler, t);
     return t;
 }
@@ -500,27 +502,26 @@ static void fail_row(struct engine_local *e, struct engine_req *r, const char *m
     (void)r;
 }
 
-/* Structured output: masks the row to the tokens the grammar allows.
- * Returns -1 (o filled) when it cannot. */
-static int grammar_mask(struct engine_local *e, struct engine_req *r, float *row,
-                        struct engine_out *o)
+/* Structured output: the tokens the grammar allows at this row (the
+ * sampler draws among them only). NULL (o filled) when it cannot go on. */
+static const uint32_t *grammar_mask(struct engine_local *e, struct engine_req *r,
+                                    struct engine_out *o)
 {
     char err[160] = "";
     if (!e->gvocab) e->gvocab = tmask_vocab_new(e->tok, err, sizeof err);
     if (e->gvocab && !r->gmask) r->gmask = tmask_new(r->grammar, e->gvocab);
     if (!e->gvocab || !r->gmask) {
         fail_row(e, r, err[0] ? err : "grammar: out of memory", o);
-        return -1;
+        return NULL;
     }
     int32_t n_allowed = 0;
     const uint32_t *allow = tmask_compute(r->gmask, &n_allowed);
     if (!allow || n_allowed == 0) {
         fail_row(e, r, allow ? "grammar: no token of the vocabulary can continue the JSON"
                              : "grammar: out of memory", o);
-        return -1;
+        return NULL;
     }
-    tmask_apply(allow, row, e->n_vocab);
-    return 0;
+    return allow;
 }
 
 /* After a token under a grammar: advance it, and end the request when only
@@ -552,8 +553,9 @@ void engine_req_sample_row(struct engine_local *e, struct engine_req *r, float *
     if (r->want_lp && !e->lp_row) e->lp_row = malloc((size_t)e->n_vocab * sizeof *e->lp_row);
     bool lp = r->want_lp && e->lp_row;
     if (lp) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof *row);
-    if (r->grammar && grammar_mask(e, r, row, o) != 0) return;
-    int32_t t = sample_token(e, r, row);
+    const uint32_t *allow = r->grammar ? grammar_mask(e, r, o) : NULL;
+    if (r->grammar && !allow) return;
+    int32_t t = sample_token(e, r, row, allow);
     if (lp && (o->lp = malloc(sizeof *o->lp)) != NULL)
         logprob_fill(e->lp_row, e->n_vocab, t, r->top_lp, o->lp);
     on_token(e, r, t, o);

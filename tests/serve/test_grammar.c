@@ -10,6 +10,7 @@
 
 #include "gguf.h"
 #include "jsg.h"
+#include "sampler.h"
 #include "tap.h"
 #include "tmask.h"
 #include "tok.h"
@@ -309,8 +310,52 @@ static void test_model_vocab(void)
     gguf_close(gg);
 }
 
+/* sampler_sample_masked draws exactly what sampler_sample draws from the
+ * row with the masked-out logits at -inf (same seed, same token), greedy and
+ * sampled, for random rows and masks of every density. */
+static void test_masked_sampler(void)
+{
+    enum { NV = 1000, W = (NV + 31) / 32 };
+    static float row[NV], a[NV], b[NV];
+    static uint32_t allow[W];
+    int same = 0, total = 0, inside = 1;
+    for (int trial = 0; trial < 60; trial++) {
+        struct sampler_params p;
+        sampler_params_default(&p);
+        p.seed = (uint64_t)trial;
+        if (trial % 3 == 0) p.temperature = 0;
+        if (trial % 4 == 1) p.top_k = 0, p.top_p = 1, p.min_p = 0;
+        if (trial % 5 == 2) p.repeat_penalty = 1.3f, p.frequency_penalty = 0.5f;
+        uint32_t density = 1 + (uint32_t)trial % 7; /* 1/2 .. 1/128 of the tokens */
+        memset(allow, 0, sizeof allow);
+        for (int i = 0; i < NV; i++) {
+            row[i] = (float)(next_rand() % 4000) / 200.0f - 10.0f;
+            if ((next_rand() & ((1u << density) - 1)) == 0) allow[i >> 5] |= 1u << (i & 31);
+        }
+        allow[7] |= 1u; /* at least one */
+        struct sampler *s1 = sampler_init(&p, NV), *s2 = sampler_init(&p, NV);
+        for (int k = 0; k < 10; k++) {
+            memcpy(a, row, sizeof row);
+            memcpy(b, row, sizeof row);
+            tmask_apply(allow, b, NV);
+            int32_t x = sampler_sample_masked(s1, a, NV, allow);
+            int32_t y = sampler_sample(s2, b, NV);
+            sampler_accept(s1, x);
+            sampler_accept(s2, y);
+            same += x == y;
+            total++;
+            inside &= (allow[x >> 5] >> (x & 31)) & 1u;
+        }
+        sampler_free(s1);
+        sampler_free(s2);
+    }
+    tap_ok(same == total, "masked sampling equals sampling the -inf row: %d/%d draws", same, total);
+    tap_ok(inside, "every masked draw is an allowed token");
+}
+
 int main(void)
 {
+    test_masked_sampler();
     test_matcher();
     test_errors();
     test_small_vocab();

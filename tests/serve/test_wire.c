@@ -135,6 +135,18 @@ static void test_errors(void)
          "between"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
          "tools", "not supported"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+         "\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{\"type\":\"object\","
+         "\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"x\"}}}}}}",
+         "response_format.json_schema.schema", "#/properties/s: 'pattern' is not supported"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+         "\"grammar\"}}", "response_format.type", "json_schema"},
+        {OAI_COMPLETION,
+         "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{"
+         "\"name\":\"a\",\"schema\":{\"type\":\"nope\"}}}}",
+         "response_format.json_schema.schema", "'nope'"},
         {OAI_COMPLETION, "{\"prompt\":\"\"}", "prompt", "empty"},
         {OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "one prompt"},
         {OAI_COMPLETION, "{\"prompt\":[-1]}", "prompt", "token id"},
@@ -275,6 +287,40 @@ static int on_ev(void *ud, const char *name, const char *data, size_t len)
     return 0;
 }
 
+/* response_format: parsed into the request, and parse(build(r)) gives it back. */
+static void test_response_format(void)
+{
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+        "\"json_schema\",\"json_schema\":{\"name\":\"p\",\"strict\":true,\"schema\":{\"type\":"
+        "\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}}}";
+    struct oai_request a = {0}, b = {0};
+    struct oai_error e;
+    tap_ok(parse(body, OAI_CHAT, &a, &e) == 0 && a.req.json_schema &&
+               strstr(a.req.json_schema, "\"required\":[\"n\"]") && !a.req.json_object,
+           "json_schema parsed into the request (%s)", a.req.json_schema ? a.req.json_schema : e.message);
+    char *out = oai_request_build(OAI_CHAT, "m", &a.req, false, false);
+    tap_ok(out && parse(out, OAI_CHAT, &b, &e) == 0 && b.req.json_schema &&
+               strcmp(a.req.json_schema, b.req.json_schema) == 0,
+           "json_schema survives build and parse (%s)", out ? out : "NULL");
+    free(out);
+    oai_request_free(&b);
+    oai_request_free(&a);
+    body = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}";
+    tap_ok(parse(body, OAI_COMPLETION, &a, &e) == 0 && a.req.json_object && !a.req.json_schema,
+           "json_object parsed on completions");
+    out = oai_request_build(OAI_COMPLETION, "m", &a.req, false, false);
+    tap_ok(out && parse(out, OAI_COMPLETION, &b, &e) == 0 && b.req.json_object,
+           "json_object survives build and parse");
+    free(out);
+    oai_request_free(&b);
+    oai_request_free(&a);
+    body = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"}}";
+    tap_ok(parse(body, OAI_COMPLETION, &a, &e) == 0 && !a.req.json_object && !a.req.json_schema,
+           "response_format text: unconstrained");
+    oai_request_free(&a);
+}
+
 static void test_sse(void)
 {
     struct sse_buf b = {0};
@@ -325,6 +371,7 @@ int main(void)
     test_completion_roundtrip();
     test_errors();
     test_response_roundtrip();
+    test_response_format();
     test_sse();
     return tap_done();
 }
