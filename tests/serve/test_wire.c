@@ -98,7 +98,7 @@ static void test_errors(void)
         {OAI_CHAT, "{}", "messages", "required"},
         {OAI_CHAT, "{\"messages\":[]}", "messages", "empty"},
         {OAI_CHAT, "{\"messages\":\"hi\"}", "messages", "array"},
-        {OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0]", "tool"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", "messages[0]", "function"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content", "required"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages[0].content",
          "string"},
@@ -134,7 +134,19 @@ static void test_errors(void)
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"seed\":1e300}", "seed",
          "between"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
-         "tools", "not supported"},
+         "tools[0]", "\"function\""},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+         "\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"uri\"}}}}}]}",
+         "tools[0].function.parameters", "#/properties/a: 'format' is not supported"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\","
+         "\"function\":{\"name\":\"g\"}}}", "tool_choice", "'g'"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"bad name\"}}]}", "tools[0]", "letters"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":"
+         "\"required\"}", "tool_choice", "empty"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"tool\"}]}", "messages[0].content", "required"},
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
          "\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{\"type\":\"object\","
@@ -321,6 +333,92 @@ static void test_response_format(void)
     oai_request_free(&a);
 }
 
+/* Replies read back into tool_calls: <tool_call> blocks (Qwen, the generic
+ * format), a bare JSON call (Llama 3.1, with or without <|python_tag|>), an
+ * array, unknown names and broken JSON left as text, parallel off. */
+static void test_tool_replies(void)
+{
+    char *names[] = {"get_weather", "get_time"};
+    struct oai_tools t = {.choice = OAI_TOOLS_AUTO, .parallel = true, .n = 2, .names = names};
+    struct {
+        const char *reply;
+        int calls;
+        const char *first_args, *content;
+    } cases[] = {
+        {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+         "</tool_call>", 1, "{\"city\":\"Paris\"}", NULL},
+        {"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"
+         "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": \"{\\\"tz\\\": \\\"UTC\\\"}\"}"
+         "\n</tool_call>", 2, "{}", "Let me check."},
+        {"<|python_tag|>{\"name\": \"get_time\", \"parameters\": {\"tz\": \"CET\"}}", 1,
+         "{\"tz\":\"CET\"}", NULL},
+        {" [{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\"}]", 2, "{}",
+         NULL},
+        {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa", 0, NULL, NULL},
+        {"{\"name\": \"rm_rf\", \"arguments\": {}}", 0, NULL, NULL},
+        {"The weather is fine.", 0, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *content = NULL;
+        cJSON *calls = oai_tools_parse_reply(&t, cases[i].reply, "call_x_", &content);
+        int n = calls ? cJSON_GetArraySize(calls) : 0;
+        const cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function");
+        const cJSON *args = cJSON_GetObjectItem(fn, "arguments");
+        const cJSON *id = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "id");
+        bool ok = n == cases[i].calls;
+        if (ok && n) ok = cJSON_IsString(args) && strcmp(args->valuestring, cases[i].first_args) == 0 &&
+                          cJSON_IsString(id) && strcmp(id->valuestring, "call_x_0") == 0;
+        if (ok && n) ok = (!content && !cases[i].content) ||
+                          (content && cases[i].content && strcmp(content, cases[i].content) == 0);
+        tap_ok(ok, "tool reply %zu: %d calls (want %d), args %s, content %s", i, n, cases[i].calls,
+               cJSON_IsString(args) ? args->valuestring : "-", content ? content : "-");
+        cJSON_Delete(calls);
+        free(content);
+    }
+    t.parallel = false;
+    char *content = NULL;
+    cJSON *calls = oai_tools_parse_reply(&t, cases[3].reply, "c", &content);
+    tap_ok(calls && cJSON_GetArraySize(calls) == 1, "parallel_tool_calls false keeps one call");
+    cJSON_Delete(calls);
+    free(content);
+}
+
+/* History with tools: calls and results become text the templates render,
+ * the tools go into the system message, a forced call gets its grammar. */
+static void test_tool_history(void)
+{
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\","
+        "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+        "{\"name\":\"w\",\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"-3 C\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"snow\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":"
+        "[\"city\"]}}}],\"tool_choice\":\"required\",\"parallel_tool_calls\":false}";
+    struct oai_request r;
+    struct oai_error e = {{0}, {0}};
+    int rc = parse(body, OAI_CHAT, &r, &e);
+    tap_ok(rc == 0, "a conversation with tool calls and results parses (%s)", e.message);
+    if (rc != 0) return;
+    const struct engine_message *m = r.req.messages;
+    tap_ok(r.req.n_messages == 4 && strcmp(m[0].role, "system") == 0 &&
+               strstr(m[0].content, "<tools>\n{\"type\":\"function\"") != NULL,
+           "the tools open a system message (%d messages)", r.req.n_messages);
+    tap_ok(strcmp(m[2].role, "assistant") == 0 &&
+               strcmp(m[2].content, "<tool_call>\n{\"name\":\"w\",\"arguments\":{\"city\":\"Oslo\"}}"
+                                    "\n</tool_call>") == 0,
+           "the assistant's call as text: %s", m[2].content);
+    tap_ok(strcmp(m[3].role, "user") == 0 &&
+               strcmp(m[3].content, "<tool_response>\n-3 C\n</tool_response>\n<tool_response>\nsnow\n"
+                                    "</tool_response>") == 0,
+           "two results share one user turn: %s", m[3].content);
+    tap_ok(r.tools.choice == OAI_TOOLS_REQUIRED && !r.tools.parallel && r.req.json_schema &&
+               strstr(r.req.json_schema, "\"const\":\"w\""),
+           "required: the call's grammar (%s)", r.req.json_schema ? r.req.json_schema : "none");
+    oai_request_free(&r);
+}
+
 static void test_sse(void)
 {
     struct sse_buf b = {0};
@@ -372,6 +470,8 @@ int main(void)
     test_errors();
     test_response_roundtrip();
     test_response_format();
+    test_tool_replies();
+    test_tool_history();
     test_sse();
     return tap_done();
 }

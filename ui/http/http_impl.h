@@ -65,6 +65,9 @@ struct http_stream {
     struct sse_buf text;              /* the whole reply (non-stream) */
     char *content;                    /* prompt text for --log-content */
     struct http_lp *lp;               /* log-probabilities asked (http_lp.h), or NULL */
+    struct oai_tools *tools;          /* chat with tools: the reply is read back for calls */
+    bool holding;                     /* streaming with tools: text held until it is known
+                                         whether it is a call */
     bool sent_role, finished, done, accounted, disconnected;
     struct engine_event fin;          /* the FINISHED event */
     double t0, t_keepalive;

@@ -140,6 +140,8 @@ static void stream_free(struct http_stream *st)
     sse_buf_free(&st->text);
     free(st->content);
     http_lp_free(st->lp);
+    oai_tools_free(st->tools);
+    free(st->tools);
     free(st);
 }
 
@@ -187,7 +189,51 @@ static void on_token(struct http_stream *st, const struct engine_event *ev)
     }
     struct oai_resp_ctx c;
     ctx_of(st, &c, (int64_t)time(NULL));
+    if (st->holding) {
+        /* With tools, text that may begin a call waits for the end, where it
+         * becomes tool_calls; text that cannot goes out as it comes. */
+        sse_buf_add(&st->text, text, strlen(text));
+        if (st->tools->choice == OAI_TOOLS_AUTO && !oai_tools_maybe_call(st->text.p, st->text.len)) {
+            st->holding = false;
+            sse_json(st, oai_chunk_build_lp(&c, false, st->text.p, NULL, NULL,
+                                            http_lp_chunk(st->lp)));
+        }
+        return;
+    }
     sse_json(st, oai_chunk_build_lp(&c, false, text, NULL, NULL, http_lp_chunk(st->lp)));
+}
+
+/* Tool call ids: "call_" + the response id's serial + "_" + the call's index. */
+static void call_id_prefix(const struct http_stream *st, char *out, size_t cap)
+{
+    const char *dash = strchr(st->resp_id, '-');
+    snprintf(out, cap, "call_%s_", dash ? dash + 1 : st->resp_id);
+}
+
+/* The held text of a tools stream at its end: tool_calls chunks when it
+ * makes calls (their finish reason then "tool_calls"), else the text. */
+static const char *flush_held(struct http_stream *st, const struct oai_resp_ctx *c,
+                              enum engine_status s)
+{
+    if (!st->holding) return oai_finish_reason(s);
+    st->holding = false;
+    const char *text = st->text.p ? st->text.p : "";
+    char *content = NULL;
+    char idp[64];
+    call_id_prefix(st, idp, sizeof idp);
+    cJSON *calls = s == ENGINE_STOP || s == ENGINE_OK || s == ENGINE_LENGTH
+                       ? oai_tools_parse_reply(st->tools, text, idp, &content)
+                       : NULL;
+    if (!calls) {
+        if (text[0]) sse_json(st, oai_chunk_build(c, false, text, NULL, NULL));
+        return oai_finish_reason(s);
+    }
+    if (content) sse_json(st, oai_chunk_build(c, false, content, NULL, NULL));
+    free(content);
+    char *base = oai_chunk_build(c, false, NULL, NULL, NULL);
+    sse_json(st, base ? oai_tools_chunk(base, calls) : (cJSON_Delete(calls), NULL));
+    free(base);
+    return "tool_calls";
 }
 
 /* The stream's end: the finish chunk (with the tern block), the usage chunk
@@ -203,8 +249,8 @@ static void on_finished(struct http_stream *st)
                                      s == ENGINE_TIMEOUT ? "timeout" : "server_error", NULL,
                                      engine_status_name(s)));
     } else {
-        sse_json(st, oai_chunk_build_lp(&c, false, NULL, oai_finish_reason(s), m,
-                                        http_lp_chunk(st->lp)));
+        const char *finish = flush_held(st, &c, s);
+        sse_json(st, oai_chunk_build_lp(&c, false, NULL, finish, m, http_lp_chunk(st->lp)));
         if (st->include_usage && m) sse_json(st, oai_chunk_build(&c, false, NULL, NULL, m));
     }
     sse_event(&st->out, NULL, "[DONE]", 6);
@@ -439,6 +485,18 @@ static enum MHD_Result reply_whole(struct http_req *r, struct http_stream *st)
         const char *text = st->text.p ? st->text.p : "";
         char *json = st->lp ? http_lp_response(st->lp, &c, text, &st->fin)
                             : oai_response_build(&c, text, st->fin.metrics);
+        char *content = NULL, idp[64];
+        call_id_prefix(st, idp, sizeof idp);
+        cJSON *calls = st->tools && json ? oai_tools_parse_reply(st->tools, text, idp, &content)
+                                         : NULL;
+        if (calls) {
+            char *tj = oai_tools_response(json, content, calls);
+            if (tj) {
+                free(json);
+                json = tj;
+            }
+        }
+        free(content);
         rc = http_send_json(r, 200, json, NULL);
         free(json);
     } else {
@@ -548,6 +606,15 @@ static enum MHD_Result run(struct http_req *r, struct engine *e, struct oai_requ
         return http_send_error(r, 503, "out of memory", NULL, NULL, "1");
     }
     st->lp = lp;
+    if (q->tools.choice != OAI_TOOLS_NONE) {
+        st->tools = oai_tools_dup(&q->tools);
+        if (!st->tools) {
+            http_auth_release(s->auth, t, 0);
+            stream_free(st);
+            return http_send_error(r, 503, "out of memory", NULL, NULL, "1");
+        }
+        st->holding = st->stream;
+    }
     char err[512] = "";
     enum engine_status why = ENGINE_ERROR;
     atomic_fetch_add(&s->active, 1);
