@@ -8,6 +8,7 @@
 
 #include "oai_request.h"
 #include "oai_response.h"
+#include "oai_think.h"
 #include "sse.h"
 #include "tap.h"
 
@@ -419,6 +420,58 @@ static void test_tool_history(void)
     oai_request_free(&r);
 }
 
+/* <think> out of replies, whatever the split of the text into tokens. */
+static void test_think(void)
+{
+    struct {
+        const char *reply, *reasoning, *content;
+    } cases[] = {
+        {"<think>Snow is white.</think>White", "Snow is white.", "White"},
+        {"\n <think>\na < b, </thin is not the end\n</think>\n\nAnswer: yes", "\na < b, </thin is not "
+         "the end\n", "Answer: yes"},
+        {"No thinking here <think>x</think>", "", "No thinking here <think>x</think>"},
+        {"<thinking>x", "", "<thinking>x"},
+        {"<think>cut by max_tokens", "cut by max_tokens", ""},
+        {"<think></think>", "", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *s = cases[i].reply;
+        size_t n = strlen(s);
+        bool all = true;
+        /* every split of the reply in two, and byte by byte */
+        for (size_t cut = 0; cut <= n + 1; cut++) {
+            struct oai_think t;
+            struct sse_buf r = {0}, a = {0};
+            oai_think_init(&t);
+            if (cut <= n) {
+                oai_think_push(&t, s, cut, &r, &a);
+                oai_think_push(&t, s + cut, n - cut, &r, &a);
+            } else {
+                for (size_t k = 0; k < n; k++) oai_think_push(&t, s + k, 1, &r, &a);
+            }
+            oai_think_flush(&t, &r, &a);
+            bool ok = strcmp(r.p ? r.p : "", cases[i].reasoning) == 0 &&
+                      strcmp(a.p ? a.p : "", cases[i].content) == 0;
+            if (!ok && all) tap_diag("cut %zu: reasoning '%s' content '%s'", cut, r.p ? r.p : "",
+                                     a.p ? a.p : "");
+            all &= ok;
+            sse_buf_free(&r);
+            sse_buf_free(&a);
+        }
+        tap_ok(all, "think split %zu at every cut: reasoning '%s', content '%s'", i,
+               cases[i].reasoning, cases[i].content);
+    }
+    char *j = oai_think_response("{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":"
+                                 "\"x\"}}]}", "why", "White");
+    tap_ok(j && strstr(j, "\"reasoning_content\":\"why\"") && strstr(j, "\"content\":\"White\""),
+           "response: reasoning_content beside content (%s)", j ? j : "NULL");
+    free(j);
+    j = oai_think_chunk("{\"choices\":[{\"delta\":{\"content\":\"\"}}]}", "hmm");
+    tap_ok(j && strstr(j, "{\"delta\":{\"reasoning_content\":\"hmm\"}") != NULL,
+           "chunk: delta.reasoning_content, no content (%s)", j ? j : "NULL");
+    free(j);
+}
+
 static void test_sse(void)
 {
     struct sse_buf b = {0};
@@ -472,6 +525,7 @@ int main(void)
     test_response_format();
     test_tool_replies();
     test_tool_history();
+    test_think();
     test_sse();
     return tap_done();
 }

@@ -178,15 +178,9 @@ static void sse_json(struct http_stream *st, char *json)
     free(json);
 }
 
-static void on_token(struct http_stream *st, const struct engine_event *ev)
+/* Answer text of a stream: out as it comes, or held while it may be a call. */
+static void emit_content(struct http_stream *st, const char *text)
 {
-    const char *text = ev->text;
-    http_lp_token(st->lp, ev);
-    if (!text || !text[0]) return;
-    if (!st->stream) {
-        sse_buf_add(&st->text, text, strlen(text));
-        return;
-    }
     struct oai_resp_ctx c;
     ctx_of(st, &c, (int64_t)time(NULL));
     if (st->holding) {
@@ -201,6 +195,41 @@ static void on_token(struct http_stream *st, const struct engine_event *ev)
         return;
     }
     sse_json(st, oai_chunk_build_lp(&c, false, text, NULL, NULL, http_lp_chunk(st->lp)));
+}
+
+/* Thinking of a stream, as delta.reasoning_content. */
+static void emit_reasoning(struct http_stream *st, const char *text)
+{
+    struct oai_resp_ctx c;
+    ctx_of(st, &c, (int64_t)time(NULL));
+    char *base = oai_chunk_build_lp(&c, false, "", NULL, NULL, http_lp_chunk(st->lp));
+    sse_json(st, base ? oai_think_chunk(base, text) : NULL);
+    free(base);
+}
+
+/* A chat stream's text through the <think> splitter; flush at the end. */
+static void split_out(struct http_stream *st, const char *text, bool flush)
+{
+    struct sse_buf r = {0}, a = {0};
+    if (flush) oai_think_flush(&st->think, &r, &a);
+    else oai_think_push(&st->think, text, strlen(text), &r, &a);
+    if (r.len) emit_reasoning(st, r.p);
+    if (a.len) emit_content(st, a.p);
+    sse_buf_free(&r);
+    sse_buf_free(&a);
+}
+
+static void on_token(struct http_stream *st, const struct engine_event *ev)
+{
+    const char *text = ev->text;
+    http_lp_token(st->lp, ev);
+    if (!text || !text[0]) return;
+    if (!st->stream) {
+        sse_buf_add(&st->text, text, strlen(text));
+        return;
+    }
+    if (st->kind == OAI_CHAT) split_out(st, text, false);
+    else emit_content(st, text);
 }
 
 /* Tool call ids: "call_" + the response id's serial + "_" + the call's index. */
@@ -249,6 +278,7 @@ static void on_finished(struct http_stream *st)
                                      s == ENGINE_TIMEOUT ? "timeout" : "server_error", NULL,
                                      engine_status_name(s)));
     } else {
+        if (st->kind == OAI_CHAT) split_out(st, NULL, true);
         const char *finish = flush_held(st, &c, s);
         sse_json(st, oai_chunk_build_lp(&c, false, NULL, finish, m, http_lp_chunk(st->lp)));
         if (st->include_usage && m) sse_json(st, oai_chunk_build(&c, false, NULL, NULL, m));
@@ -483,8 +513,21 @@ static enum MHD_Result reply_whole(struct http_req *r, struct http_stream *st)
         struct oai_resp_ctx c;
         ctx_of(st, &c, (int64_t)time(NULL));
         const char *text = st->text.p ? st->text.p : "";
+        struct sse_buf think = {0}, answer = {0};
+        if (st->kind == OAI_CHAT) {
+            oai_think_push(&st->think, text, strlen(text), &think, &answer);
+            oai_think_flush(&st->think, &think, &answer);
+            if (think.len) text = answer.p ? answer.p : "";
+        }
         char *json = st->lp ? http_lp_response(st->lp, &c, text, &st->fin)
                             : oai_response_build(&c, text, st->fin.metrics);
+        if (think.len && json) {
+            char *tj = oai_think_response(json, think.p, text);
+            if (tj) {
+                free(json);
+                json = tj;
+            }
+        }
         char *content = NULL, idp[64];
         call_id_prefix(st, idp, sizeof idp);
         cJSON *calls = st->tools && json ? oai_tools_parse_reply(st->tools, text, idp, &content)
@@ -497,6 +540,8 @@ static enum MHD_Result reply_whole(struct http_req *r, struct http_stream *st)
             }
         }
         free(content);
+        sse_buf_free(&think);
+        sse_buf_free(&answer);
         rc = http_send_json(r, 200, json, NULL);
         free(json);
     } else {
