@@ -9,11 +9,13 @@ requests (one batch) all validate."""
 import concurrent.futures
 import json
 import os
+import subprocess
+import tempfile
 
 import jsonschema
 import openai
 
-from serve_lib import MODEL, TIME_SCALE, Server, diag, done, ok, request
+from serve_lib import MODEL, TERN, TIME_SCALE, Server, diag, done, ok, request
 
 GEMMA = os.path.join(os.path.dirname(MODEL), "gemma-3-270m-q4_k_m.gguf")
 
@@ -140,6 +142,32 @@ def check_model(path, label):
     srv.stop()
 
 
+def check_run():
+    """tern run --json-schema FILE: the reply on stdout validates; a schema
+    the grammar cannot enforce exits 1 naming the keyword."""
+    schema, prompt = SCHEMAS["nested"]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(schema, f)
+    p = subprocess.run([TERN, "run", "-m", MODEL, "--no-history", "--temp", "0", "-t", "1",
+                        "-n", "300", "--json-schema", f.name, prompt],
+                       capture_output=True, text=True, timeout=120 * TIME_SCALE)
+    good, why = validates(p.stdout, schema)
+    ok(p.returncode == 0 and good, f"tern run --json-schema: exit {p.returncode}, validates "
+                                   f"{good} {why} ({p.stdout[:100]!r})")
+    with open(f.name, "w") as g:
+        json.dump({"type": "string", "format": "email"}, g)
+    p = subprocess.run([TERN, "run", "-m", MODEL, "--no-history", "--json-schema", f.name, "hi"],
+                       capture_output=True, text=True, timeout=120 * TIME_SCALE)
+    ok(p.returncode == 1 and "'format' is not supported" in p.stderr,
+       f"tern run --json-schema with 'format': exit {p.returncode} ({p.stderr.strip()[:120]!r})")
+    p = subprocess.run([TERN, "run", "-m", MODEL, "--no-history", "--json-schema",
+                        f.name + ".missing", "hi"], capture_output=True, text=True,
+                       timeout=60 * TIME_SCALE)
+    ok(p.returncode != 0 and ".missing" in p.stderr,
+       f"tern run --json-schema with a missing file: exit {p.returncode}")
+    os.unlink(f.name)
+
+
 def check_errors():
     srv = Server()
     base = srv.base
@@ -195,6 +223,7 @@ def check_errors():
     srv.stop()
 
 
+check_run()
 check_errors()
 check_model(MODEL, "SmolLM2")
 if os.path.exists(GEMMA):
