@@ -7,11 +7,14 @@ false, auto (a reply is either text or well-formed calls), a call cut by
 max_tokens (finish_reason length, nothing hangs), and malformed tools and
 tool_choice refused with a 400 naming the field."""
 import json
+import os
 
 import jsonschema
 import openai
 
-from serve_lib import TIME_SCALE, Server, diag, done, ok, request
+from serve_lib import MODEL, TIME_SCALE, Server, diag, done, ok, request
+
+GEMMA = os.path.join(os.path.dirname(MODEL), "gemma-3-270m-q4_k_m.gguf")
 
 WEATHER = {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
            "properties": {"city": {"type": "string", "maxLength": 40},
@@ -162,6 +165,40 @@ for stream in (False, True):
         m = r.choices[0]
         ok(m.finish_reason == "length" and not m.message.tool_calls,
            f"cut call: {m.finish_reason} ({m.message.content!r})")
+
+# the forced calls on Gemma 3 270M too (another template and tokenizer)
+if os.path.exists(GEMMA):
+    g = Server(["-m", GEMMA])
+    gc = openai.OpenAI(base_url=g.base + "/v1", api_key="none", max_retries=0,
+                       timeout=120 * TIME_SCALE)
+    gid = gc.models.list().data[0].id
+    for choice, want in (("required", None), (named, "get_time")):
+        for stream in (False, True):
+            kw = dict(messages=USER, tools=TOOLS, tool_choice=choice, temperature=0,
+                      max_tokens=120)
+            if stream:
+                content, scalls, finish, _ = streamed(gc, gid, **kw)
+                try:
+                    good = len(scalls) == 1 and scalls[0]["name"] in PARAMS and \
+                        (want is None or scalls[0]["name"] == want)
+                    if good:
+                        jsonschema.validate(json.loads(scalls[0]["arguments"]),
+                                            PARAMS[scalls[0]["name"]])
+                except (ValueError, jsonschema.ValidationError):
+                    good = False
+                desc = scalls
+            else:
+                r = gc.chat.completions.create(model=gid, **kw)
+                calls = r.choices[0].message.tool_calls or []
+                finish = r.choices[0].finish_reason
+                good = len(calls) == 1 and valid_call(calls[0], want)[0]
+                desc = [(x.function.name, x.function.arguments) for x in calls]
+            ok(finish == "tool_calls" and good,
+               f"Gemma 3 270M: {choice if isinstance(choice, str) else 'named'} "
+               f"{'streamed' if stream else 'not streamed'}: {finish} {desc}")
+    g.stop()
+else:
+    ok(True, "# SKIP Gemma 3 270M not fetched")
 
 # bad input: 400 naming the field
 bad = [
