@@ -146,8 +146,6 @@ static int parse_choice(const cJSON *root, struct oai_tools *out, char *msg, siz
 /* The system text: the tools in <tools></tools> and how to call them. */
 static char *system_text(const cJSON *tools)
 {
-    size_t cap = 1024, len = 0;
-    char *out = malloc(cap);
     static const char head[] =
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
         "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
@@ -155,33 +153,26 @@ static char *system_text(const cJSON *tools)
         "\n</tools>\n\nFor each function call, return a json object with function name and "
         "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
         "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
-    const cJSON *t;
-    int n = 0;
-    cJSON_ArrayForEach(t, tools) n++;
+    int n = cJSON_GetArraySize(tools), i = 0;
     char **lines = calloc((size_t)(n ? n : 1), sizeof *lines);
-    if (!out || !lines) goto oom;
+    char *out = NULL;
     size_t need = sizeof head + sizeof tail;
-    int i = 0;
+    const cJSON *t;
+    if (!lines) return NULL;
     cJSON_ArrayForEach(t, tools) {
-        if (!(lines[i] = cJSON_PrintUnformatted(t))) goto oom;
+        if (i >= n || !(lines[i] = cJSON_PrintUnformatted(t))) goto done;
         need += strlen(lines[i++]) + 1;
     }
-    if (need > cap) {
-        char *nb = realloc(out, need);
-        if (!nb) goto oom;
-        out = nb;
+    out = malloc(need);
+    if (out) {
+        size_t len = (size_t)snprintf(out, need, "%s", head);
+        for (int k = 0; k < n; k++) len += (size_t)snprintf(out + len, need - len, "\n%s", lines[k]);
+        snprintf(out + len, need - len, "%s", tail);
     }
-    len = (size_t)sprintf(out, "%s", head);
-    for (i = 0; i < n; i++) len += (size_t)sprintf(out + len, "\n%s", lines[i]);
-    sprintf(out + len, "%s", tail);
-    for (i = 0; i < n; i++) free(lines[i]);
+done:
+    for (int k = 0; k < n; k++) free(lines[k]);
     free(lines);
     return out;
-oom:
-    for (i = 0; lines && i < n; i++) free(lines[i]);
-    free(lines);
-    free(out);
-    return NULL;
 }
 
 /* Moves each tool's $defs / definitions to the top of the call schema so
