@@ -554,3 +554,78 @@ bool oai_tools_maybe_call(const char *text, size_t len)
     }
     return false;
 }
+
+/* Skips JSON whitespace from i; returns the new index. */
+static size_t ws_at(const char *t, size_t i, size_t len)
+{
+    while (i < len && (t[i] == ' ' || t[i] == '\n' || t[i] == '\t' || t[i] == '\r')) i++;
+    return i;
+}
+
+/* Expects the literal s at i (after whitespace); returns the index after
+ * it, or 0 when the text is shorter or differs. */
+static size_t lit_at(const char *t, size_t i, size_t len, const char *s)
+{
+    i = ws_at(t, i, len);
+    size_t n = strlen(s);
+    if (i + n > len || memcmp(t + i, s, n) != 0) return 0;
+    return i + n;
+}
+
+/* The end of a JSON string starting at i (its opening quote), or 0. */
+static size_t string_end(const char *t, size_t i, size_t len)
+{
+    for (size_t k = i + 1; k < len; k++) {
+        if (t[k] == '\\') k++;
+        else if (t[k] == '"') return k + 1;
+    }
+    return 0;
+}
+
+void oai_tools_forced_progress(const char *t, size_t len, char **name, size_t *from, size_t *to,
+                               bool *done)
+{
+    *name = NULL;
+    *from = *to = 0;
+    *done = false;
+    size_t i = lit_at(t, 0, len, "{");
+    if (i) i = lit_at(t, i, len, "\"name\"");
+    if (i) i = lit_at(t, i, len, ":");
+    if (!i) return;
+    i = ws_at(t, i, len);
+    size_t e = i < len && t[i] == '"' ? string_end(t, i, len) : 0;
+    if (!e) return;
+    cJSON *s = cJSON_ParseWithLength(t + i, e - i);
+    if (cJSON_IsString(s)) *name = strdup(s->valuestring);
+    cJSON_Delete(s);
+    i = lit_at(t, e, len, ",");
+    if (i) i = lit_at(t, i, len, "\"arguments\"");
+    if (i) i = lit_at(t, i, len, ":");
+    if (!i) return;
+    i = ws_at(t, i, len);
+    if (i >= len) return;
+    /* the value: an object (the grammar's arguments are one), depth counted
+     * outside strings; bounded by the text's length */
+    int depth = 0;
+    bool in_str = false;
+    size_t k = i;
+    for (; k < len; k++) {
+        char c = t[k];
+        if (in_str) {
+            if (c == '\\') k++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) {
+                k++;
+                *done = true;
+                break;
+            }
+        }
+    }
+    *from = i;
+    *to = k > len ? len : k;
+}

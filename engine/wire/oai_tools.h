@@ -79,6 +79,15 @@ char *oai_tools_response(const char *response_json, const char *content, struct 
  * (taken, each given its "index") and no content; finish_reason stays. */
 char *oai_tools_chunk(const char *chunk_json, struct cJSON *calls);
 
+/* A forced call (required / named) as it is decoded: the grammar writes
+ * {"name": "..", "arguments": {..}} in that order, so its name is known
+ * once its string closes and its arguments can stream as they arrive.
+ * From text[0..len): *name gets the name (malloc'd) once complete, else
+ * NULL; [*args_from, *args_to) the arguments' bytes so far (0, 0 before
+ * they begin); *args_done whether their value has ended. */
+void oai_tools_forced_progress(const char *text, size_t len, char **name, size_t *args_from,
+                               size_t *args_to, bool *args_done);
+
 /* While streaming in auto mode: true when the text so far (left-trimmed)
  * could still begin a call, so it is held back until decided. */
 bool oai_tools_maybe_call(const char *text, size_t len);

@@ -99,8 +99,10 @@ for stream in (False, True):
                 good.append((False, str(ex)[:100]))
         calls = scalls
         desc = scalls
-        ok(n_tc >= 1 and content == "", f"streamed: the call came as delta.tool_calls "
-                                         f"({n_tc} chunks, content {content!r})")
+        # the name first, then the arguments as they are decoded
+        ok(n_tc >= 3 and content == "", f"streamed: the call came as delta.tool_calls, its "
+                                         f"arguments as they arrived ({n_tc} chunks, content "
+                                         f"{content!r})")
     ok(finish == "tool_calls" and len(calls) == 1 and all(g for g, _ in good),
        f"named get_time {'streamed' if stream else 'not streamed'}: finish {finish}, "
        f"validates {good} ({desc})")

@@ -384,6 +384,32 @@ static void test_tool_replies(void)
     free(content);
 }
 
+/* A forced call's progress at every cut of its text: the name once its
+ * string is closed, the arguments' range growing, done at their end. */
+static void test_forced_progress(void)
+{
+    const char *t = "{\"name\": \"get_time\", \"arguments\": {\"tz\": \"a}\\\"b\", \"n\": [1, {}]}}";
+    size_t n = strlen(t), args0 = (size_t)(strstr(t, "\"arguments\": ") - t) + 13;
+    size_t name_end = (size_t)(strstr(t, "\"get_time\"") - t) + 10;
+    bool ok = true;
+    size_t last_to = 0;
+    for (size_t cut = 0; cut <= n && ok; cut++) {
+        char *name = NULL;
+        size_t from, to;
+        bool done;
+        oai_tools_forced_progress(t, cut, &name, &from, &to, &done);
+        bool want_name = cut >= name_end;
+        ok = (name != NULL) == want_name && (!name || strcmp(name, "get_time") == 0);
+        if (ok && cut > args0) ok = from == args0 && to >= last_to && to <= cut;
+        if (ok) ok = done == (cut >= n - 1);
+        if (!ok) tap_diag("cut %zu: name %s from %zu to %zu done %d", cut, name ? name : "-", from,
+                          to, done);
+        if (cut > args0) last_to = to;
+        free(name);
+    }
+    tap_ok(ok, "forced call progress at every cut (arguments %zu..%zu)", args0, last_to);
+}
+
 /* History with tools: calls and results become text the templates render,
  * the tools go into the system message, a forced call gets its grammar. */
 static void test_tool_history(void)
@@ -525,6 +551,7 @@ int main(void)
     test_response_format();
     test_tool_replies();
     test_tool_history();
+    test_forced_progress();
     test_think();
     test_sse();
     return tap_done();

@@ -70,6 +70,8 @@ struct http_stream {
     bool holding;                     /* streaming with tools: text held until it is known
                                          whether it is a call */
     struct oai_think think;           /* chat streams: <think>...</think> as reasoning_content */
+    bool call_open;                   /* a forced call's name went out; its arguments stream */
+    size_t args_sent;                 /* bytes of its arguments sent so far */
     bool sent_role, finished, done, accounted, disconnected;
     struct engine_event fin;          /* the FINISHED event */
     double t0, t_keepalive;

@@ -178,6 +178,56 @@ static void sse_json(struct http_stream *st, char *json)
     free(json);
 }
 
+/* Tool call ids: "call_" + the response id's serial + "_" + the call's index. */
+static void call_id_prefix(const struct http_stream *st, char *out, size_t cap)
+{
+    const char *dash = strchr(st->resp_id, '-');
+    snprintf(out, cap, "call_%s_", dash ? dash + 1 : st->resp_id);
+}
+
+/* A forced call streams as it is decoded: a first tool_calls chunk with its
+ * id and name once the name is complete, then its arguments' bytes as they
+ * arrive (oai_tools_forced_progress). */
+static void stream_forced(struct http_stream *st, const struct oai_resp_ctx *c)
+{
+    char *name = NULL, idp[64], id[80];
+    size_t from, to;
+    bool done;
+    oai_tools_forced_progress(st->text.p, st->text.len, &name, &from, &to, &done);
+    cJSON *calls = NULL;
+    if (name && !st->call_open) {
+        call_id_prefix(st, idp, sizeof idp);
+        snprintf(id, sizeof id, "%s0", idp);
+        cJSON *call = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        cJSON_AddStringToObject(call, "id", id);
+        cJSON_AddStringToObject(call, "type", "function");
+        cJSON_AddStringToObject(fn, "name", name);
+        cJSON_AddStringToObject(fn, "arguments", "");
+        cJSON_AddItemToObject(call, "function", fn);
+        calls = cJSON_CreateArray();
+        cJSON_AddItemToArray(calls, call);
+        st->call_open = true;
+    }
+    free(name);
+    if (calls) {
+        char *base = oai_chunk_build(c, false, NULL, NULL, NULL);
+        sse_json(st, base ? oai_tools_chunk(base, calls) : (cJSON_Delete(calls), NULL));
+        free(base);
+    }
+    if (!st->call_open || to <= from + st->args_sent) return;
+    char *piece = strndup(st->text.p + from + st->args_sent, to - from - st->args_sent);
+    st->args_sent = to - from;
+    cJSON *call = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+    cJSON_AddStringToObject(fn, "arguments", piece ? piece : "");
+    cJSON_AddItemToObject(call, "function", fn);
+    calls = cJSON_CreateArray();
+    cJSON_AddItemToArray(calls, call);
+    free(piece);
+    char *base = oai_chunk_build(c, false, NULL, NULL, NULL);
+    sse_json(st, base ? oai_tools_chunk(base, calls) : (cJSON_Delete(calls), NULL));
+    free(base);
+}
+
 /* Answer text of a stream: out as it comes, or held while it may be a call. */
 static void emit_content(struct http_stream *st, const char *text)
 {
@@ -187,6 +237,10 @@ static void emit_content(struct http_stream *st, const char *text)
         /* With tools, text that may begin a call waits for the end, where it
          * becomes tool_calls; text that cannot goes out as it comes. */
         sse_buf_add(&st->text, text, strlen(text));
+        if (st->tools->choice >= OAI_TOOLS_REQUIRED) {
+            stream_forced(st, &c);
+            return;
+        }
         if (st->tools->choice == OAI_TOOLS_AUTO && !oai_tools_maybe_call(st->text.p, st->text.len)) {
             st->holding = false;
             sse_json(st, oai_chunk_build_lp(&c, false, st->text.p, NULL, NULL,
@@ -232,13 +286,6 @@ static void on_token(struct http_stream *st, const struct engine_event *ev)
     else emit_content(st, text);
 }
 
-/* Tool call ids: "call_" + the response id's serial + "_" + the call's index. */
-static void call_id_prefix(const struct http_stream *st, char *out, size_t cap)
-{
-    const char *dash = strchr(st->resp_id, '-');
-    snprintf(out, cap, "call_%s_", dash ? dash + 1 : st->resp_id);
-}
-
 /* The held text of a tools stream at its end: tool_calls chunks when it
  * makes calls (their finish reason then "tool_calls"), else the text. */
 static const char *flush_held(struct http_stream *st, const struct oai_resp_ctx *c,
@@ -246,6 +293,15 @@ static const char *flush_held(struct http_stream *st, const struct oai_resp_ctx 
 {
     if (!st->holding) return oai_finish_reason(s);
     st->holding = false;
+    if (st->call_open) { /* a forced call already streaming: its last bytes, then the end */
+        char *name = NULL;
+        size_t from, to;
+        bool done;
+        stream_forced(st, c);
+        oai_tools_forced_progress(st->text.p, st->text.len, &name, &from, &to, &done);
+        free(name);
+        return done && s != ENGINE_LENGTH ? "tool_calls" : oai_finish_reason(s);
+    }
     const char *text = st->text.p ? st->text.p : "";
     char *content = NULL;
     char idp[64];
