@@ -75,6 +75,10 @@ code, _, body = curl(B, "/v1/models")
 ok(code == 401, "GET /v1/models needs a key too")
 code, _, _ = curl(B, "/health")
 ok(code == 200, "/health needs no key")
+code, _, body = curl(B, "/version")
+want = subprocess.run([TERN, "--version"], capture_output=True, text=True).stdout.split()[1]
+ok(code == 200 and json.loads(body) == {"version": want, "engine": "tern"},
+   f"/version (no key) says the server's version as `tern --version` does: {body}")
 code, h, body = curl(B, "/v1/chat/completions", key=KEYS["editor"], body=chat,
                      headers=["X-Request-Id: edge-test-42"])
 j = json.loads(body)

@@ -1,11 +1,12 @@
-/* http_routes: the GET routes (/health, /ready, /metrics, /v1/models,
- * /v1/tern/status). */
+/* http_routes: the GET routes (/health, /ready, /metrics, /version,
+ * /v1/models, /v1/tern/status). */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "http_impl.h"
+#include "tern_config.h"
 
 static enum MHD_Result send_cjson(struct http_req *r, unsigned status, cJSON *j)
 {
@@ -116,12 +117,23 @@ static enum MHD_Result status(struct http_req *r)
     return send_cjson(r, 200, j);
 }
 
+/* The server's own version, in vLLM's shape (no key needed, as /health):
+ * what a bench's environment record asks a server for. */
+static enum MHD_Result version(struct http_req *r)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "version", TERN_VERSION);
+    cJSON_AddStringToObject(j, "engine", "tern");
+    return send_cjson(r, 200, j);
+}
+
 enum MHD_Result http_route_get(struct http_req *r)
 {
     const char *u = r->url;
     if (strcmp(u, "/health") == 0) return health(r);
     if (strcmp(u, "/ready") == 0) return ready(r);
     if (strcmp(u, "/metrics") == 0) return metrics(r);
+    if (strcmp(u, "/version") == 0) return version(r);
     if (strcmp(u, "/v1/models") == 0) return models(r);
     if (strcmp(u, "/v1/tern/status") == 0) return status(r);
     if (strncmp(u, "/v1/models/", 11) == 0) {
