@@ -188,6 +188,12 @@ struct engine_request {
      * and its path); json_object: any JSON object. Copied at submit. */
     const char *json_schema;
     bool json_object;
+
+    /* Reasoning models with thinking turned off (chat_template_kwargs
+     * enable_thinking: false): the assistant turn is opened with an empty
+     * thinking block, "<think>\n\n</think>\n\n", as Qwen3's own template
+     * does, so the reply is the answer alone. Chat messages only. */
+    bool no_think;
 };
 
 #define ENGINE_MAX_TOP_LOGPROBS 20

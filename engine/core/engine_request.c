@@ -144,6 +144,9 @@ static int build_prompt(struct engine_local *e, struct engine_req *r, const stru
     if (!text) return -1;
     int rc = encode_into(e, r, text, ENGINE_CHAT_TOK_FLAGS, err, errlen);
     free(text);
+    /* the empty thinking block goes after the opened turn, parsed as the
+     * template's own text is (its tags are special tokens where the model has them) */
+    if (rc == 0 && q->no_think) rc = encode_into(e, r, "<think>\n\n</think>\n\n", TOK_PARSE_SPECIAL, err, errlen);
     return rc;
 }
 

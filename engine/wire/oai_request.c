@@ -552,6 +552,24 @@ static void limits_default(struct oai_limits *l, const struct oai_limits *in)
     if (!l->max_prompt_ids) l->max_prompt_ids = 1 << 20;
 }
 
+/* chat_template_kwargs (vLLM, SGLang, llama-server): enable_thinking is the
+ * one tern applies (false: no_think); other keys belong to templates tern
+ * does not run and are ignored, as llama-server ignores unknown ones. */
+static int parse_template_kwargs(struct parse_ctx *c, const cJSON *root)
+{
+    const cJSON *kw = field(root, "chat_template_kwargs");
+    if (!kw) return 0;
+    if (c->r->kind != OAI_CHAT)
+        return fail(c, "chat_template_kwargs", "'chat_template_kwargs' is for /v1/chat/completions");
+    if (!cJSON_IsObject(kw)) return fail(c, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    const cJSON *et = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
+    if (!et) return 0;
+    if (!cJSON_IsBool(et))
+        return fail(c, "chat_template_kwargs", "'chat_template_kwargs.enable_thinking' must be true or false");
+    c->r->req.no_think = cJSON_IsFalse(et);
+    return 0;
+}
+
 int oai_request_parse(const char *body, size_t len, enum oai_kind kind,
                       const struct oai_limits *lim, struct oai_request *out,
                       struct oai_error *err)
@@ -594,7 +612,7 @@ int oai_request_parse(const char *body, size_t len, enum oai_kind kind,
         goto fail;
     if ((kind == OAI_CHAT ? parse_messages(&c, root) : parse_prompt(&c, root)) != 0) goto fail;
     if (parse_unsupported(&c, root) != 0 || parse_response_format(&c, root) != 0 ||
-        parse_tools(&c, root) != 0 ||
+        parse_tools(&c, root) != 0 || parse_template_kwargs(&c, root) != 0 ||
         parse_logprobs(&c, root) != 0 ||
         parse_sampling(&c, root) != 0 ||
         parse_limits(&c, root) != 0 || parse_stop(&c, root) != 0)
@@ -729,6 +747,10 @@ char *oai_request_build(enum oai_kind kind, const char *model, const struct engi
         }
     }
     if (r->ignore_eos && !cJSON_AddBoolToObject(o, "ignore_eos", true)) goto done;
+    if (kind == OAI_CHAT && r->no_think) { /* the server's template opens the empty block itself */
+        cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
+        if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", false)) goto done;
+    }
     if (!build_response_format(o, r)) goto done;
     if (!cJSON_AddBoolToObject(o, "stream", stream)) goto done;
     if (stream && include_usage) {

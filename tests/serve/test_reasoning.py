@@ -5,7 +5,8 @@ conversation whose assistant turns open with <think>, which the default model
 reply streamed (delta.reasoning_content) and not (message.reasoning_content);
 the thinking never appears in content; a reply cut inside its thinking ends
 with finish_reason length and an empty answer; a reply without <think> has
-no reasoning_content."""
+no reasoning_content; chat_template_kwargs enable_thinking false opens the
+turn with an empty thinking block (the answer alone, a longer prompt)."""
 import openai
 
 from serve_lib import TIME_SCALE, Server, done, ok
@@ -45,6 +46,7 @@ c = openai.OpenAI(base_url=srv.base + "/v1", api_key="none", max_retries=0,
 mid = c.models.list().data[0].id
 
 r = c.chat.completions.create(model=mid, messages=FEW_SHOT, temperature=0, max_tokens=40)
+base_prompt = r.usage.prompt_tokens
 m = r.choices[0].message
 ok(reasoning_of(m) == "Snow is white." and m.content == "White" and
    r.choices[0].finish_reason == "stop",
@@ -61,6 +63,25 @@ ok(r.choices[0].finish_reason == "length" and reasoning_of(m) and "<think>" not 
    f"cut inside the thinking: length, reasoning {reasoning_of(m)!r}, content {m.content!r}")
 rs, cs, finish, _ = stream(c, mid, messages=FEW_SHOT, max_tokens=4)
 ok(finish == "length" and rs and not cs, f"streamed, cut: reasoning {rs!r}, content {cs!r}")
+
+# thinking off (Qwen3's switch): the turn opens with an empty thinking block,
+# so the reply is the answer alone, and the prompt is longer by that block
+r = c.chat.completions.create(model=mid, messages=FEW_SHOT, temperature=0, max_tokens=40,
+                              extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+m = r.choices[0].message
+ok(not reasoning_of(m) and m.content and "<think>" not in m.content and "</think>" not in m.content
+   and r.usage.prompt_tokens > base_prompt,
+   f"enable_thinking false: answer only ({m.content!r}, reasoning {reasoning_of(m)!r}), "
+   f"prompt {r.usage.prompt_tokens} tokens against {base_prompt}")
+rs, cs, finish, _ = stream(c, mid, messages=FEW_SHOT, max_tokens=40,
+                           extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+ok(not rs and cs and "<think>" not in cs, f"streamed, thinking off: content {cs!r}, reasoning {rs!r}")
+try:
+    c.chat.completions.create(model=mid, messages=FEW_SHOT, max_tokens=4,
+                              extra_body={"chat_template_kwargs": {"enable_thinking": "no"}})
+    ok(False, "enable_thinking 'no' accepted")
+except openai.BadRequestError as e:
+    ok("enable_thinking" in str(e), f"enable_thinking not a boolean: 400 naming it ({e})")
 
 r = c.chat.completions.create(model=mid, temperature=0, max_tokens=8,
                               messages=[{"role": "user", "content": "Say hello."}])

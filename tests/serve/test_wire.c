@@ -334,6 +334,35 @@ static void test_response_format(void)
     oai_request_free(&a);
 }
 
+/* chat_template_kwargs.enable_thinking: false turns thinking off (no_think),
+ * survives build and parse; bad shapes are 400s naming the field. */
+static void test_template_kwargs(void)
+{
+    struct oai_request a = {0}, b = {0};
+    struct oai_error e;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                       "\"chat_template_kwargs\":{\"enable_thinking\":false,\"other\":1}}";
+    tap_ok(parse(body, OAI_CHAT, &a, &e) == 0 && a.req.no_think, "enable_thinking false: no_think");
+    char *out = oai_request_build(OAI_CHAT, "m", &a.req, false, false);
+    tap_ok(out && strstr(out, "\"chat_template_kwargs\":{\"enable_thinking\":false}") &&
+               parse(out, OAI_CHAT, &b, &e) == 0 && b.req.no_think,
+           "no_think survives build and parse (%s)", out ? out : "NULL");
+    free(out);
+    oai_request_free(&b);
+    oai_request_free(&a);
+    body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+           "\"chat_template_kwargs\":{\"enable_thinking\":true}}";
+    tap_ok(parse(body, OAI_CHAT, &a, &e) == 0 && !a.req.no_think, "enable_thinking true: thinking stays on");
+    oai_request_free(&a);
+    body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+           "\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}";
+    tap_ok(parse(body, OAI_CHAT, &a, &e) != 0 && strcmp(e.param, "chat_template_kwargs") == 0,
+           "enable_thinking not a boolean: refused naming the field (%s)", e.message);
+    body = "{\"prompt\":\"x\",\"chat_template_kwargs\":{\"enable_thinking\":false}}";
+    tap_ok(parse(body, OAI_COMPLETION, &a, &e) != 0 && strcmp(e.param, "chat_template_kwargs") == 0,
+           "chat_template_kwargs on completions: refused (%s)", e.message);
+}
+
 /* Replies read back into tool_calls: <tool_call> blocks (Qwen, the generic
  * format), a bare JSON call (Llama 3.1, with or without <|python_tag|>), an
  * array, unknown names and broken JSON left as text, parallel off. */
@@ -549,6 +578,7 @@ int main(void)
     test_errors();
     test_response_roundtrip();
     test_response_format();
+    test_template_kwargs();
     test_tool_replies();
     test_tool_history();
     test_forced_progress();
