@@ -82,6 +82,7 @@ struct http_stream {
     bool shut;                        /* the watchdog shut the socket (server lock) */
 };
 
+/* http_reply.c: answers and the access log of a simple one */
 double http_now(void);
 /* The headers every answer to r carries (X-Request-Id, Server, X-Tern-Max-Tokens). */
 void http_add_common_headers(struct MHD_Response *resp, const struct http_req *r);
