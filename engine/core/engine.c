@@ -34,12 +34,12 @@ void engine_config_default(struct engine_config *c)
 void engine_sampling_default(struct engine_sampling *s)
 {
     memset(s, 0, sizeof *s);
-    s->temp = 0.8f;
-    s->top_k = 40;
-    s->top_p = 0.95f;
-    s->min_p = 0.05f;
-    s->repeat_penalty = 1.0f;
-    s->penalty_last_n = 64;
+    s->temp = ENGINE_DEFAULT_TEMP;
+    s->top_k = ENGINE_DEFAULT_TOP_K;
+    s->top_p = ENGINE_DEFAULT_TOP_P;
+    s->min_p = ENGINE_DEFAULT_MIN_P;
+    s->repeat_penalty = ENGINE_DEFAULT_REPEAT_PENALTY;
+    s->penalty_last_n = ENGINE_DEFAULT_PENALTY_LAST_N;
 }
 
 void engine_sampling_greedy(struct engine_sampling *s)

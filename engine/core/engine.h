@@ -128,6 +128,15 @@ struct engine_sampling {
     int32_t penalty_last_n;          /* window of the penalties; default 64 */
     uint64_t seed;                   /* same seed, same output */
 };
+/* The defaults, written once: engine_sampling_default fills them, and a
+ * front end that shows them without linking the engine (the TUI's F4
+ * parameters) reads the same constants. */
+#define ENGINE_DEFAULT_TEMP 0.8f
+#define ENGINE_DEFAULT_TOP_K 40
+#define ENGINE_DEFAULT_TOP_P 0.95f
+#define ENGINE_DEFAULT_MIN_P 0.05f
+#define ENGINE_DEFAULT_REPEAT_PENALTY 1.0f
+#define ENGINE_DEFAULT_PENALTY_LAST_N 64
 void engine_sampling_default(struct engine_sampling *s);
 void engine_sampling_greedy(struct engine_sampling *s);
 

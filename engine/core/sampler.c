@@ -3,6 +3,7 @@
  * are (id, logit) pairs; only the filters that need an order sort, and top-p
  * first tries the best 256 before sorting the whole vocabulary. */
 #include "sampler.h"
+#include "engine.h" /* the sampling defaults, written once */
 
 #include <math.h>
 #include <stdbool.h>
@@ -27,9 +28,10 @@ struct sampler {
 void sampler_params_default(struct sampler_params *p)
 {
     *p = (struct sampler_params){
-        .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-        .repeat_penalty = 1.0f, .presence_penalty = 0.0f, .frequency_penalty = 0.0f,
-        .penalty_last_n = 64, .seed = 0,
+        .temperature = ENGINE_DEFAULT_TEMP, .top_k = ENGINE_DEFAULT_TOP_K, .top_p = ENGINE_DEFAULT_TOP_P,
+        .min_p = ENGINE_DEFAULT_MIN_P, .repeat_penalty = ENGINE_DEFAULT_REPEAT_PENALTY,
+        .presence_penalty = 0.0f, .frequency_penalty = 0.0f,
+        .penalty_last_n = ENGINE_DEFAULT_PENALTY_LAST_N, .seed = 0,
     };
 }
 

@@ -9,12 +9,12 @@
 void ui_params_default(struct ui_params *p)
 {
     memset(p, 0, sizeof *p);
-    p->temp = 0.8f;
-    p->top_p = 0.95f;
+    p->temp = ENGINE_DEFAULT_TEMP; /* the engine's own (engine.h), so F4 shows what runs */
+    p->top_p = ENGINE_DEFAULT_TOP_P;
     p->max_tokens = 512;
-    p->top_k = 40;
-    p->min_p = 0.05f;
-    p->repeat_penalty = 1.0f;
+    p->top_k = ENGINE_DEFAULT_TOP_K;
+    p->min_p = ENGINE_DEFAULT_MIN_P;
+    p->repeat_penalty = ENGINE_DEFAULT_REPEAT_PENALTY;
 }
 
 void ui_state_init(struct ui_state *s)
