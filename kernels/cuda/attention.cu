@@ -59,6 +59,51 @@ extern "C" size_t cu_attn_decode_ws(int32_t n_tokens, int32_t n_head, int32_t he
     return (size_t)n_tokens * n_head * n_split * (head_dim + 2) * sizeof(float);
 }
 
+// The block's warps' online-softmax states merged into one partial per query
+// head of the split: out + g * stride = {M, L, acc[HD]} for head g of the
+// group (the merge kernel combines the splits). Every thread of the block calls it.
+template <int HD>
+__device__ __forceinline__ void at_merge_warps(const float (&m)[AT_GMAX], const float (&l)[AT_GMAX],
+                                               const float (&acc)[AT_GMAX][HD / 32], int G, float *out,
+                                               size_t stride)
+{
+    constexpr int E = HD / 32;
+    __shared__ float s_m[AT_WARPS][AT_GMAX], s_l[AT_WARPS][AT_GMAX];
+    __shared__ float s_acc[AT_WARPS][AT_GMAX][HD];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int g = 0; g < AT_GMAX; g++) {
+        if (g >= G) break;
+        if (lane == 0) {
+            s_m[warp][g] = m[g];
+            s_l[warp][g] = l[g];
+        }
+#pragma unroll
+        for (int e = 0; e < E; e++) s_acc[warp][g][lane * E + e] = acc[g][e];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+        const int g = i / HD, d = i % HD;
+        float M = -CUDART_INF_F;
+        for (int w = 0; w < AT_WARPS; w++) M = fmaxf(M, s_m[w][g]);
+        float L = 0.0f, A = 0.0f;
+        if (M != -CUDART_INF_F) {
+            for (int w = 0; w < AT_WARPS; w++) {
+                if (s_m[w][g] == -CUDART_INF_F) continue; // this warp saw no keys
+                const float c = __expf(s_m[w][g] - M);
+                L += s_l[w][g] * c;
+                A += s_acc[w][g][d] * c;
+            }
+        }
+        float *o = out + (size_t)g * stride;
+        if (d == 0) {
+            o[0] = M;
+            o[1] = L;
+        }
+        o[2 + d] = A;
+    }
+}
+
 template <int HD>
 __global__ void __launch_bounds__(AT_WARPS * 32)
 k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
@@ -68,8 +113,6 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
     pdl_trigger();
     pdl_wait();
     constexpr int E = HD / 32;
-    __shared__ float s_m[AT_WARPS][AT_GMAX], s_l[AT_WARPS][AT_GMAX];
-    __shared__ float s_acc[AT_WARPS][AT_GMAX][HD];
     const int t = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int G = sh.n_head / sh.n_head_kv;
@@ -114,37 +157,8 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
             m[g] = mn;
         }
     }
-#pragma unroll
-    for (int g = 0; g < AT_GMAX; g++) {
-        if (g >= G) break;
-        if (lane == 0) {
-            s_m[warp][g] = m[g];
-            s_l[warp][g] = l[g];
-        }
-#pragma unroll
-        for (int e = 0; e < E; e++) s_acc[warp][g][lane * E + e] = acc[g][e];
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
-        const int g = i / HD, d = i % HD;
-        float M = -CUDART_INF_F;
-        for (int w = 0; w < AT_WARPS; w++) M = fmaxf(M, s_m[w][g]);
-        float L = 0.0f, A = 0.0f;
-        if (M != -CUDART_INF_F) {
-            for (int w = 0; w < AT_WARPS; w++) {
-                if (s_m[w][g] == -CUDART_INF_F) continue; // this warp saw no keys
-                const float c = __expf(s_m[w][g] - M);
-                L += s_l[w][g] * c;
-                A += s_acc[w][g][d] * c;
-            }
-        }
-        float *o = ws + (((size_t)t * sh.n_head + kh * G + g) * n_split + sp) * (HD + 2);
-        if (d == 0) {
-            o[0] = M;
-            o[1] = L;
-        }
-        o[2 + d] = A;
-    }
+    at_merge_warps<HD>(m, l, acc, G, ws + (((size_t)t * sh.n_head + kh * G) * n_split + sp) * (HD + 2),
+                       (size_t)n_split * (HD + 2));
 }
 
 // The same partials, a lane per key (cu_set_attn_lanes; the trip's A/B at
@@ -164,8 +178,6 @@ k_attn_decode_lk(const float *__restrict__ q, const __half *__restrict__ kc,
     pdl_trigger();
     pdl_wait();
     constexpr int E = HD / 32;
-    __shared__ float s_m[AT_WARPS][AT_GMAX], s_l[AT_WARPS][AT_GMAX];
-    __shared__ float s_acc[AT_WARPS][AT_GMAX][HD];
     __shared__ __align__(16) float s_q[AT_GMAX][HD];
     __shared__ float s_p[AT_WARPS][AT_GMAX][32];
     const int t = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
@@ -241,37 +253,8 @@ k_attn_decode_lk(const float *__restrict__ q, const __half *__restrict__ kc,
         }
         __syncwarp(); // s_p is rewritten by the next chunk
     }
-#pragma unroll
-    for (int g = 0; g < AT_GMAX; g++) {
-        if (g >= G) break;
-        if (lane == 0) {
-            s_m[warp][g] = m[g];
-            s_l[warp][g] = l[g];
-        }
-#pragma unroll
-        for (int e = 0; e < E; e++) s_acc[warp][g][lane * E + e] = acc[g][e];
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
-        const int g = i / HD, d = i % HD;
-        float M = -CUDART_INF_F;
-        for (int w = 0; w < AT_WARPS; w++) M = fmaxf(M, s_m[w][g]);
-        float L = 0.0f, A = 0.0f;
-        if (M != -CUDART_INF_F) {
-            for (int w = 0; w < AT_WARPS; w++) {
-                if (s_m[w][g] == -CUDART_INF_F) continue; // this warp saw no keys
-                const float c = __expf(s_m[w][g] - M);
-                L += s_l[w][g] * c;
-                A += s_acc[w][g][d] * c;
-            }
-        }
-        float *o = ws + (((size_t)t * sh.n_head + kh * G + g) * n_split + sp) * (HD + 2);
-        if (d == 0) {
-            o[0] = M;
-            o[1] = L;
-        }
-        o[2 + d] = A;
-    }
+    at_merge_warps<HD>(m, l, acc, G, ws + (((size_t)t * sh.n_head + kh * G) * n_split + sp) * (HD + 2),
+                       (size_t)n_split * (HD + 2));
 }
 
 static bool g_attn_lanes = false;

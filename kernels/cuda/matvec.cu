@@ -654,24 +654,23 @@ k_matvec_q8k(const mv_args a, const int8_t *__restrict__ qs, const float2 *__res
     }
 }
 
-template <int T>
-static cudaError_t mv_q8k_launch(const mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, cudaStream_t st)
-{
-    const int64_t pairs = a.pair_end[a.nt - 1];
-    const dim3 grid((unsigned)((pairs + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
-    if (n <= 1) CU_LAUNCH((k_matvec_q8k<T, 1>), grid, block, 0, st, a, qs, ds, n);
-    else if (n <= 2) CU_LAUNCH((k_matvec_q8k<T, 2>), grid, block, 0, st, a, qs, ds, n);
-    else if (n <= 4) CU_LAUNCH((k_matvec_q8k<T, 4>), grid, block, 0, st, a, qs, ds, n);
-    else CU_LAUNCH((k_matvec_q8k<T, 8>), grid, block, 0, st, a, qs, ds, n);
-    return cudaGetLastError();
-}
-
 // The q8 kernel's grid: a warp per row pair, one pass (default), or
 // persistent (MV_BLOCKS_PER_SM blocks per SM, each warp walking its pairs
 // and prefetching the next one's weights into L2 while it computes the
 // current): the trip measures both (TERN_CUDA_MV_PERSIST).
 static bool g_mv_persist = false;
 extern "C" void cu_set_mv_persist(bool on) { g_mv_persist = on; }
+
+template <int T> constexpr bool is_kquant() { return T == CU_QT_Q4_K || T == CU_QT_Q5_K || T == CU_QT_Q6_K; }
+
+// One launch of the q8 kernel for format T at NB tokens (the K-quants' own kernel).
+template <int T, int NB>
+static void mv_q8_go(const mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, dim3 grid, dim3 block,
+                     cudaStream_t st)
+{
+    if constexpr (is_kquant<T>()) CU_LAUNCH((k_matvec_q8k<T, NB>), grid, block, 0, st, a, qs, ds, n);
+    else CU_LAUNCH((k_matvec_q8<T, NB>), grid, block, 0, st, a, qs, ds, n);
+}
 
 template <int T>
 static cudaError_t mv_q8_launch(mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, cudaStream_t st)
@@ -686,13 +685,13 @@ static cudaError_t mv_q8_launch(mv_args &a, const int8_t *qs, const float2 *ds, 
             sms = -1;
         (void)cudaGetLastError();
     }
-    a.pf = g_mv_persist && sms > 0 && need > (int64_t)sms * MV_BLOCKS_PER_SM;
+    a.pf = !is_kquant<T>() && g_mv_persist && sms > 0 && need > (int64_t)sms * MV_BLOCKS_PER_SM;
     if (a.pf) need = (int64_t)sms * MV_BLOCKS_PER_SM;
     const dim3 grid((unsigned)need), block(MV_WARPS * 32);
-    if (n <= 1) CU_LAUNCH((k_matvec_q8<T, 1>), grid, block, 0, st, a, qs, ds, n);
-    else if (n <= 2) CU_LAUNCH((k_matvec_q8<T, 2>), grid, block, 0, st, a, qs, ds, n);
-    else if (n <= 4) CU_LAUNCH((k_matvec_q8<T, 4>), grid, block, 0, st, a, qs, ds, n);
-    else CU_LAUNCH((k_matvec_q8<T, 8>), grid, block, 0, st, a, qs, ds, n);
+    if (n <= 1) mv_q8_go<T, 1>(a, qs, ds, n, grid, block, st);
+    else if (n <= 2) mv_q8_go<T, 2>(a, qs, ds, n, grid, block, st);
+    else if (n <= 4) mv_q8_go<T, 4>(a, qs, ds, n, grid, block, st);
+    else mv_q8_go<T, 8>(a, qs, ds, n, grid, block, st);
     return cudaGetLastError();
 }
 
@@ -726,9 +725,9 @@ extern "C" cudaError_t cu_matvec_q8(const struct cu_tensor *const *w, float *con
     case CU_QT_Q4_0: return mv_q8_launch<CU_QT_Q4_0>(a, qs, ds, n, st);
     case CU_QT_Q4_1: return mv_q8_launch<CU_QT_Q4_1>(a, qs, ds, n, st);
     case CU_QT_Q8_0: return mv_q8_launch<CU_QT_Q8_0>(a, qs, ds, n, st);
-    case CU_QT_Q4_K: return mv_q8k_launch<CU_QT_Q4_K>(a, qs, ds, n, st);
-    case CU_QT_Q5_K: return mv_q8k_launch<CU_QT_Q5_K>(a, qs, ds, n, st);
-    case CU_QT_Q6_K: return mv_q8k_launch<CU_QT_Q6_K>(a, qs, ds, n, st);
+    case CU_QT_Q4_K: return mv_q8_launch<CU_QT_Q4_K>(a, qs, ds, n, st);
+    case CU_QT_Q5_K: return mv_q8_launch<CU_QT_Q5_K>(a, qs, ds, n, st);
+    case CU_QT_Q6_K: return mv_q8_launch<CU_QT_Q6_K>(a, qs, ds, n, st);
     default: return cudaErrorInvalidValue;
     }
 }
