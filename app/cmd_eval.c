@@ -33,6 +33,8 @@ struct eopts {
     long ctx, stride, chunks, concurrency, threads, max_tokens;
     bool max_tokens_set;        /* --max-tokens given (else a server's cap may lower it) */
     bool no_save, json, raw;
+    bool kv_type_set;           /* --kv-type given: perplexity with a quantized KV cache */
+    enum kv_type kv_type;
 };
 
 struct eval {
@@ -300,6 +302,7 @@ static int do_perplexity(struct eval *ev)
     cJSON_AddNumberToObject(config, "chunks", (double)n_chunk);
     cJSON_AddStringToObject(config, "model_file", ev->info.model_path);
     cJSON_AddStringToObject(config, "backend", ev->info.backend.name);
+    cJSON_AddStringToObject(config, "kv_type", o->kv_type == KV_Q8_0 ? "q8_0" : o->kv_type == KV_F32 ? "f32" : "f16");
     if (o->json) {
         cJSON *both = cJSON_CreateObject();
         cJSON_AddItemReferenceToObject(both, "config", config);
@@ -783,6 +786,9 @@ static int on_opt(int c, const char *arg, void *ud)
         o->max_tokens_set = true;
         return cli_opt_long(cli, CLI_O_MAX_TOKENS, arg, &o->max_tokens);
     case OPT_RAW: o->raw = true; return 0;
+    case CLI_O_KV_TYPE:
+        o->kv_type_set = true;
+        return cli_kv_type(cli, arg, &o->kv_type);
     case CLI_O_BACKEND: {
         enum backend_kind k; /* checked here, named to the engine at open */
         if (cli_backend(cli, arg, &k) != 0) return -1;
@@ -805,6 +811,7 @@ static struct engine *open_engine(const struct cli *cli, const struct eopts *o, 
     c.model_path = path;
     c.n_ctx = n_ctx;
     c.backend.threads = (int)o->threads;
+    if (o->kv_type_set) c.backend.kv_type = o->kv_type;
     if (o->backend)
         c.backend.kind = strcmp(o->backend, "cpu") == 0    ? BACKEND_CPU
                          : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
@@ -863,6 +870,7 @@ int cmd_eval(int argc, char **argv)
         "      --db PATH         history database; --no-save: do not store the run\n"
         "@threads physical cores\n"
         "@backend auto\n"
+        "@kv-type f16 (perplexity with q8_0: what the quantized cache costs in quality)\n"
         "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {
         {"perplexity", required_argument, 0, OPT_PPL},
@@ -878,6 +886,7 @@ int cmd_eval(int argc, char **argv)
         CLI_SHARED(CLI_O_THREADS),
         CLI_SHARED(CLI_O_MAX_TOKENS),
         CLI_SHARED(CLI_O_BACKEND),
+        CLI_SHARED(CLI_O_KV_TYPE),
         {"raw", no_argument, 0, OPT_RAW},
         {0, 0, 0, 0},
     };
