@@ -146,7 +146,8 @@ static void check_frames(const struct ui_theme *t)
         ui_input_set(&in, "Здравствуй, 世界");
         in.tokens = 7;
         WINDOW *w = newwin(H, W, 0, 0);
-        struct ui_view v = {&s, &in, &d, t, true, true, true, false, false, {0}, 0, 0, false, 0, false};
+        struct ui_view v = {.st = &s, .in = &in, .dlg = &d, .theme = t, .show_sessions = true,
+                            .show_instruments = true, .show_timeline = true};
         ui_screen_draw(w, H, W, &v);
         char name[64];
         snprintf(name, sizeof name, "%dx%d", W, H);
@@ -208,7 +209,7 @@ static void check_slo_colour(const struct ui_theme *t, const char *name)
     fill_state(&s);
     ui_input_init(&in);
     WINDOW *w = newwin(30, 100, 0, 0);
-    struct ui_view v = {&s, &in, NULL, t, false, true, false, false, false, {0}, 0, 0, false, 0, false};
+    struct ui_view v = {.st = &s, .in = &in, .theme = t, .show_instruments = true};
     ui_screen_draw(w, 30, 100, &v);
     int ix = v.layout.r_instruments.x;
     is_int(attr_of(w, 30, "12.5 ms", ix), t->a[UI_C_WARN], name);

@@ -40,6 +40,7 @@ struct app {
     struct ui_keys keys;
     struct ui_view view;
     bool dirty, quit;
+    struct ui_rect overlay; /* the popup box of the last frame (h 0: none) */
     double t_start, last_frame, last_snap;
     long frames;
     /* headless key script */
@@ -626,6 +627,23 @@ static void script_step(struct app *a, bool got_keys)
 
 /* ---- frames ---------------------------------------------------------------- */
 
+/* A popup's border over a wide character (CJK) splits it: the terminal
+ * blanks the whole character while curses believes its other half still
+ * shows, so when the popup goes (or moves) curses skips the cells it
+ * thinks unchanged and a half-drawn line stays until Ctrl-L. The rows a
+ * popup covered, before and now, are repainted whole whenever it opens,
+ * closes, moves or resizes. */
+static void repaint_overlay_rows(struct app *a)
+{
+    struct ui_rect o = a->overlay, n = a->view.overlay;
+    if (o.y == n.y && o.h == n.h && o.x == n.x && o.w == n.w) return;
+    int y0 = o.h && (!n.h || o.y < n.y) ? o.y : n.y;
+    int y1 = o.y + o.h > n.y + n.h ? o.y + o.h : n.y + n.h;
+    if (y1 > a->term.rows) y1 = a->term.rows;
+    if (y1 > y0) wredrawln(stdscr, y0, y1 - y0);
+    a->overlay = n;
+}
+
 static void frame(struct app *a)
 {
     struct ui_state *st = &a->st;
@@ -645,6 +663,7 @@ static void frame(struct app *a)
     a->in.ctx_tokens = st->ctx_tokens;
     a->in.ctx_limit = st->n_ctx;
     ui_screen_draw(stdscr, a->term.rows, a->term.cols, &a->view);
+    repaint_overlay_rows(a);
     if (a->view.cursor) {
         curs_set(1);
         wmove(stdscr, a->view.cur_y, a->view.cur_x);

@@ -218,7 +218,7 @@ enum ui_dialog_result ui_dialog_key(struct ui_dialog *d, const struct ui_key *k)
 }
 
 void ui_dialog_draw(WINDOW *w, struct ui_rect screen, const struct ui_dialog *d,
-                    const struct ui_theme *t, int *cy, int *cx)
+                    const struct ui_theme *t, int *cy, int *cx, struct ui_rect *box)
 {
     int bw = screen.w - 4 < 64 ? screen.w - 4 : 64;
     int bh = d->kind == UI_DLG_CONFIRM  ? 5
@@ -228,6 +228,7 @@ void ui_dialog_draw(WINDOW *w, struct ui_rect screen, const struct ui_dialog *d,
                                         : 4 + 2 * d->n_fields;
     if (bh > screen.h) bh = screen.h;
     struct ui_rect r = {screen.y + (screen.h - bh) / 2, screen.x + (screen.w - bw) / 2, bh, bw};
+    *box = r;
     ui_draw_box(w, r, t->a[UI_C_TITLE], d->title);
     if (d->kind == UI_DLG_CONFIRM) {
         ui_draw_str(w, r.y + 1, r.x + 2, bw - 4, t->a[UI_C_NORMAL], d->message);

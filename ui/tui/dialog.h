@@ -50,7 +50,9 @@ const char *ui_dialog_text(const struct ui_dialog *d);
 /* Parses the params form into p; returns 0, or -1 with d->error set. */
 int ui_dialog_get_params(struct ui_dialog *d, struct ui_params *p);
 
+/* Draws the box centred in screen; *box is where it went, (*cy, *cx) the
+ * cursor. */
 void ui_dialog_draw(WINDOW *w, struct ui_rect screen, const struct ui_dialog *d,
-                    const struct ui_theme *t, int *cy, int *cx);
+                    const struct ui_theme *t, int *cy, int *cx, struct ui_rect *box);
 
 #endif

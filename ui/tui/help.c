@@ -45,7 +45,8 @@ static int lay_out(WINDOW *w, int y0, int rows, int top, int x, int kw, int tw,
     return line;
 }
 
-bool ui_help_draw(WINDOW *w, struct ui_rect screen, const struct ui_theme *t, int *top)
+bool ui_help_draw(WINDOW *w, struct ui_rect screen, const struct ui_theme *t, int *top,
+                  struct ui_rect *box)
 {
     /* the key column as wide as its widest entry, within a third of the box */
     int kw = 0;
@@ -62,6 +63,7 @@ bool ui_help_draw(WINDOW *w, struct ui_rect screen, const struct ui_theme *t, in
     if (*top < 0) *top = 0;
     bool more = *top + rows < lines;
     struct ui_rect r = {screen.y + (screen.h - bh) / 2, screen.x + (screen.w - bw) / 2, bh, bw};
+    *box = r;
     ui_draw_box(w, r, t->a[UI_C_TITLE],
                 more || *top ? "keys · ↓/↑ scroll · other keys close" : "keys · any key closes");
     lay_out(w, r.y + 1, rows, *top, r.x + 2, kw, tw, t);
