@@ -286,8 +286,12 @@ static void print_server_view(struct engine *e)
 static void print_verbose(const struct engine_info *info, double load_s, double tok_s,
                           const struct engine_metrics *m)
 {
-    fprintf(stderr, "\n%-22s %s (%s, %s)\n", "model", info->model_name, info->arch,
-            info->backend.device);
+    if (m->remote) /* the server's URL and kind: its model's architecture is not known here */
+        fprintf(stderr, "\n%-22s %s\n%-22s %s\n", "model", info->model_name, "server:",
+                info->backend.device);
+    else
+        fprintf(stderr, "\n%-22s %s (%s, %s)\n", "model", info->model_name, info->arch,
+                info->backend.device);
     print_ms("load duration:", load_s);
     print_ms("tokenize duration:", tok_s);
     fprintf(stderr, "%-22s %d token(s) (%d reused from cache)\n", "prompt eval count:",

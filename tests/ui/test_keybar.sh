@@ -42,7 +42,7 @@ help_text() {
 import sys
 rows = sys.stdin.read().split("\n")
 top = next(i for i, r in enumerate(rows) if "keys · " in r)
-a = rows[top].index("┌"); b = rows[top].index("┐", a) + 1
+a = rows[top].index("┌─ keys"); b = rows[top].index("┐", a) + 1
 print(" ".join(r[a + 1:b - 1] for r in rows[top + 1:] if len(r) > a and r[a] == "│"))' | tr -s ' ' ' '
 }
 # the help box: its rows between the corners end on its borders
@@ -52,7 +52,7 @@ import sys
 from wcwidth import wcswidth
 rows = sys.stdin.read().split("\n")
 top = next(i for i, r in enumerate(rows) if "keys · " in r)
-a = rows[top].index("┌"); b = rows[top].index("┐", a)
+a = rows[top].index("┌─ keys"); b = rows[top].index("┐", a)
 ca, cb = wcswidth(rows[top][:a]), wcswidth(rows[top][:b])
 for r in rows[top + 1:]:
     cells = {}

@@ -62,6 +62,7 @@ void ui_bridge_switch_model(struct ui_bridge *b, struct ui_state *st, const char
     }
     engine_close(b->eng); /* frees the old model's memory before the new one maps */
     b->eng = b->loaded = NULL;
+    b->cfg.remote.n_urls = 0; /* a file picked while attached runs here, not on the server */
     set_model_path(b, path);
     st->engine_ok = false;
     st->have_stats = false;
@@ -163,8 +164,18 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     b->eng = b->loaded;
     if (!b->eng) {
         st->engine_ok = false;
-        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "model load failed: %s",
-                 b->load_err);
+        if (b->cfg.remote.n_urls > 0) { /* no model loads here: the server did not answer */
+            copy_str(st->model_name, sizeof st->model_name, "(not attached)");
+            copy_str(st->backend, sizeof st->backend, "remote");
+            copy_str(st->device, sizeof st->device, b->cfg.remote.urls[0]);
+            snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0],
+                     "cannot attach: %.480s. Start the server (tern serve) or check --url/--attach; "
+                     "F6 loads a local model.",
+                     b->load_err);
+        } else {
+            snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "model load failed: %s",
+                     b->load_err);
+        }
         return;
     }
     struct engine_info info;
@@ -192,6 +203,8 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
         ui_state_set_status(st, false, "model ready: %s on %s; replies at most %d tokens (the "
                                        "server's cap per request)",
                             st->model_name, st->backend, (int)info.max_tokens_cap);
+    else if (b->cfg.remote.n_urls > 0)
+        ui_state_set_status(st, false, "attached to %s: model %s", st->device, st->model_name);
     else
         ui_state_set_status(st, false, "model ready: %s on %s", st->model_name, st->backend);
     b->max_tokens_cap = info.max_tokens_cap;
