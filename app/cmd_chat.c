@@ -18,6 +18,7 @@ enum {
     OPT_KEYS,
     OPT_ATTACH,
     OPT_CTX_POLICY,
+    OPT_CONTINUE,
 };
 
 static const struct option longopts[] = {
@@ -38,6 +39,7 @@ static const struct option longopts[] = {
     CLI_SHARED(CLI_O_SYSTEM),
     {"attach", optional_argument, 0, OPT_ATTACH},
     {"context-policy", required_argument, 0, OPT_CTX_POLICY},
+    {"continue", no_argument, 0, OPT_CONTINUE},
     CLI_SHARED(CLI_O_TOP_K),
     CLI_SHARED(CLI_O_MIN_P),
     CLI_SHARED(CLI_O_REPEAT_PENALTY),
@@ -161,6 +163,10 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_NO_COLOR:
         a->o.no_color = true;
         return 0;
+    case 'c':
+    case OPT_CONTINUE:
+        a->o.resume = true;
+        return 0;
     case OPT_HEADLESS:
         if (cli_int(a->cli, "--headless-frames", arg, 1, 1L << 30, &v) < 0) return -1;
         a->o.headless = true;
@@ -194,7 +200,12 @@ int cmd_chat(int argc, char **argv)
         "history database, live TTFT/TPOT and KV-cache gauges (F2), each reply's phase\n"
         "timeline (F3). F1 inside lists every key.\n"
         "\n"
+        "tern chat starts a new session; -c continues the newest chat session, and F5\n"
+        "lists the earlier ones (Enter opens one). One-shot tern run exchanges are kept\n"
+        "apart: tern history lists them, F5 then a shows them too.\n"
+        "\n"
         "options:\n"
+        "  -c, --continue           continue the newest chat session\n"
         "@threads physical cores\n"
         "@ctx the model's\n"
         "@backend auto\n"
@@ -230,7 +241,7 @@ int cmd_chat(int argc, char **argv)
     engine_config_default(&a.o.engine);
     a.o.top_k = a.o.seed = -1;
     a.o.min_p = a.o.repeat_penalty = -1;
-    int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &a, use);
+    int rc = cli_parse(&cli, argc, argv, "c", longopts, on_opt, &a, use);
     if (rc >= 0) goto done;
     if (a.kv_mem) a.o.engine.backend.kv_bytes = a.kv_mem;
     if (cli.argc > 0) {

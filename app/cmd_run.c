@@ -177,9 +177,8 @@ static void history_begin(struct run_history *h, const struct run_opts *o,
     if (n >= sizeof title) n = sizeof title - 1;
     memcpy(title, prompt, n);
     title[n] = 0;
-    /* marked as a one-shot run: the chat does not open it as its session */
-    store_key ses = h->cont ? h->cont
-                            : store_session_new(h->db, title, model_name, "{\"source\":\"run\"}");
+    /* a one-shot run: its own kind, left out of the chat's session list */
+    store_key ses = h->cont ? h->cont : store_session_new_kind(h->db, "run", title, model_name, NULL);
     if (o->system && !h->cont) store_message_add(h->db, ses, "system", o->system, -1);
     store_message_add(h->db, ses, "user", prompt, -1);
     h->reply = store_reply_begin(h->db, ses);

@@ -303,6 +303,11 @@ static void sessions_key(struct app *a, const struct ui_key *k)
     } else if (k->fn == 0 && k->ch == 'r') {
         ui_dialog_prompt(&a->dlg, ACT_RENAME, "rename session · Enter saves, Esc cancels",
                          st->sessions[st->sel].title);
+    } else if (k->fn == 0 && k->ch == 'a') {
+        ui_bridge_list_sessions(&a->br, st, !st->list_runs);
+        ui_state_set_status(st, false, "%s", st->list_runs
+                                                 ? "one-shot runs (tern run) listed too; a hides them"
+                                                 : "chat sessions only; a lists one-shot runs too");
     } else if (k->fn == KEY_DC || (k->fn == 0 && k->ch == 'd')) {
         if (st->sel == st->cur && ui_state_streaming(st)) {
             ui_state_set_status(st, false, "a reply is streaming: Esc cancels it first");
@@ -799,14 +804,16 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     if (ui_bridge_open(&a.br, &a.st, &o->engine, o->db_path, o->model_error, err, errlen) < 0) {
         rc = 1;
     } else {
-        ui_bridge_list_sessions(&a.br, &a.st);
-        /* continue the newest chat session (one-shot runs do not take over) */
-        size_t first = 0;
-        while (first < a.st.n_sessions && a.st.sessions[first].from_run) first++;
-        if (first < a.st.n_sessions)
-            ui_bridge_open_session(&a.br, &a.st, first);
-        else
+        /* the chat's own sessions (one-shot runs listed on request); a new
+         * session unless asked to continue the newest (-c), the others under F5 */
+        ui_bridge_list_sessions(&a.br, &a.st, false);
+        if (o->resume && a.st.n_sessions > 0) {
+            ui_bridge_open_session(&a.br, &a.st, 0);
+        } else {
             ui_bridge_new_session(&a.br, &a.st, NULL);
+            if (o->resume)
+                ui_state_set_status(&a.st, false, "no chat session to continue: a new one");
+        }
         a.dirty = true;
         loop(&a);
         wind_down(&a);

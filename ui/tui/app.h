@@ -21,6 +21,7 @@ struct ui_app_opts {
     double temp, top_p;
     int32_t max_tokens;
     const char *system;
+    bool resume; /* -c: continue the newest chat session (else a new one) */
     /* the model picker (F6): the models directory and how to list it (the
      * app's model_name module); list NULL: no picker */
     const char *models_dir;

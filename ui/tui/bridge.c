@@ -287,7 +287,7 @@ static int64_t session_key(struct ui_bridge *b, struct ui_state *st, const char 
     return se->key;
 }
 
-void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st)
+void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st, bool runs)
 {
     struct store_session_list l;
     char err[256];
@@ -296,14 +296,31 @@ void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st)
         ui_state_set_status(st, true, "history: %s", err);
         return;
     }
+    /* the open session keeps its entry (its key may still be queued) */
+    bool have_open = st->n_sessions > 0, placed = false;
+    struct ui_session open = have_open ? st->sessions[st->cur] : (struct ui_session){0};
+    char *open_title = have_open ? strdup(open.title ? open.title : "") : NULL;
+    int64_t open_id = have_open && open.key ? store_resolve(b->db, open.key) : 0;
     while (st->n_sessions) ui_state_remove_session(st, st->n_sessions - 1);
-    st->cur = st->sel = 0;
+    st->cur = 0;
     for (size_t i = 0; i < l.n; i++) {
-        int k = ui_state_add_session(st, l.v[i].id, l.v[i].title, l.v[i].created, false);
-        if (k >= 0) st->sessions[k].n_messages = l.v[i].n_messages;
-        if (k >= 0 && l.v[i].params_json && strstr(l.v[i].params_json, "\"source\":\"run\""))
-            st->sessions[k].from_run = true;
+        bool run = l.v[i].kind && !strcmp(l.v[i].kind, "run"), is_open = open_id == l.v[i].id;
+        if (run && !runs && !is_open) continue;
+        int k = ui_state_add_session(st, is_open ? open.key : l.v[i].id,
+                                     is_open && open_title ? open_title : l.v[i].title,
+                                     l.v[i].created, false);
+        if (k < 0) continue;
+        st->sessions[k].n_messages = l.v[i].n_messages;
+        st->sessions[k].run = run;
+        if (is_open) st->cur = (size_t)k, placed = true;
     }
+    if (have_open && !placed && ui_state_add_session(st, open.key, open_title, open.created, true) >= 0) {
+        st->sessions[0].run = open.run;
+        st->cur = 0;
+    }
+    st->sel = st->cur;
+    st->list_runs = runs;
+    free(open_title);
     store_session_list_free(&l);
 }
 
