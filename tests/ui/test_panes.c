@@ -12,6 +12,7 @@
 #include "chat.h"
 #include "ctxfit.h"
 #include "dialog.h"
+#include "picker.h"
 #include "gauge.h"
 #include "input.h"
 #include "keymap.h"
@@ -366,6 +367,20 @@ static void check_dialog(void)
     ui_dialog_confirm(&d, 2, "delete", "Delete session?");
     struct ui_key y = {0, 'y', false};
     is_int(ui_dialog_key(&d, &y), UI_DLG_OK, "y confirms");
+    struct ui_key enter = {0, '\r', false}, k = {0, 'k', false};
+    is_int(ui_dialog_key(&d, &enter), UI_DLG_OPEN, "Enter alone does not delete");
+    /* the picker's question (wall 8): Enter, k or Esc */
+    struct ui_model_entry base = {.file = "gemma-3-270m-q4_k_m.gguf", .ok = true, .base = true};
+    char title[96], msg[512];
+    ok(ui_picker_switch_question(&base, false, title, sizeof title, msg, sizeof msg) &&
+           strstr(msg, "gemma-3-270m-q4_k_m is a base model") && strstr(msg, "new session"),
+       "a base model picked in a chat asks: %s", title);
+    ok(!ui_picker_switch_question(&base, true, title, sizeof title, msg, sizeof msg),
+       "a base model picked with a base model loaded does not ask");
+    ui_dialog_ask(&d, 7, title, msg, " Enter: new session   k: keep this chat   Esc: cancel ", 'k');
+    is_int(ui_dialog_key(&d, &enter), UI_DLG_OK, "the question: Enter answers yes");
+    is_int(ui_dialog_key(&d, &k), UI_DLG_ALT, "k is its third answer");
+    is_int(ui_dialog_key(&d, &esc), UI_DLG_CANCEL, "Esc cancels it");
     ui_dialog_free(&d);
 }
 
