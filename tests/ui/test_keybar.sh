@@ -107,7 +107,7 @@ for size in 80x24 100x30; do
     ok $? "$size: a status message is cut at a word and F1/F10 stay"
     diag "status: $s"
     keys C-u; text "/clear"; keys Enter; wait_for 'new session' 5; ok $? "$size: /clear starts a new session"
-    text "/model"; keys Enter; wait_for 'model · 0 in the models directory' 5
+    text "/model"; keys Enter; wait_for 'model · the models directory is empty' 5
     ok $? "$size: /model opens the model picker"
     keys Escape; sleep 0.3
     if [ "$size" = 80x24 ]; then

@@ -109,6 +109,10 @@ static void send_input(struct app *a)
         ui_state_set_status(st, false, "the model is still loading; your text is kept");
         return;
     }
+    if (!st->engine_ok) { /* nothing to answer: no failed turn in the history, the text stays */
+        ui_state_set_status(st, true, "no model loaded: F6 picks one; your text is kept");
+        return;
+    }
     char *text = ui_input_take(&a->in);
     if (!text) return;
     st->status[0] = 0;

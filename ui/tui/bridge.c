@@ -183,6 +183,8 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     st->engine_ok = true;
     copy_str(st->model_name, sizeof st->model_name,
              info.model_name ? info.model_name : b->model_file);
+    /* attached without a file: the server's model names the sessions */
+    if (!b->model_file[0]) copy_str(b->model_file, sizeof b->model_file, st->model_name);
     copy_str(st->backend, sizeof st->backend, info.backend.name ? info.backend.name : "?");
     copy_str(st->device, sizeof st->device, info.backend.device);
     copy_str(st->backend_note, sizeof st->backend_note, info.backend.note);

@@ -274,7 +274,7 @@ static void draw_list(WINDOW *w, struct ui_rect r, int rows, const struct ui_dia
     if (d->head[0] && str_w(d->head) > dw) dw = str_w(d->head);
     if (iw - dw - 2 < 12) dw = 0; /* too narrow: names alone */
     int nw = dw ? iw - dw - 2 : iw;
-    if (dw && d->head[0] && rows > 0)
+    if (dw && d->head[0] && rows > 0 && d->n_items)
         ui_draw_str(w, r.y + 1, r.x + 3 + iw - dw, dw, t->a[UI_C_DIM], d->head);
     for (int i = first; i < d->n_items && i - first < rows; i++) {
         int y = r.y + 2 + i - first;

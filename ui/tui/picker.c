@@ -54,7 +54,10 @@ void ui_picker_open(struct ui_dialog *d, int action, const struct ui_model_entry
         if (!names[k] || !det[k]) break;
     }
     char title[96];
-    snprintf(title, sizeof title, "model · %d in the models directory · Enter loads", n);
+    if (n)
+        snprintf(title, sizeof title, "model · %d in the models directory · Enter loads", n);
+    else
+        snprintf(title, sizeof title, "model · the models directory is empty · Esc closes");
     ui_dialog_list(d, action, title, names, det, PICKER_HEAD, k, cur);
     if (n == 0)
         snprintf(d->message, sizeof d->message, "none in %s; %s fetches one", dir, pull);
