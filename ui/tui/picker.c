@@ -22,7 +22,7 @@ static void fmt_size(char *b, size_t n, uint64_t v)
 }
 
 /* "chat  Q4_1    94 MiB  8.2k": columns under PICKER_HEAD */
-#define PICKER_HEAD "kind  quant      size   ctx"
+#define PICKER_HEAD "kind  quant     size   ctx"
 static void details(const struct ui_model_entry *e, char *out, size_t n)
 {
     char size[16], ctx[16] = "?";
