@@ -549,7 +549,8 @@ static int run(const struct hopts *o, int argc, char **argv)
 int cmd_history(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern history [list]                 sessions with message counts and dates\n"
+        "usage: tern history [list]                 sessions with kind (chat, or run: one\n"
+        "                                           tern run), message counts and dates\n"
         "       tern history show ID [--timings]    a transcript (--timings: each reply's phases)\n"
         "       tern history search TEXT            full-text search (FTS5: words, \"phrases\",\n"
         "                                           prefix*, AND/OR/NOT), matches highlighted\n"
