@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_env.h"
 #include "bench_profiles.h"
 #include "cli.h"
 #include "cli_opts.h"
@@ -53,6 +54,8 @@ struct bopts {
     unsigned long long seed;
     const char *json, *trace, *texts, *db, *backend, *requests_out;
     bool save, quiet;
+    bool custom;                 /* a bench_load plan: every request keeps its arrival */
+    long cap;                    /* custom open loop: most requests in flight, 0 = none */
 };
 
 enum {
@@ -67,6 +70,8 @@ struct breq {
     enum engine_priority prio;
     int cancel_after, stall_after;   /* tokens; -1: never */
     int conv, turn;                  /* multi-turn; turn 0 otherwise */
+    bool unstreamed;                 /* custom: measured as a non-streaming client */
+    double submitted_at;             /* app clock of the (last) submit */
     double arrival;                  /* seconds after the profile starts (--rate) */
     uint64_t id;
     bool submitted, admitted, stalled, finished;
@@ -91,6 +96,7 @@ struct bench {
     bool progress;
     cJSON *results;
     FILE *requests_out;              /* --requests-out: one JSON line per request */
+    double t0;                       /* start of the running profile (app clock) */
 };
 
 /* ------------------------------------------------------------ utilities */
@@ -335,6 +341,7 @@ static void submit(struct bench *b, struct breq *v, int i)
     q.ignore_eos = true; /* replies of the profile's length, whatever the model says */
     q.tag = (uint64_t)i;
     v[i].submitted = true;
+    v[i].submitted_at = app_now_s();
     if (v[i].turn >= 0 && v[i].conv >= 0) {
         submit_chat(b, v, i, &q);
         return;
@@ -358,6 +365,9 @@ static bool ready(const struct bench *b, const struct breq *v, int i, double t, 
     if (v[i].submitted) return false;
     if (v[i].not_before > 0 && app_now_s() < v[i].not_before) return false;
     if (v[i].turn > 0 && !v[i - 1].finished) return false;
+    if (b->o->custom) /* a contract's plan: its arrivals, within its peak */
+        return b->o->rate > 0 ? t >= v[i].arrival && (!b->o->cap || active < b->o->cap)
+                              : active < b->o->concurrency;
     if (v[i].prio == ENGINE_PRIO_BATCH) return true; /* the backlog goes in at once */
     if (!backlog_running) return false;
     if (b->o->rate > 0) return t >= v[i].arrival;
@@ -378,7 +388,7 @@ static void progress(const struct bench *b, const char *name, int done, int n, d
 static double run_requests(struct bench *b, const char *name, struct breq *v, int n,
                            int32_t *kv_peak)
 {
-    double t0 = app_now_s(), last_draw = 0, last_kv = 0;
+    double t0 = b->t0 = app_now_s(), last_draw = 0, last_kv = 0;
     int done = 0;
     *kv_peak = 0;
     while (done < n) {
@@ -388,7 +398,7 @@ static double run_requests(struct bench *b, const char *name, struct breq *v, in
         bool has_batch = false, backlog = false;
         for (int i = 0; i < n; i++) {
             active += v[i].submitted && !v[i].finished && !v[i].stalled &&
-                      v[i].prio == ENGINE_PRIO_INTERACTIVE;
+                      (v[i].prio == ENGINE_PRIO_INTERACTIVE || b->o->custom);
             if (v[i].prio != ENGINE_PRIO_BATCH) continue;
             has_batch = true;
             backlog |= v[i].admitted || v[i].finished;
@@ -397,7 +407,7 @@ static double run_requests(struct bench *b, const char *name, struct breq *v, in
         for (int i = 0; i < n; i++)
             if (ready(b, v, i, t, active, backlog)) {
                 submit(b, v, i);
-                active += v[i].prio == ENGINE_PRIO_INTERACTIVE;
+                active += v[i].prio == ENGINE_PRIO_INTERACTIVE || b->o->custom;
             }
         int got = 0, live = 0;
         for (int i = 0; i < n; i++) {
@@ -627,7 +637,7 @@ static cJSON *summarize(const struct bench *b, int p, const struct breq *v, int 
                         int32_t kv_peak, int32_t kv_total)
 {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "description", profiles[p].what);
+    cJSON_AddStringToObject(o, "description", p < 0 ? "a contract's workload" : profiles[p].what);
     cJSON_AddNumberToObject(o, "requests", n);
     add_latencies(o, v, n, -1);
     cJSON *st = cJSON_AddObjectToObject(o, "statuses");
@@ -960,7 +970,12 @@ static int save_run(const struct bench *b, const char *config, const char *summa
         fprintf(stderr, "tern bench: --save: %s (results not stored)\n", err);
         return -1;
     }
-    store_key k = store_run_add(s, "bench", b->info.model_name, config, summary);
+    /* the baseline record: what this run ran on, for 'tern bench compare' */
+    cJSON *env = bench_env_collect(b->e, b->o->cli, b->o->threads);
+    char *env_txt = env ? cJSON_PrintUnformatted(env) : NULL;
+    cJSON_Delete(env);
+    store_key k = store_run_add_env(s, "bench", b->info.model_name, config, summary, env_txt, NULL);
+    free(env_txt);
     int rc = store_flush(s, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, "tern bench: --save: %s\n", err);
@@ -1069,4 +1084,94 @@ out:
 const char *bench_profiles_usage(void)
 {
     return usage;
+}
+
+/* ---------------------------------------------------------- custom load */
+
+/* Each tenant's own figures: a tenant that got worse is never hidden in
+ * the average of one that got better. */
+static void add_by_tenant(cJSON *o, const struct bench_load *L, const struct breq *v, double dur)
+{
+    struct breq *sub = malloc((size_t)L->n * sizeof *sub);
+    cJSON *by = cJSON_AddObjectToObject(o, "by_tenant");
+    for (int g = 0; sub && by && g < L->n_groups; g++) {
+        int k = 0;
+        long long ok = 0, gen = 0;
+        for (int i = 0; i < L->n; i++)
+            if (L->group[i] == g) {
+                sub[k++] = v[i];
+                ok += completed(v[i].status);
+                gen += v[i].m.n_generated;
+            }
+        cJSON *t = cJSON_AddObjectToObject(by, L->group_names[g]);
+        cJSON_AddNumberToObject(t, "requests", k);
+        cJSON_AddNumberToObject(t, "completed", (double)ok);
+        cJSON_AddNumberToObject(t, "output_tok_s", dur > 0 ? gen / dur : 0);
+        add_latencies(t, sub, k, -1);
+    }
+    free(sub);
+}
+
+/* A contract's workload through the same driver as the profiles: prompts
+ * cut from the texts (or given), arrivals as planned, the same summary. */
+cJSON *bench_load_run(struct engine *e, const struct bench_load *L, char *err, size_t errlen)
+{
+    struct bopts o = {.requests = L->n, .concurrency = L->concurrency > 0 ? L->concurrency : 1,
+                      .rate = L->open_loop ? 1 : 0, .slo_ttft = L->slo_ttft,
+                      .slo_tpot = L->slo_tpot, .seed = L->seed, .texts = L->texts,
+                      .quiet = true, .custom = true, .cap = L->peak, .scale = 1.0};
+    struct bench b = {.o = &o, .e = e, .progress = L->progress};
+    b.rng = L->seed * 0x2545f4914f6cdd1dull + 1;
+    engine_info(e, &b.info);
+    bool need_texts = false;
+    for (int i = 0; i < L->n; i++) need_texts |= !L->v[i].prompt;
+    if (need_texts && load_texts(&b, err, errlen) != 0) return NULL;
+    struct breq *v = calloc((size_t)L->n + 1, sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        free(b.corpus);
+        return NULL;
+    }
+    for (int i = 0; i < L->n; i++) {
+        const struct bench_load_req *q = &L->v[i];
+        v[i] = (struct breq){.prompt_tokens = q->prompt_tokens, .max_tokens = q->max_tokens,
+                             .prio = q->batch ? ENGINE_PRIO_BATCH : ENGINE_PRIO_INTERACTIVE,
+                             .cancel_after = q->cancel_after, .stall_after = q->stall_after,
+                             .conv = -1, .turn = -1, .arrival = q->arrival,
+                             .unstreamed = q->unstreamed};
+        v[i].prompt = q->prompt ? strdup(q->prompt) : make_text(&b, q->prompt_tokens);
+        if (!v[i].prompt) {
+            snprintf(err, errlen, "request %d: could not build its prompt", i);
+            free_plan(v, L->n);
+            free(b.corpus);
+            return NULL;
+        }
+    }
+    int32_t kv_peak = 0;
+    double dur = run_requests(&b, L->name ? L->name : "contract", v, L->n, &kv_peak);
+    for (int i = 0; i < L->n; i++) {
+        /* An open loop's user arrived at the planned time: a wait in the
+         * client (the peak concurrency, a Retry-After) is part of what they
+         * see, as it would be in a front end's queue. */
+        double lag = L->open_loop ? v[i].submitted_at - (b.t0 + v[i].arrival) : 0;
+        if (lag > 0 && v[i].submitted) {
+            v[i].m.queue_s += lag;
+            v[i].m.ttft_s += v[i].m.n_generated > 0 ? lag : 0;
+            v[i].m.e2e_s += lag;
+        }
+        /* A client that does not stream sees its first token with the whole reply. */
+        if (v[i].unstreamed && v[i].m.n_generated > 0) v[i].m.ttft_s = v[i].m.e2e_s;
+    }
+    struct engine_stats st;
+    engine_snapshot(e, &st);
+    cJSON *s = summarize(&b, -1, v, L->n, dur, kv_peak, st.kv_total);
+    int planned = 0; /* cancelled or walked away by design: not errors, not goodput */
+    for (int i = 0; i < L->n; i++) planned += L->v[i].cancel_after >= 0 || L->v[i].stall_after >= 0;
+    if (s) cJSON_AddNumberToObject(s, "planned_incomplete", planned);
+    if (s && L->group) add_by_tenant(s, L, v, dur);
+    if (s && L->requests_out) write_requests(L->requests_out, "contract", v, L->n);
+    free_plan(v, L->n);
+    free(b.corpus);
+    if (!s) snprintf(err, errlen, "out of memory");
+    return s;
 }

@@ -5,6 +5,7 @@
  * after one warm-up, reporting the median and the spread. --profile hands
  * over to the serving load profiles (bench_profiles.c); --synthetic runs a
  * generated model of a known shape instead of a file. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,26 +13,30 @@
 #include <time.h>
 
 #include "backend.h"
+#include "bench_compare.h"
+#include "bench_contract.h"
 #include "bench_profiles.h"
 #include "cli.h"
 #include "cli_opts.h"
 #include "clock.h"
 #include "commands.h"
+#include "bench_env.h"
 #include "cpu/threadpool.h"
 #include "model.h"
 #include "quant.h"
+#include "store.h"
 #include "synthetic.h"
 
 enum {
     OPT_PP = CLI_OPT_CMD, OPT_TG, OPT_JSON, OPT_PROFILE, OPT_SYNTH, OPT_TYPE, OPT_SCALAR,
-    OPT_DEPTH
+    OPT_DEPTH, OPT_SAVE, OPT_DB
 };
 
 struct bench_opts {
     const struct cli *cli;
     long pp, tg, reps, threads, depth;
-    bool json, scalar;
-    const char *synthetic;
+    bool json, scalar, save;
+    const char *synthetic, *db;
     uint32_t synth_type;
     enum kv_type kv_type;
     enum backend_kind backend;
@@ -50,6 +55,8 @@ static int on_opt(int c, const char *arg, void *ud)
     case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
     case OPT_JSON: o->json = true; return 0;
     case OPT_SCALAR: o->scalar = true; return 0;
+    case OPT_SAVE: o->save = true; return 0;
+    case OPT_DB: o->db = arg; return 0;
     case OPT_SYNTH: o->synthetic = arg; return 0;
     case OPT_TYPE:
         if (!strcmp(arg, "q4_0")) o->synth_type = QT_Q4_0;
@@ -199,15 +206,55 @@ static void report(const struct bench_opts *o, const char *model_name, const str
 }
 
 
-static struct model *open_model(const struct bench_opts *o, const struct cli *cli, char *name,
-                                size_t namelen, char *err, size_t errlen)
+/* path gets the model file ("" for a synthetic model). */
+/* --save: the run and its environment in the history (kind "bench-raw"),
+ * so 'tern bench compare' can set two of them side by side. */
+static int save_run(const struct bench_opts *o, const char *name, const char *path,
+                    const struct backend_info *info, const double *pp, const double *tg)
 {
+    const struct figures fp = summarize(pp, o->reps), ft = summarize(tg, o->reps);
+    cJSON *cfg = cJSON_CreateObject(), *sum = cJSON_CreateObject();
+    const char *ck[5] = {"pp", "tg", "repetitions", "depth", "threads"};
+    const long cv[5] = {o->pp, o->tg, o->reps, o->depth, o->threads};
+    for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(cfg, ck[k], (double)cv[k]);
+    cJSON_AddStringToObject(cfg, "kv_type", kv_names[o->kv_type]);
+    const char *sk[6] = {"pp_tok_s", "pp_tok_s_min", "pp_tok_s_max", "tg_tok_s", "tg_tok_s_min",
+                         "tg_tok_s_max"};
+    const double sv[6] = {fp.median, fp.min, fp.max, ft.median, ft.min, ft.max};
+    for (int k = 0; k < 6; k++)
+        if ((k < 3 && o->pp) || (k >= 3 && o->tg)) cJSON_AddNumberToObject(sum, sk[k], sv[k]);
+    cJSON *env = bench_env_collect_raw(name, path[0] ? path : NULL, info, o->threads);
+    char *c = cJSON_PrintUnformatted(cfg), *s = cJSON_PrintUnformatted(sum),
+         *e = env ? cJSON_PrintUnformatted(env) : NULL, err[1024];
+    struct store *st;
+    int rc = store_open(&st, o->db, STORE_READWRITE, err, sizeof err);
+    if (rc == 0) {
+        store_key k = store_run_add_env(st, "bench-raw", name, c, s, e, NULL);
+        rc = store_flush(st, err, sizeof err);
+        if (rc == 0)
+            fprintf(stderr, "tern bench: stored as run %lld in %s\n", (long long)store_resolve(st, k),
+                    store_path(st));
+        store_close(st);
+    }
+    if (rc != 0) fprintf(stderr, "tern bench: --save: %s\n", err);
+    free(c);
+    free(s);
+    free(e);
+    cJSON_Delete(cfg);
+    cJSON_Delete(sum);
+    cJSON_Delete(env);
+    return rc;
+}
+
+static struct model *open_model(const struct bench_opts *o, const struct cli *cli, char *name,
+                                size_t namelen, char path[4096], char *err, size_t errlen)
+{
+    path[0] = 0;
     if (o->synthetic) {
         snprintf(name, namelen, "synthetic:%s:%s", o->synthetic, qtype_name(o->synth_type));
         return model_open_synthetic(o->synthetic, o->synth_type, 1, err, errlen);
     }
-    char path[4096];
-    if (cli_model_path(cli, path, sizeof path, err, errlen)) return NULL;
+    if (cli_model_path(cli, path, 4096, err, errlen)) return NULL;
     const char *base = strrchr(path, '/');
     snprintf(name, namelen, "%s", base ? base + 1 : path);
     return model_open(path, err, errlen);
@@ -215,8 +262,8 @@ static struct model *open_model(const struct bench_opts *o, const struct cli *cl
 
 static int run_bench(const struct bench_opts *o, const struct cli *cli)
 {
-    char err[512], name[4200];
-    struct model *m = open_model(o, cli, name, sizeof name, err, sizeof err);
+    char err[512], name[4200], path[4096];
+    struct model *m = open_model(o, cli, name, sizeof name, path, err, sizeof err);
     if (!m) {
         fprintf(stderr, "tern bench: %s\n", err);
         return CLI_EXIT_FAIL;
@@ -270,7 +317,7 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
     struct backend_info info;
     r.be->ops->get_info(r.be, &info);
     report(o, name, m, &info, pp, tg);
-    rc = CLI_EXIT_OK;
+    rc = o->save && save_run(o, name, path, &info, pp, tg) != 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     goto done;
 fail_run:
     fprintf(stderr, "tern bench: %s\n", err);
@@ -300,16 +347,27 @@ int cmd_bench(int argc, char **argv)
         "  -d, --depth N            tokens already in the context before each test\n"
         "@threads physical cores\n"
         "      --json               one JSON object: pp_tok_s, tg_tok_s (medians), runs\n"
+        "      --save               store the run and its environment in the history\n"
+        "                           (--db PATH; see 'tern bench compare')\n"
         "@kv-type f16\n"
         "@backend auto\n"
         "      --scalar             CPU: portable scalar kernels\n"
         "      --synthetic NAME     generated model instead of -m (see --type)\n"
         "      --type T             weights of the synthetic model: q4_0 (default), q8_0,\n"
         "                           f16\n"
-        "      --profile NAME       serving load profile (short, long-prompt, ..., all)\n";
-    for (int i = 1; i < argc; i++)
+        "      --profile NAME       serving load profile (short, long-prompt, ..., all)\n"
+        "      --contract FILE      run an acceptance contract (docs/CONTRACT.md)\n"
+        "  compare RUN_A RUN_B      what changed between two stored runs\n";
+    if (argc > 1 && !strcmp(argv[1], "compare")) {
+        argv[1] = "bench compare"; /* messages say "tern bench compare: ..." */
+        return bench_compare_main(argc - 1, argv + 1);
+    }
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--profile") || !strncmp(argv[i], "--profile=", 10))
             return bench_profiles_main(argc, argv);
+        if (!strcmp(argv[i], "--contract") || !strncmp(argv[i], "--contract=", 11))
+            return bench_contract_main(argc, argv);
+    }
     static const struct option longopts[] = {
         { "pp", required_argument, 0, OPT_PP },
         { "tg", required_argument, 0, OPT_TG },
@@ -317,6 +375,8 @@ int cmd_bench(int argc, char **argv)
         { "depth", required_argument, 0, 'd' },
         CLI_SHARED(CLI_O_THREADS),
         { "json", no_argument, 0, OPT_JSON },
+        { "save", no_argument, 0, OPT_SAVE },
+        { "db", required_argument, 0, OPT_DB },
         CLI_SHARED(CLI_O_KV_TYPE),
         CLI_SHARED(CLI_O_BACKEND),
         { "scalar", no_argument, 0, OPT_SCALAR },
@@ -329,9 +389,9 @@ int cmd_bench(int argc, char **argv)
                             .kv_type = KV_F16, .backend = BACKEND_AUTO };
     o.cli = &cli;
     /* --help shows the profile options as well */
-    const char *pu = bench_profiles_usage();
-    char *full = malloc(strlen(use) + strlen(pu) + 64);
-    if (full) sprintf(full, "%s\nwith --profile:\n\n%s", use, pu);
+    const char *pu = bench_profiles_usage(), *cu = bench_contract_usage();
+    char *full = malloc(strlen(use) + strlen(pu) + strlen(cu) + 64);
+    if (full) sprintf(full, "%s\nwith --profile:\n\n%s\nwith --contract:\n\n%s", use, pu, cu);
     int rc = cli_parse(&cli, argc, argv, "r:d:", longopts, on_opt, &o, full ? full : use);
     free(full);
     if (rc >= 0) goto out;

@@ -19,7 +19,8 @@
 #include "textsafe.h"
 
 enum {
-    OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_STOP, OPT_TRACE, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB, OPT_CONTINUE, OPT_JSON
+    OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_STOP, OPT_TRACE, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB, OPT_CONTINUE, OPT_JSON,
+    OPT_JSON_SCHEMA
 };
 
 #define RUN_MAX_STOP 16
@@ -27,6 +28,8 @@ enum {
 struct run_opts {
     const struct cli *cli;
     const char *prompt, *system, *trace, *db_path;
+    const char *json_schema;      /* --json-schema FILE */
+    char *schema;                 /* its text (read before the model loads) */
     bool raw, verbose, ignore_eos, no_history, cont, json;
     long threads, max_tokens, ctx, step_tokens;
     unsigned long long kv_mem;
@@ -57,6 +60,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_IGNORE_EOS: o->ignore_eos = true; return 0;
     case OPT_NO_HISTORY: o->no_history = true; return 0;
     case OPT_JSON: o->json = true; return 0;
+    case OPT_JSON_SCHEMA: o->json_schema = arg; return 0;
     case 'c':
     case OPT_CONTINUE: o->cont = true; return 0;
     case OPT_DB: o->db_path = arg; return 0;
@@ -91,6 +95,29 @@ static int on_opt(int c, const char *arg, void *ud)
     case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
+}
+
+/* --json-schema FILE: the schema's text (at most 4 MiB), or NULL (said).
+ * The engine compiles it at submit and names what it cannot enforce. */
+static char *read_schema(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "tern run: --json-schema %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4u << 20, n;
+    char *buf = malloc(cap + 1);
+    n = buf ? fread(buf, 1, cap + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > cap) {
+        fprintf(stderr, "tern run: --json-schema %s: %s\n", path,
+                buf ? "larger than 4 MiB" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
 }
 
 /* Reads all of stdin (the prompt when -p is absent). On a terminal one
@@ -544,7 +571,7 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     struct engine_request q = {.sampling = o->sp, .max_tokens = max_tokens,
                                .stop = o->stop, .n_stop = o->n_stop,
                                .priority = ENGINE_PRIO_INTERACTIVE,
-                               .ignore_eos = o->ignore_eos};
+                               .ignore_eos = o->ignore_eos, .json_schema = o->schema};
     if (o->raw || base) q.prompt = plain ? plain : prompt;
     else {
         q.messages = msgs;
@@ -625,6 +652,8 @@ int cmd_run(int argc, char **argv)
         "      --raw                send the prompt as is, without the chat template\n"
         "@max-tokens 1024 or a quarter of the context, whichever is less, within a server's cap per request with --url\n"
         "      --stop S             stop string (repeatable; never printed)\n"
+        "      --json-schema FILE   reply with JSON that validates against the JSON Schema\n"
+        "                           in FILE (decoding under its grammar; docs/SERVING.md)\n"
         "@temp 0.8\n"
         "@top-k 40\n"
         "@top-p 0.95\n"
@@ -653,6 +682,7 @@ int cmd_run(int argc, char **argv)
         {"raw", no_argument, 0, OPT_RAW},
         CLI_SHARED(CLI_O_MAX_TOKENS),
         {"stop", required_argument, 0, OPT_STOP},
+        {"json-schema", required_argument, 0, OPT_JSON_SCHEMA},
         CLI_SHARED(CLI_O_TEMP),
         CLI_SHARED(CLI_O_TOP_K),
         CLI_SHARED(CLI_O_TOP_P),
@@ -712,6 +742,11 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "tern run: --system needs the chat template (drop --raw)\n");
         goto done;
     }
+    if (o.json_schema && !(o.schema = read_schema(o.json_schema))) {
+        rc = CLI_EXIT_FAIL;
+        free(joined);
+        goto done;
+    }
     char model[4096], err[1024];
     if (cli.n_urls == 0 && cli_model_path(&cli, model, sizeof model, err, sizeof err) != 0) {
         fprintf(stderr, "tern run: %s\n", err);
@@ -739,6 +774,7 @@ int cmd_run(int argc, char **argv)
     free(in);
     free(joined);
 done:
+    free(o.schema);
     cli_free(&cli);
     return rc;
 }

@@ -309,8 +309,8 @@ static void job_request(struct store *s, struct store_job *j)
 static void job_run(struct store *s, struct store_job *j)
 {
     sqlite3_stmt *st = prep(s,
-                            "INSERT INTO runs(kind, model, created_at, config, summary)"
-                            " VALUES (?1, ?2, ?3, ?4, ?5)",
+                            "INSERT INTO runs(kind, model, created_at, config, summary, env,"
+                            " verdict) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                             "new run");
     if (!st) return;
     bind_text(st, 1, j->str[0]);
@@ -318,6 +318,8 @@ static void job_run(struct store *s, struct store_job *j)
     sqlite3_bind_double(st, 3, j->t);
     bind_text(st, 4, j->str[2]);
     bind_text(st, 5, j->str[3]);
+    bind_text(st, 6, j->str[4]);
+    bind_text(st, 7, j->str[5]);
     set_row(s, j->key, exec_stmt(s, st, "recording a run"));
 }
 
@@ -637,12 +639,21 @@ store_key store_request_add(struct store *s, store_key message, const struct sto
 store_key store_run_add(struct store *s, const char *kind, const char *model,
                         const char *config_json, const char *summary_json)
 {
+    return store_run_add_env(s, kind, model, config_json, summary_json, NULL, NULL);
+}
+
+store_key store_run_add_env(struct store *s, const char *kind, const char *model,
+                            const char *config_json, const char *summary_json,
+                            const char *env_json, const char *verdict)
+{
     struct store_job *j = job_new(J_RUN, 0);
     if (!j) return 0;
     j->str[0] = dup_or_null(kind);
     j->str[1] = dup_or_null(model);
     j->str[2] = dup_or_null(config_json);
     j->str[3] = dup_or_null(summary_json);
+    j->str[4] = dup_or_null(env_json);
+    j->str[5] = dup_or_null(verdict);
     return enqueue(s, j, true);
 }
 

@@ -109,6 +109,12 @@ store_key store_request_add(struct store *s, store_key message, const struct sto
 store_key store_run_add(struct store *s, const char *kind, const char *model,
                         const char *config_json, const char *summary_json);
 
+/* The same with the run's environment (JSON object: docs/CONTRACT.md) and,
+ * for a contract run, its verdict ("pass" or "fail"); either may be NULL. */
+store_key store_run_add_env(struct store *s, const char *kind, const char *model,
+                            const char *config_json, const char *summary_json,
+                            const char *env_json, const char *verdict);
+
 /* ---- reads (caller's thread; 0 or -1 with a message) ---- */
 
 struct store_session_info {
@@ -187,6 +193,7 @@ void store_stats_free(struct store_stats *st);
 struct store_run_info {
     int64_t id;
     char *kind, *model, *config_json, *summary_json;
+    char *env_json, *verdict; /* NULL: not recorded (runs before schema v6, eval runs) */
     double created;
 };
 struct store_runs {

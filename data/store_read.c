@@ -496,7 +496,8 @@ int store_runs(struct store *s, const char *kind, struct store_runs *out, char *
     memset(out, 0, sizeof *out);
     const char *what = "listing runs";
     sqlite3_stmt *st = read_begin(s,
-                                  "SELECT id, kind, model, config, summary, created_at FROM runs"
+                                  "SELECT id, kind, model, config, summary, created_at, env, verdict"
+                                  " FROM runs"
                                   " WHERE ?1 IS NULL OR kind = ?1 ORDER BY id DESC",
                                   what, err, errlen);
     if (!st) return -1;
@@ -512,6 +513,8 @@ int store_runs(struct store *s, const char *kind, struct store_runs *out, char *
         r->config_json = col_str(st, 3);
         r->summary_json = col_str(st, 4);
         r->created = sqlite3_column_double(st, 5);
+        r->env_json = col_str(st, 6);
+        r->verdict = col_str(st, 7);
     }
     if (read_end(s, st, rc, what, err, errlen) == 0) return 0;
     store_runs_free(out);
@@ -525,6 +528,8 @@ void store_runs_free(struct store_runs *r)
         free(r->v[i].model);
         free(r->v[i].config_json);
         free(r->v[i].summary_json);
+        free(r->v[i].env_json);
+        free(r->v[i].verdict);
     }
     free(r->v);
     memset(r, 0, sizeof *r);

@@ -202,11 +202,12 @@ int32_t cuda_graph_bucket(int32_t n_tokens)
     return b;
 }
 
-int32_t cuda_attn_splits(int32_t n_tokens, int32_t n_head_kv)
+int32_t cuda_attn_splits(int32_t n_tokens, int32_t n_head_kv, int32_t cap)
 {
     int32_t work = n_tokens * (n_head_kv > 0 ? n_head_kv : 1);
     int32_t s = work > 0 ? 256 / work : 1;
-    return s < 1 ? 1 : s > 16 ? 16 : s;
+    if (cap < 1) cap = CUDA_ATTN_SPLIT_CAP;
+    return s < 1 ? 1 : s > cap ? cap : s;
 }
 
 int cuda_batch_check(const struct fwd_batch *b, int32_t n_vocab, int32_t block_tokens,

@@ -55,8 +55,11 @@ int backend_cuda_plan(const struct model *m, const struct backend_config *cfg, c
  * is larger than CUDA_GRAPH_MAX or not positive. */
 int32_t cuda_graph_bucket(int32_t n_tokens);
 /* Key splits for decode attention: enough blocks to fill the GPU at small
- * batches (n_tokens * n_head_kv * splits ~ 256), 1..16. */
-int32_t cuda_attn_splits(int32_t n_tokens, int32_t n_head_kv);
+ * batches (n_tokens * n_head_kv * splits ~ 256), 1..cap (cap < 1: the
+ * default CUDA_ATTN_SPLIT_CAP; TERN_CUDA_ATTN_SPLITS sets it up to 32, for
+ * the trip's A/B at long contexts). */
+#define CUDA_ATTN_SPLIT_CAP 16
+int32_t cuda_attn_splits(int32_t n_tokens, int32_t n_head_kv, int32_t cap);
 
 /* Checks a batch against the model and the pool before anything is sent to
  * the device: token ids, sequence indices, positions covered by the block

@@ -77,7 +77,8 @@ struct cuda_be {
     cublasHandle_t blas;
     struct cuda_plan plan;
     int32_t mv_max;                 /* largest batch on the matvec kernels */
-    bool mv_q8;                     /* TERN_CUDA_MV_Q8: int8 activations for Q4_0/Q4_1/Q8_0 */
+    bool mv_q8;                     /* int8 activations for the matvecs (TERN_CUDA_MV_Q8=0: f32) */
+    int32_t attn_split_cap;         /* decode attention's most key splits (TERN_CUDA_ATTN_SPLITS) */
     /* device memory */
     void *weights;                  /* one arena for all weights */
     uint64_t weights_used;
@@ -285,12 +286,14 @@ static int cu_upload(struct cuda_be *c, const struct model *m, char *err, size_t
 /* ---- matmul: matvec for small batches, dequantized tiles + cuBLAS otherwise ---- */
 
 /* The matvec path: count matrices stacked on one x (glu 0), or gate and up
- * with the activation in the epilogue (glu 1 SwiGLU, 2 GEGLU; y[0] out). */
+ * with the activation in the epilogue (glu 1 SwiGLU, 2 GEGLU; y[0] out).
+ * xq_ready: the kernel that wrote x also wrote it as int8 blocks into c->xq
+ * (cu_add_rmsnorm_q8, cu_attn_decode_q8), so the q8 path skips quantizing. */
 static int cu_mv(struct cuda_be *c, const struct cu_tensor *const *w, float *const *y, int32_t count,
-                 int glu, const float *x, int32_t n, char *err, size_t errlen)
+                 int glu, const float *x, int32_t n, bool xq_ready, char *err, size_t errlen)
 {
     if (c->mv_q8 && cu_matvec_q8_supported(w[0]->type)) {
-        CU(cu_quant_q8(x, n, w[0]->cols, c->xq, c->st));
+        if (!xq_ready) CU(cu_quant_q8(x, n, w[0]->cols, c->xq, c->st));
         CU(cu_matvec_q8(w, y, count, glu, c->xq, n, c->st));
     } else if (glu) {
         CU(cu_matvec_glu(w[0], w[1], x, n, glu == 2, y[0], c->st));
@@ -303,9 +306,9 @@ fail:
 }
 
 static int cu_mm(struct cuda_be *c, const struct cu_tensor *w, const float *x, int32_t n,
-                 float *y, char *err, size_t errlen)
+                 float *y, bool xq_ready, char *err, size_t errlen)
 {
-    if (n <= c->mv_max) return cu_mv(c, &w, &y, 1, 0, x, n, err, errlen);
+    if (n <= c->mv_max) return cu_mv(c, &w, &y, 1, 0, x, n, xq_ready, err, errlen);
     const float alpha = 1.0f, beta = 0.0f;
     const bool bf = w->type == QT_BF16;
     CU(cu_to_half(x, c->xh, (int64_t)n * w->cols, bf, c->st));
@@ -398,10 +401,17 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
     const struct cu_attn_batch ab = { n, mt.pos, mt.seq, mt.table_off, mt.table_len, mt.tables };
     const float pos_scale = hp->rope_scale > 0 ? 1.0f / hp->rope_scale : 1.0f;
     const bool gelu = hp->arch == ARCH_GEMMA3;
-    const int32_t splits = cuda_attn_splits(n, hp->n_head_kv);
+    const int32_t splits = cuda_attn_splits(n, hp->n_head_kv, c->attn_split_cap);
+
+    /* Decode on the q8 matvecs: the norms and the attention merge write their
+     * output as int8 blocks too (c->xq), saving a quantize launch before each
+     * of those matvecs; the matvec's xq_ready flag says whether c->xq holds
+     * its x. Only the down projection's input (the GLU's) is quantized apart. */
+    const bool q8 = c->mv_q8 && n <= c->mv_max && hp->dim % 32 == 0 && qd % 32 == 0;
+    void *xq = q8 ? c->xq : NULL;
 
     CU(cu_embed(&c->tok_embd, mt.token, n, hp->embd_scale > 0 ? hp->embd_scale : 1.0f, c->x, c->st));
-    CU(cu_rmsnorm(c->x, c->layers[0].attn_norm, c->h, n, hp->dim, hp->norm_eps, c->st));
+    CU(cu_add_rmsnorm_q8(c->x, NULL, c->layers[0].attn_norm, c->h, xq, n, hp->dim, hp->norm_eps, c->st));
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const struct cu_layer *L = &c->layers[l];
         const struct cu_attn_shape sh = { hp->n_head, hp->n_head_kv, hd,
@@ -414,10 +424,10 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
             /* decode: q, k and v in one launch (same x, same format) */
             const struct cu_tensor *w3[3] = { &L->wq, &L->wk, &L->wv };
             float *y3[3] = { c->q, c->k, c->v };
-            if (cu_mv(c, w3, y3, 3, 0, c->h, n, err, errlen)) return -1;
-        } else if (cu_mm(c, &L->wq, c->h, n, c->q, err, errlen) ||
-                   cu_mm(c, &L->wk, c->h, n, c->k, err, errlen) ||
-                   cu_mm(c, &L->wv, c->h, n, c->v, err, errlen)) {
+            if (cu_mv(c, w3, y3, 3, 0, c->h, n, q8, err, errlen)) return -1;
+        } else if (cu_mm(c, &L->wq, c->h, n, c->q, q8, err, errlen) ||
+                   cu_mm(c, &L->wk, c->h, n, c->k, q8, err, errlen) ||
+                   cu_mm(c, &L->wv, c->h, n, c->v, q8, err, errlen)) {
             return -1;
         }
         if (L->bq) CU(cu_add_bias(c->q, L->bq, n, qd, c->st));
@@ -431,26 +441,27 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
         if (prefill)
             CU(cu_attn_prefill(c->q, kc, vc, &ab, &sh, mt.tiles, n_tiles, c->att, c->st));
         else
-            CU(cu_attn_decode(c->q, kc, vc, &ab, &sh, splits, c->attn_ws, c->att, c->st));
-        if (cu_mm(c, &L->wo, c->att, n, c->o, err, errlen)) return -1;
+            CU(cu_attn_decode_q8(c->q, kc, vc, &ab, &sh, splits, c->attn_ws, c->att, xq, c->st));
+        if (cu_mm(c, &L->wo, c->att, n, c->o, q8 && !prefill, err, errlen)) return -1;
         if (L->post_attn) CU(cu_rmsnorm(c->o, L->post_attn, c->o, n, hp->dim, hp->norm_eps, c->st));
-        CU(cu_add_rmsnorm(c->x, c->o, L->ffn_norm, c->h, n, hp->dim, hp->norm_eps, c->st));
+        CU(cu_add_rmsnorm_q8(c->x, c->o, L->ffn_norm, c->h, xq, n, hp->dim, hp->norm_eps, c->st));
         if (n <= c->mv_max && L->glu_fused) {
             /* decode: gate and up read together, activation in the epilogue */
             const struct cu_tensor *gu[2] = { &L->gate, &L->up };
             float *yg[1] = { c->g };
-            if (cu_mv(c, gu, yg, 2, gelu ? 2 : 1, c->h, n, err, errlen)) return -1;
+            if (cu_mv(c, gu, yg, 2, gelu ? 2 : 1, c->h, n, q8, err, errlen)) return -1;
         } else {
-            if (cu_mm(c, &L->gate, c->h, n, c->g, err, errlen) ||
-                cu_mm(c, &L->up, c->h, n, c->u, err, errlen))
+            if (cu_mm(c, &L->gate, c->h, n, c->g, q8, err, errlen) ||
+                cu_mm(c, &L->up, c->h, n, c->u, q8, err, errlen))
                 return -1;
             CU(cu_glu(c->g, c->u, c->g, n, hp->n_ff, gelu, c->st));
         }
-        if (cu_mm(c, &L->down, c->g, n, c->o, err, errlen)) return -1;
+        if (cu_mm(c, &L->down, c->g, n, c->o, false, err, errlen)) return -1;
         if (L->post_ffn) CU(cu_rmsnorm(c->o, L->post_ffn, c->o, n, hp->dim, hp->norm_eps, c->st));
         /* residual add fused with the next layer's attention norm */
         const float *next = l + 1 < hp->n_layer ? c->layers[l + 1].attn_norm : NULL;
-        CU(cu_add_rmsnorm(c->x, c->o, next, next ? c->h : NULL, n, hp->dim, hp->norm_eps, c->st));
+        CU(cu_add_rmsnorm_q8(c->x, c->o, next, next ? c->h : NULL, next ? xq : NULL, n, hp->dim,
+                             hp->norm_eps, c->st));
     }
     return 0;
 fail:
@@ -532,7 +543,7 @@ static int cu_forward(struct backend *be, const struct fwd_batch *b, float *logi
         const int32_t nr = n_out - r0 < CUDA_LOGIT_CHUNK ? n_out - r0 : CUDA_LOGIT_CHUNK;
         CU(cu_gather_rows(c->x, dm.out_idx + r0, nr, hp->dim, c->rows, c->st));
         CU(cu_rmsnorm(c->rows, c->output_norm, c->rows, nr, hp->dim, hp->norm_eps, c->st));
-        if (cu_mm(c, &c->output, c->rows, nr, c->logits, err, errlen)) return -1;
+        if (cu_mm(c, &c->output, c->rows, nr, c->logits, false, err, errlen)) return -1;
         if (hp->logit_softcap > 0)
             CU(cu_softcap(c->logits, (int64_t)nr * hp->n_vocab, hp->logit_softcap, c->st));
         const size_t bytes = (size_t)nr * (size_t)hp->n_vocab * 4;
@@ -712,8 +723,17 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     c->mv_max = mv ? atoi(mv) : CU_MV_MAX_N;
     if (c->mv_max < 0 || c->mv_max > CU_MV_MAX_N) c->mv_max = CU_MV_MAX_N;
     c->graphs_off = getenv("TERN_CUDA_NO_GRAPHS") != NULL;
-    /* opt-in until a GPU trip measures it against the f32 matvec (docs/GPU.md) */
-    c->mv_q8 = getenv("TERN_CUDA_MV_Q8") != NULL && strcmp(getenv("TERN_CUDA_MV_Q8"), "0") != 0;
+    /* int8 activations for Q4_0/Q4_1/Q8_0 (measured faster on the H200 at
+     * every batch, docs/GPU.md); TERN_CUDA_MV_Q8=0 keeps the f32 matvec */
+    const char *q8env = getenv("TERN_CUDA_MV_Q8");
+    c->mv_q8 = q8env == NULL || strcmp(q8env, "0") != 0;
+    cu_set_pdl(getenv("TERN_CUDA_NO_PDL") == NULL);
+    const char *asp = getenv("TERN_CUDA_ATTN_SPLITS"); /* the trip's A/B at long contexts */
+    c->attn_split_cap = asp ? atoi(asp) : CUDA_ATTN_SPLIT_CAP;
+    if (c->attn_split_cap < 1 || c->attn_split_cap > 32) c->attn_split_cap = CUDA_ATTN_SPLIT_CAP;
+    cu_set_attn_lanes(getenv("TERN_CUDA_ATTN_LANES") != NULL && strcmp(getenv("TERN_CUDA_ATTN_LANES"), "0") != 0);
+    const char *mvp = getenv("TERN_CUDA_MV_PERSIST"); /* the trip's A/B of the q8 kernel's grid */
+    cu_set_mv_persist(mvp != NULL && strcmp(mvp, "0") != 0);
     struct cuda_plan *p = &c->plan;
     cuda_ws_size(&m->hp, p->max_batch_tokens, p->max_seqs, p->max_blocks_per_seq, &c->wsz);
     CU(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));

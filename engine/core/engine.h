@@ -177,6 +177,17 @@ struct engine_request {
     int32_t top_logprobs;            /* 0..ENGINE_MAX_TOP_LOGPROBS */
     bool prompt_logprobs;
     int32_t prompt_top_logprobs;     /* 0..ENGINE_MAX_TOP_LOGPROBS */
+
+    /* Structured output (OpenAI's response_format): the reply is decoded
+     * under a grammar (engine/grammar), as a token mask applied before
+     * sampling, so it is JSON that validates; end of generation is allowed
+     * only once the value is complete, and the request ends (ENGINE_STOP) as
+     * soon as nothing else can follow. json_schema: the JSON Schema text,
+     * compiled at submit (an unsupported keyword or a malformed schema
+     * refuses the request with ENGINE_ERROR and a message naming the keyword
+     * and its path); json_object: any JSON object. Copied at submit. */
+    const char *json_schema;
+    bool json_object;
 };
 
 #define ENGINE_MAX_TOP_LOGPROBS 20

@@ -20,10 +20,12 @@
 #include "engine.h"
 #include "engine_ops.h"
 #include "evq.h"
+#include "jsg.h"
 #include "kv.h"
 #include "metrics.h"
 #include "scheduler.h"
 #include "template.h"
+#include "tmask.h"
 #include "tok.h"
 #include "trace.h"
 
@@ -56,6 +58,9 @@ struct engine_req {
     double deadline;               /* queue timeout, engine time; 0 = none */
     char *trace_id;                /* the request's own id for the trace, or NULL */
     char *trace_tags;              /* trace_tags_new(): its spans' tags, or NULL */
+    struct jsg *grammar;           /* structured output's compiled schema, or NULL */
+    struct tmask *gmask;           /* its decoding state (engine thread; made at the
+                                      first sampled row) */
 
     /* shared, under engine.mu */
     bool cancel, stalled, oom, finished;
@@ -97,6 +102,8 @@ struct engine_local {
     float *logits;                 /* [rows_cap * n_vocab] */
     float *lp_row;                 /* [n_vocab] a sampled row before the sampler changes it
                                       (logprobs requests; allocated on first use) */
+    struct tmask_vocab *gvocab;    /* the token trie of structured output (built on the
+                                      engine thread at the first such request) */
     int32_t rows_cap;
 
     /* shared, under mu */

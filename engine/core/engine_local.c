@@ -258,6 +258,7 @@ static void local_close(struct engine *base)
     trace_close(&e->trace);
     free(e->logits);
     free(e->lp_row);
+    tmask_vocab_free(e->gvocab);
     free(e->pub_reqs);
     sched_free(&e->sched);
     kv_free(&e->kv);

@@ -36,6 +36,8 @@ void engine_req_unref(struct engine_req *r)
     free(r->m.token_t);
     free(r->plp);
     sampler_free(r->sampler);
+    tmask_free(r->gmask);
+    jsg_free(r->grammar);
     free(r);
 }
 
@@ -240,6 +242,26 @@ static int sampler_start(const struct engine_local *e, struct engine_req *r, cha
     return 0;
 }
 
+/* Structured output: the schema is compiled here, so a bad one is refused
+ * at once; the token trie is the engine thread's, built at the first row. */
+static int grammar_start(const struct engine_local *e, struct engine_req *r,
+                         const struct engine_request *q, char *err, size_t errlen)
+{
+    if (!q->json_schema && !q->json_object) return 0;
+    if (!e->tok) {
+        snprintf(err, errlen, "engine: structured output needs the model's tokenizer");
+        return -1;
+    }
+    char msg[320];
+    r->grammar = jsg_compile(q->json_schema, q->json_schema ? strlen(q->json_schema) : 0,
+                             q->json_object && !q->json_schema, msg, sizeof msg);
+    if (!r->grammar) {
+        snprintf(err, errlen, "json_schema: %s", msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* Frees a request that never entered the engine. */
 static void req_drop(struct engine_req *r)
 {
@@ -286,6 +308,7 @@ uint64_t engine_local_submit(struct engine *base, const struct engine_request *q
     if (!r->score && r->score_from > r->seq.n_prompt - 1) r->score_from = r->seq.n_prompt - 1;
     r->seq.score_from = r->score_from;
     if (!r->score && sampler_start(e, r, err, errlen) != 0) goto fail;
+    if (!r->score && grammar_start(e, r, q, err, errlen) != 0) goto fail;
     r->m.t_arrival = now;
     r->m.n_prompt = r->seq.n_prompt;
     r->m.priority = r->prio;
@@ -329,9 +352,11 @@ fail:
 
 /* ---- each token (engine thread) ------------------------------------------------- */
 
-static int32_t sample_token(struct engine_local *e, struct engine_req *r, float *logits)
+static int32_t sample_token(struct engine_local *e, struct engine_req *r, float *logits,
+                            const uint32_t *allow)
 {
-    int32_t t = sampler_sample(r->sampler, logits, e->n_vocab);
+    int32_t t = allow ? sampler_sample_masked(r->sampler, logits, e->n_vocab, allow)
+                      : sampler_sample(r->sampler, logits, e->n_vocab);
     sampler_accept(r->sampler, t);
     return t;
 }
@@ -462,16 +487,79 @@ void engine_req_score_row(struct engine_local *e, struct engine_req *r, const fl
 
 /* With logprobs, the row is kept as it came (the sampler rewrites it) for
  * the token's entry. */
+/* Ends r at this row with an error (a token slot is still used: the caller
+ * treats every finish as coming with a sampled token). */
+static void fail_row(struct engine_local *e, struct engine_req *r, const char *msg,
+                     struct engine_out *o)
+{
+    o->sampled = true;
+    o->token = e->tok ? tok_eos(e->tok) : 0;
+    if (o->token < 0) o->token = 0;
+    o->text = calloc(1, 1);
+    o->finish = true;
+    o->status = ENGINE_ERROR;
+    o->message = strdup(msg);
+    (void)r;
+}
+
+/* Structured output: the tokens the grammar allows at this row (the
+ * sampler draws among them only). NULL (o filled) when it cannot go on. */
+static const uint32_t *grammar_mask(struct engine_local *e, struct engine_req *r,
+                                    struct engine_out *o)
+{
+    char err[160] = "";
+    if (!e->gvocab) e->gvocab = tmask_vocab_new(e->tok, err, sizeof err);
+    if (e->gvocab && !r->gmask) r->gmask = tmask_new(r->grammar, e->gvocab);
+    if (!e->gvocab || !r->gmask) {
+        fail_row(e, r, err[0] ? err : "grammar: out of memory", o);
+        return NULL;
+    }
+    int32_t n_allowed = 0;
+    const uint32_t *allow = tmask_compute(r->gmask, &n_allowed);
+    if (!allow || n_allowed == 0) {
+        fail_row(e, r, allow ? "grammar: no token of the vocabulary can continue the JSON"
+                             : "grammar: out of memory", o);
+        return NULL;
+    }
+    return allow;
+}
+
+/* After a token under a grammar: advance it, and end the request when only
+ * end-of-generation tokens could follow (saves the step that would sample
+ * one). */
+static void grammar_advance(struct engine_local *e, struct engine_req *r, int32_t t,
+                            struct engine_out *o)
+{
+    if (tmask_accept(r->gmask, t) != 0) {
+        if (!o->finish) {
+            o->finish = true;
+            o->status = ENGINE_ERROR;
+            o->message = strdup("grammar: the sampled token does not continue the JSON");
+        }
+        return;
+    }
+    if (o->finish || !tmask_complete(r->gmask)) return;
+    int32_t n_allowed = 0;
+    const uint32_t *allow = tmask_compute(r->gmask, &n_allowed);
+    if (allow && n_allowed <= tmask_n_eog(e->gvocab)) {
+        o->finish = true;
+        o->status = ENGINE_STOP;
+    }
+}
+
 void engine_req_sample_row(struct engine_local *e, struct engine_req *r, float *row,
                            struct engine_out *o)
 {
     if (r->want_lp && !e->lp_row) e->lp_row = malloc((size_t)e->n_vocab * sizeof *e->lp_row);
     bool lp = r->want_lp && e->lp_row;
     if (lp) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof *row);
-    int32_t t = sample_token(e, r, row);
+    const uint32_t *allow = r->grammar ? grammar_mask(e, r, o) : NULL;
+    if (r->grammar && !allow) return;
+    int32_t t = sample_token(e, r, row, allow);
     if (lp && (o->lp = malloc(sizeof *o->lp)) != NULL)
         logprob_fill(e->lp_row, e->n_vocab, t, r->top_lp, o->lp);
     on_token(e, r, t, o);
+    if (r->grammar) grammar_advance(e, r, t, o);
     o->sampled = true;
 }
 

@@ -224,18 +224,50 @@ static int32_t draw(struct sampler *s, const struct cand *c, int32_t n)
     return c[n - 1].id;
 }
 
-int32_t sampler_sample(struct sampler *s, float *logits, int32_t n_vocab)
+/* The best allowed token (the lowest id among equals, as argmax). */
+static int32_t argmax_masked(const float *logits, int32_t n, const uint32_t *allow)
+{
+    int32_t best = -1;
+    for (int32_t w = 0; w * 32 < n; w++) {
+        for (uint32_t a = allow[w]; a; a &= a - 1) {
+            int32_t i = w * 32 + __builtin_ctz(a);
+            if (i < n && (best < 0 || logits[i] > logits[best])) best = i;
+        }
+    }
+    return best < 0 ? 0 : best;
+}
+
+/* Candidates: every token with a finite logit, or the allowed ones. */
+static int32_t gather(struct sampler *s, const float *logits, int32_t n_vocab,
+                      const uint32_t *allow)
+{
+    struct cand *c = s->c;
+    int32_t n = 0;
+    if (!allow) {
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (logits[i] > -INFINITY) c[n++] = (struct cand){ i, logits[i] };
+        return n;
+    }
+    for (int32_t w = 0; w * 32 < n_vocab; w++) {
+        for (uint32_t a = allow[w]; a; a &= a - 1) {
+            int32_t i = w * 32 + __builtin_ctz(a);
+            if (i < n_vocab && logits[i] > -INFINITY) c[n++] = (struct cand){ i, logits[i] };
+        }
+    }
+    return n;
+}
+
+static int32_t sample(struct sampler *s, float *logits, int32_t n_vocab, const uint32_t *allow)
 {
     const struct sampler_params *p = &s->p;
     if (n_vocab > s->n_vocab) n_vocab = s->n_vocab;
     penalize(s, logits);
-    if (p->temperature <= 0.0f) return argmax(logits, n_vocab);
+    if (p->temperature <= 0.0f)
+        return allow ? argmax_masked(logits, n_vocab, allow) : argmax(logits, n_vocab);
 
     struct cand *c = s->c;
-    int32_t n = 0;
-    for (int32_t i = 0; i < n_vocab; i++)
-        if (logits[i] > -INFINITY) c[n++] = (struct cand){ i, logits[i] };
-    if (!n) return argmax(logits, n_vocab);
+    int32_t n = gather(s, logits, n_vocab, allow);
+    if (!n) return allow ? argmax_masked(logits, n_vocab, allow) : argmax(logits, n_vocab);
     bool sorted = false;
     if (p->top_k > 0 && p->top_k < n) {
         select_top(c, n, p->top_k);
@@ -254,4 +286,15 @@ int32_t sampler_sample(struct sampler *s, float *logits, int32_t n_vocab)
     }
     for (int32_t i = 0; i < n; i++) c[i].logit /= p->temperature;
     return draw(s, c, n);
+}
+
+int32_t sampler_sample(struct sampler *s, float *logits, int32_t n_vocab)
+{
+    return sample(s, logits, n_vocab, NULL);
+}
+
+int32_t sampler_sample_masked(struct sampler *s, float *logits, int32_t n_vocab,
+                              const uint32_t *allow)
+{
+    return sample(s, logits, n_vocab, allow);
 }

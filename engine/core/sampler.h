@@ -33,6 +33,13 @@ void sampler_free(struct sampler *s);
  * the one given to sampler_init. Does not record the token: call
  * sampler_accept with the token actually used. */
 int32_t sampler_sample(struct sampler *s, float *logits, int32_t n_vocab);
+/* The same over the tokens of a mask only (structured output): allow is a
+ * bitset of ceil(n_vocab / 32) words (bit i % 32 of word i / 32) with at
+ * least one bit set. Visits only the allowed tokens' logits after the
+ * penalties, so that a mask of a few tokens costs little, not a pass that
+ * writes -inf over the rest. */
+int32_t sampler_sample_masked(struct sampler *s, float *logits, int32_t n_vocab,
+                              const uint32_t *allow);
 /* Adds a token to the penalty window (prompt tokens too, if wanted). */
 void sampler_accept(struct sampler *s, int32_t token);
 /* Forgets the window and re-seeds the RNG with the original seed. */

@@ -3,6 +3,8 @@
  * the raw bytes before cJSON sees them, every field's type and range after. */
 #include "oai_request.h"
 
+#include "jsg.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -169,6 +171,95 @@ static int parse_content(struct parse_ctx *c, const cJSON *v, const char *param,
     return 0;
 }
 
+/* A tool result as a <tool_response> block, or an assistant message's
+ * tool_calls appended to its text (oai_tools.h). */
+static int tool_text(struct parse_ctx *c, const cJSON *m, const char *role, const char *param,
+                     const char **text)
+{
+    char *t, msg[160];
+    if (strcmp(role, "tool") == 0) {
+        t = oai_tools_render_result(*text);
+    } else {
+        if (strcmp(role, "assistant") != 0)
+            return fail(c, param, "'%s.tool_calls' is only for assistant messages", param);
+        char *calls = oai_tools_render_calls(cJSON_GetObjectItemCaseSensitive(m, "tool_calls"),
+                                             msg, sizeof msg);
+        if (!calls) return fail(c, param, "'%s': %s", param, msg);
+        size_t n = strlen(*text) + strlen(calls) + 2;
+        t = malloc(n);
+        if (t) snprintf(t, n, "%s%s%s", *text, (*text)[0] ? "\n" : "", calls);
+        free(calls);
+    }
+    if (!t) return fail(c, param, "out of memory");
+    *text = keep(c->r, t, strlen(t));
+    free(t);
+    return *text ? 0 : fail(c, param, "out of memory");
+}
+
+/* Appends a tool result to the previous message (both results). */
+static int join_prev(struct parse_ctx *c, int at, const char *text, const char *param)
+{
+    const char *prev = c->r->msgs[at].content;
+    size_t n = strlen(prev) + strlen(text) + 2;
+    char *t = malloc(n);
+    if (!t) return fail(c, param, "out of memory");
+    snprintf(t, n, "%s\n%s", prev, text);
+    c->r->msgs[at].content = keep(c->r, t, strlen(t));
+    free(t);
+    return c->r->msgs[at].content ? 0 : fail(c, param, "out of memory");
+}
+
+/* tools / tool_choice / parallel_tool_calls (chat): the tools go into the
+ * system message; a forced call's grammar into json_schema. */
+static int parse_tools(struct parse_ctx *c, const cJSON *root)
+{
+    struct oai_request *r = c->r;
+    char *system = NULL, *schema = NULL, msg[400], param[64];
+    if (r->kind != OAI_CHAT) {
+        const cJSON *tl = field(root, "tools");
+        if (tl) return fail(c, "tools", "'tools' is for /v1/chat/completions");
+        return 0;
+    }
+    if (oai_tools_parse(root, &r->tools, &system, &schema, msg, sizeof msg, param,
+                        sizeof param) != 0) {
+        free(system);
+        free(schema);
+        return fail(c, param, "%s", msg);
+    }
+    int rc = 0;
+    if (schema && (r->req.json_schema || r->req.json_object))
+        rc = fail(c, "tool_choice", "a forced tool call cannot be combined with "
+                  "'response_format'");
+    if (rc == 0 && schema && !(r->req.json_schema = keep(r, schema, strlen(schema))))
+        rc = fail(c, "tools", "out of memory");
+    if (rc == 0 && system) {
+        struct engine_message *m = r->msgs;
+        if (r->req.n_messages > 0 && strcmp(m[0].role, "system") == 0) {
+            size_t n = strlen(m[0].content) + strlen(system) + 3;
+            char *t = malloc(n);
+            if (t) snprintf(t, n, "%s%s%s", m[0].content, m[0].content[0] ? "\n\n" : "", system);
+            m[0].content = t ? keep(r, t, strlen(t)) : NULL;
+            free(t);
+            if (!m[0].content) rc = fail(c, "tools", "out of memory");
+        } else {
+            m = realloc(r->msgs, (size_t)(r->req.n_messages + 1) * sizeof *m);
+            if (!m) rc = fail(c, "tools", "out of memory");
+            else {
+                memmove(m + 1, m, (size_t)r->req.n_messages * sizeof *m);
+                m[0].role = keep(r, "system", 6);
+                m[0].content = keep(r, system, strlen(system));
+                r->msgs = m;
+                r->req.messages = m;
+                r->req.n_messages++;
+                if (!m[0].role || !m[0].content) rc = fail(c, "tools", "out of memory");
+            }
+        }
+    }
+    free(system);
+    free(schema);
+    return rc;
+}
+
 static int parse_messages(struct parse_ctx *c, const cJSON *root)
 {
     const cJSON *msgs = field(root, "messages");
@@ -181,11 +272,12 @@ static int parse_messages(struct parse_ctx *c, const cJSON *root)
                     (int)c->lim.max_messages);
     c->r->msgs = calloc((size_t)n, sizeof *c->r->msgs);
     if (!c->r->msgs) return fail(c, "messages", "out of memory");
-    int i = 0;
+    int i = 0, k = 0;
+    bool prev_tool = false;
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
         char param[64];
-        snprintf(param, sizeof param, "messages[%d]", i);
+        snprintf(param, sizeof param, "messages[%d]", k++);
         if (!cJSON_IsObject(m)) return fail(c, param, "'%s' must be an object", param);
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         if (!cJSON_IsString(role))
@@ -194,22 +286,36 @@ static int parse_messages(struct parse_ctx *c, const cJSON *root)
         /* "developer" is the newer name of "system" in the OpenAI API. */
         if (strcmp(rs, "developer") == 0) rs = "system";
         if (strcmp(rs, "system") != 0 && strcmp(rs, "user") != 0 &&
-            strcmp(rs, "assistant") != 0)
-            return fail(c, param, "'%s.role' is '%.32s'; system, user and assistant are supported",
-                        param, rs);
-        c->r->msgs[i].role = keep(c->r, rs, strlen(rs));
-        if (!c->r->msgs[i].role) return fail(c, param, "out of memory");
+            strcmp(rs, "assistant") != 0 && strcmp(rs, "tool") != 0)
+            return fail(c, param, "'%s.role' is '%.32s'; system, user, assistant and tool are "
+                        "supported", param, rs);
         char cparam[80];
         snprintf(cparam, sizeof cparam, "%s.content", param);
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (content && cJSON_IsNull(content)) content = NULL;
         if (!content && strcmp(rs, "assistant") != 0)
             return fail(c, cparam, "'%s' is required", cparam);
-        if (parse_content(c, content, cparam, &c->r->msgs[i].content) != 0) return -1;
+        const char *text;
+        if (parse_content(c, content, cparam, &text) != 0) return -1;
+        if (strcmp(rs, "tool") == 0 || cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) {
+            if (tool_text(c, m, rs, param, &text) != 0) return -1;
+            /* results go back as a user turn; consecutive ones share it */
+            if (strcmp(rs, "tool") == 0) {
+                rs = "user";
+                if (i > 0 && c->r->msgs[i - 1].role && prev_tool) {
+                    if (join_prev(c, i - 1, text, param) != 0) return -1;
+                    continue;
+                }
+            }
+        }
+        prev_tool = strcmp(role->valuestring, "tool") == 0;
+        c->r->msgs[i].role = keep(c->r, rs, strlen(rs));
+        if (!c->r->msgs[i].role) return fail(c, param, "out of memory");
+        c->r->msgs[i].content = text;
         i++;
     }
     c->r->req.messages = c->r->msgs;
-    c->r->req.n_messages = n;
+    c->r->req.n_messages = i;
     return 0;
 }
 
@@ -328,16 +434,56 @@ static int parse_unsupported(struct parse_ctx *c, const cJSON *root)
         if (sfx && !(cJSON_IsString(sfx) && !sfx->valuestring[0]))
             return fail(c, "suffix", "'suffix' is not supported by tern");
     }
-    const cJSON *tools = field(root, "tools");
-    if (tools && !(cJSON_IsArray(tools) && cJSON_GetArraySize(tools) == 0))
-        return fail(c, "tools", "'tools' (function calling) is not supported by tern");
-    const cJSON *rf = field(root, "response_format");
-    if (rf) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rf, "type");
-        if (!cJSON_IsObject(rf) || !cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
-            return fail(c, "response_format", "'response_format' other than text is not supported");
-    }
     return 0;
+}
+
+/* response_format: text, json_object, or json_schema {name, schema, strict,
+ * description}. The schema is compiled here once to refuse what the grammar
+ * cannot enforce with a 400 naming the keyword and its path; the engine
+ * compiles its own copy at submit. */
+static int parse_response_format(struct parse_ctx *c, const cJSON *root)
+{
+    const cJSON *rf = field(root, "response_format");
+    if (!rf) return 0;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rf, "type");
+    if (!cJSON_IsObject(rf) || !cJSON_IsString(t))
+        return fail(c, "response_format", "'response_format' must be an object with a 'type'");
+    if (strcmp(t->valuestring, "text") == 0) return 0;
+    if (strcmp(t->valuestring, "json_object") == 0) {
+        c->r->req.json_object = true;
+        return 0;
+    }
+    if (strcmp(t->valuestring, "json_schema") != 0)
+        return fail(c, "response_format.type", "'response_format.type' is '%.32s'; text, "
+                    "json_object and json_schema are supported", t->valuestring);
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+    if (!cJSON_IsObject(js))
+        return fail(c, "response_format.json_schema",
+                    "'response_format.json_schema' must be an object");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
+    if (name && !cJSON_IsString(name))
+        return fail(c, "response_format.json_schema.name",
+                    "'response_format.json_schema.name' must be a string");
+    const cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
+    if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
+        return fail(c, "response_format.json_schema.strict",
+                    "'response_format.json_schema.strict' must be a boolean");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+    const char *sp = "response_format.json_schema.schema";
+    if (!schema) return fail(c, sp, "'%s' is required", sp);
+    if (!cJSON_IsObject(schema)) return fail(c, sp, "'%s' must be an object", sp);
+    char *text = cJSON_PrintUnformatted(schema);
+    if (!text) return fail(c, sp, "out of memory");
+    char err[320];
+    struct jsg *g = jsg_compile(text, strlen(text), false, err, sizeof err);
+    if (!g) {
+        free(text);
+        return fail(c, sp, "'%s': %s", sp, err);
+    }
+    jsg_free(g);
+    c->r->req.json_schema = keep(c->r, text, strlen(text));
+    free(text);
+    return c->r->req.json_schema ? 0 : fail(c, sp, "out of memory");
 }
 
 static int parse_sampling(struct parse_ctx *c, const cJSON *root)
@@ -447,7 +593,9 @@ int oai_request_parse(const char *body, size_t len, enum oai_kind kind,
     if (get_str(&c, root, "model", &out->model) != 0 || get_str(&c, root, "user", &out->user) != 0)
         goto fail;
     if ((kind == OAI_CHAT ? parse_messages(&c, root) : parse_prompt(&c, root)) != 0) goto fail;
-    if (parse_unsupported(&c, root) != 0 || parse_logprobs(&c, root) != 0 ||
+    if (parse_unsupported(&c, root) != 0 || parse_response_format(&c, root) != 0 ||
+        parse_tools(&c, root) != 0 ||
+        parse_logprobs(&c, root) != 0 ||
         parse_sampling(&c, root) != 0 ||
         parse_limits(&c, root) != 0 || parse_stop(&c, root) != 0)
         goto fail;
@@ -467,6 +615,7 @@ void oai_request_free(struct oai_request *r)
     free(r->msgs);
     free(r->stops);
     free(r->ids);
+    oai_tools_free(&r->tools);
     enum oai_kind k = r->kind;
     memset(r, 0, sizeof *r);
     r->kind = k;
@@ -541,6 +690,24 @@ static bool build_logprobs(cJSON *o, enum oai_kind kind, const struct engine_req
     return true;
 }
 
+/* Structured output travels as OpenAI's response_format. */
+static bool build_response_format(cJSON *o, const struct engine_request *r)
+{
+    if (!r->json_schema && !r->json_object) return true;
+    cJSON *rf = cJSON_AddObjectToObject(o, "response_format");
+    if (!rf) return false;
+    if (!r->json_schema) return cJSON_AddStringToObject(rf, "type", "json_object") != NULL;
+    cJSON *schema = cJSON_Parse(r->json_schema);
+    cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
+    if (!schema || !js || !cJSON_AddStringToObject(rf, "type", "json_schema") ||
+        !cJSON_AddStringToObject(js, "name", "reply") || !cJSON_AddBoolToObject(js, "strict", true) ||
+        !cJSON_AddItemToObject(js, "schema", schema)) {
+        cJSON_Delete(schema);
+        return false;
+    }
+    return true;
+}
+
 char *oai_request_build(enum oai_kind kind, const char *model, const struct engine_request *r,
                         bool stream, bool include_usage)
 {
@@ -562,6 +729,7 @@ char *oai_request_build(enum oai_kind kind, const char *model, const struct engi
         }
     }
     if (r->ignore_eos && !cJSON_AddBoolToObject(o, "ignore_eos", true)) goto done;
+    if (!build_response_format(o, r)) goto done;
     if (!cJSON_AddBoolToObject(o, "stream", stream)) goto done;
     if (stream && include_usage) {
         cJSON *so = cJSON_AddObjectToObject(o, "stream_options");

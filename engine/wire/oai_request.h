@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "oai_tools.h"
 
 enum oai_kind {
     OAI_CHAT,       /* /v1/chat/completions: messages */
@@ -47,6 +48,10 @@ struct oai_request {
     bool echo;                  /* completions: the prompt goes before the reply */
     int32_t prompt_logprobs;    /* vLLM's prompt_logprobs; -1 = not asked */
     int32_t n_chars;            /* prompt text bytes (all message contents or the prompt) */
+    /* Chat: tools, tool_choice, parallel_tool_calls (oai_tools.h). The tools
+     * are already in the messages (system text) and a forced call's grammar
+     * in req.json_schema; this says how to read the reply back. */
+    struct oai_tools tools;
     /* storage behind req (owned) */
     struct engine_message *msgs;
     char **strs;                /* every owned string, freed together */

@@ -65,6 +65,8 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
               const __half *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
               int n_split, float *__restrict__ ws)
 {
+    pdl_trigger();
+    pdl_wait();
     constexpr int E = HD / 32;
     __shared__ float s_m[AT_WARPS][AT_GMAX], s_l[AT_WARPS][AT_GMAX];
     __shared__ float s_acc[AT_WARPS][AT_GMAX][HD];
@@ -145,40 +147,181 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
     }
 }
 
+// The same partials, a lane per key (cu_set_attn_lanes; the trip's A/B at
+// long contexts): the warp takes its keys 32 at a time, each lane the whole
+// dot products of its own key with the G query heads (q in shared memory,
+// read as broadcasts), so the online softmax costs two shuffle reductions
+// per head per 32 keys instead of one per key; then every lane accumulates
+// its E dims of the 32 V rows with the weights passed through shared memory.
+// The row-per-warp kernel above spends ~600 cycles of shuffles a key at 4k
+// context (278 GB/s of KV on the H200).
+template <int HD>
+__global__ void __launch_bounds__(AT_WARPS * 32)
+k_attn_decode_lk(const float *__restrict__ q, const __half *__restrict__ kc,
+                 const __half *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
+                 int n_split, float *__restrict__ ws)
+{
+    pdl_trigger();
+    pdl_wait();
+    constexpr int E = HD / 32;
+    __shared__ float s_m[AT_WARPS][AT_GMAX], s_l[AT_WARPS][AT_GMAX];
+    __shared__ float s_acc[AT_WARPS][AT_GMAX][HD];
+    __shared__ __align__(16) float s_q[AT_GMAX][HD];
+    __shared__ float s_p[AT_WARPS][AT_GMAX][32];
+    const int t = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int G = sh.n_head / sh.n_head_kv;
+    const int32_t s = b.seq[t], p = b.pos[t];
+    int32_t k0 = 0, k1 = 0; // this split's keys [k0, k1)
+    if (s >= 0) {
+        const int32_t lo = at_lo(p, sh.window), len = p - lo + 1;
+        const int32_t chunk = (len + n_split - 1) / n_split;
+        k0 = lo + sp * chunk;
+        k1 = min(p + 1, k0 + chunk);
+    }
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x)
+        s_q[i / HD][i % HD] = q[((size_t)t * sh.n_head + kh * G + i / HD) * HD + i % HD] * sh.scale;
+    __syncthreads();
+    float acc[AT_GMAX][E], m[AT_GMAX], l[AT_GMAX];
+#pragma unroll
+    for (int g = 0; g < AT_GMAX; g++) {
+        m[g] = -CUDART_INF_F;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[g][e] = 0.0f;
+    }
+    // warp w takes keys [k0 + 32w, +32), then [k0 + 32(w + AT_WARPS), +32), ...
+    for (int32_t base = k0 + 32 * warp; base < k1; base += 32 * AT_WARPS) {
+        const int32_t kp = base + lane;
+        const bool live = kp < k1;
+        float sc[AT_GMAX];
+#pragma unroll
+        for (int g = 0; g < AT_GMAX; g++) sc[g] = 0.0f;
+        if (live) {
+            const uint4 *kr = (const uint4 *)(kc + (at_slot(b, sh, s, kp) + kh) * HD);
+#pragma unroll 4
+            for (int c = 0; c < HD / 8; c++) {
+                float kf[8];
+                cu_unpack8<false>(kr[c], kf);
+#pragma unroll
+                for (int g = 0; g < AT_GMAX; g++) {
+                    if (g >= G) break;
+                    const float4 qa = *(const float4 *)&s_q[g][8 * c], qb = *(const float4 *)&s_q[g][8 * c + 4];
+                    sc[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] +
+                             qb.y * kf[5] + qb.z * kf[6] + qb.w * kf[7];
+                }
+            }
+        }
+        const int nk = min(32, k1 - base); // keys of this chunk (the lanes past it hold none)
+#pragma unroll
+        for (int g = 0; g < AT_GMAX; g++) {
+            if (g >= G) break;
+            const float mx = warp_max(live ? sc[g] : -CUDART_INF_F);
+            const float mn = fmaxf(m[g], mx);
+            const float corr = __expf(m[g] - mn); // m = -inf at the start: 0, and l, acc are 0
+            const float pe = live ? __expf(sc[g] - mn) : 0.0f;
+            l[g] = l[g] * corr + warp_sum(pe);
+            m[g] = mn;
+            s_p[warp][g][lane] = pe;
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[g][e] *= corr;
+        }
+        __syncwarp();
+        for (int j = 0; j < nk; j++) {
+            const size_t off = (at_slot(b, sh, s, base + j) + kh) * HD + lane * E;
+            float vf[E];
+            at_load<E>(vc + off, vf);
+#pragma unroll
+            for (int g = 0; g < AT_GMAX; g++) {
+                if (g >= G) break;
+                const float pj = s_p[warp][g][j];
+#pragma unroll
+                for (int e = 0; e < E; e++) acc[g][e] += pj * vf[e];
+            }
+        }
+        __syncwarp(); // s_p is rewritten by the next chunk
+    }
+#pragma unroll
+    for (int g = 0; g < AT_GMAX; g++) {
+        if (g >= G) break;
+        if (lane == 0) {
+            s_m[warp][g] = m[g];
+            s_l[warp][g] = l[g];
+        }
+#pragma unroll
+        for (int e = 0; e < E; e++) s_acc[warp][g][lane * E + e] = acc[g][e];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+        const int g = i / HD, d = i % HD;
+        float M = -CUDART_INF_F;
+        for (int w = 0; w < AT_WARPS; w++) M = fmaxf(M, s_m[w][g]);
+        float L = 0.0f, A = 0.0f;
+        if (M != -CUDART_INF_F) {
+            for (int w = 0; w < AT_WARPS; w++) {
+                if (s_m[w][g] == -CUDART_INF_F) continue; // this warp saw no keys
+                const float c = __expf(s_m[w][g] - M);
+                L += s_l[w][g] * c;
+                A += s_acc[w][g][d] * c;
+            }
+        }
+        float *o = ws + (((size_t)t * sh.n_head + kh * G + g) * n_split + sp) * (HD + 2);
+        if (d == 0) {
+            o[0] = M;
+            o[1] = L;
+        }
+        o[2 + d] = A;
+    }
+}
+
+static bool g_attn_lanes = false;
+extern "C" void cu_set_attn_lanes(bool on) { g_attn_lanes = on; }
+
+// xq (optional): the output also as int8 blocks for the q8 matvec of wo
+// (a warp's 32 lanes are one block: HD is a multiple of 32).
 template <int HD>
 __global__ void k_attn_merge(const float *__restrict__ ws, const cu_attn_batch b, int n_head,
-                             int n_split, float *__restrict__ out)
+                             int n_split, float *__restrict__ out, void *xq)
 {
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-    float *o = out + ((size_t)t * n_head + h) * HD;
-    if (b.seq[t] < 0) {
-        o[d] = 0.0f;
-        return;
+    const size_t e = ((size_t)t * n_head + h) * HD + d; // element of the n x (n_head * HD) output
+    float r = 0.0f;
+    if (b.seq[t] >= 0) { // else a padding token: zeros
+        const float *p = ws + ((size_t)t * n_head + h) * n_split * (HD + 2);
+        float M = -CUDART_INF_F;
+        for (int s = 0; s < n_split; s++) M = fmaxf(M, p[s * (HD + 2)]);
+        float L = 0.0f, A = 0.0f;
+        for (int s = 0; s < n_split; s++) {
+            const float ms = p[s * (HD + 2)];
+            if (ms == -CUDART_INF_F) continue; // empty split
+            const float c = __expf(ms - M);
+            L += p[s * (HD + 2) + 1] * c;
+            A += p[s * (HD + 2) + 2 + d] * c;
+        }
+        r = L > 0.0f ? A / L : 0.0f;
     }
-    const float *p = ws + ((size_t)t * n_head + h) * n_split * (HD + 2);
-    float M = -CUDART_INF_F;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, p[s * (HD + 2)]);
-    float L = 0.0f, A = 0.0f;
-    for (int s = 0; s < n_split; s++) {
-        const float ms = p[s * (HD + 2)];
-        if (ms == -CUDART_INF_F) continue; // empty split
-        const float c = __expf(ms - M);
-        L += p[s * (HD + 2) + 1] * c;
-        A += p[s * (HD + 2) + 2 + d] * c;
-    }
-    o[d] = L > 0.0f ? A / L : 0.0f;
+    out[e] = r;
+    if (xq)
+        q8_block(r, d % 32, (int8_t *)xq, q8_scales(xq, (int64_t)gridDim.x * n_head * HD / 32),
+                 (int64_t)(e / 32));
 }
 
 template <int HD>
 static cudaError_t decode_launch(const float *q, const void *kc, const void *vc,
                                  const cu_attn_batch &b, const cu_attn_shape &sh, int n_split,
-                                 float *ws, float *out, cudaStream_t st)
+                                 float *ws, float *out, void *xq, cudaStream_t st)
 {
     const dim3 g1(b.n_tokens, sh.n_head_kv, n_split);
-    k_attn_decode<HD><<<g1, AT_WARPS * 32, 0, st>>>(q, (const __half *)kc, (const __half *)vc, b,
-                                                     sh, n_split, ws);
+    if (g_attn_lanes)
+        CU_LAUNCH(k_attn_decode_lk<HD>, g1, AT_WARPS * 32, 0, st, q, (const __half *)kc, (const __half *)vc,
+                  b, sh, n_split, ws);
+    else
+        CU_LAUNCH(k_attn_decode<HD>, g1, AT_WARPS * 32, 0, st, q, (const __half *)kc, (const __half *)vc,
+                  b, sh, n_split, ws);
     const dim3 g2(b.n_tokens, sh.n_head);
-    k_attn_merge<HD><<<g2, HD, 0, st>>>(ws, b, sh.n_head, n_split, out);
+    CU_LAUNCH(k_attn_merge<HD>, g2, HD, 0, st, ws, b, sh.n_head, n_split, out, xq);
     return cudaGetLastError();
 }
 
@@ -193,12 +336,19 @@ extern "C" cudaError_t cu_attn_decode(const float *q, const void *k_cache, const
                                       const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
                                       int32_t n_split, float *ws, float *out, cudaStream_t st)
 {
+    return cu_attn_decode_q8(q, k_cache, v_cache, b, sh, n_split, ws, out, NULL, st);
+}
+
+extern "C" cudaError_t cu_attn_decode_q8(const float *q, const void *k_cache, const void *v_cache,
+                                         const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
+                                         int32_t n_split, float *ws, float *out, void *xq, cudaStream_t st)
+{
     if (!at_shape_ok(*sh) || n_split < 1) return cudaErrorInvalidValue;
     if (b->n_tokens <= 0) return cudaSuccess;
     switch (sh->head_dim) {
-    case 64: return decode_launch<64>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, st);
-    case 128: return decode_launch<128>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, st);
-    default: return decode_launch<256>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, st);
+    case 64: return decode_launch<64>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
+    case 128: return decode_launch<128>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
+    default: return decode_launch<256>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
     }
 }
 

@@ -9,6 +9,84 @@
 
 #include "cuda_ops.h"
 
+#ifdef TERN_CUDA_EMU
+#include <tuple>
+#endif
+
+// ---- programmatic dependent launch (sm_90 and later) ----
+// A decode step is ~300-400 small kernels in a row; each one's launch and
+// ramp-up (and the previous one's tail) is time the weights are not
+// streaming. Launched with cu_launch (below), a kernel may start while the
+// one before it is still running: it calls pdl_trigger at its top so the
+// next can be scheduled, may read what no kernel writes (the weights: see the
+// matvec's L2 prefetch) before pdl_wait, and must call pdl_wait before it
+// reads any activation or writes anything. pdl_wait returns once the previous
+// kernel has completed and its writes are visible; that grid had itself
+// passed its own pdl_wait, so the ordering is transitive down the stream.
+// Older GPUs and the CPU emulation run the kernels one after another and
+// these are no-ops.
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+// Starts fetching [p, p + bytes) into L2 without waiting for it.
+__device__ __forceinline__ void prefetch_l2(const void *p, size_t bytes, int lane)
+{
+#if defined(__CUDA_ARCH__)
+    for (size_t off = (size_t)lane * 128; off < bytes; off += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + off));
+#else
+    (void)p, (void)bytes, (void)lane;
+#endif
+}
+
+// Whether cu_launch asks for programmatic serialization (cu_set_pdl; on by
+// default; TERN_CUDA_NO_PDL turns it off for the trip's ablation).
+bool cu_pdl_enabled(void);
+
+// k<<<grid, block, smem, st>>>(args...), with programmatic dependent launch
+// when enabled. Every kernel launched this way calls pdl_wait (above). The
+// kernel goes in parentheses when its template arguments have commas.
+#ifdef TERN_CUDA_EMU
+#define CU_LAUNCH(k, grid, block, smem, st, ...)                                                  \
+    do {                                                                                         \
+        (void)(st);                                                                              \
+        auto emu_args = std::make_tuple(__VA_ARGS__);                                            \
+        emu_launch(dim3(grid), dim3(block), (size_t)(smem), [=]() { std::apply(k, emu_args); }); \
+    } while (0)
+#else
+template <typename... KArgs, typename... Args>
+static inline void cu_launch_ex(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = cu_pdl_enabled() ? 1 : 0;
+    if (cudaLaunchKernelEx(&cfg, k, args...) == cudaSuccess || cfg.numAttrs == 0) return;
+    // a stream or driver that refuses the attribute: plain launches from now on
+    (void)cudaGetLastError();
+    cu_set_pdl(false);
+    cfg.numAttrs = 0;
+    (void)cudaLaunchKernelEx(&cfg, k, args...); // an error is left for cudaGetLastError
+}
+#define CU_LAUNCH(k, grid, block, smem, st, ...) cu_launch_ex(k, dim3(grid), dim3(block), (size_t)(smem), st, __VA_ARGS__)
+#endif
+
 #define CU_QT_F32 0
 #define CU_QT_F16 1
 #define CU_QT_Q4_0 2
@@ -45,6 +123,27 @@ __device__ __forceinline__ float warp_max(float v)
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 #endif
+}
+
+// ---- int8 activations (the q8 matvec's input) ----
+// Layout of n rows x cols as int8 blocks of 32 (cu_q8_bytes): all quants,
+// then at a 256-byte boundary one {d, d * sum(q)} per block.
+__host__ __device__ __forceinline__ float2 *q8_scales(void *xq, int64_t n_blocks)
+{
+    return (float2 *)((uint8_t *)xq + ((n_blocks * 32 + 255) & ~(int64_t)255));
+}
+// One warp quantizes the 32 values of block b (lane = element), d = max|v| /
+// 127 as the CPU backend's Q8_0 activations, so both sides see the same ints.
+// Every lane of the warp must call it.
+__device__ __forceinline__ void q8_block(float v, int lane, int8_t *__restrict__ qs, float2 *__restrict__ ds,
+                                         int64_t b)
+{
+    const float amax = warp_max(fabsf(v));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int q = __float2int_rn(v * id);
+    qs[b * 32 + lane] = (int8_t)q;
+    const float s = warp_sum((float)q); // |sum| <= 4064: exact in f32
+    if (lane == 0) ds[b] = make_float2(d, d * s);
 }
 
 // GLU activation: SiLU, or tanh-GELU as the reference engine computes it: a

@@ -22,6 +22,17 @@
 extern "C" {
 #endif
 
+/* Programmatic dependent launch for the decode kernels (sm_90 and later; see
+ * common.cuh): on unless turned off (the trip's TERN_CUDA_NO_PDL ablation).
+ * Process-wide, as the device is; set before the first launch. */
+void cu_set_pdl(bool on);
+/* The int8-activation matvec on a persistent grid, each warp prefetching its
+ * next row pair into L2 (off by default; the trip's A/B, TERN_CUDA_MV_PERSIST). */
+void cu_set_mv_persist(bool on);
+/* Decode attention with a lane per key (off by default; the trip's A/B at
+ * long contexts, TERN_CUDA_ATTN_LANES). */
+void cu_set_attn_lanes(bool on);
+
 enum cu_layout { CU_LAYOUT_GGUF = 0, CU_LAYOUT_SPLIT = 1 };
 
 /* A weight tensor in device memory. SPLIT: q = rows*cols/32 blocks of quants
@@ -93,6 +104,11 @@ cudaError_t cu_rmsnorm(const float *x, const float *w, float *out, int32_t n, in
 /* x[r] += d[r]; out[r] = rmsnorm(x[r]) * w. w may be NULL (add only). */
 cudaError_t cu_add_rmsnorm(float *x, const float *d, const float *w, float *out, int32_t n,
                            int32_t dim, float eps, cudaStream_t st);
+/* The same, also writing out as int8 blocks into xq (cu_quant_q8's layout
+ * for n rows of dim; dim % 32 == 0): the q8 matvec reading them next skips
+ * its own quantize launch. xq NULL: cu_add_rmsnorm. */
+cudaError_t cu_add_rmsnorm_q8(float *x, const float *d, const float *w, float *out, void *xq,
+                              int32_t n, int32_t dim, float eps, cudaStream_t st);
 /* y[r][i] += b[i] */
 cudaError_t cu_add_bias(float *y, const float *b, int32_t n, int32_t dim, cudaStream_t st);
 /* out[r][i] = act(g[r][i]) * u[r][i]; act SiLU (gelu = false) or tanh-GELU
@@ -139,6 +155,11 @@ size_t cu_attn_decode_ws(int32_t n_tokens, int32_t n_head, int32_t head_dim, int
 cudaError_t cu_attn_decode(const float *q, const void *k_cache, const void *v_cache,
                            const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
                            int32_t n_split, float *ws, float *out, cudaStream_t st);
+/* The same, the output also as int8 blocks into xq (cu_quant_q8's layout for
+ * n_tokens rows of n_head * head_dim) for the q8 matvec of the output projection. */
+cudaError_t cu_attn_decode_q8(const float *q, const void *k_cache, const void *v_cache,
+                              const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
+                              int32_t n_split, float *ws, float *out, void *xq, cudaStream_t st);
 
 /* Prefill attention over query tiles (runs of batch tokens of one sequence),
  * flash style: K/V tiles in shared memory, online softmax, no score matrix.

@@ -3,7 +3,7 @@
 // host generator), and tile-wise dequantization to f16/f32 (the workspace
 // fed to cuBLAS for prefill and large batches). All bound by memory bandwidth.
 #include "common.cuh"
-#include "synthetic.h"
+#include "synth_gen.h"
 
 #define CU_DISPATCH(type, F, ...)                                   \
     switch (type) {                                                 \

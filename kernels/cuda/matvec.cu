@@ -22,6 +22,7 @@ struct mv_args {
     int64_t pair_end[3];   // cumulative warp (row pair) count per matrix
     int nt;
     int glu;               // 0 plain, 1 SwiGLU, 2 GEGLU
+    int pf;                // q8 kernel: prefetch each warp's next pair into L2 (persistent grid)
 };
 
 // Where warp pair p lies: matrix i (stacked q/k/v) or the GLU pair, its two
@@ -246,6 +247,8 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_BLOCKS_PER_SM)
 k_matvec(const mv_args a, const float *__restrict__ xg, int n)
 {
     extern __shared__ float4 mv_xs[];
+    pdl_trigger();
+    pdl_wait();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int US = SMEM ? 9 : 8;
     const float *x = xg;
@@ -287,12 +290,12 @@ static cudaError_t mv_go(const mv_args &a, const float *x, int32_t n, cudaStream
              * MV_SMEM_MAX leaves room for them): no occupancy query per launch */
             const int64_t resident = (int64_t)sms * MV_BLOCKS_PER_SM;
             const dim3 grid((unsigned)(need < resident ? need : resident));
-            k_matvec<T, NB, true><<<grid, block, smem, st>>>(a, x, n);
+            CU_LAUNCH((k_matvec<T, NB, true>), grid, block, smem, st, a, x, n);
             return cudaGetLastError();
         }
         (void)cudaGetLastError(); // no room on this device: x from global memory
     }
-    k_matvec<T, NB, false><<<dim3((unsigned)need), block, 0, st>>>(a, x, n);
+    CU_LAUNCH((k_matvec<T, NB, false>), dim3((unsigned)need), block, 0, st, a, x, n);
     return cudaGetLastError();
 }
 
@@ -379,26 +382,22 @@ extern "C" cudaError_t cu_matvec_glu(const struct cu_tensor *gate, const struct 
     return mv_run(a, x, n, st);
 }
 
-// ---- int8 activations (TERN_CUDA_MV_Q8): the activations quantized once per
-// matvec to int8 blocks of 32 (d = max|x| / 127, as the CPU backend's Q8_0),
-// then __dp4a on the packed weights: four products an instruction and no
-// conversion of each weight to a float. The trips' counters showed the f32
-// matvec issue-bound (111 registers, 25 % occupancy, nibble -> float per
-// element); this path is measured against it on the next trip. ----
+// ---- int8 activations (the default for Q4_0, Q4_1 and Q8_0; TERN_CUDA_MV_Q8=0
+// turns it off): the activations quantized once per matvec to int8 blocks of
+// 32 (d = max|x| / 127, as the CPU backend's Q8_0), then __dp4a on the packed
+// weights: four products an instruction and no conversion of each weight to a
+// float. The f32 matvec was issue-bound (111 registers, 25 % occupancy); on
+// the H200 this path took Q4_0 decode at batch 1 from 205 to 291 tok/s and at
+// batch 8 from 226 to 1,022 (docs/GPU.md). ----
 
 __global__ void k_quant_q8(const float *__restrict__ x, int64_t n_blocks, int8_t *__restrict__ qs,
                            float2 *__restrict__ ds)
 {
+    pdl_trigger();
+    pdl_wait();
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
     if (b >= n_blocks) return; // whole warps leave together: blocks are warp-sized
-    const float v = x[b * 32 + lane];
-    const float amax = warp_max(fabsf(v));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int q = __float2int_rn(v * id);
-    qs[b * 32 + lane] = (int8_t)q;
-    const float s = warp_sum((float)q); // |sum| <= 4064: exact in f32
-    if (lane == 0) ds[b] = make_float2(d, d * s);
+    q8_block(x[b * 32 + threadIdx.x % 32], threadIdx.x % 32, qs, ds, b);
 }
 
 extern "C" size_t cu_q8_bytes(int32_t n, int64_t cols)
@@ -411,15 +410,14 @@ extern "C" cudaError_t cu_quant_q8(const float *x, int32_t n, int64_t cols, void
 {
     if (cols % 32 != 0 || n < 1) return cudaErrorInvalidValue;
     const int64_t nb = (int64_t)n * (cols / 32);
-    int8_t *qs = (int8_t *)xq;
-    float2 *ds = (float2 *)((uint8_t *)xq + ((nb * 32 + 255) & ~(int64_t)255));
-    k_quant_q8<<<(unsigned)((nb + 7) / 8), 256, 0, st>>>(x, nb, qs, ds);
+    CU_LAUNCH(k_quant_q8, (unsigned)((nb + 7) / 8), 256, 0, st, x, nb, (int8_t *)xq, q8_scales(xq, nb));
     return cudaGetLastError();
 }
 
 extern "C" bool cu_matvec_q8_supported(uint32_t type)
 {
-    return type == CU_QT_Q4_0 || type == CU_QT_Q4_1 || type == CU_QT_Q8_0;
+    return type == CU_QT_Q4_0 || type == CU_QT_Q4_1 || type == CU_QT_Q8_0 || type == CU_QT_Q4_K ||
+           type == CU_QT_Q5_K || type == CU_QT_Q6_K;
 }
 
 // dot of one unit: the weights' 32 values (nibbles or int8) with 32 int8 activations
@@ -444,16 +442,43 @@ __device__ __forceinline__ int q8_dot(const uint4 *q, const int *xw)
     return s;
 }
 
+// Starts the L2 fetch of warp pair p's weights (quants and scales of its one
+// or two rows): no kernel writes them, so this runs before pdl_wait and
+// overlaps the kernel before (common.cuh). For the 4096-wide matrices a
+// warp's pair is its whole share of the launch, so all of it is in flight
+// while the previous kernel finishes.
+template <int T>
+__device__ __forceinline__ void q8_prefetch(const mv_args &a, int64_t p, int lane)
+{
+    mv_pos o;
+    if (!mv_locate(a, p, o)) return;
+    constexpr size_t QB = split_fmt<T>::QW * 16, SB = T == CU_QT_Q4_1 ? 4 : 2;
+    const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+    const size_t upr = (size_t)(wa.cols / 32), rows = a.glu || !o.two ? 1 : 2; // adjacent rows
+    prefetch_l2((const uint8_t *)wa.q + (size_t)o.ra * upr * QB, rows * upr * QB, lane);
+    prefetch_l2((const uint8_t *)wa.s + (size_t)o.ra * upr * SB, rows * upr * SB, lane);
+    if (a.glu) {
+        prefetch_l2((const uint8_t *)wb.q + (size_t)o.rb * upr * QB, upr * QB, lane);
+        prefetch_l2((const uint8_t *)wb.s + (size_t)o.rb * upr * SB, upr * SB, lane);
+    }
+}
+
 template <int T, int NB>
-__global__ void __launch_bounds__(MV_WARPS * 32)
+__global__ void __launch_bounds__(MV_WARPS * 32, MV_BLOCKS_PER_SM)
 k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__restrict__ ds, int n)
 {
     constexpr int QW = split_fmt<T>::QW, SU = split_fmt<T>::SU;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t total = a.pair_end[a.nt - 1];
-    for (int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp; p < total; p += (int64_t)gridDim.x * MV_WARPS) {
+    pdl_trigger();
+    q8_prefetch<T>(a, (int64_t)blockIdx.x * MV_WARPS + warp, lane);
+    pdl_wait();
+    const int64_t stride = (int64_t)gridDim.x * MV_WARPS;
+    for (int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp; p < total; p += stride) {
         mv_pos o;
         if (!mv_locate(a, p, o)) break;
+        // the next pair's bytes start on their way while this one is computed
+        if (a.pf) q8_prefetch<T>(a, p + stride, lane);
         const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
         const bool two = o.two;
         const int64_t upr = wa.cols / 32;
@@ -488,15 +513,186 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
     }
 }
 
+// ---- the K-quants on int8 activations (GGUF layout, 256-element super-blocks) ----
+// A lane owns unit u (32 elements: sub-block u % 8 of super-block u / 8) of
+// both rows, as the split kernel does. Per unit the weights are integers
+// times a sub-block scale (Q4_K/Q5_K: d * sc - dmin * mn; Q6_K: d * sc per 16,
+// values offset by 32), so the products stay in integers (__dp4a on the
+// nibbles, the fifth or the two high bits merged in) and one float step
+// applies the scales, as in dq32's formulas. SU units per round.
+template <int T> struct kq_fmt {
+    static constexpr int B = T == CU_QT_Q4_K ? 144 : T == CU_QT_Q5_K ? 176 : 210; // bytes per 256
+    static constexpr int SU = 2;
+};
+
+// One unit of a K-quant row: its 8 words of 4 unsigned 6-bit-or-less values
+// (element 4i + k in byte k of word i), and how to scale their dot product:
+// sum = ds * dot + ms * sum(x) for Q4_K/Q5_K; Q6_K: two scales for 16 + 16
+// elements (s0, s1, d folded in) and the offset of 32 taken off.
+struct kq_unit {
+    int w[8];
+    float s0, s1, m;
+};
+
 template <int T>
-static cudaError_t mv_q8_launch(const mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, cudaStream_t st)
+__device__ __forceinline__ void kq_load(const cu_tensor &t, int64_t row, int64_t u, kq_unit &o)
+{
+    const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * kq_fmt<T>::B;
+    const int j = (int)(u % 8);
+    if (T == CU_QT_Q4_K || T == CU_QT_Q5_K) {
+        float dd, mm;
+        cu_k_head(blk, j, dd, mm);
+        const int shift = (j & 1) * 4;
+        const uint4 *qp = (const uint4 *)(blk + (T == CU_QT_Q4_K ? 16 : 48) + 32 * (j / 2));
+        const uint4 q0 = __ldg(qp), q1 = __ldg(qp + 1);
+        const uint32_t q[8] = { q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w };
+        uint32_t h[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+        if (T == CU_QT_Q5_K) {
+            const uint4 h0 = __ldg((const uint4 *)(blk + 16)), h1 = __ldg((const uint4 *)(blk + 32));
+            const uint32_t hv[8] = { h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w };
+#pragma unroll
+            for (int i = 0; i < 8; i++) h[i] = ((hv[i] >> j) & 0x01010101u) << 4;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) o.w[i] = (int)(((q[i] >> shift) & 0x0f0f0f0fu) | h[i]);
+        o.s0 = o.s1 = dd;
+        o.m = -mm;
+    } else { // Q6_K: ql[128], qh[64], scales[16], d; only 2-aligned: 16-bit loads
+        const int hh = j / 4, k = j % 4;
+        const unsigned short *ql = (const unsigned short *)(blk + 64 * hh + 32 * (k & 1));
+        const unsigned short *qh = (const unsigned short *)(blk + 128 + 32 * hh);
+        const float d = cu_h2f(__ldg((const unsigned short *)(blk + 208)));
+        o.s0 = d * (float)(int8_t)__ldg(blk + 192 + 8 * hh + 2 * k);
+        o.s1 = d * (float)(int8_t)__ldg(blk + 192 + 8 * hh + 2 * k + 1);
+        o.m = 0.0f;
+        const int lshift = k >= 2 ? 4 : 0, hshift = 2 * k;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t l4 = (uint32_t)__ldg(ql + 2 * i) | (uint32_t)__ldg(ql + 2 * i + 1) << 16;
+            const uint32_t h4 = (uint32_t)__ldg(qh + 2 * i) | (uint32_t)__ldg(qh + 2 * i + 1) << 16;
+            o.w[i] = (int)(((l4 >> lshift) & 0x0f0f0f0fu) | (((h4 >> hshift) & 0x03030303u) << 4));
+        }
+    }
+}
+
+// the unit's contribution for one token: xw its 8 words of int8 activations, xd {d, d * sum}
+template <int T>
+__device__ __forceinline__ float kq_dot(const kq_unit &q, const int *xw, float2 xd)
+{
+    if (T == CU_QT_Q6_K) {
+        int a = 0, b = 0, xa = 0, xb = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            a = __dp4a(q.w[i], xw[i], a);
+            b = __dp4a(q.w[4 + i], xw[4 + i], b);
+            xa = __dp4a(0x01010101, xw[i], xa);
+            xb = __dp4a(0x01010101, xw[4 + i], xb);
+        }
+        return xd.x * (q.s0 * (float)(a - 32 * xa) + q.s1 * (float)(b - 32 * xb));
+    }
+    int a = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) a = __dp4a(q.w[i], xw[i], a);
+    return q.s0 * (xd.x * (float)a) + q.m * xd.y;
+}
+
+template <int T, int NB>
+__global__ void __launch_bounds__(MV_WARPS * 32, MV_BLOCKS_PER_SM)
+k_matvec_q8k(const mv_args a, const int8_t *__restrict__ qs, const float2 *__restrict__ ds, int n)
+{
+    constexpr int SU = kq_fmt<T>::SU;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t total = a.pair_end[a.nt - 1];
+    pdl_trigger();
+    {   // the first pair's rows on their way into L2 before the wait (see q8_prefetch)
+        mv_pos o;
+        if (mv_locate(a, (int64_t)blockIdx.x * MV_WARPS + warp, o)) {
+            const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+            prefetch_l2(cu_row(wa, o.ra), wa.row_bytes * (a.glu || !o.two ? 1 : 2), lane);
+            if (a.glu) prefetch_l2(cu_row(wb, o.rb), wb.row_bytes, lane);
+        }
+    }
+    pdl_wait();
+    for (int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp; p < total; p += (int64_t)gridDim.x * MV_WARPS) {
+        mv_pos o;
+        if (!mv_locate(a, p, o)) break;
+        const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+        const int64_t upr = wa.cols / 32;
+        float acc[2][NB];
+#pragma unroll
+        for (int t = 0; t < NB; t++) acc[0][t] = acc[1][t] = 0.0f;
+        for (int64_t u0 = lane; u0 < upr; u0 += 32 * SU) {
+            kq_unit qa[SU], qb[SU];
+#pragma unroll
+            for (int k = 0; k < SU; k++) {
+                const int64_t u = u0 + 32 * k;
+                if (u < upr) {
+                    kq_load<T>(wa, o.ra, u, qa[k]);
+                    if (o.two) kq_load<T>(wb, o.rb, u, qb[k]);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < SU; k++) {
+                const int64_t u = u0 + 32 * k;
+                if (u >= upr) break;
+#pragma unroll
+                for (int t = 0; t < NB; t++) {
+                    if (t < n) {
+                        const size_t xb = (size_t)t * (size_t)upr + (size_t)u;
+                        const uint4 x0 = __ldg((const uint4 *)(qs + xb * 32));
+                        const uint4 x1 = __ldg((const uint4 *)(qs + xb * 32) + 1);
+                        const int xw[8] = { (int)x0.x, (int)x0.y, (int)x0.z, (int)x0.w,
+                                            (int)x1.x, (int)x1.y, (int)x1.z, (int)x1.w };
+                        const float2 xd = __ldg(ds + xb);
+                        acc[0][t] += kq_dot<T>(qa[k], xw, xd);
+                        if (o.two) acc[1][t] += kq_dot<T>(qb[k], xw, xd);
+                    }
+                }
+            }
+        }
+        mv_store<NB>(a, o, acc, n, lane);
+    }
+}
+
+template <int T>
+static cudaError_t mv_q8k_launch(const mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, cudaStream_t st)
 {
     const int64_t pairs = a.pair_end[a.nt - 1];
     const dim3 grid((unsigned)((pairs + MV_WARPS - 1) / MV_WARPS)), block(MV_WARPS * 32);
-    if (n <= 1) k_matvec_q8<T, 1><<<grid, block, 0, st>>>(a, qs, ds, n);
-    else if (n <= 2) k_matvec_q8<T, 2><<<grid, block, 0, st>>>(a, qs, ds, n);
-    else if (n <= 4) k_matvec_q8<T, 4><<<grid, block, 0, st>>>(a, qs, ds, n);
-    else k_matvec_q8<T, 8><<<grid, block, 0, st>>>(a, qs, ds, n);
+    if (n <= 1) CU_LAUNCH((k_matvec_q8k<T, 1>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 2) CU_LAUNCH((k_matvec_q8k<T, 2>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 4) CU_LAUNCH((k_matvec_q8k<T, 4>), grid, block, 0, st, a, qs, ds, n);
+    else CU_LAUNCH((k_matvec_q8k<T, 8>), grid, block, 0, st, a, qs, ds, n);
+    return cudaGetLastError();
+}
+
+// The q8 kernel's grid: a warp per row pair, one pass (default), or
+// persistent (MV_BLOCKS_PER_SM blocks per SM, each warp walking its pairs
+// and prefetching the next one's weights into L2 while it computes the
+// current): the trip measures both (TERN_CUDA_MV_PERSIST).
+static bool g_mv_persist = false;
+extern "C" void cu_set_mv_persist(bool on) { g_mv_persist = on; }
+
+template <int T>
+static cudaError_t mv_q8_launch(mv_args &a, const int8_t *qs, const float2 *ds, int32_t n, cudaStream_t st)
+{
+    static int sms = 0; // the device's SM count, asked once
+    const int64_t pairs = a.pair_end[a.nt - 1];
+    int64_t need = (pairs + MV_WARPS - 1) / MV_WARPS;
+    if (g_mv_persist && sms == 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            sms = -1;
+        (void)cudaGetLastError();
+    }
+    a.pf = g_mv_persist && sms > 0 && need > (int64_t)sms * MV_BLOCKS_PER_SM;
+    if (a.pf) need = (int64_t)sms * MV_BLOCKS_PER_SM;
+    const dim3 grid((unsigned)need), block(MV_WARPS * 32);
+    if (n <= 1) CU_LAUNCH((k_matvec_q8<T, 1>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 2) CU_LAUNCH((k_matvec_q8<T, 2>), grid, block, 0, st, a, qs, ds, n);
+    else if (n <= 4) CU_LAUNCH((k_matvec_q8<T, 4>), grid, block, 0, st, a, qs, ds, n);
+    else CU_LAUNCH((k_matvec_q8<T, 8>), grid, block, 0, st, a, qs, ds, n);
     return cudaGetLastError();
 }
 
@@ -525,11 +721,14 @@ extern "C" cudaError_t cu_matvec_q8(const struct cu_tensor *const *w, float *con
     }
     const int64_t nb = (int64_t)n * (w[0]->cols / 32);
     const int8_t *qs = (const int8_t *)xq;
-    const float2 *ds = (const float2 *)((const uint8_t *)xq + ((nb * 32 + 255) & ~(int64_t)255));
+    const float2 *ds = q8_scales((void *)xq, nb);
     switch (w[0]->type) {
     case CU_QT_Q4_0: return mv_q8_launch<CU_QT_Q4_0>(a, qs, ds, n, st);
     case CU_QT_Q4_1: return mv_q8_launch<CU_QT_Q4_1>(a, qs, ds, n, st);
     case CU_QT_Q8_0: return mv_q8_launch<CU_QT_Q8_0>(a, qs, ds, n, st);
+    case CU_QT_Q4_K: return mv_q8k_launch<CU_QT_Q4_K>(a, qs, ds, n, st);
+    case CU_QT_Q5_K: return mv_q8k_launch<CU_QT_Q5_K>(a, qs, ds, n, st);
+    case CU_QT_Q6_K: return mv_q8k_launch<CU_QT_Q6_K>(a, qs, ds, n, st);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -7,11 +7,19 @@
 
 #define OPS_THREADS 256
 
+// cu_launch's switch (common.cuh): one per process, as the device is; set
+// when a backend opens, read at each launch.
+static bool g_pdl = true;
+bool cu_pdl_enabled(void) { return g_pdl; }
+extern "C" void cu_set_pdl(bool on) { g_pdl = on; }
+
 // ---- embedding ----
 template <int T>
 __global__ void k_embed(const cu_tensor e, const int32_t *__restrict__ token, float scale,
                         float *__restrict__ out)
 {
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x;
     const int32_t id = token[t];
     float *o = out + (size_t)t * (size_t)e.cols;
@@ -32,7 +40,7 @@ template <int T>
 static cudaError_t embed_launch(const cu_tensor &e, const int32_t *token, int32_t n, float scale,
                                 float *out, cudaStream_t st)
 {
-    k_embed<T><<<n, 128, 0, st>>>(e, token, scale, out);
+    CU_LAUNCH(k_embed<T>, n, 128, 0, st, e, token, scale, out);
     return cudaGetLastError();
 }
 
@@ -57,6 +65,9 @@ extern "C" cudaError_t cu_embed(const struct cu_tensor *embd, const int32_t *tok
 }
 
 // ---- RMSNorm ----
+// block_sum's scratch: one float per warp of the largest block
+#define OPS_MAX_WARPS 32
+
 __device__ __forceinline__ float block_sum(float v, float *red)
 {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -64,20 +75,60 @@ __device__ __forceinline__ float block_sum(float v, float *red)
     __syncthreads(); // red may still be read by a previous call
     if (lane == 0) red[warp] = v;
     __syncthreads();
-    float s = 0.0f;
-    for (int i = 0; i < (int)(blockDim.x / 32); i++) s += red[i];
-    return s;
+    // every warp sums the per-warp partials in one shuffle tree (a serial
+    // loop over 32 of them was ~1000 cycles of a batch-1 norm)
+    return warp_sum(lane < (int)(blockDim.x / 32) ? red[lane] : 0.0f);
 }
 
-// x and out may be the same rows (in-place norm): no __restrict__ on them
+// x and out may be the same rows (in-place norm): no __restrict__ on them.
+// xq (optional, dim % 32 == 0): the normed rows also as int8 blocks for the
+// q8 matvec that reads them next, saving that matvec's own quantize launch.
+// At batch 1 this is one block, so its time is its chain of memory round
+// trips: rows up to NORM_NPT elements a thread are held in registers, every
+// load (x, d, w) issued before the first use (a decode step runs 64 of these;
+// the trip's per-kernel profile had them at 6.9 us each with a load per loop
+// turn).
+#define NORM_NPT 8
 __global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
-                              const float *__restrict__ w, float *out, int dim,
+                              const float *__restrict__ w, float *out, void *xq, int dim,
                               float eps)
 {
-    __shared__ float red[OPS_THREADS / 32];
+    __shared__ float red[OPS_MAX_WARPS];
+    pdl_trigger();
+    pdl_wait();
     float *xr = x + (size_t)blockIdx.x * dim;
     const float *dr = d ? d + (size_t)blockIdx.x * dim : nullptr;
+    float *o = out ? out + (size_t)blockIdx.x * dim : nullptr;
+    int8_t *qs = (int8_t *)xq;
+    float2 *ds = xq ? q8_scales(xq, (int64_t)gridDim.x * (dim / 32)) : nullptr;
+    const int lane = threadIdx.x % 32;
     float ss = 0.0f;
+    if (dim <= NORM_NPT * (int)blockDim.x) {
+        float v[NORM_NPT], wv[NORM_NPT];
+#pragma unroll
+        for (int k = 0; k < NORM_NPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            v[k] = i < dim ? xr[i] + (dr ? dr[i] : 0.0f) : 0.0f;
+            wv[k] = i < dim && w ? w[i] : 1.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < NORM_NPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (i < dim && dr) xr[i] = v[k];
+            ss += v[k] * v[k];
+        }
+        if (!o) return;
+        const float inv = rsqrtf(block_sum(ss, red) / (float)dim + eps);
+#pragma unroll
+        for (int k = 0; k < NORM_NPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (i >= dim) break; // whole warps leave together (dim and blockDim are multiples of 32 with xq)
+            const float r = v[k] * inv * wv[k];
+            o[i] = r;
+            if (xq) q8_block(r, lane, qs, ds, ((int64_t)blockIdx.x * dim + i) / 32);
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = xr[i];
         if (dr) {
@@ -86,32 +137,53 @@ __global__ void k_add_rmsnorm(float *x, const float *__restrict__ d,
         }
         ss += v * v;
     }
-    if (!out) return;
+    if (!o) return;
     const float inv = rsqrtf(block_sum(ss, red) / (float)dim + eps);
-    float *o = out + (size_t)blockIdx.x * dim;
     // each thread rereads only the elements it wrote itself: no race with in-place out == x
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * inv * (w ? w[i] : 1.0f);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float r = xr[i] * inv * (w ? w[i] : 1.0f);
+        o[i] = r;
+        if (xq) q8_block(r, lane, qs, ds, ((int64_t)blockIdx.x * dim + i) / 32);
+    }
+}
+
+// One block per row, about 4 elements a thread: at batch 1 a norm is one
+// block, so its latency is the loop over the row, not the bandwidth.
+static int norm_threads(int32_t dim)
+{
+    int th = (dim / 4 + 31) / 32 * 32;
+    return th < 32 ? 32 : th > OPS_MAX_WARPS * 32 ? OPS_MAX_WARPS * 32 : th;
 }
 
 extern "C" cudaError_t cu_rmsnorm(const float *x, const float *w, float *out, int32_t n,
                                   int32_t dim, float eps, cudaStream_t st)
 {
     if (n <= 0) return cudaSuccess;
-    k_add_rmsnorm<<<n, OPS_THREADS, 0, st>>>((float *)x, nullptr, w, out, dim, eps);
+    CU_LAUNCH(k_add_rmsnorm, n, norm_threads(dim), 0, st, (float *)x, (const float *)nullptr, w, out,
+              (void *)nullptr, dim, eps);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t cu_add_rmsnorm(float *x, const float *d, const float *w, float *out,
                                       int32_t n, int32_t dim, float eps, cudaStream_t st)
 {
+    return cu_add_rmsnorm_q8(x, d, w, out, NULL, n, dim, eps, st);
+}
+
+extern "C" cudaError_t cu_add_rmsnorm_q8(float *x, const float *d, const float *w, float *out,
+                                         void *xq, int32_t n, int32_t dim, float eps, cudaStream_t st)
+{
     if (n <= 0) return cudaSuccess;
-    k_add_rmsnorm<<<n, OPS_THREADS, 0, st>>>(x, d, w, out, dim, eps);
+    if (xq && (dim % 32 != 0 || !out)) return cudaErrorInvalidValue;
+    CU_LAUNCH(k_add_rmsnorm, n, norm_threads(dim), 0, st, x, d, w, out, xq, dim, eps);
     return cudaGetLastError();
 }
 
 // ---- elementwise ----
 __global__ void k_add_bias(float *y, const float *__restrict__ b, size_t count, int dim)
 {
+    pdl_trigger();
+    pdl_wait();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < count) y[i] += b[i % (size_t)dim];
 }
@@ -121,7 +193,7 @@ extern "C" cudaError_t cu_add_bias(float *y, const float *b, int32_t n, int32_t 
 {
     const size_t count = (size_t)n * (size_t)dim;
     if (count == 0) return cudaSuccess;
-    k_add_bias<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(y, b, count, dim);
+    CU_LAUNCH(k_add_bias, (unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st, y, b, count, dim);
     return cudaGetLastError();
 }
 
@@ -129,6 +201,8 @@ extern "C" cudaError_t cu_add_bias(float *y, const float *b, int32_t n, int32_t 
 __global__ void k_glu(const float *g, const float *__restrict__ u, float *out, size_t count,
                       bool gelu)
 {
+    pdl_trigger();
+    pdl_wait();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     out[i] = cu_glu_act(g[i], gelu) * u[i];
@@ -139,12 +213,14 @@ extern "C" cudaError_t cu_glu(const float *g, const float *u, float *out, int32_
 {
     const size_t count = (size_t)n * (size_t)dim;
     if (count == 0) return cudaSuccess;
-    k_glu<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(g, u, out, count, gelu);
+    CU_LAUNCH(k_glu, (unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st, g, u, out, count, gelu);
     return cudaGetLastError();
 }
 
 __global__ void k_to_half(const float *__restrict__ x, void *out, size_t count, bool bf16)
 {
+    pdl_trigger();
+    pdl_wait();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     if (bf16) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
@@ -155,12 +231,14 @@ extern "C" cudaError_t cu_to_half(const float *x, void *out, int64_t count, bool
                                   cudaStream_t st)
 {
     if (count <= 0) return cudaSuccess;
-    k_to_half<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(x, out, (size_t)count, bf16);
+    CU_LAUNCH(k_to_half, (unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st, x, out, (size_t)count, bf16);
     return cudaGetLastError();
 }
 
 __global__ void k_softcap(float *y, size_t count, float c)
 {
+    pdl_trigger();
+    pdl_wait();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < count) y[i] = c * tanhf(y[i] / c);
 }
@@ -168,13 +246,15 @@ __global__ void k_softcap(float *y, size_t count, float c)
 extern "C" cudaError_t cu_softcap(float *y, int64_t count, float c, cudaStream_t st)
 {
     if (count <= 0) return cudaSuccess;
-    k_softcap<<<(unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st>>>(y, (size_t)count, c);
+    CU_LAUNCH(k_softcap, (unsigned)((count + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, st, y, (size_t)count, c);
     return cudaGetLastError();
 }
 
 __global__ void k_gather(const float *__restrict__ x, const int32_t *__restrict__ idx, int dim,
                          float *__restrict__ out)
 {
+    pdl_trigger();
+    pdl_wait();
     const float *src = x + (size_t)idx[blockIdx.x] * dim;
     float *dst = out + (size_t)blockIdx.x * dim;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src[i];
@@ -184,7 +264,7 @@ extern "C" cudaError_t cu_gather_rows(const float *x, const int32_t *idx, int32_
                                       float *out, cudaStream_t st)
 {
     if (n <= 0) return cudaSuccess;
-    k_gather<<<n, OPS_THREADS, 0, st>>>(x, idx, dim, out);
+    CU_LAUNCH(k_gather, n, OPS_THREADS, 0, st, x, idx, dim, out);
     return cudaGetLastError();
 }
 
@@ -201,6 +281,8 @@ __device__ __forceinline__ void rope_pair(float *h, int i, int n_rot, float c, f
 __global__ void k_rope(float *x, const int32_t *__restrict__ pos, int heads, int hd, int n_rot,
                        const float *__restrict__ inv_freq, float pos_scale, bool neox)
 {
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x, half = n_rot / 2;
     const float p = (float)pos[t] * pos_scale;
     for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
@@ -216,46 +298,55 @@ extern "C" cudaError_t cu_rope(float *x, const int32_t *pos, int32_t n, int32_t 
                                cudaStream_t st)
 {
     if (n <= 0 || n_rot < 2 || n_rot > hd) return n <= 0 ? cudaSuccess : cudaErrorInvalidValue;
-    k_rope<<<n, 128, 0, st>>>(x, pos, heads, hd, n_rot, inv_freq, pos_scale, neox);
+    CU_LAUNCH(k_rope, n, 128, 0, st, x, pos, heads, hd, n_rot, inv_freq, pos_scale, neox);
     return cudaGetLastError();
 }
 
 // q rotated in place; k rotated on the way and stored with v as f16 in the
-// token's KV slot (dims past n_rot unrotated). One block per token.
+// token's KV slot (dims past n_rot unrotated). The work of a token (q pairs,
+// k pairs, k's unrotated tail, v) is one index space spread over gridDim.y
+// blocks, a thread an item or two: as one 128-thread block per token it was
+// a chain of ~20 dependent round trips (12.6 us a layer on the H200 at batch 1).
 __global__ void k_rope_store(float *q, const float *__restrict__ k, const float *__restrict__ v,
                              cu_attn_batch b, cu_attn_shape sh, const float *__restrict__ inv_freq,
                              float pos_scale, bool neox, __half *kc, __half *vc)
 {
-    const int t = blockIdx.x, hd = sh.head_dim, half = sh.n_rot / 2;
+    pdl_trigger();
+    pdl_wait();
+    const int t = blockIdx.x, hd = sh.head_dim, half = sh.n_rot / 2, tail = hd - sh.n_rot;
     const int32_t s = b.seq[t], pos = b.pos[t];
     const float p = (float)pos * pos_scale;
-    for (int j = threadIdx.x; j < sh.n_head * half; j += blockDim.x) {
-        const int h = j / half, i = j % half;
-        float sn, cs;
-        sincosf(p * inv_freq[i], &sn, &cs);
-        rope_pair(q + ((size_t)t * sh.n_head + h) * hd, i, sh.n_rot, cs, sn, neox);
+    const int nq = sh.n_head * half, nk = sh.n_head_kv * half, nt = sh.n_head_kv * tail;
+    const int total = nq + (s < 0 ? 0 : nk + nt + sh.n_head_kv * hd); // padding: rotate q, store nothing
+    size_t slot = 0;
+    if (s >= 0) {
+        const int32_t blk = b.tables[b.table_off[s] + pos / sh.block_tokens];
+        slot = ((size_t)blk * sh.block_tokens + pos % sh.block_tokens) * sh.n_head_kv;
     }
-    if (s < 0) return; // padding token: nothing to store
-    const int32_t blk = b.tables[b.table_off[s] + pos / sh.block_tokens];
-    const size_t slot = ((size_t)blk * sh.block_tokens + pos % sh.block_tokens) * sh.n_head_kv;
-    for (int j = threadIdx.x; j < sh.n_head_kv * half; j += blockDim.x) {
-        const int h = j / half, i = j % half;
-        float sn, cs;
-        sincosf(p * inv_freq[i], &sn, &cs);
-        const float *kr = k + ((size_t)t * sh.n_head_kv + h) * hd;
-        const int a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
-        const float x0 = kr[a], x1 = kr[c];
-        __half *ko = kc + (slot + h) * hd;
-        ko[a] = __float2half_rn(x0 * cs - x1 * sn);
-        ko[c] = __float2half_rn(x0 * sn + x1 * cs);
-    }
-    if (sh.n_rot < hd) // unrotated tail of each K head
-        for (int j = threadIdx.x; j < sh.n_head_kv * (hd - sh.n_rot); j += blockDim.x) {
-            const int h = j / (hd - sh.n_rot), d = sh.n_rot + j % (hd - sh.n_rot);
-            kc[(slot + h) * hd + d] = __float2half_rn(k[((size_t)t * sh.n_head_kv + h) * hd + d]);
+    for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < total; j += gridDim.y * blockDim.x) {
+        if (j < nq) {
+            const int h = j / half, i = j % half;
+            float sn, cs;
+            sincosf(p * inv_freq[i], &sn, &cs);
+            rope_pair(q + ((size_t)t * sh.n_head + h) * hd, i, sh.n_rot, cs, sn, neox);
+        } else if (j < nq + nk) {
+            const int h = (j - nq) / half, i = (j - nq) % half;
+            float sn, cs;
+            sincosf(p * inv_freq[i], &sn, &cs);
+            const float *kr = k + ((size_t)t * sh.n_head_kv + h) * hd;
+            const int a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
+            const float x0 = kr[a], x1 = kr[c];
+            __half *ko = kc + (slot + h) * hd;
+            ko[a] = __float2half_rn(x0 * cs - x1 * sn);
+            ko[c] = __float2half_rn(x0 * sn + x1 * cs);
+        } else if (j < nq + nk + nt) { // unrotated tail of each K head
+            const int h = (j - nq - nk) / tail, dd = sh.n_rot + (j - nq - nk) % tail;
+            kc[(slot + h) * hd + dd] = __float2half_rn(k[((size_t)t * sh.n_head_kv + h) * hd + dd]);
+        } else {
+            const int e = j - nq - nk - nt;
+            vc[slot * hd + e] = __float2half_rn(v[(size_t)t * sh.n_head_kv * hd + e]);
         }
-    for (int j = threadIdx.x; j < sh.n_head_kv * hd; j += blockDim.x)
-        vc[slot * hd + j] = __float2half_rn(v[(size_t)t * sh.n_head_kv * hd + j]);
+    }
 }
 
 extern "C" cudaError_t cu_rope_store(float *q, const float *k, const float *v,
@@ -265,7 +356,10 @@ extern "C" cudaError_t cu_rope_store(float *q, const float *k, const float *v,
 {
     if (b->n_tokens <= 0) return cudaSuccess;
     if (sh->n_rot < 2 || sh->n_rot > sh->head_dim) return cudaErrorInvalidValue;
-    k_rope_store<<<b->n_tokens, 128, 0, st>>>(q, k, v, *b, *sh, inv_freq, pos_scale, neox,
-                                              (__half *)k_cache, (__half *)v_cache);
+    const int32_t items = sh->n_head * (sh->n_rot / 2) + sh->n_head_kv * (sh->n_rot / 2) +
+                          sh->n_head_kv * (sh->head_dim - sh->n_rot) + sh->n_head_kv * sh->head_dim;
+    const dim3 grid((unsigned)b->n_tokens, (unsigned)((items + 255) / 256));
+    CU_LAUNCH(k_rope_store, grid, 256, 0, st, q, k, v, *b, *sh, inv_freq, pos_scale, neox,
+              (__half *)k_cache, (__half *)v_cache);
     return cudaGetLastError();
 }

@@ -6,7 +6,9 @@
  * at 4k context) and the decode graph's node count. Run by tests/gpu/trip.sh.
  * usage: bench_cuda NAME TYPE [JSON_OUT]   e.g. bench_cuda llama3-8b q4_0 out.json
  * BENCH_BATCHES="1,8" limits the decode batches, BENCH_NO_PREFILL=1 skips
- * prefill, BENCH_NO_KERNELS=1 the kernel figures (the ablation runs).
+ * prefill, BENCH_NO_KERNELS=1 the kernel figures (the ablation runs),
+ * BENCH_PROFILE_STEP=S brackets decode step S with cudaProfilerStart/Stop,
+ * BENCH_CTX=N starts the decode steps at position N (long-context decode).
  * Decode: B sequences from position 0, steps 16..ST timed; bytes per step =
  * every weight matrix once (all but the embedding table) + the KV read. */
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <time.h>
 
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 
 #include "backend.h"
 #include "backend_cuda.h"
@@ -194,7 +197,7 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     void *kc = NULL, *vc = NULL;
     float *q = NULL, *out = NULL, *ws = NULL;
     int32_t *meta = NULL;
-    const int32_t splits = cuda_attn_splits(1, nkv);
+    const int32_t splits = cuda_attn_splits(1, nkv, 0);
     int32_t hmeta[4 + 256];
     hmeta[0] = ctx - 1; /* pos */
     hmeta[1] = 0;       /* seq */
@@ -223,7 +226,7 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     const double dq_gbps = dq_ms > 0 ? (wbytes + (double)rows * cols * 2) / (dq_ms * 1e-3) / 1e9 : 0;
     const double at_gbps = at_ms > 0 ? 2.0 * kvb / (at_ms * 1e-3) / 1e9 : 0;
     const double q8_gbps = q8_ms > 0 ? wbytes / (q8_ms * 1e-3) / 1e9 : 0;
-    if (q8_ms > 0) printf("  kernels: int8-activation matvec (TERN_CUDA_MV_Q8) batch 1 %.1f us = %.0f GB/s\n", q8_ms * 1e3, q8_gbps);
+    if (q8_ms > 0) printf("  kernels: int8-activation matvec (the default; quantize included) batch 1 %.1f us = %.0f GB/s\n", q8_ms * 1e3, q8_gbps);
     printf("  kernels: matvec %lldx%lld batch 1 %.1f us = %.0f GB/s; dequant to f16 %.0f GB/s (read + write); "
            "decode attention at %d tokens (%d splits) %.1f us = %.0f GB/s of KV\n",
            (long long)rows, (long long)cols, mv_ms * 1e3, mv_gbps, dq_gbps, ctx, splits, at_ms * 1e3, at_gbps);
@@ -260,7 +263,29 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_cuda: %s\n", err);
         return 1;
     }
-    const int32_t n_blocks = 1024;
+    int batches[8] = { 1, 8, 32, 64 }, n_batches = 4;
+    const char *bl = getenv("BENCH_BATCHES");
+    if (bl) {
+        n_batches = 0;
+        for (const char *q = bl; *q && n_batches < 8;) {
+            int v = atoi(q);
+            if (v >= 1 && v <= 64) batches[n_batches++] = v;
+            q = strchr(q, ',');
+            if (!q) break;
+            q++;
+        }
+    }
+    /* BENCH_CTX=N: the decode steps start at position N (the attention reads
+     * N + step keys; the KV below N is whatever the pool holds: timing only) */
+    const int ctx = getenv("BENCH_CTX") ? atoi(getenv("BENCH_CTX")) : 0;
+    if (ctx < 0 || ctx > 65536) {
+        fprintf(stderr, "bench_cuda: BENCH_CTX must be 0..65536\n");
+        return 2;
+    }
+    int max_b = 1;
+    for (int i = 0; i < n_batches; i++) max_b = batches[i] > max_b ? batches[i] : max_b;
+    const int per = (ctx + STEPS + BT) / BT; /* blocks per sequence */
+    const int32_t n_blocks = max_b * per > 1024 ? max_b * per : 1024;
     const uint64_t kv_tok = 2ull * m->hp.n_layer * m->hp.n_head_kv * m->hp.head_dim * 2;
     struct backend_config cfg = { .kind = BACKEND_CUDA, .kv_type = KV_F16, .kv_block_tokens = BT,
                                   .kv_bytes = kv_tok * BT * n_blocks, .max_batch_tokens = 4096,
@@ -288,23 +313,11 @@ int main(int argc, char **argv)
                 "\"decode\": [", argv[1], qtype_name(type), info.device, bw, rbw, t_load,
                 (unsigned long long)info.weight_bytes, (unsigned long long)step_weight_bytes(m));
 
-    int batches[8] = { 1, 8, 32, 64 }, n_batches = 4;
-    const char *bl = getenv("BENCH_BATCHES");
-    if (bl) {
-        n_batches = 0;
-        for (const char *q = bl; *q && n_batches < 8;) {
-            int v = atoi(q);
-            if (v >= 1 && v <= 64) batches[n_batches++] = v;
-            q = strchr(q, ',');
-            if (!q) break;
-            q++;
-        }
-    }
     double tps1 = 0;
     int rc = 0;
+    const int prof_step = getenv("BENCH_PROFILE_STEP") ? atoi(getenv("BENCH_PROFILE_STEP")) : -1;
     for (int bi = 0; bi < n_batches && rc == 0; bi++) {
         const int B = batches[bi];
-        const int per = (STEPS + BT) / BT; /* blocks per sequence */
         struct fwd_seq seqs[64];
         int32_t tok[64], pos[64], seq[64];
         uint8_t want[64];
@@ -319,14 +332,19 @@ int main(int argc, char **argv)
         for (int step = 0; step < STEPS && rc == 0; step++) {
             for (int s = 0; s < B; s++) {
                 tok[s] = (step * 7919 + s * 104729) % nv;
-                pos[s] = step;
+                pos[s] = ctx + step;
             }
             struct fwd_batch b = { B, tok, pos, seq, want, B, seqs };
+            /* BENCH_PROFILE_STEP=S: only step S of the first batch inside the
+             * profiler's range (ncu --profile-from-start off: one step's kernels) */
+            const bool prof = bi == 0 && prof_step == step;
+            if (prof) cudaProfilerStart();
             double a = now();
             rc = backend_forward(be, &b, logits, err, sizeof err);
+            if (prof) cudaProfilerStop();
             if (step >= WARM) {
                 ts += now() - a;
-                kv_read += (uint64_t)B * (uint64_t)(step + 1) * kv_tok;
+                kv_read += (uint64_t)B * (uint64_t)(ctx + step + 1) * kv_tok;
             }
         }
         if (rc) {
@@ -338,6 +356,8 @@ int main(int argc, char **argv)
         const double gbps = ((double)wstep * timed + (double)kv_read) / ts / 1e9;
         if (bi == 0) tps1 = tps;
         be->ops->get_info(be, &info); /* the graph of this batch's bucket was the last captured */
+        if (ctx) printf("  (from position %d: weights and %.1f MB of KV per step read)\n", ctx,
+                        (double)kv_read / timed / 1e6);
         printf("  decode batch %2d: %8.1f tok/s  step %.3f ms  %6.0f GB/s = %5.1f %% of copy, %5.1f %% of read bandwidth, graph %d nodes\n",
                B, tps, ts / timed * 1e3, gbps, 100.0 * gbps / bw, 100.0 * gbps / rbw, info.graph_nodes);
         if (bi > 0) printf("                   aggregate %.1fx batch %d\n", tps / tps1, batches[0]);

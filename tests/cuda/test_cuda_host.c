@@ -218,10 +218,12 @@ static void test_buckets(void)
         snprintf(name, sizeof name, "graph bucket of %d tokens", n[i]);
         is_int(cuda_graph_bucket(n[i]), want[i], name);
     }
-    is_int(cuda_attn_splits(1, 8), 16, "batch 1, 8 KV heads: 16 key splits (cap)");
-    is_int(cuda_attn_splits(4, 8), 8, "batch 4, 8 KV heads: 8 splits (256 blocks)");
-    is_int(cuda_attn_splits(64, 8), 1, "batch 64: no split");
-    is_int(cuda_attn_splits(1, 3), 16, "batch 1, 3 KV heads: 16");
+    is_int(cuda_attn_splits(1, 8, 0), 16, "batch 1, 8 KV heads: 16 key splits (cap)");
+    is_int(cuda_attn_splits(4, 8, 0), 8, "batch 4, 8 KV heads: 8 splits (256 blocks)");
+    is_int(cuda_attn_splits(64, 8, 0), 1, "batch 64: no split");
+    is_int(cuda_attn_splits(1, 3, 0), 16, "batch 1, 3 KV heads: 16");
+    is_int(cuda_attn_splits(1, 8, 32), 32, "batch 1, 8 KV heads, cap 32: 32 splits (256 blocks)");
+    is_int(cuda_attn_splits(2, 8, 32), 16, "batch 2, cap 32: still 256 blocks at most (the workspace's bound)");
 }
 
 static void test_batch(void)

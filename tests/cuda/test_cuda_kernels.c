@@ -294,6 +294,26 @@ static void test_fused_matvec(void)
     free(table);
 }
 
+/* A kernel that writes its output also as int8 blocks (xq) must give exactly
+ * what cu_quant_q8 makes of its f32 output: the q8 matvec after it cannot
+ * tell which kernel quantized. */
+static void check_q8_fused(const float *dout, int32_t n, int64_t cols, const void *xq, const char *what)
+{
+    const size_t bytes = cu_q8_bytes(n, cols), nb = (size_t)n * (size_t)(cols / 32);
+    const size_t ds_off = (nb * 32 + 255) & ~(size_t)255;
+    void *ref = NULL;
+    CK(cudaMalloc(&ref, bytes));
+    CK(cu_quant_q8(dout, n, cols, ref, 0));
+    uint8_t *a = malloc(bytes), *b = malloc(bytes);
+    host_copy(a, xq, bytes);
+    host_copy(b, ref, bytes);
+    ok(memcmp(a, b, nb * 32) == 0 && memcmp(a + ds_off, b + ds_off, nb * 8) == 0,
+       "%s: its int8 blocks are cu_quant_q8's of its output, bit for bit", what);
+    free(a);
+    free(b);
+    cudaFree(ref);
+}
+
 static void test_norm_act(void)
 {
     const int n = 5, dim = 576;
@@ -322,6 +342,18 @@ static void test_norm_act(void)
         for (int i = 0; i < dim; i++) eo = fmax(eo, fabs(gx[t * dim + i] - ref[i]) / (fabs(ref[i]) + 1e-3));
     }
     ok(eo <= 1e-5, "rmsnorm in place (rel err %.2g)", eo);
+    /* the residual add and norm also writing int8 blocks (decode's q8 matvecs) */
+    {
+        void *xq = NULL;
+        float *d2 = dev_copy(d, (size_t)n * dim * 4);
+        CK(cudaMalloc(&xq, cu_q8_bytes(n, dim)));
+        CK(cu_add_rmsnorm_q8(dx, d2, dw, dout, xq, n, dim, 1e-5f, 0));
+        check_q8_fused(dout, n, dim, xq, "add_rmsnorm_q8");
+        ok(cu_add_rmsnorm_q8(dx, d2, dw, dout, xq, n, dim - 1, 1e-5f, 0) == cudaErrorInvalidValue,
+           "add_rmsnorm_q8: a width that is not a multiple of 32 is refused");
+        cudaFree(xq);
+        cudaFree(d2);
+    }
 
     /* SwiGLU and GEGLU */
     float *table = malloc(65536 * sizeof *table);
@@ -429,7 +461,7 @@ static void test_attention(struct threadpool *tp)
         { 9, 3, 64, 0 }, { 32, 8, 128, 0 }, { 4, 1, 256, 7 }, { 8, 8, 64, 20 },
     };
     const int bt = 16, n_blocks = 40;
-    const int lens[] = { 1, emu ? 21 : 37, emu ? 45 : 150 };
+    const int lens[] = { 1, emu ? 21 : 37, 150 }; /* 150: several 32-key chunks per warp */
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
         const int nh = cfgs[ci].n_head, nkv = cfgs[ci].n_kv, hd = cfgs[ci].hd;
         const size_t row = (size_t)nkv * hd, pool_el = (size_t)n_blocks * bt * row;
@@ -502,12 +534,19 @@ static void test_attention(struct threadpool *tp)
             struct cu_attn_batch b = { n, dev_copy(pos, n * 4), dev_copy(seq, n * 4), dtoff, dtlen, dtab };
             float *out = malloc((size_t)n * nh * hd * 4);
             const int splits[] = { 1, 3, 16 };
-            for (int si = 0; si < (mode == 0 ? 3 : 1); si++) {
+            for (int si = 0; si < (mode == 0 ? 6 : 1); si++) {
+                /* decode: splits 1, 3, 16 with a row per warp, then with a lane per key */
+                cu_set_attn_lanes(si >= 3);
                 if (mode == 0) {
                     float *ws = NULL;
-                    CK(cudaMalloc((void **)&ws, cu_attn_decode_ws(n, nh, hd, splits[si])));
-                    CK(cu_attn_decode(dq, dk, dv, &b, &sh, splits[si], ws, dout, 0));
+                    CK(cudaMalloc((void **)&ws, cu_attn_decode_ws(n, nh, hd, splits[si % 3])));
+                    /* with int8 blocks of the output too (the q8 wo matvec's input) */
+                    void *xq = NULL;
+                    CK(cudaMalloc(&xq, cu_q8_bytes(n, (int64_t)nh * hd)));
+                    CK(cu_attn_decode_q8(dq, dk, dv, &b, &sh, splits[si % 3], ws, dout, xq, 0));
                     host_copy(out, dout, (size_t)n * nh * hd * 4);
+                    if (si == 0 || si == 3) check_q8_fused(dout, n, (int64_t)nh * hd, xq, "attn_decode_q8");
+                    cudaFree(xq);
                     cudaFree(ws);
                 } else {
                     int32_t tiles[400];
@@ -520,10 +559,12 @@ static void test_attention(struct threadpool *tp)
                 }
                 double e = 0;
                 for (size_t i = 0; i < (size_t)n * nh * hd; i++) e = fmax(e, fabs(out[i] - ref[i]));
-                ok(e <= 2e-3, "attention %s heads %d/%d hd %d window %d%s: max err %.2g vs CPU",
+                ok(e <= 2e-3, "attention %s heads %d/%d hd %d window %d%s%s: max err %.2g vs CPU",
                    mode ? "prefill" : "decode", nh, nkv, hd, cfgs[ci].window,
-                   mode ? "" : (splits[si] == 1 ? ", 1 split" : splits[si] == 3 ? ", 3 splits" : ", 16 splits"), e);
+                   mode ? "" : (splits[si % 3] == 1 ? ", 1 split" : splits[si % 3] == 3 ? ", 3 splits" : ", 16 splits"),
+                   mode == 0 && si >= 3 ? ", a lane per key" : "", e);
             }
+            cu_set_attn_lanes(false);
             free(q);
             free(ref);
             free(out);
@@ -544,13 +585,55 @@ static void test_attention(struct threadpool *tp)
     }
 }
 
-/* The int8-activation matvec (TERN_CUDA_MV_Q8): cu_quant_q8 must give the
- * CPU's own quantization (d = max/127, nearest even) bit for bit, and the
+/* The q8 matvec on its persistent grid (cu_set_mv_persist: warps walk several
+ * row pairs, prefetching the next) computes each pair as the one-pass grid
+ * does: the same bits, plain, stacked and GLU, with more pairs than warps. */
+static void test_matvec_q8_persist(void)
+{
+    const int64_t cols = emu ? 512 : 4096, rows = emu ? 300 : 40000;
+    struct wmat w[2];
+    wmat_make(&w[0], QT_Q4_0, rows, cols, 811);
+    wmat_make(&w[1], QT_Q4_0, rows, cols, 812);
+    for (int n = 1; n <= 3; n += 2) {
+        float *x = frand_vec((size_t)n * cols, 1.0f), *dx = dev_copy(x, (size_t)n * cols * 4), *y[2];
+        void *xq = NULL;
+        CK(cudaMalloc(&xq, cu_q8_bytes(n, cols)));
+        CK(cu_quant_q8(dx, n, cols, xq, 0));
+        for (int i = 0; i < 2; i++) CK(cudaMalloc((void **)&y[i], (size_t)n * rows * 4));
+        const struct cu_tensor *wt[2] = { &w[0].t, &w[1].t };
+        float *a = malloc((size_t)n * rows * 4 * 2), *b = malloc((size_t)n * rows * 4 * 2);
+        for (int glu = 0; glu < 2; glu++) {
+            for (int pass = 0; pass < 2; pass++) {
+                cu_set_mv_persist(pass == 1);
+                CK(cu_matvec_q8(wt, y, 2, glu, xq, n, 0));
+                float *dst = pass ? b : a;
+                host_copy(dst, y[0], (size_t)n * rows * 4);
+                if (!glu) host_copy(dst + (size_t)n * rows, y[1], (size_t)n * rows * 4);
+            }
+            cu_set_mv_persist(false);
+            const size_t cnt = (size_t)n * rows * (glu ? 1 : 2);
+            ok(memcmp(a, b, cnt * 4) == 0, "matvec q8 on the persistent grid, %s, n=%d: the same bits",
+               glu ? "gate+up" : "2 matrices stacked", n);
+        }
+        free(a);
+        free(b);
+        for (int i = 0; i < 2; i++) cudaFree(y[i]);
+        cudaFree(xq);
+        cudaFree(dx);
+        free(x);
+    }
+    wmat_free(&w[0]);
+    wmat_free(&w[1]);
+}
+
+/* The int8-activation matvec (the default decode path): cu_quant_q8 must give
+ * the CPU's own quantization (d = max/127, nearest even) bit for bit, and the
  * products equal the exact integer sums scaled in f32 (plain, q/k/v stacked,
- * GLU; 1, 3 and 8 tokens; a row count that leaves one row of a pair alone). */
+ * GLU; 1, 3 and 8 tokens; a row count that leaves one row of a pair alone),
+ * for the split formats and the K-quants. */
 static void test_matvec_q8(void)
 {
-    const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0 };
+    const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K };
     const int64_t cols = emu ? 512 : 4096, rows3[3] = { 64, 16, 13 };
     const int ns[] = { 1, 3, 8 };
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -644,7 +727,9 @@ static void test_matvec_q8(void)
             free(ref[i]);
         }
     }
-    ok(!cu_matvec_q8_supported(QT_Q4_K) && cu_matvec_q8_supported(QT_Q4_0), "q8 path: Q4_0, Q4_1, Q8_0 only");
+    ok(cu_matvec_q8_supported(QT_Q4_K) && cu_matvec_q8_supported(QT_Q6_K) && cu_matvec_q8_supported(QT_Q4_0) &&
+       !cu_matvec_q8_supported(QT_Q5_0) && !cu_matvec_q8_supported(QT_F16) && !cu_matvec_q8_supported(QT_BF16),
+       "q8 path: Q4_0, Q4_1, Q8_0 and the K-quants; Q5_0 and the float types keep the f32 matvec");
 }
 
 int main(int argc, char **argv)
@@ -660,6 +745,7 @@ int main(int argc, char **argv)
     test_dequant_matvec();
     test_fused_matvec();
     test_matvec_q8();
+    test_matvec_q8_persist();
     test_norm_act();
     test_rope_store();
     test_attention(tp);

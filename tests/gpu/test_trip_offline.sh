@@ -24,8 +24,18 @@ cat > "$logs/bench_q4_0.json" <<'J'
  "prefill": [{"tokens": 512, "tok_s": 16355, "gemm_pct": 32.9}, {"tokens": 4096, "tok_s": 6306, "gemm_pct": 11.3}],
  "kernels": {"matvec_gbps": 1284.0}, "ok": true}
 J
+# one decode step profiled kernel by kernel (ncu --csv; units as ncu prints them)
+cat > "$logs/ncu_step.log" <<'C'
+  decode batch  1:    262.4 tok/s
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","bench_cuda","h","void k_embed<2>(cu_tensor, const int *, float, float *)","1","13","(128, 1, 1)","(1, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","2,304"
+"1","1","bench_cuda","h","void k_matvec_q8<2, 1, 2>(mv_args, const signed char *, const float2 *, int)","1","13","(256, 1, 1)","(384, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","11.5"
+"2","1","bench_cuda","h","void k_matvec_q8<2, 1, 2>(mv_args, const signed char *, const float2 *, int)","1","13","(256, 1, 1)","(256, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","7.5"
+C
 python3 "$src/tests/gpu/trip_summary.py" "$logs" "$tmp/gpu.json" --print > "$tmp/gpu.txt" 2>&1
 ok $? "summary of a GPU run"
+grep -q "ncu step: 3 kernels, 21 us" "$tmp/gpu.txt" && grep -q "2 x    9.5 us  k_matvec_q8<2, 1, 2>" "$tmp/gpu.txt"
+ok $? "the profiled step's kernels are grouped by name with their times"
 check "it is JSON with the targets" python3 -c '
 import json, sys
 s = json.load(open(sys.argv[1])); t = s["targets"]

@@ -16,8 +16,12 @@
 #             the kernels alone, the decode graph's node count
 #   memcheck  compute-sanitizer on the kernel tests and a short end-to-end run
 #   ncu       Nsight Compute's counters of the batch-1 decode matvecs
-#   ab_mv_q8  decode with the int8-activation matvec (TERN_CUDA_MV_Q8=1)
-#   ablation  decode without CUDA graphs; batched decode and prefill without the f16 weight copies
+#   ablation  decode without CUDA graphs
+#   ab_*      decode without programmatic dependent launch (TERN_CUDA_NO_PDL),
+#             on the f32 matvec (TERN_CUDA_MV_Q8=0), and the q8 matvec on a
+#             persistent grid prefetching each warp's next pair (TERN_CUDA_MV_PERSIST=1)
+#   ctx4k     decode from position 4096 (Q4_0, Q8_0; batch 1 and 8)
+#   ncu_step  one batch-1 decode step profiled kernel by kernel: time per kernel name
 # Detailed logs travel in OUTDIR/logs.tgz (a trip brings back at most 8 files);
 # the compact summary is printed last. Without a GPU (here) every step after
 # the build says "skipped: no GPU" and summary.json is still valid.
@@ -136,14 +140,40 @@ else
   done
   step ablation_no_graphs 60 env TERN_CUDA_NO_GRAPHS=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
     BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
-  # the int8-activation matvec against the f32 one (opt-in until measured)
-  for t in q4_0 q8_0; do
-    step "ab_mv_q8_$t" 40 env TERN_CUDA_MV_Q8=1 BENCH_BATCHES=1,2,4,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+  # what this session's decode changes bring, each against the default:
+  # programmatic dependent launch off, and the f32 matvec instead of int8 activations
+  step ab_no_pdl_q4_0 40 env TERN_CUDA_NO_PDL=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q4_0
+  step ab_no_pdl_q4_k 40 env TERN_CUDA_NO_PDL=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q4_k
+  for t in q4_0 q4_k q6_k; do
+    step "ab_f32_mv_$t" 40 env TERN_CUDA_MV_Q8=0 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
       "$bin/bench_cuda" llama3-8b "$t"
   done
-  # batched decode and prefill dequantizing tile by tile (no f16 weight copies)
-  step ablation_no_f16_copies 60 env TERN_CUDA_F16_CACHE=0 BENCH_BATCHES=1,32,64 BENCH_NO_KERNELS=1 \
+  # decode from position 4096: what a long chat's reply costs (weights + 4k of KV a step)
+  for t in q4_0 q8_0; do
+    step "ctx4k_$t" 40 env BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+      "$bin/bench_cuda" llama3-8b "$t"
+  done
+  # the same with up to 32 key splits (the decode attention kernel had 1 block of 4 warps per SM at 4k)
+  step ctx4k_splits32_q4_0 40 env TERN_CUDA_ATTN_SPLITS=32 BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
+    BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
+  # ... and with a lane per key (k_attn_decode_lk), alone and with 32 splits
+  step ctx4k_lanes_q4_0 40 env TERN_CUDA_ATTN_LANES=1 BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
+    BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
+  step ctx4k_lanes_splits32_q4_0 40 env TERN_CUDA_ATTN_LANES=1 TERN_CUDA_ATTN_SPLITS=32 BENCH_CTX=4096 \
+    BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
+  step ab_mv_persist_q4_0 40 env TERN_CUDA_MV_PERSIST=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_0
+  step ab_mv_persist_q8_0 40 env TERN_CUDA_MV_PERSIST=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q8_0
+  # where a decode step's time goes, kernel by kernel: one batch-1 step (its
+  # graph's nodes profiled one by one, caches and clocks left alone)
+  if [ -n "$ncu" ]; then
+    step ncu_step 90 env BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 BENCH_PROFILE_STEP=24 "$ncu" \
+      --profile-from-start off --graph-profiling node --cache-control none --clock-control none \
+      --metrics gpu__time_duration.sum --csv "$bin/bench_cuda" llama3-8b q4_0
+  fi
 fi
 
 # ---- summary -------------------------------------------------------------------------

@@ -129,13 +129,49 @@ def main():
                   % (t, b.get("copy_gbps", 0), b.get("read_gbps", 0), d, p, b.get("f16_copy_bytes", 0) / 2**30,
                      k.get("matvec_gbps", 0), k.get("dequant_gbps", 0), k.get("attn4k_gbps", 0)))
         for fn in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
-            if fn.startswith(("ab_", "ablation_")) and fn.endswith(".log"):
+            if fn.startswith(("ab_", "ablation_", "ctx")) and fn.endswith(".log"):
                 for line in open(os.path.join(logs, fn), errors="replace"):
                     if "decode batch" in line or "kernels:" in line:
                         print("  %-24s %s" % (fn[:-4], " ".join(line.split())[:110]))
+        for line in ncu_step(os.path.join(logs, "ncu_step.log")):
+            print("  " + line)
         print("  targets: " + json.dumps(targets))
         print("  ok: %s (ran on a GPU: %s)" % (s["ok"], s["ran_on_gpu"]))
     return 0
+
+
+def ncu_step(path, n=14):
+    """One decode step profiled by ncu (--csv, gpu__time_duration.sum per
+    kernel): the kernels grouped by name, by total time, and their sum."""
+    if not os.path.exists(path):
+        return []
+    import csv
+    head, per = None, {}
+    for rec in csv.reader(l for l in open(path, errors="replace") if l.startswith('"')):
+        if head is None:
+            if "Kernel Name" in rec and "Metric Value" in rec:
+                head = rec
+            continue
+        r = dict(zip(head, rec))
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        try:
+            v = float(r["Metric Value"].replace(",", ""))
+        except ValueError:
+            continue
+        unit = r.get("Metric Unit", "ns")
+        us = v / 1000 if unit in ("ns", "nsecond") else v * 1000 if unit in ("ms", "msecond") else v
+        name = r["Kernel Name"].split("(")[0].replace("void ", "").strip()
+        c, t = per.get(name, (0, 0.0))
+        per[name] = (c + 1, t + us)
+    total = sum(t for _, t in per.values())
+    if not per:
+        return []
+    out = ["ncu step: %d kernels, %.0f us of kernel time in one batch-1 decode step" %
+           (sum(c for c, _ in per.values()), total)]
+    for name, (c, t) in sorted(per.items(), key=lambda kv: -kv[1][1])[:n]:
+        out.append("  %5.1f%% %6.0f us %4d x %6.1f us  %s" % (100 * t / total, t, c, t / c, name[:60]))
+    return out
 
 
 if __name__ == "__main__":

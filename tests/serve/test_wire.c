@@ -8,6 +8,7 @@
 
 #include "oai_request.h"
 #include "oai_response.h"
+#include "oai_think.h"
 #include "sse.h"
 #include "tap.h"
 
@@ -98,7 +99,7 @@ static void test_errors(void)
         {OAI_CHAT, "{}", "messages", "required"},
         {OAI_CHAT, "{\"messages\":[]}", "messages", "empty"},
         {OAI_CHAT, "{\"messages\":\"hi\"}", "messages", "array"},
-        {OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0]", "tool"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", "messages[0]", "function"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content", "required"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages[0].content",
          "string"},
@@ -134,7 +135,31 @@ static void test_errors(void)
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"seed\":1e300}", "seed",
          "between"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
-         "tools", "not supported"},
+         "tools[0]", "\"function\""},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+         "\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"uri\"}}}}}]}",
+         "tools[0].function.parameters", "#/properties/a: 'format' is not supported"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\","
+         "\"function\":{\"name\":\"g\"}}}", "tool_choice", "'g'"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"bad name\"}}]}", "tools[0]", "letters"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":"
+         "\"required\"}", "tool_choice", "empty"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"tool\"}]}", "messages[0].content", "required"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+         "\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{\"type\":\"object\","
+         "\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"x\"}}}}}}",
+         "response_format.json_schema.schema", "#/properties/s: 'pattern' is not supported"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+         "\"grammar\"}}", "response_format.type", "json_schema"},
+        {OAI_COMPLETION,
+         "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{"
+         "\"name\":\"a\",\"schema\":{\"type\":\"nope\"}}}}",
+         "response_format.json_schema.schema", "'nope'"},
         {OAI_COMPLETION, "{\"prompt\":\"\"}", "prompt", "empty"},
         {OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "one prompt"},
         {OAI_COMPLETION, "{\"prompt\":[-1]}", "prompt", "token id"},
@@ -275,6 +300,204 @@ static int on_ev(void *ud, const char *name, const char *data, size_t len)
     return 0;
 }
 
+/* response_format: parsed into the request, and parse(build(r)) gives it back. */
+static void test_response_format(void)
+{
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+        "\"json_schema\",\"json_schema\":{\"name\":\"p\",\"strict\":true,\"schema\":{\"type\":"
+        "\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}}}";
+    struct oai_request a = {0}, b = {0};
+    struct oai_error e;
+    tap_ok(parse(body, OAI_CHAT, &a, &e) == 0 && a.req.json_schema &&
+               strstr(a.req.json_schema, "\"required\":[\"n\"]") && !a.req.json_object,
+           "json_schema parsed into the request (%s)", a.req.json_schema ? a.req.json_schema : e.message);
+    char *out = oai_request_build(OAI_CHAT, "m", &a.req, false, false);
+    tap_ok(out && parse(out, OAI_CHAT, &b, &e) == 0 && b.req.json_schema &&
+               strcmp(a.req.json_schema, b.req.json_schema) == 0,
+           "json_schema survives build and parse (%s)", out ? out : "NULL");
+    free(out);
+    oai_request_free(&b);
+    oai_request_free(&a);
+    body = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}";
+    tap_ok(parse(body, OAI_COMPLETION, &a, &e) == 0 && a.req.json_object && !a.req.json_schema,
+           "json_object parsed on completions");
+    out = oai_request_build(OAI_COMPLETION, "m", &a.req, false, false);
+    tap_ok(out && parse(out, OAI_COMPLETION, &b, &e) == 0 && b.req.json_object,
+           "json_object survives build and parse");
+    free(out);
+    oai_request_free(&b);
+    oai_request_free(&a);
+    body = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"}}";
+    tap_ok(parse(body, OAI_COMPLETION, &a, &e) == 0 && !a.req.json_object && !a.req.json_schema,
+           "response_format text: unconstrained");
+    oai_request_free(&a);
+}
+
+/* Replies read back into tool_calls: <tool_call> blocks (Qwen, the generic
+ * format), a bare JSON call (Llama 3.1, with or without <|python_tag|>), an
+ * array, unknown names and broken JSON left as text, parallel off. */
+static void test_tool_replies(void)
+{
+    char *names[] = {"get_weather", "get_time"};
+    struct oai_tools t = {.choice = OAI_TOOLS_AUTO, .parallel = true, .n = 2, .names = names};
+    struct {
+        const char *reply;
+        int calls;
+        const char *first_args, *content;
+    } cases[] = {
+        {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+         "</tool_call>", 1, "{\"city\":\"Paris\"}", NULL},
+        {"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"
+         "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": \"{\\\"tz\\\": \\\"UTC\\\"}\"}"
+         "\n</tool_call>", 2, "{}", "Let me check."},
+        {"<|python_tag|>{\"name\": \"get_time\", \"parameters\": {\"tz\": \"CET\"}}", 1,
+         "{\"tz\":\"CET\"}", NULL},
+        {" [{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\"}]", 2, "{}",
+         NULL},
+        {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa", 0, NULL, NULL},
+        {"{\"name\": \"rm_rf\", \"arguments\": {}}", 0, NULL, NULL},
+        {"The weather is fine.", 0, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *content = NULL;
+        cJSON *calls = oai_tools_parse_reply(&t, cases[i].reply, "call_x_", &content);
+        int n = calls ? cJSON_GetArraySize(calls) : 0;
+        const cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function");
+        const cJSON *args = cJSON_GetObjectItem(fn, "arguments");
+        const cJSON *id = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "id");
+        bool ok = n == cases[i].calls;
+        if (ok && n) ok = cJSON_IsString(args) && strcmp(args->valuestring, cases[i].first_args) == 0 &&
+                          cJSON_IsString(id) && strcmp(id->valuestring, "call_x_0") == 0;
+        if (ok && n) ok = (!content && !cases[i].content) ||
+                          (content && cases[i].content && strcmp(content, cases[i].content) == 0);
+        tap_ok(ok, "tool reply %zu: %d calls (want %d), args %s, content %s", i, n, cases[i].calls,
+               cJSON_IsString(args) ? args->valuestring : "-", content ? content : "-");
+        cJSON_Delete(calls);
+        free(content);
+    }
+    t.parallel = false;
+    char *content = NULL;
+    cJSON *calls = oai_tools_parse_reply(&t, cases[3].reply, "c", &content);
+    tap_ok(calls && cJSON_GetArraySize(calls) == 1, "parallel_tool_calls false keeps one call");
+    cJSON_Delete(calls);
+    free(content);
+}
+
+/* A forced call's progress at every cut of its text: the name once its
+ * string is closed, the arguments' range growing, done at their end. */
+static void test_forced_progress(void)
+{
+    const char *t = "{\"name\": \"get_time\", \"arguments\": {\"tz\": \"a}\\\"b\", \"n\": [1, {}]}}";
+    size_t n = strlen(t), args0 = (size_t)(strstr(t, "\"arguments\": ") - t) + 13;
+    size_t name_end = (size_t)(strstr(t, "\"get_time\"") - t) + 10;
+    bool ok = true;
+    size_t last_to = 0;
+    for (size_t cut = 0; cut <= n && ok; cut++) {
+        char *name = NULL;
+        size_t from, to;
+        bool done;
+        oai_tools_forced_progress(t, cut, &name, &from, &to, &done);
+        bool want_name = cut >= name_end;
+        ok = (name != NULL) == want_name && (!name || strcmp(name, "get_time") == 0);
+        if (ok && cut > args0) ok = from == args0 && to >= last_to && to <= cut;
+        if (ok) ok = done == (cut >= n - 1);
+        if (!ok) tap_diag("cut %zu: name %s from %zu to %zu done %d", cut, name ? name : "-", from,
+                          to, done);
+        if (cut > args0) last_to = to;
+        free(name);
+    }
+    tap_ok(ok, "forced call progress at every cut (arguments %zu..%zu)", args0, last_to);
+}
+
+/* History with tools: calls and results become text the templates render,
+ * the tools go into the system message, a forced call gets its grammar. */
+static void test_tool_history(void)
+{
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":\"assistant\","
+        "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+        "{\"name\":\"w\",\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"-3 C\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"snow\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":"
+        "[\"city\"]}}}],\"tool_choice\":\"required\",\"parallel_tool_calls\":false}";
+    struct oai_request r;
+    struct oai_error e = {{0}, {0}};
+    int rc = parse(body, OAI_CHAT, &r, &e);
+    tap_ok(rc == 0, "a conversation with tool calls and results parses (%s)", e.message);
+    if (rc != 0) return;
+    const struct engine_message *m = r.req.messages;
+    tap_ok(r.req.n_messages == 4 && strcmp(m[0].role, "system") == 0 &&
+               strstr(m[0].content, "<tools>\n{\"type\":\"function\"") != NULL,
+           "the tools open a system message (%d messages)", r.req.n_messages);
+    tap_ok(strcmp(m[2].role, "assistant") == 0 &&
+               strcmp(m[2].content, "<tool_call>\n{\"name\":\"w\",\"arguments\":{\"city\":\"Oslo\"}}"
+                                    "\n</tool_call>") == 0,
+           "the assistant's call as text: %s", m[2].content);
+    tap_ok(strcmp(m[3].role, "user") == 0 &&
+               strcmp(m[3].content, "<tool_response>\n-3 C\n</tool_response>\n<tool_response>\nsnow\n"
+                                    "</tool_response>") == 0,
+           "two results share one user turn: %s", m[3].content);
+    tap_ok(r.tools.choice == OAI_TOOLS_REQUIRED && !r.tools.parallel && r.req.json_schema &&
+               strstr(r.req.json_schema, "\"const\":\"w\""),
+           "required: the call's grammar (%s)", r.req.json_schema ? r.req.json_schema : "none");
+    oai_request_free(&r);
+}
+
+/* <think> out of replies, whatever the split of the text into tokens. */
+static void test_think(void)
+{
+    struct {
+        const char *reply, *reasoning, *content;
+    } cases[] = {
+        {"<think>Snow is white.</think>White", "Snow is white.", "White"},
+        {"\n <think>\na < b, </thin is not the end\n</think>\n\nAnswer: yes", "\na < b, </thin is not "
+         "the end\n", "Answer: yes"},
+        {"No thinking here <think>x</think>", "", "No thinking here <think>x</think>"},
+        {"<thinking>x", "", "<thinking>x"},
+        {"<think>cut by max_tokens", "cut by max_tokens", ""},
+        {"<think></think>", "", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *s = cases[i].reply;
+        size_t n = strlen(s);
+        bool all = true;
+        /* every split of the reply in two, and byte by byte */
+        for (size_t cut = 0; cut <= n + 1; cut++) {
+            struct oai_think t;
+            struct sse_buf r = {0}, a = {0};
+            oai_think_init(&t);
+            if (cut <= n) {
+                oai_think_push(&t, s, cut, &r, &a);
+                oai_think_push(&t, s + cut, n - cut, &r, &a);
+            } else {
+                for (size_t k = 0; k < n; k++) oai_think_push(&t, s + k, 1, &r, &a);
+            }
+            oai_think_flush(&t, &r, &a);
+            bool ok = strcmp(r.p ? r.p : "", cases[i].reasoning) == 0 &&
+                      strcmp(a.p ? a.p : "", cases[i].content) == 0;
+            if (!ok && all) tap_diag("cut %zu: reasoning '%s' content '%s'", cut, r.p ? r.p : "",
+                                     a.p ? a.p : "");
+            all &= ok;
+            sse_buf_free(&r);
+            sse_buf_free(&a);
+        }
+        tap_ok(all, "think split %zu at every cut: reasoning '%s', content '%s'", i,
+               cases[i].reasoning, cases[i].content);
+    }
+    char *j = oai_think_response("{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":"
+                                 "\"x\"}}]}", "why", "White");
+    tap_ok(j && strstr(j, "\"reasoning_content\":\"why\"") && strstr(j, "\"content\":\"White\""),
+           "response: reasoning_content beside content (%s)", j ? j : "NULL");
+    free(j);
+    j = oai_think_chunk("{\"choices\":[{\"delta\":{\"content\":\"\"}}]}", "hmm");
+    tap_ok(j && strstr(j, "{\"delta\":{\"reasoning_content\":\"hmm\"}") != NULL,
+           "chunk: delta.reasoning_content, no content (%s)", j ? j : "NULL");
+    free(j);
+}
+
 static void test_sse(void)
 {
     struct sse_buf b = {0};
@@ -325,6 +548,11 @@ int main(void)
     test_completion_roundtrip();
     test_errors();
     test_response_roundtrip();
+    test_response_format();
+    test_tool_replies();
+    test_tool_history();
+    test_forced_progress();
+    test_think();
     test_sse();
     return tap_done();
 }

@@ -157,6 +157,16 @@ static void test_basic(const char *path)
     ok(runs.n == 1 && runs.v[0].id == store_resolve(s, run) &&
            strcmp(runs.v[0].summary_json, "{\"short\":{\"requests\":4}}") == 0,
        "run stored with its summary");
+    ok(runs.n == 1 && !runs.v[0].env_json && !runs.v[0].verdict,
+       "a run stored without an environment reads back env and verdict NULL");
+    store_runs_free(&runs);
+    store_key crun = store_run_add_env(s, "contract", "smol.gguf", "{}", "{\"targets\":[]}",
+                                       "{\"tern\":{\"version\":\"0.1.0\"}}", "fail");
+    is_int(store_runs(s, "contract", &runs, err, sizeof err), 0, "contract runs listed");
+    ok(runs.n == 1 && runs.v[0].id == store_resolve(s, crun) && runs.v[0].env_json &&
+           strcmp(runs.v[0].env_json, "{\"tern\":{\"version\":\"0.1.0\"}}") == 0 &&
+           runs.v[0].verdict && strcmp(runs.v[0].verdict, "fail") == 0,
+       "a contract run keeps its environment and verdict (schema v6)");
     store_runs_free(&runs);
     store_close(s);
 }

@@ -75,7 +75,9 @@ static void fill(sqlite3 *db, int v)
     sql(db, "INSERT INTO requests(message_id, created_at, model, params, status, ttft_s)"
             " VALUES (2, 101, 'old.gguf', '{\"max_tokens\":20}', 'ok', 0.25)");
     if (v >= 3) sql(db, "UPDATE messages SET writer_pid = 999999999 WHERE id = 2");
-    /* a one-shot `tern run` as a tern before v6 marked it */
+    sql(db, "INSERT INTO runs(id, kind, model, created_at, config, summary)"
+            " VALUES (3, 'bench', 'old.gguf', 100, '{}', '{\"short\":{}}')");
+    /* a one-shot `tern run` as a tern before v7 marked it */
     sql(db, "INSERT INTO sessions(id, title, model, params, created_at, updated_at)"
             " VALUES (8, 'hi', 'old.gguf', '{\"source\":\"run\"}', 90, 90)");
 }
@@ -119,6 +121,12 @@ static void test_migrate_from(int v)
            "v%d run marked by its parameters is of kind run, the marker gone (%s)", v,
            t.session.kind ? t.session.kind : "NULL");
         store_transcript_free(&t);
+        struct store_runs r;
+        ok(store_runs(s, NULL, &r, err, sizeof err) == 0 && r.n == 1 && r.v[0].id == 3 &&
+               strcmp(r.v[0].summary_json, "{\"short\":{}}") == 0 && !r.v[0].env_json &&
+               !r.v[0].verdict,
+           "v%d bench run kept, with no environment or verdict recorded", v);
+        store_runs_free(&r);
     }
     store_key k = store_session_new(s, "new", "m", NULL);
     store_message_add(s, k, "user", "platypuses again", -1);

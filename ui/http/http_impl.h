@@ -13,6 +13,7 @@
 #include "http_reqid.h"
 #include "http_server.h"
 #include "oai_request.h"
+#include "oai_think.h"
 #include "sse.h"
 
 struct http_server {
@@ -65,6 +66,12 @@ struct http_stream {
     struct sse_buf text;              /* the whole reply (non-stream) */
     char *content;                    /* prompt text for --log-content */
     struct http_lp *lp;               /* log-probabilities asked (http_lp.h), or NULL */
+    struct oai_tools *tools;          /* chat with tools: the reply is read back for calls */
+    bool holding;                     /* streaming with tools: text held until it is known
+                                         whether it is a call */
+    struct oai_think think;           /* chat streams: <think>...</think> as reasoning_content */
+    bool call_open;                   /* a forced call's name went out; its arguments stream */
+    size_t args_sent;                 /* bytes of its arguments sent so far */
     bool sent_role, finished, done, accounted, disconnected;
     struct engine_event fin;          /* the FINISHED event */
     double t0, t_keepalive;

@@ -140,6 +140,8 @@ static void stream_free(struct http_stream *st)
     sse_buf_free(&st->text);
     free(st->content);
     http_lp_free(st->lp);
+    oai_tools_free(st->tools);
+    free(st->tools);
     free(st);
 }
 
@@ -176,6 +178,101 @@ static void sse_json(struct http_stream *st, char *json)
     free(json);
 }
 
+/* Tool call ids: "call_" + the response id's serial + "_" + the call's index. */
+static void call_id_prefix(const struct http_stream *st, char *out, size_t cap)
+{
+    const char *dash = strchr(st->resp_id, '-');
+    snprintf(out, cap, "call_%s_", dash ? dash + 1 : st->resp_id);
+}
+
+/* A forced call streams as it is decoded: a first tool_calls chunk with its
+ * id and name once the name is complete, then its arguments' bytes as they
+ * arrive (oai_tools_forced_progress). */
+static void stream_forced(struct http_stream *st, const struct oai_resp_ctx *c)
+{
+    char *name = NULL, idp[64], id[80];
+    size_t from, to;
+    bool done;
+    oai_tools_forced_progress(st->text.p, st->text.len, &name, &from, &to, &done);
+    cJSON *calls = NULL;
+    if (name && !st->call_open) {
+        call_id_prefix(st, idp, sizeof idp);
+        snprintf(id, sizeof id, "%s0", idp);
+        cJSON *call = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        cJSON_AddStringToObject(call, "id", id);
+        cJSON_AddStringToObject(call, "type", "function");
+        cJSON_AddStringToObject(fn, "name", name);
+        cJSON_AddStringToObject(fn, "arguments", "");
+        cJSON_AddItemToObject(call, "function", fn);
+        calls = cJSON_CreateArray();
+        cJSON_AddItemToArray(calls, call);
+        st->call_open = true;
+    }
+    free(name);
+    if (calls) {
+        char *base = oai_chunk_build(c, false, NULL, NULL, NULL);
+        sse_json(st, base ? oai_tools_chunk(base, calls) : (cJSON_Delete(calls), NULL));
+        free(base);
+    }
+    if (!st->call_open || to <= from + st->args_sent) return;
+    char *piece = strndup(st->text.p + from + st->args_sent, to - from - st->args_sent);
+    st->args_sent = to - from;
+    cJSON *call = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+    cJSON_AddStringToObject(fn, "arguments", piece ? piece : "");
+    cJSON_AddItemToObject(call, "function", fn);
+    calls = cJSON_CreateArray();
+    cJSON_AddItemToArray(calls, call);
+    free(piece);
+    char *base = oai_chunk_build(c, false, NULL, NULL, NULL);
+    sse_json(st, base ? oai_tools_chunk(base, calls) : (cJSON_Delete(calls), NULL));
+    free(base);
+}
+
+/* Answer text of a stream: out as it comes, or held while it may be a call. */
+static void emit_content(struct http_stream *st, const char *text)
+{
+    struct oai_resp_ctx c;
+    ctx_of(st, &c, (int64_t)time(NULL));
+    if (st->holding) {
+        /* With tools, text that may begin a call waits for the end, where it
+         * becomes tool_calls; text that cannot goes out as it comes. */
+        sse_buf_add(&st->text, text, strlen(text));
+        if (st->tools->choice >= OAI_TOOLS_REQUIRED) {
+            stream_forced(st, &c);
+            return;
+        }
+        if (st->tools->choice == OAI_TOOLS_AUTO && !oai_tools_maybe_call(st->text.p, st->text.len)) {
+            st->holding = false;
+            sse_json(st, oai_chunk_build_lp(&c, false, st->text.p, NULL, NULL,
+                                            http_lp_chunk(st->lp)));
+        }
+        return;
+    }
+    sse_json(st, oai_chunk_build_lp(&c, false, text, NULL, NULL, http_lp_chunk(st->lp)));
+}
+
+/* Thinking of a stream, as delta.reasoning_content. */
+static void emit_reasoning(struct http_stream *st, const char *text)
+{
+    struct oai_resp_ctx c;
+    ctx_of(st, &c, (int64_t)time(NULL));
+    char *base = oai_chunk_build_lp(&c, false, "", NULL, NULL, http_lp_chunk(st->lp));
+    sse_json(st, base ? oai_think_chunk(base, text) : NULL);
+    free(base);
+}
+
+/* A chat stream's text through the <think> splitter; flush at the end. */
+static void split_out(struct http_stream *st, const char *text, bool flush)
+{
+    struct sse_buf r = {0}, a = {0};
+    if (flush) oai_think_flush(&st->think, &r, &a);
+    else oai_think_push(&st->think, text, strlen(text), &r, &a);
+    if (r.len) emit_reasoning(st, r.p);
+    if (a.len) emit_content(st, a.p);
+    sse_buf_free(&r);
+    sse_buf_free(&a);
+}
+
 static void on_token(struct http_stream *st, const struct engine_event *ev)
 {
     const char *text = ev->text;
@@ -185,9 +282,43 @@ static void on_token(struct http_stream *st, const struct engine_event *ev)
         sse_buf_add(&st->text, text, strlen(text));
         return;
     }
-    struct oai_resp_ctx c;
-    ctx_of(st, &c, (int64_t)time(NULL));
-    sse_json(st, oai_chunk_build_lp(&c, false, text, NULL, NULL, http_lp_chunk(st->lp)));
+    if (st->kind == OAI_CHAT) split_out(st, text, false);
+    else emit_content(st, text);
+}
+
+/* The held text of a tools stream at its end: tool_calls chunks when it
+ * makes calls (their finish reason then "tool_calls"), else the text. */
+static const char *flush_held(struct http_stream *st, const struct oai_resp_ctx *c,
+                              enum engine_status s)
+{
+    if (!st->holding) return oai_finish_reason(s);
+    st->holding = false;
+    if (st->call_open) { /* a forced call already streaming: its last bytes, then the end */
+        char *name = NULL;
+        size_t from, to;
+        bool done;
+        stream_forced(st, c);
+        oai_tools_forced_progress(st->text.p, st->text.len, &name, &from, &to, &done);
+        free(name);
+        return done && s != ENGINE_LENGTH ? "tool_calls" : oai_finish_reason(s);
+    }
+    const char *text = st->text.p ? st->text.p : "";
+    char *content = NULL;
+    char idp[64];
+    call_id_prefix(st, idp, sizeof idp);
+    cJSON *calls = s == ENGINE_STOP || s == ENGINE_OK || s == ENGINE_LENGTH
+                       ? oai_tools_parse_reply(st->tools, text, idp, &content)
+                       : NULL;
+    if (!calls) {
+        if (text[0]) sse_json(st, oai_chunk_build(c, false, text, NULL, NULL));
+        return oai_finish_reason(s);
+    }
+    if (content) sse_json(st, oai_chunk_build(c, false, content, NULL, NULL));
+    free(content);
+    char *base = oai_chunk_build(c, false, NULL, NULL, NULL);
+    sse_json(st, base ? oai_tools_chunk(base, calls) : (cJSON_Delete(calls), NULL));
+    free(base);
+    return "tool_calls";
 }
 
 /* The stream's end: the finish chunk (with the tern block), the usage chunk
@@ -203,8 +334,9 @@ static void on_finished(struct http_stream *st)
                                      s == ENGINE_TIMEOUT ? "timeout" : "server_error", NULL,
                                      engine_status_name(s)));
     } else {
-        sse_json(st, oai_chunk_build_lp(&c, false, NULL, oai_finish_reason(s), m,
-                                        http_lp_chunk(st->lp)));
+        if (st->kind == OAI_CHAT) split_out(st, NULL, true);
+        const char *finish = flush_held(st, &c, s);
+        sse_json(st, oai_chunk_build_lp(&c, false, NULL, finish, m, http_lp_chunk(st->lp)));
         if (st->include_usage && m) sse_json(st, oai_chunk_build(&c, false, NULL, NULL, m));
     }
     sse_event(&st->out, NULL, "[DONE]", 6);
@@ -437,8 +569,35 @@ static enum MHD_Result reply_whole(struct http_req *r, struct http_stream *st)
         struct oai_resp_ctx c;
         ctx_of(st, &c, (int64_t)time(NULL));
         const char *text = st->text.p ? st->text.p : "";
+        struct sse_buf think = {0}, answer = {0};
+        if (st->kind == OAI_CHAT) {
+            oai_think_push(&st->think, text, strlen(text), &think, &answer);
+            oai_think_flush(&st->think, &think, &answer);
+            if (think.len) text = answer.p ? answer.p : "";
+        }
         char *json = st->lp ? http_lp_response(st->lp, &c, text, &st->fin)
                             : oai_response_build(&c, text, st->fin.metrics);
+        if (think.len && json) {
+            char *tj = oai_think_response(json, think.p, text);
+            if (tj) {
+                free(json);
+                json = tj;
+            }
+        }
+        char *content = NULL, idp[64];
+        call_id_prefix(st, idp, sizeof idp);
+        cJSON *calls = st->tools && json ? oai_tools_parse_reply(st->tools, text, idp, &content)
+                                         : NULL;
+        if (calls) {
+            char *tj = oai_tools_response(json, content, calls);
+            if (tj) {
+                free(json);
+                json = tj;
+            }
+        }
+        free(content);
+        sse_buf_free(&think);
+        sse_buf_free(&answer);
         rc = http_send_json(r, 200, json, NULL);
         free(json);
     } else {
@@ -548,6 +707,15 @@ static enum MHD_Result run(struct http_req *r, struct engine *e, struct oai_requ
         return http_send_error(r, 503, "out of memory", NULL, NULL, "1");
     }
     st->lp = lp;
+    if (q->tools.choice != OAI_TOOLS_NONE) {
+        st->tools = oai_tools_dup(&q->tools);
+        if (!st->tools) {
+            http_auth_release(s->auth, t, 0);
+            stream_free(st);
+            return http_send_error(r, 503, "out of memory", NULL, NULL, "1");
+        }
+        st->holding = st->stream;
+    }
     char err[512] = "";
     enum engine_status why = ENGINE_ERROR;
     atomic_fetch_add(&s->active, 1);

@@ -16,6 +16,7 @@
 #define __global__
 #define __device__
 #define __host__
+#define __align__(n) __attribute__((aligned(n)))
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
@@ -64,6 +65,7 @@ template <class T> inline T __ldg(const T *p) { return *p; }
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 extern void *emu_dyn_smem;
 void __syncthreads();
+void __syncwarp(unsigned mask = 0xffffffffu); /* a barrier of the warp's fibers */
 float emu_shfl(float v, int lane_from_xor, bool is_xor);
 float emu_warp_reduce(float v, bool is_max);
 inline float __shfl_xor_sync(unsigned, float v, int o) { return emu_shfl(v, o, true); }

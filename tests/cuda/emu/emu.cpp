@@ -98,6 +98,12 @@ void __syncthreads()
     wait_at(WAIT_BLOCK);
 }
 
+void __syncwarp(unsigned mask)
+{
+    (void)mask;
+    wait_at(WAIT_WARP);
+}
+
 float emu_shfl(float v, int x, bool is_xor)
 {
     const int w = cur / 32, lane = cur % 32;

@@ -1,0 +1,95 @@
+/* oai_tools: OpenAI tool calling on the wire, for every chat template.
+ *
+ * tern's chat templates render role/content messages only, so tools travel
+ * as text in the generic format of docs/SERVING.md, the one Qwen2.5/Qwen3
+ * (Hermes) are trained on:
+ *   - the tool list goes into the system message, inside <tools></tools>,
+ *     with the instruction to answer a call as
+ *     <tool_call>\n{"name": .., "arguments": {..}}\n</tool_call>;
+ *   - an assistant message's tool_calls are written back the same way;
+ *   - role "tool" results become a user turn of <tool_response> blocks
+ *     (consecutive results share one turn).
+ * The reply is parsed back: <tool_call> blocks, or a bare JSON call
+ * ({"name", "arguments" | "parameters"}, as Llama 3.1 answers, an optional
+ * <|python_tag|> first), or an array of them; only names of the request's
+ * tools count. With tool_choice "required" or a named function the call is
+ * decoded under a grammar (engine_request.json_schema) built here from the
+ * tools' parameters, so it always parses and validates.
+ *
+ * No sockets: parse helpers for oai_request and builders for the server. */
+#ifndef TERN_OAI_TOOLS_H
+#define TERN_OAI_TOOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct cJSON;
+
+enum oai_tool_choice {
+    OAI_TOOLS_NONE,      /* no tools, or tool_choice "none": plain text */
+    OAI_TOOLS_AUTO,      /* the model decides; the reply is parsed */
+    OAI_TOOLS_REQUIRED,  /* one call, decoded under the grammar of all tools */
+    OAI_TOOLS_NAMED      /* one call of the named tool, under its grammar */
+};
+
+#define OAI_MAX_TOOLS 128
+
+/* The request's tools as the server needs them after parsing (owned). */
+struct oai_tools {
+    enum oai_tool_choice choice;
+    bool parallel;               /* parallel_tool_calls (default true) */
+    int32_t n;
+    char **names;                /* [n] */
+    char *named;                 /* OAI_TOOLS_NAMED: the function's name */
+};
+void oai_tools_free(struct oai_tools *t);
+/* A deep copy (NULL on out-of-memory). */
+struct oai_tools *oai_tools_dup(const struct oai_tools *t);
+
+/* Validates the "tools" array (each {"type":"function","function":{name,
+ * description?, parameters?, strict?}}; names [A-Za-z0-9_-]{1,64}, unique;
+ * parameters a schema the grammar enforces) and tool_choice /
+ * parallel_tool_calls of root. Fills out (zeroed first) and *system, the
+ * malloc'd text to add to the system message (NULL when none), and
+ * *schema, the malloc'd JSON Schema of a forced call (NULL unless
+ * required/named). Returns 0, or -1 with msg and param (the field). */
+int oai_tools_parse(const struct cJSON *root, struct oai_tools *out, char **system,
+                    char **schema, char *msg, size_t msglen, char *param, size_t paramlen);
+
+/* An assistant message's tool_calls as text (appended to content), or a
+ * tool result as a <tool_response> block. malloc'd; NULL with msg on a
+ * malformed entry. */
+char *oai_tools_render_calls(const struct cJSON *tool_calls, char *msg, size_t msglen);
+char *oai_tools_render_result(const char *content);
+
+/* Parses a reply: the calls it makes as an OpenAI "tool_calls" array (each
+ * {id: id_prefix + index, type: "function", function: {name, arguments: JSON
+ * text}}), or NULL when it makes none; *content gets the text outside the
+ * calls (malloc'd, NULL when only whitespace). With parallel false only the
+ * first call is kept. */
+struct cJSON *oai_tools_parse_reply(const struct oai_tools *t, const char *text,
+                                    const char *id_prefix, char **content);
+
+/* Rewrites a built response (oai_response_build) for calls: message.content
+ * = content (null when NULL), message.tool_calls = calls (taken),
+ * finish_reason "tool_calls". Returns a malloc'd JSON text, NULL on error. */
+char *oai_tools_response(const char *response_json, const char *content, struct cJSON *calls);
+/* Rewrites a built chunk (oai_chunk_build) so its delta carries calls
+ * (taken, each given its "index") and no content; finish_reason stays. */
+char *oai_tools_chunk(const char *chunk_json, struct cJSON *calls);
+
+/* A forced call (required / named) as it is decoded: the grammar writes
+ * {"name": "..", "arguments": {..}} in that order, so its name is known
+ * once its string closes and its arguments can stream as they arrive.
+ * From text[0..len): *name gets the name (malloc'd) once complete, else
+ * NULL; [*args_from, *args_to) the arguments' bytes so far (0, 0 before
+ * they begin); *args_done whether their value has ended. */
+void oai_tools_forced_progress(const char *text, size_t len, char **name, size_t *args_from,
+                               size_t *args_to, bool *args_done);
+
+/* While streaming in auto mode: true when the text so far (left-trimmed)
+ * could still begin a call, so it is held back until decided. */
+bool oai_tools_maybe_call(const char *text, size_t len);
+
+#endif
