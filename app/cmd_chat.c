@@ -2,13 +2,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "app.h"
 #include "ctxfit.h"
 #include "cli.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "gguf.h"
+#include "model_info.h"
 #include "model_name.h"
+#include "quant.h"
 
 enum {
     OPT_DB = CLI_OPT_CMD,
@@ -18,6 +22,7 @@ enum {
     OPT_KEYS,
     OPT_ATTACH,
     OPT_CTX_POLICY,
+    OPT_CONTINUE,
 };
 
 static const struct option longopts[] = {
@@ -38,6 +43,7 @@ static const struct option longopts[] = {
     CLI_SHARED(CLI_O_SYSTEM),
     {"attach", optional_argument, 0, OPT_ATTACH},
     {"context-policy", required_argument, 0, OPT_CTX_POLICY},
+    {"continue", no_argument, 0, OPT_CONTINUE},
     CLI_SHARED(CLI_O_TOP_K),
     CLI_SHARED(CLI_O_MIN_P),
     CLI_SHARED(CLI_O_REPEAT_PENALTY),
@@ -90,6 +96,46 @@ static void unescape(char *s)
         }
     }
     *o = 0;
+}
+
+/* The picker's view of one file: its header read as tern models reads it. */
+static void describe(const char *dir, struct ui_model_entry *e)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, e->file);
+    if (stat(path, &sb) == 0) e->size = (uint64_t)sb.st_size;
+    struct gguf_ctx *g = gguf_open(path, e->err, sizeof e->err);
+    if (!g) return;
+    struct model_info mi;
+    model_info_gather(g, QT_F16, 0, &mi);
+    e->ok = true;
+    e->base = mi.tmpl_from_vocab; /* no template in the file: what the chat calls a base model */
+    e->ctx = mi.ctx;
+    snprintf(e->quant, sizeof e->quant, "%s", mi.quant ? mi.quant : "");
+    gguf_close(g);
+}
+
+/* The models directory for the picker (F6), each file described. */
+static int list_models(const char *dir, struct ui_model_entry **out, char *err, size_t errlen)
+{
+    char **files;
+    int n = model_name_list(dir, &files, err, errlen);
+    *out = NULL;
+    if (n < 0) return -1;
+    struct ui_model_entry *v = calloc(n > 0 ? (size_t)n : 1, sizeof *v);
+    if (!v) {
+        model_name_list_free(files);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(v[i].file, sizeof v[i].file, "%s", files[i]);
+        describe(dir, &v[i]);
+    }
+    model_name_list_free(files);
+    *out = v;
+    return n;
 }
 
 #define CHAT_ATTACH_DEFAULT "http://127.0.0.1:8080"
@@ -161,6 +207,10 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_NO_COLOR:
         a->o.no_color = true;
         return 0;
+    case 'c':
+    case OPT_CONTINUE:
+        a->o.resume = true;
+        return 0;
     case OPT_HEADLESS:
         if (cli_int(a->cli, "--headless-frames", arg, 1, 1L << 30, &v) < 0) return -1;
         a->o.headless = true;
@@ -194,7 +244,12 @@ int cmd_chat(int argc, char **argv)
         "history database, live TTFT/TPOT and KV-cache gauges (F2), each reply's phase\n"
         "timeline (F3). F1 inside lists every key.\n"
         "\n"
+        "tern chat starts a new session; -c continues the newest chat session, and F5\n"
+        "lists the earlier ones (Enter opens one). One-shot tern run exchanges are kept\n"
+        "apart: tern history lists them, F5 then a shows them too.\n"
+        "\n"
         "options:\n"
+        "  -c, --continue           continue the newest chat session\n"
         "@threads physical cores\n"
         "@ctx the model's\n"
         "@backend auto\n"
@@ -230,7 +285,7 @@ int cmd_chat(int argc, char **argv)
     engine_config_default(&a.o.engine);
     a.o.top_k = a.o.seed = -1;
     a.o.min_p = a.o.repeat_penalty = -1;
-    int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &a, use);
+    int rc = cli_parse(&cli, argc, argv, "c", longopts, on_opt, &a, use);
     if (rc >= 0) goto done;
     if (a.kv_mem) a.o.engine.backend.kv_bytes = a.kv_mem;
     if (cli.argc > 0) {
@@ -242,8 +297,7 @@ int cmd_chat(int argc, char **argv)
     char path[4096], merr[1024], err[1024], mdir[2048];
     model_name_dir(mdir, sizeof mdir);
     a.o.models_dir = mdir;
-    a.o.list_models = model_name_list;
-    a.o.free_models = model_name_list_free;
+    a.o.list_models = list_models;
     if (a.attach && cli.n_urls < ENGINE_MAX_ENDPOINTS) /* the server's engine, over HTTP */
         cli.urls[cli.n_urls++] = a.attach;
     if (cli_engine_remote(&cli, &a.o.engine))

@@ -149,6 +149,7 @@ static int do_list(struct store *s, const struct hopts *o, const struct style *s
             free(l.v[i].title);
             free(l.v[i].model);
             free(l.v[i].params_json);
+            free(l.v[i].kind);
         }
         l.n = (size_t)o->limit;
     }
@@ -158,6 +159,7 @@ static int do_list(struct store *s, const struct hopts *o, const struct style *s
             cJSON *e = cJSON_CreateObject();
             cJSON_AddNumberToObject(e, "id", (double)l.v[i].id);
             cJSON_AddStringToObject(e, "title", l.v[i].title ? l.v[i].title : "");
+            cJSON_AddStringToObject(e, "kind", l.v[i].kind ? l.v[i].kind : "chat");
             if (l.v[i].model)
                 cJSON_AddStringToObject(e, "model", l.v[i].model);
             else
@@ -171,15 +173,16 @@ static int do_list(struct store *s, const struct hopts *o, const struct style *s
         return print_json(a);
     }
     if (!l.n) printf("no stored sessions (%s)\n", store_path(s));
-    else printf("%s%6s  %-16s  %5s  %-28s  %s%s\n", st->bold, "ID", "UPDATED", "MSGS", "MODEL",
-                "TITLE", st->off);
+    else printf("%s%6s  %-16s  %-4s  %5s  %-28s  %s%s\n", st->bold, "ID", "UPDATED", "KIND", "MSGS",
+                "MODEL", "TITLE", st->off);
     for (size_t i = 0; i < l.n; i++) {
         char t[32];
         fmt_time(l.v[i].updated, t, sizeof t);
         char model[29]; /* the column: never cut inside the name's quant */
         model_name_short(l.v[i].model ? l.v[i].model : "-", model, sizeof model - 1);
-        printf("%6lld  %-16s  %5lld  %-28s  %s\n", (long long)l.v[i].id, t,
-               (long long)l.v[i].n_messages, safe(model), safe(l.v[i].title));
+        printf("%6lld  %-16s  %-4s  %5lld  %-28s  %s\n", (long long)l.v[i].id, t,
+               l.v[i].kind ? safe(l.v[i].kind) : "chat", (long long)l.v[i].n_messages, safe(model),
+               safe(l.v[i].title));
     }
     store_session_list_free(&l);
     return CLI_EXIT_OK;
@@ -546,7 +549,8 @@ static int run(const struct hopts *o, int argc, char **argv)
 int cmd_history(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern history [list]                 sessions with message counts and dates\n"
+        "usage: tern history [list]                 sessions with kind (chat, or run: one\n"
+        "                                           tern run), message counts and dates\n"
         "       tern history show ID [--timings]    a transcript (--timings: each reply's phases)\n"
         "       tern history search TEXT            full-text search (FTS5: words, \"phrases\",\n"
         "                                           prefix*, AND/OR/NOT), matches highlighted\n"

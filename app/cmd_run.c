@@ -204,9 +204,8 @@ static void history_begin(struct run_history *h, const struct run_opts *o,
     if (n >= sizeof title) n = sizeof title - 1;
     memcpy(title, prompt, n);
     title[n] = 0;
-    /* marked as a one-shot run: the chat does not open it as its session */
-    store_key ses = h->cont ? h->cont
-                            : store_session_new(h->db, title, model_name, "{\"source\":\"run\"}");
+    /* a one-shot run: its own kind, left out of the chat's session list */
+    store_key ses = h->cont ? h->cont : store_session_new_kind(h->db, "run", title, model_name, NULL);
     if (o->system && !h->cont) store_message_add(h->db, ses, "system", o->system, -1);
     store_message_add(h->db, ses, "user", prompt, -1);
     h->reply = store_reply_begin(h->db, ses);
@@ -313,8 +312,12 @@ static void print_server_view(struct engine *e)
 static void print_verbose(const struct engine_info *info, double load_s, double tok_s,
                           const struct engine_metrics *m)
 {
-    fprintf(stderr, "\n%-22s %s (%s, %s)\n", "model", info->model_name, info->arch,
-            info->backend.device);
+    if (m->remote) /* the server's URL and kind: its model's architecture is not known here */
+        fprintf(stderr, "\n%-22s %s\n%-22s %s\n", "model", info->model_name, "server:",
+                info->backend.device);
+    else
+        fprintf(stderr, "\n%-22s %s (%s, %s)\n", "model", info->model_name, info->arch,
+                info->backend.device);
     print_ms("load duration:", load_s);
     print_ms("tokenize duration:", tok_s);
     fprintf(stderr, "%-22s %d token(s) (%d reused from cache)\n", "prompt eval count:",

@@ -159,14 +159,15 @@ static void touch_session(struct store *s, int64_t session, double t)
 static void job_session_new(struct store *s, struct store_job *j)
 {
     sqlite3_stmt *st = prep(s,
-                            "INSERT INTO sessions(title, model, params, created_at, updated_at)"
-                            " VALUES (?1, ?2, ?3, ?4, ?4)",
+                            "INSERT INTO sessions(title, model, params, created_at, updated_at, kind)"
+                            " VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
                             "new session");
     if (!st) return;
     bind_text(st, 1, j->str[0] ? j->str[0] : "");
     bind_text(st, 2, j->str[1]);
     bind_text(st, 3, j->str[2]);
     sqlite3_bind_double(st, 4, j->t);
+    bind_text(st, 5, j->str[3] ? j->str[3] : "chat");
     set_row(s, j->key, exec_stmt(s, st, "creating a session"));
 }
 
@@ -479,15 +480,22 @@ static store_key enqueue(struct store *s, struct store_job *j, bool creates)
     return key;
 }
 
-store_key store_session_new(struct store *s, const char *title, const char *model,
-                            const char *params_json)
+store_key store_session_new_kind(struct store *s, const char *kind, const char *title,
+                                 const char *model, const char *params_json)
 {
     struct store_job *j = job_new(J_SESSION_NEW, 0);
     if (!j) return 0;
     j->str[0] = dup_or_null(title);
     j->str[1] = dup_or_null(model);
     j->str[2] = dup_or_null(params_json);
+    j->str[3] = dup_or_null(kind);
     return enqueue(s, j, true);
+}
+
+store_key store_session_new(struct store *s, const char *title, const char *model,
+                            const char *params_json)
+{
+    return store_session_new_kind(s, "chat", title, model, params_json);
 }
 
 void store_session_rename(struct store *s, store_key session, const char *title)

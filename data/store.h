@@ -57,9 +57,14 @@ int64_t store_resolve(struct store *s, store_key key);
  * Every write accepts s == NULL (history off: it does nothing, returns 0),
  * so callers need no branch per call when the store could not be opened. */
 
-/* params_json: the generation parameters as a JSON object (may be NULL). */
+/* A chat session; params_json: the generation parameters as a JSON object
+ * (may be NULL). */
 store_key store_session_new(struct store *s, const char *title, const char *model,
                             const char *params_json);
+/* The same of a kind: "chat", or "run" (one `tern run` exchange: listed by
+ * tern history, left out of the chat's session list). */
+store_key store_session_new_kind(struct store *s, const char *kind, const char *title,
+                                 const char *model, const char *params_json);
 void store_session_rename(struct store *s, store_key session, const char *title);
 /* Replaces the session's generation parameters (JSON object, or NULL). */
 void store_session_set_params(struct store *s, store_key session, const char *params_json);
@@ -115,6 +120,7 @@ store_key store_run_add_env(struct store *s, const char *kind, const char *model
 struct store_session_info {
     int64_t id;
     char *title, *model, *params_json;
+    char *kind; /* "chat" or "run" */
     double created, updated; /* unix seconds */
     int64_t n_messages;
 };

@@ -99,6 +99,7 @@ cJSON *store_transcript_json(const struct store_transcript *t)
     }
     const struct store_session_info *s = &t->session;
     cJSON_AddNumberToObject(o, "id", (double)s->id);
+    add_str(o, "kind", s->kind);
     add_str(o, "title", s->title);
     add_str(o, "model", s->model);
     add_json(o, "params", s->params_json);

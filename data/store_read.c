@@ -72,7 +72,7 @@ static void *grow(void **v, size_t *n, size_t *cap, size_t sz)
 
 #define SESSION_COLS \
     "s.id, s.title, s.model, s.params, s.created_at, s.updated_at," \
-    " (SELECT count(*) FROM messages m WHERE m.session_id = s.id)"
+    " (SELECT count(*) FROM messages m WHERE m.session_id = s.id), s.kind"
 
 static void session_row(sqlite3_stmt *st, struct store_session_info *e)
 {
@@ -83,6 +83,7 @@ static void session_row(sqlite3_stmt *st, struct store_session_info *e)
     e->created = sqlite3_column_double(st, 4);
     e->updated = sqlite3_column_double(st, 5);
     e->n_messages = sqlite3_column_int64(st, 6);
+    e->kind = col_str(st, 7);
 }
 
 static void session_info_free(struct store_session_info *e)
@@ -90,6 +91,7 @@ static void session_info_free(struct store_session_info *e)
     free(e->title);
     free(e->model);
     free(e->params_json);
+    free(e->kind);
 }
 
 int store_sessions(struct store *s, struct store_session_list *out, char *err, size_t errlen)

@@ -88,8 +88,16 @@ static const char step6[] =
     "ALTER TABLE runs ADD COLUMN env TEXT;"
     "ALTER TABLE runs ADD COLUMN verdict TEXT;";
 
-static const char *const steps[STORE_SCHEMA_VERSION] = {step1, step2, step3, step4, step5,
-                                                        step6};
+/* v7: a session's kind: 'chat' (the chat's sessions) or 'run' (one-shot
+ * `tern run` exchanges, which the chat's session list leaves out). Before,
+ * a run was marked by parameters of exactly {"source":"run"}. */
+static const char step7[] =
+    "ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'chat'"
+    "  CHECK (kind IN ('chat', 'run'));"
+    "UPDATE sessions SET kind = 'run', params = NULL WHERE params = '{\"source\":\"run\"}';";
+
+static const char *const steps[STORE_SCHEMA_VERSION] = {step1, step2, step3, step4,
+                                                        step5, step6, step7};
 
 int store_schema_version(sqlite3 *db, const char *path, char *err, size_t errlen)
 {

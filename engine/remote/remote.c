@@ -125,7 +125,14 @@ static int probe_models(struct remote *R, int32_t i, char *err, size_t errlen)
     long code = remote_http_sync(R, url, NULL, &b, R->connect_timeout_s + 5, err, errlen);
     ep->pub.health_latency_s = remote_now(R) - t0;
     int rc = -1;
-    if (code == 0) goto out;
+    if (code == 0) { /* no answer at all: say so, with the server and curl's reason */
+        char why[400];
+        size_t ul = strlen(url);
+        const char *r = strncmp(err, url, ul) == 0 && err[ul] == ':' ? err + ul + 2 : err;
+        snprintf(why, sizeof why, "%.399s", r);
+        snprintf(err, errlen, "server unreachable at %.160s (%.300s)", ep->base, why);
+        goto out;
+    }
     if (code == 401 || code == 403) {
         snprintf(err, errlen, "remote: GET %.300s: HTTP %ld (check --api-key / TERN_API_KEY)", url,
                  code);
@@ -232,7 +239,8 @@ struct engine *engine_remote_new(const struct engine_config *c, char *err, size_
     }
     if (!R->model) R->model = strdup("default");
     R->server_tokenize = remote_server_tokenize(R, "hello", 5) > 0; /* has POST /tokenize? */
-    snprintf(R->device, sizeof R->device, "remote: %s%s%s%s", R->ep[0].base,
+    /* the backend is named "remote" beside it: the URL and the server's kind only */
+    snprintf(R->device, sizeof R->device, "%s%s%s%s", R->ep[0].base,
              R->ep[0].server_kind[0] ? " (" : "", R->ep[0].server_kind,
              R->ep[0].server_kind[0] ? ")" : "");
     R->multi = curl_multi_init();

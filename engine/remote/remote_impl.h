@@ -132,7 +132,7 @@ struct remote {
     int32_t max_retries, event_limit;
     int32_t n_ep;
     struct rendpoint ep[ENGINE_MAX_ENDPOINTS];
-    char device[128];              /* "remote: URL (kind)" */
+    char device[128];              /* "URL (kind)" */
     char *model_path;
     /* optional local tokenizer (model file given) */
     struct model *tmodel;

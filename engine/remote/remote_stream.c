@@ -371,7 +371,8 @@ static void http_error_message(struct remote *R, struct rreq *q, char *out, size
                        : "";
     int k = snprintf(out, n, "HTTP %ld from %s%s: %s", q->http_status, R->ep[q->ep].base, what,
                      detail[0] ? detail : "(no message)");
-    if (q->retry_after_s > 0 && k > 0 && (size_t)k < n)
+    /* Retry-After, unless the server's message already says when to retry */
+    if (q->retry_after_s > 0 && k > 0 && (size_t)k < n && !strcasestr(detail, "retry"))
         snprintf(out + k, n - (size_t)k, "; retry after %.0f s", q->retry_after_s);
 }
 

@@ -76,8 +76,11 @@ PY
 ok $? "run -c stored its turn in that session (no new one)"
 "$TERN_BIN" history list --limit 1 | tail -n +2 | wc -l | grep -qx 1; ok $? "history list --limit 1 lists one session"
 "$TERN_BIN" chat -m "$MODEL" --size 100x30 --headless-frames 300 --keys '{wait}' >"$TMP/o" 2>/dev/null
+grep -q '─ New chat ─' "$TMP/o" && ! grep -q 'Chat session marker' "$TMP/o" && ! grep -q 'Zorblax' "$TMP/o"
+ok $? "the chat starts a new session"
+"$TERN_BIN" chat -c -m "$MODEL" --size 100x30 --headless-frames 300 --keys '{wait}' >"$TMP/o" 2>/dev/null
 grep -q 'Chat session marker' "$TMP/o" && ! grep -q 'Zorblax' "$TMP/o"
-ok $? "the chat opens its own newest session, not the one-shot run's"
+ok $? "chat -c continues its own newest session, not the one-shot run's"
 # --threads 1: the device says "1 thread" (singular); the instruments still
 # read it as the README shows them, "CPU · N thr · ISA", not a bare "CPU"
 "$TERN_BIN" chat -m "$MODEL" --threads 1 --size 100x30 --headless-frames 300 --keys '{wait}' >"$TMP/o1" 2>/dev/null

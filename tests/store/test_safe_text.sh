@@ -78,7 +78,7 @@ ok $? "search output to a pipe has no control bytes"
 
 MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
 if [ -n "$MODEL" ] && [ -r "$MODEL" ]; then
-    "$TERN_BIN" chat -m "$MODEL" --db "$db" --size 100x30 --headless-frames 300 --keys '{wait}' >"$TMP/o" 2>/dev/null
+    "$TERN_BIN" chat -c -m "$MODEL" --db "$db" --size 100x30 --headless-frames 300 --keys '{wait}' >"$TMP/o" 2>/dev/null
     noctl "$TMP/o"; ok $? "the chat screen holds no control byte"
     grep -q '␛\[31mred␛\[0m' "$TMP/o" && grep -q 'z �' "$TMP/o"
     ok $? "the chat draws ESC as ␛ and invalid bytes as U+FFFD"

@@ -77,6 +77,9 @@ static void fill(sqlite3 *db, int v)
     if (v >= 3) sql(db, "UPDATE messages SET writer_pid = 999999999 WHERE id = 2");
     sql(db, "INSERT INTO runs(id, kind, model, created_at, config, summary)"
             " VALUES (3, 'bench', 'old.gguf', 100, '{}', '{\"short\":{}}')");
+    /* a one-shot `tern run` as a tern before v7 marked it */
+    sql(db, "INSERT INTO sessions(id, title, model, params, created_at, updated_at)"
+            " VALUES (8, 'hi', 'old.gguf', '{\"source\":\"run\"}', 90, 90)");
 }
 
 static void test_migrate_from(int v)
@@ -111,6 +114,12 @@ static void test_migrate_from(int v)
            "v%d session has %s parameters (%s)", v, v < 4 ? "its newest request's" : "its own",
            t.session.params_json ? t.session.params_json : "NULL");
         ok(t.n == 2 && t.msgs[1].error == NULL, "v%d reply has no error message", v);
+        ok(t.session.kind && !strcmp(t.session.kind, "chat"), "v%d chat session is of kind chat", v);
+        store_transcript_free(&t);
+        is_int(store_transcript(s, 8, &t, err, sizeof err), 0, "old run readable");
+        ok(t.session.kind && !strcmp(t.session.kind, "run") && !t.session.params_json,
+           "v%d run marked by its parameters is of kind run, the marker gone (%s)", v,
+           t.session.kind ? t.session.kind : "NULL");
         store_transcript_free(&t);
         struct store_runs r;
         ok(store_runs(s, NULL, &r, err, sizeof err) == 0 && r.n == 1 && r.v[0].id == 3 &&
@@ -121,7 +130,18 @@ static void test_migrate_from(int v)
     }
     store_key k = store_session_new(s, "new", "m", NULL);
     store_message_add(s, k, "user", "platypuses again", -1);
+    store_session_new_kind(s, "run", "one-shot", "m", NULL);
     ok(store_flush(s, err, sizeof err) == 0, "migrated v%d database takes writes (%s)", v, err);
+    struct store_session_list l;
+    int kinds = 0;
+    if (store_sessions(s, &l, err, sizeof err) == 0) {
+        for (size_t i = 0; i < l.n; i++)
+            kinds += !strcmp(l.v[i].title, "new") && !strcmp(l.v[i].kind, "chat") ? 1
+                     : !strcmp(l.v[i].title, "one-shot") && !strcmp(l.v[i].kind, "run") ? 2
+                                                                                        : 0;
+        store_session_list_free(&l);
+    }
+    is_int(kinds, 3, "new sessions are listed with their kinds (chat, run)");
     store_close(s);
     sqlite3_open(path, &db);
     is_int(scalar(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION, "now at current version");

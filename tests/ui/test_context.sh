@@ -77,7 +77,7 @@ keys Escape; sleep 0.5
 keys C-c
 wait_for 'TERN-EXITED rc=0' 20
 T kill-server 2>/dev/null; sleep 1
-start 100 30 ""
+start 100 30 -c
 wait_for 'assistant · failed' 10 && cap | grep -q 'context full: the conversation is'
 ok $? "after a restart the failed turn shows as failed with its message"
 show "restarted: the failed turn"

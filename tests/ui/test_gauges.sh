@@ -11,12 +11,12 @@ set -u
 . "$TERN_SRC/tests/app/tap.sh"
 . "$TERN_SRC/tests/ui/tmux_lib.sh"
 tmux_setup gauge
-# $3: the reply's token cap. The first session's reply must stream long
+# $3: the reply's token cap, $4 more options. The first session's reply must stream long
 # enough for several tok/s readings (decode passes 240 tok/s here: 64 tokens
 # were over before the second sample on a fast CI machine).
 start() {
     T new-session -d -x "$1" -y "$2" -s chat \
-        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens ${3:-64}; echo TERN-EXITED rc=\$?; sleep 600"
+        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens ${3:-64} ${4:-}; echo TERN-EXITED rc=\$?; sleep 600"
     T set-option -t chat -g status off >/dev/null
     wait_for 'KV [0-9]+ blk' 120
 }
@@ -68,12 +68,12 @@ for ((i = 0; i < 600; i++)); do [ "$(cap | grep -Ec 'assistant · [0-9]+ tok · 
 keys C-c; wait_for 'TERN-EXITED rc=0' 20
 T kill-server 2>/dev/null; sleep 1
 
-start 100 30
+start 100 30 64 -c
 cap | grep -Eq '│tok/s +[1-9][0-9]*\.[0-9] *│'; ok $? "a reopened reply shows its stored rate, not 0.0"
 cap | "$CHECK" 100; ok $? "100x30 aligned"
 keys C-c; wait_for 'TERN-EXITED rc=0' 20
 T kill-server 2>/dev/null; sleep 1
-start 200 50
+start 200 50 64 -c
 cap | "$CHECK" 200; ok $? "200x50 aligned"
 cap | grep -q 'engine p50 / p90'; ok $? "a tall screen shows the engine-wide section too"
 keys C-c; wait_for 'TERN-EXITED rc=0' 20

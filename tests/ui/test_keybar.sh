@@ -42,7 +42,7 @@ help_text() {
 import sys
 rows = sys.stdin.read().split("\n")
 top = next(i for i, r in enumerate(rows) if "keys · " in r)
-a = rows[top].index("┌"); b = rows[top].index("┐", a) + 1
+a = rows[top].index("┌─ keys"); b = rows[top].index("┐", a) + 1
 print(" ".join(r[a + 1:b - 1] for r in rows[top + 1:] if len(r) > a and r[a] == "│"))' | tr -s ' ' ' '
 }
 # the help box: its rows between the corners end on its borders
@@ -52,7 +52,7 @@ import sys
 from wcwidth import wcswidth
 rows = sys.stdin.read().split("\n")
 top = next(i for i, r in enumerate(rows) if "keys · " in r)
-a = rows[top].index("┌"); b = rows[top].index("┐", a)
+a = rows[top].index("┌─ keys"); b = rows[top].index("┐", a)
 ca, cb = wcswidth(rows[top][:a]), wcswidth(rows[top][:b])
 for r in rows[top + 1:]:
     cells = {}
@@ -107,7 +107,7 @@ for size in 80x24 100x30; do
     ok $? "$size: a status message is cut at a word and F1/F10 stay"
     diag "status: $s"
     keys C-u; text "/clear"; keys Enter; wait_for 'new session' 5; ok $? "$size: /clear starts a new session"
-    text "/model"; keys Enter; wait_for 'model · 0 in the models directory' 5
+    text "/model"; keys Enter; wait_for 'model · the models directory is empty' 5
     ok $? "$size: /model opens the model picker"
     keys Escape; sleep 0.3
     if [ "$size" = 80x24 ]; then

@@ -48,7 +48,7 @@ The end."""
 c.execute("INSERT INTO messages(session_id,role,text,created_at,updated_at) VALUES (1,'assistant',?,?,?)", (md, t + 1, t + 1))
 c.commit()
 PY
-"$TERN_BIN" chat -m "$MODEL" --db "$db" --size 100x45 --headless-frames 200 --keys '{wait}\x1bOQ' >"$TMP/o" 2>/dev/null
+"$TERN_BIN" chat -c -m "$MODEL" --db "$db" --size 100x45 --headless-frames 200 --keys '{wait}\x1bOQ' >"$TMP/o" 2>/dev/null
 sed 's/^/  |/' "$TMP/o" | head -34 | while IFS= read -r l; do diag "$l"; done
 has() { grep -Eq -- "$1" "$TMP/o"; }
 has '│  Title here +│' && ! has '# Title'; ok $? "a heading without its #"
@@ -70,7 +70,7 @@ PY
 ok $? "a right margin on every line"
 
 T -f /dev/null new-session -d -x 100 -y 45 -s chat \
-    "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --db '$db' --temp 0 --max-tokens 8; echo TERN-EXITED rc=\$?; sleep 600"
+    "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -c -m '$MODEL' --db '$db' --temp 0 --max-tokens 8; echo TERN-EXITED rc=\$?; sleep 600"
 T set-option -g set-clipboard on
 T set-option -t chat -g status off >/dev/null
 wait_for 'KV [0-9]+ blk' 120; ok $? "chat opens the session in tmux"

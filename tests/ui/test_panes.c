@@ -12,6 +12,7 @@
 #include "chat.h"
 #include "ctxfit.h"
 #include "dialog.h"
+#include "picker.h"
 #include "gauge.h"
 #include "input.h"
 #include "keymap.h"
@@ -146,7 +147,8 @@ static void check_frames(const struct ui_theme *t)
         ui_input_set(&in, "Здравствуй, 世界");
         in.tokens = 7;
         WINDOW *w = newwin(H, W, 0, 0);
-        struct ui_view v = {&s, &in, &d, t, true, true, true, false, false, {0}, 0, 0, false, 0, false};
+        struct ui_view v = {.st = &s, .in = &in, .dlg = &d, .theme = t, .show_sessions = true,
+                            .show_instruments = true, .show_timeline = true};
         ui_screen_draw(w, H, W, &v);
         char name[64];
         snprintf(name, sizeof name, "%dx%d", W, H);
@@ -157,7 +159,8 @@ static void check_frames(const struct ui_theme *t)
         ok(screen_has(w, H, "12.5 ms"), "%s: TPOT of the last reply", name);
         ok(screen_has(w, H, "45.0 ms"), "%s: TTFT of the last reply", name);
         ok(screen_has(w, H, "prompt 120 tok: 96 cached + 24 computed") ||
-               screen_has(w, H, "prompt 120: 96 cached + 24 new"),
+               screen_has(w, H, "prompt 120: 96 cached + 24 new") ||
+               screen_has(w, H, "prompt 120 (96 cached)"),
            "%s: timeline tokens", name);
         ok(screen_has(w, H, "14 chars · 7 tokens"), "%s: input counts", name);
         ok(screen_has(w, H, "F1 help"), "%s: key hints", name);
@@ -208,7 +211,7 @@ static void check_slo_colour(const struct ui_theme *t, const char *name)
     fill_state(&s);
     ui_input_init(&in);
     WINDOW *w = newwin(30, 100, 0, 0);
-    struct ui_view v = {&s, &in, NULL, t, false, true, false, false, false, {0}, 0, 0, false, 0, false};
+    struct ui_view v = {.st = &s, .in = &in, .theme = t, .show_instruments = true};
     ui_screen_draw(w, 30, 100, &v);
     int ix = v.layout.r_instruments.x;
     is_int(attr_of(w, 30, "12.5 ms", ix), t->a[UI_C_WARN], name);
@@ -365,6 +368,20 @@ static void check_dialog(void)
     ui_dialog_confirm(&d, 2, "delete", "Delete session?");
     struct ui_key y = {0, 'y', false};
     is_int(ui_dialog_key(&d, &y), UI_DLG_OK, "y confirms");
+    struct ui_key enter = {0, '\r', false}, k = {0, 'k', false};
+    is_int(ui_dialog_key(&d, &enter), UI_DLG_OPEN, "Enter alone does not delete");
+    /* the picker's question (wall 8): Enter, k or Esc */
+    struct ui_model_entry base = {.file = "gemma-3-270m-q4_k_m.gguf", .ok = true, .base = true};
+    char title[96], msg[512];
+    ok(ui_picker_switch_question(&base, false, title, sizeof title, msg, sizeof msg) &&
+           strstr(msg, "gemma-3-270m-q4_k_m is a base model") && strstr(msg, "new session"),
+       "a base model picked in a chat asks: %s", title);
+    ok(!ui_picker_switch_question(&base, true, title, sizeof title, msg, sizeof msg),
+       "a base model picked with a base model loaded does not ask");
+    ui_dialog_ask(&d, 7, title, msg, " Enter: new session   k: keep this chat   Esc: cancel ", 'k');
+    is_int(ui_dialog_key(&d, &enter), UI_DLG_OK, "the question: Enter answers yes");
+    is_int(ui_dialog_key(&d, &k), UI_DLG_ALT, "k is its third answer");
+    is_int(ui_dialog_key(&d, &esc), UI_DLG_CANCEL, "Esc cancels it");
     ui_dialog_free(&d);
 }
 

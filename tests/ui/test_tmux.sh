@@ -18,9 +18,9 @@ ok() { tap_ok_plain "$1" "$2 [${SECONDS}s]"; }
 . "$TERN_SRC/tests/ui/tmux_lib.sh"
 tmux_setup ui
 
-start() {
+start() { # COLS ROWS [OPTIONS]
     T new-session -d -x "$1" -y "$2" -s chat \
-        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0; echo TERN-EXITED rc=\$?; sleep 600"
+        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 ${3:-}; echo TERN-EXITED rc=\$?; sleep 600"
     T set-option -t chat -g status off >/dev/null
     wait_for 'KV [0-9]+ blk' 120
 }
@@ -150,13 +150,13 @@ ok $? "help lists the keys"
 show "help"
 keys q
 
-# 5. quit and restart: the newest session and its transcript come back
+# 5. quit and restart with -c: the newest session and its transcript come back
 keys C-c
 wait_for 'TERN-EXITED rc=0' 20
 ok $? "Ctrl-C quits with status 0 when nothing streams"
 T kill-server 2>/dev/null
 sleep 1
-start 80 24
+start 80 24 -c
 ok $? "restart"
 cap | grep -q '你好，世界！Привет, мир! Ответь коротко.' && cap | grep -Eq 'assistant · [0-9]+ tok'
 ok $? "restart shows the last session with its transcript"
@@ -197,7 +197,7 @@ T kill-server 2>/dev/null
 sleep 1
 
 # 7. the deleted session stays deleted and the renamed one keeps its name
-start 80 24
+start 80 24 -c
 keys F2 F5
 wait_for 'Renamed chat' 5 && ! cap | grep -q 'Write a very'
 ok $? "rename and delete persist across a restart"

@@ -27,7 +27,7 @@
 
 #define FRAME_S (1.0 / 30.0)
 
-enum action { ACT_NONE, ACT_QUIT, ACT_DELETE, ACT_RENAME, ACT_PARAMS, ACT_MODEL };
+enum action { ACT_NONE, ACT_QUIT, ACT_DELETE, ACT_RENAME, ACT_PARAMS, ACT_MODEL, ACT_SWITCH };
 
 struct app {
     const struct ui_app_opts *o;
@@ -40,6 +40,10 @@ struct app {
     struct ui_keys keys;
     struct ui_view view;
     bool dirty, quit;
+    struct ui_rect overlay; /* the popup box of the last frame (h 0: none) */
+    /* the model picker's files (F6), and the one a question waits on */
+    struct ui_model_entry *models;
+    int n_models, switch_to;
     double t_start, last_frame, last_snap;
     long frames;
     /* headless key script */
@@ -105,6 +109,10 @@ static void send_input(struct app *a)
         ui_state_set_status(st, false, "the model is still loading; your text is kept");
         return;
     }
+    if (!st->engine_ok) { /* nothing to answer: no failed turn in the history, the text stays */
+        ui_state_set_status(st, true, "no model loaded: F6 picks one; your text is kept");
+        return;
+    }
     char *text = ui_input_take(&a->in);
     if (!text) return;
     st->status[0] = 0;
@@ -134,11 +142,13 @@ static void select_reply(struct app *a, int dir)
     a->view.show_timeline = true;
 }
 
-/* F6: the models of the models directory; Enter reopens the engine on one. */
+/* F6: the models of the models directory, described; Enter reopens the
+ * engine on one. */
 static void open_picker(struct app *a)
 {
     struct ui_state *st = &a->st;
-    char err[512], **files = NULL;
+    char err[512];
+    struct ui_model_entry *v = NULL;
     if (!a->o->list_models) {
         ui_state_set_status(st, false, "no model picker here (-m chooses the model)");
         return;
@@ -148,38 +158,65 @@ static void open_picker(struct app *a)
                                                          : "a reply is streaming: Esc cancels it first");
         return;
     }
-    int n = a->o->list_models(a->o->models_dir, &files, err, sizeof err);
+    int n = a->o->list_models(a->o->models_dir, &v, err, sizeof err);
     if (n < 0 && access(a->o->models_dir, F_OK) != 0) {
         n = 0; /* no models directory yet (first run): an empty picker says how to fill it */
-        files = NULL;
+        v = NULL;
     }
     if (n < 0) {
         ui_state_set_status(st, true, "models: %s", err);
         return;
     }
-    int cur = -1;
-    for (int i = 0; i < n; i++)
-        if (!strcmp(files[i], a->br.model_file)) cur = i;
-    char title[96];
-    snprintf(title, sizeof title, "model · %d in the models directory · Enter loads", n);
-    ui_dialog_list(&a->dlg, ACT_MODEL, title, files, n, cur);
-    snprintf(a->dlg.message, sizeof a->dlg.message, "none in %s; %s fetches one",
-             a->o->models_dir, UI_PULL_DEFAULT);
-    if (files) a->o->free_models(files);
+    free(a->models);
+    a->models = v;
+    a->n_models = n;
+    ui_picker_open(&a->dlg, ACT_MODEL, v, n, st->engine_ok ? a->br.model_file : "",
+                   a->o->models_dir, UI_PULL_DEFAULT);
 }
 
-static void pick_model(struct app *a)
+static bool has_turns(const struct ui_state *st)
 {
-    const char *f = ui_dialog_choice(&a->dlg);
-    if (!f) return;
-    if (!strcmp(f, a->br.model_file) && a->st.engine_ok) {
-        ui_state_set_status(&a->st, false, "%s is already loaded", f);
-        return;
-    }
+    for (size_t i = 0; i < st->n_msgs; i++)
+        if (st->msgs[i].role == UI_ROLE_USER || st->msgs[i].role == UI_ROLE_ASSISTANT) return true;
+    return false;
+}
+
+/* Reopens the engine on the picked file; new_session: in a new session
+ * (the open one stays under F5). */
+static void switch_model(struct app *a, int i, bool new_session)
+{
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", a->o->models_dir, f);
+    const struct ui_model_entry *e = &a->models[i];
+    if (new_session) ui_bridge_new_session(&a->br, &a->st, NULL);
+    snprintf(path, sizeof path, "%s/%s", a->o->models_dir, e->file);
     ui_bridge_switch_model(&a->br, &a->st, path);
     a->in.changed = true;
+}
+
+/* Enter in the picker: the loaded file says so; another of the same kind
+ * loads into the open chat; one of the other kind (a base model mid-chat)
+ * asks first, a new session the default answer. */
+static void pick_model(struct app *a, int i)
+{
+    struct ui_state *st = &a->st;
+    if (i < 0 || i >= a->n_models) return;
+    const struct ui_model_entry *e = &a->models[i];
+    if (!strcmp(e->file, a->br.model_file) && st->engine_ok) {
+        ui_state_set_status(st, false, "%s is already loaded", e->file);
+        return;
+    }
+    char title[96], msg[512];
+    if (e->ok && has_turns(st) &&
+        ui_picker_switch_question(e, st->engine_ok && st->base_model, title, sizeof title, msg,
+                                  sizeof msg)) {
+        a->switch_to = i;
+        ui_dialog_ask(&a->dlg, ACT_SWITCH, title, msg,
+                      " Enter: new session   k: keep this chat   Esc: cancel ", 'k');
+        return;
+    }
+    switch_model(a, i, false);
+    if (has_turns(st))
+        ui_state_set_status(st, false, "loading %s; the chat continues with it", e->file);
 }
 
 /* The reply the timeline selects, else the newest. */
@@ -256,32 +293,35 @@ static void dialog_done(struct app *a, enum ui_dialog_result r)
 {
     struct ui_state *st = &a->st;
     if (r == UI_DLG_OPEN) return;
-    int act = a->dlg.action;
-    if (r == UI_DLG_OK) {
-        switch (act) {
-        case ACT_QUIT:
-            a->quit = true;
-            break;
-        case ACT_DELETE:
-            ui_bridge_delete_session(&a->br, st, st->sel);
-            break;
-        case ACT_RENAME:
-            if (ui_dialog_text(&a->dlg)[0])
-                ui_bridge_rename_session(&a->br, st, st->sel, ui_dialog_text(&a->dlg));
-            break;
-        case ACT_PARAMS:
-            if (ui_dialog_get_params(&a->dlg, &st->params) < 0)
-                return; /* stays open with the error */
-            ui_bridge_save_params(&a->br, st);
-            break;
-        case ACT_MODEL:
-            pick_model(a);
-            break;
-        default:
-            break;
-        }
+    int act = a->dlg.action, choice = a->dlg.focus;
+    if (r == UI_DLG_OK && act == ACT_PARAMS) {
+        if (ui_dialog_get_params(&a->dlg, &st->params) < 0) return; /* stays open with the error */
+        ui_bridge_save_params(&a->br, st);
     }
+    /* closed first: an answer may open the next question */
     ui_dialog_close(&a->dlg);
+    if (r == UI_DLG_ALT && act == ACT_SWITCH) switch_model(a, a->switch_to, false);
+    if (r != UI_DLG_OK) return;
+    switch (act) {
+    case ACT_QUIT:
+        a->quit = true;
+        break;
+    case ACT_DELETE:
+        ui_bridge_delete_session(&a->br, st, st->sel);
+        break;
+    case ACT_RENAME:
+        if (ui_dialog_text(&a->dlg)[0])
+            ui_bridge_rename_session(&a->br, st, st->sel, ui_dialog_text(&a->dlg));
+        break;
+    case ACT_MODEL:
+        pick_model(a, choice);
+        break;
+    case ACT_SWITCH:
+        switch_model(a, a->switch_to, true);
+        break;
+    default:
+        break;
+    }
 }
 
 static void sessions_key(struct app *a, const struct ui_key *k)
@@ -302,6 +342,11 @@ static void sessions_key(struct app *a, const struct ui_key *k)
     } else if (k->fn == 0 && k->ch == 'r') {
         ui_dialog_prompt(&a->dlg, ACT_RENAME, "rename session · Enter saves, Esc cancels",
                          st->sessions[st->sel].title);
+    } else if (k->fn == 0 && k->ch == 'a') {
+        ui_bridge_list_sessions(&a->br, st, !st->list_runs);
+        ui_state_set_status(st, false, "%s", st->list_runs
+                                                 ? "one-shot runs (tern run) listed too; a hides them"
+                                                 : "chat sessions only; a lists one-shot runs too");
     } else if (k->fn == KEY_DC || (k->fn == 0 && k->ch == 'd')) {
         if (st->sel == st->cur && ui_state_streaming(st)) {
             ui_state_set_status(st, false, "a reply is streaming: Esc cancels it first");
@@ -626,6 +671,23 @@ static void script_step(struct app *a, bool got_keys)
 
 /* ---- frames ---------------------------------------------------------------- */
 
+/* A popup's border over a wide character (CJK) splits it: the terminal
+ * blanks the whole character while curses believes its other half still
+ * shows, so when the popup goes (or moves) curses skips the cells it
+ * thinks unchanged and a half-drawn line stays until Ctrl-L. The rows a
+ * popup covered, before and now, are repainted whole whenever it opens,
+ * closes, moves or resizes. */
+static void repaint_overlay_rows(struct app *a)
+{
+    struct ui_rect o = a->overlay, n = a->view.overlay;
+    if (o.y == n.y && o.h == n.h && o.x == n.x && o.w == n.w) return;
+    int y0 = o.h && (!n.h || o.y < n.y) ? o.y : n.y;
+    int y1 = o.y + o.h > n.y + n.h ? o.y + o.h : n.y + n.h;
+    if (y1 > a->term.rows) y1 = a->term.rows;
+    if (y1 > y0) wredrawln(stdscr, y0, y1 - y0);
+    a->overlay = n;
+}
+
 static void frame(struct app *a)
 {
     struct ui_state *st = &a->st;
@@ -645,6 +707,7 @@ static void frame(struct app *a)
     a->in.ctx_tokens = st->ctx_tokens;
     a->in.ctx_limit = st->n_ctx;
     ui_screen_draw(stdscr, a->term.rows, a->term.cols, &a->view);
+    repaint_overlay_rows(a);
     if (a->view.cursor) {
         curs_set(1);
         wmove(stdscr, a->view.cur_y, a->view.cur_x);
@@ -780,14 +843,16 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     if (ui_bridge_open(&a.br, &a.st, &o->engine, o->db_path, o->model_error, err, errlen) < 0) {
         rc = 1;
     } else {
-        ui_bridge_list_sessions(&a.br, &a.st);
-        /* continue the newest chat session (one-shot runs do not take over) */
-        size_t first = 0;
-        while (first < a.st.n_sessions && a.st.sessions[first].from_run) first++;
-        if (first < a.st.n_sessions)
-            ui_bridge_open_session(&a.br, &a.st, first);
-        else
+        /* the chat's own sessions (one-shot runs listed on request); a new
+         * session unless asked to continue the newest (-c), the others under F5 */
+        ui_bridge_list_sessions(&a.br, &a.st, false);
+        if (o->resume && a.st.n_sessions > 0) {
+            ui_bridge_open_session(&a.br, &a.st, 0);
+        } else {
             ui_bridge_new_session(&a.br, &a.st, NULL);
+            if (o->resume)
+                ui_state_set_status(&a.st, false, "no chat session to continue: a new one");
+        }
         a.dirty = true;
         loop(&a);
         wind_down(&a);
@@ -800,6 +865,7 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
         free(screen);
         fprintf(stderr, "headless: %ld frames in %.3f s\n", a.frames, now_s() - a.t_start);
     }
+    free(a.models);
     ui_dialog_free(&a.dlg);
     ui_input_free(&a.in);
     ui_state_free(&a.st);

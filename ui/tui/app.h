@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "picker.h"
 
 struct ui_app_opts {
     struct engine_config engine; /* model_path and backend settings */
@@ -21,11 +22,13 @@ struct ui_app_opts {
     double temp, top_p;
     int32_t max_tokens;
     const char *system;
-    /* the model picker (F6): the models directory and how to list it (the
-     * app's model_name module); list NULL: no picker */
+    bool resume; /* -c: continue the newest chat session (else a new one) */
+    /* the model picker (F6): the models directory and how to list and
+     * describe its files (the app reads their headers: kind, quant, size,
+     * context); the count, or -1 with err; *out freed with free().
+     * list NULL: no picker */
     const char *models_dir;
-    int (*list_models)(const char *dir, char ***out, char *err, size_t errlen);
-    void (*free_models)(char **list);
+    int (*list_models)(const char *dir, struct ui_model_entry **out, char *err, size_t errlen);
     bool set_temp;
     bool set_ctx_policy;
     /* the other sampling flags of run (< 0: default) */

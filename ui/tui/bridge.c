@@ -62,6 +62,7 @@ void ui_bridge_switch_model(struct ui_bridge *b, struct ui_state *st, const char
     }
     engine_close(b->eng); /* frees the old model's memory before the new one maps */
     b->eng = b->loaded = NULL;
+    b->cfg.remote.n_urls = 0; /* a file picked while attached runs here, not on the server */
     set_model_path(b, path);
     st->engine_ok = false;
     st->have_stats = false;
@@ -163,8 +164,18 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     b->eng = b->loaded;
     if (!b->eng) {
         st->engine_ok = false;
-        snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "model load failed: %s",
-                 b->load_err);
+        if (b->cfg.remote.n_urls > 0) { /* no model loads here: the server did not answer */
+            copy_str(st->model_name, sizeof st->model_name, "(not attached)");
+            copy_str(st->backend, sizeof st->backend, "remote");
+            copy_str(st->device, sizeof st->device, b->cfg.remote.urls[0]);
+            snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0],
+                     "cannot attach: %.480s. Start the server (tern serve) or check --url/--attach; "
+                     "F6 loads a local model.",
+                     b->load_err);
+        } else {
+            snprintf(st->alert[UI_ALERT_MODEL], sizeof st->alert[0], "model load failed: %s",
+                     b->load_err);
+        }
         return;
     }
     struct engine_info info;
@@ -172,6 +183,8 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     st->engine_ok = true;
     copy_str(st->model_name, sizeof st->model_name,
              info.model_name ? info.model_name : b->model_file);
+    /* attached without a file: the server's model names the sessions */
+    if (!b->model_file[0]) copy_str(b->model_file, sizeof b->model_file, st->model_name);
     copy_str(st->backend, sizeof st->backend, info.backend.name ? info.backend.name : "?");
     copy_str(st->device, sizeof st->device, info.backend.device);
     copy_str(st->backend_note, sizeof st->backend_note, info.backend.note);
@@ -192,6 +205,8 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
         ui_state_set_status(st, false, "model ready: %s on %s; replies at most %d tokens (the "
                                        "server's cap per request)",
                             st->model_name, st->backend, (int)info.max_tokens_cap);
+    else if (b->cfg.remote.n_urls > 0)
+        ui_state_set_status(st, false, "attached to %s: model %s", st->device, st->model_name);
     else
         ui_state_set_status(st, false, "model ready: %s on %s", st->model_name, st->backend);
     b->max_tokens_cap = info.max_tokens_cap;
@@ -274,7 +289,7 @@ static int64_t session_key(struct ui_bridge *b, struct ui_state *st, const char 
     return se->key;
 }
 
-void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st)
+void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st, bool runs)
 {
     struct store_session_list l;
     char err[256];
@@ -283,14 +298,31 @@ void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st)
         ui_state_set_status(st, true, "history: %s", err);
         return;
     }
+    /* the open session keeps its entry (its key may still be queued) */
+    bool have_open = st->n_sessions > 0, placed = false;
+    struct ui_session open = have_open ? st->sessions[st->cur] : (struct ui_session){0};
+    char *open_title = have_open ? strdup(open.title ? open.title : "") : NULL;
+    int64_t open_id = have_open && open.key ? store_resolve(b->db, open.key) : 0;
     while (st->n_sessions) ui_state_remove_session(st, st->n_sessions - 1);
-    st->cur = st->sel = 0;
+    st->cur = 0;
     for (size_t i = 0; i < l.n; i++) {
-        int k = ui_state_add_session(st, l.v[i].id, l.v[i].title, l.v[i].created, false);
-        if (k >= 0) st->sessions[k].n_messages = l.v[i].n_messages;
-        if (k >= 0 && l.v[i].params_json && strstr(l.v[i].params_json, "\"source\":\"run\""))
-            st->sessions[k].from_run = true;
+        bool run = l.v[i].kind && !strcmp(l.v[i].kind, "run"), is_open = open_id == l.v[i].id;
+        if (run && !runs && !is_open) continue;
+        int k = ui_state_add_session(st, is_open ? open.key : l.v[i].id,
+                                     is_open && open_title ? open_title : l.v[i].title,
+                                     l.v[i].created, false);
+        if (k < 0) continue;
+        st->sessions[k].n_messages = l.v[i].n_messages;
+        st->sessions[k].run = run;
+        if (is_open) st->cur = (size_t)k, placed = true;
     }
+    if (have_open && !placed && ui_state_add_session(st, open.key, open_title, open.created, true) >= 0) {
+        st->sessions[0].run = open.run;
+        st->cur = 0;
+    }
+    st->sel = st->cur;
+    st->list_runs = runs;
+    free(open_title);
     store_session_list_free(&l);
 }
 

@@ -75,7 +75,10 @@ long ui_bridge_next_prompt_tokens(struct ui_bridge *b, struct ui_state *st, cons
 long ui_bridge_count_tokens(struct ui_bridge *b, const char *text, size_t len);
 
 /* Sessions */
-void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st);
+/* Lists the stored sessions, newest first: the chat's own, and with runs
+ * the one-shot `tern run` exchanges too. The open session stays open and
+ * listed (a run, or one not stored yet). */
+void ui_bridge_list_sessions(struct ui_bridge *b, struct ui_state *st, bool runs);
 /* Opens st->sessions[i]: its transcript and parameters. */
 void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i);
 void ui_bridge_new_session(struct ui_bridge *b, struct ui_state *st, const char *title);

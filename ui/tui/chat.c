@@ -386,15 +386,17 @@ void ui_chat_draw(WINDOW *w, struct ui_rect r, struct ui_state *s, const struct 
     struct ui_rect in = {r.y + 1, r.x + 1, r.h - 2, r.w - 2};
     if (in.h <= 0 || in.w <= 0) return;
     /* lasting problems (no model, no history) take the box's top rows, so
-     * the box stays in line with the panes beside it; wrapped at words,
-     * at most half of the box */
+     * the box stays in line with the panes beside it; wrapped at words, at
+     * most half of the box beside a conversation, all of an empty one (the
+     * fix they name must show whole even with the panes beside it) */
+    int keep = s->n_msgs ? (r.h - 2) / 2 : 0;
     for (int i = 0; i < 2; i++) {
         struct ui_wrap wr;
         size_t st, len;
         int used;
         if (!s->alert[i][0]) continue;
         ui_wrap_init(&wr, s->alert[i], strlen(s->alert[i]), in.w - 2);
-        while (in.h > (r.h - 2) / 2 && ui_wrap_next(&wr, &st, &len, &used)) {
+        while (in.h > keep && ui_wrap_next(&wr, &st, &len, &used)) {
             ui_draw_fill(w, in.y, in.x, in.w, t->a[UI_C_ERROR], " ");
             ui_draw_text(w, in.y, in.x + 1, in.w - 2, t->a[UI_C_ERROR], s->alert[i] + st, len);
             in.y++, in.h--;

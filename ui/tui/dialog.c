@@ -16,9 +16,13 @@ void ui_dialog_init(struct ui_dialog *d)
 
 static void free_items(struct ui_dialog *d)
 {
-    for (int i = 0; i < d->n_items; i++) free(d->items[i]);
+    for (int i = 0; i < d->n_items; i++) {
+        free(d->items[i]);
+        if (d->details) free(d->details[i]);
+    }
     free(d->items);
-    d->items = NULL;
+    free(d->details);
+    d->items = d->details = NULL;
     d->n_items = 0;
 }
 
@@ -29,16 +33,27 @@ void ui_dialog_free(struct ui_dialog *d)
 }
 
 void ui_dialog_list(struct ui_dialog *d, int action, const char *title, char *const *items,
-                    int n, int current)
+                    char *const *details, const char *head, int n, int current)
 {
     free_items(d);
     d->kind = UI_DLG_LIST;
     d->action = action;
     d->message[0] = d->error[0] = 0;
     snprintf(d->title, sizeof d->title, "%s", title);
+    snprintf(d->head, sizeof d->head, "%s", head && details ? head : "");
     d->items = calloc(n > 0 ? (size_t)n : 1, sizeof *d->items);
-    for (int i = 0; d->items && i < n; i++)
-        if ((d->items[d->n_items] = strdup(items[i]))) d->n_items++;
+    d->details = details ? calloc(n > 0 ? (size_t)n : 1, sizeof *d->details) : NULL;
+    for (int i = 0; d->items && i < n; i++) {
+        char *it = strdup(items[i]), *de = details ? strdup(details[i] ? details[i] : "") : NULL;
+        if (!it || (details && (!d->details || !de))) {
+            free(it);
+            free(de);
+            break;
+        }
+        d->items[d->n_items] = it;
+        if (d->details) d->details[d->n_items] = de;
+        d->n_items++;
+    }
     d->focus = current >= 0 && current < d->n_items ? current : 0;
 }
 
@@ -71,6 +86,18 @@ void ui_dialog_confirm(struct ui_dialog *d, int action, const char *title, const
 {
     open_kind(d, UI_DLG_CONFIRM, action, title);
     snprintf(d->message, sizeof d->message, "%s", message);
+    snprintf(d->keys, sizeof d->keys, " y: yes   n/Esc: no ");
+    d->alt_key = 0;
+    d->enter_ok = false; /* deleting and quitting take a deliberate y */
+}
+
+void ui_dialog_ask(struct ui_dialog *d, int action, const char *title, const char *message,
+                   const char *keys, uint32_t alt)
+{
+    ui_dialog_confirm(d, action, title, message);
+    snprintf(d->keys, sizeof d->keys, "%s", keys);
+    d->alt_key = alt;
+    d->enter_ok = true;
 }
 
 void ui_dialog_prompt(struct ui_dialog *d, int action, const char *title, const char *initial)
@@ -209,7 +236,10 @@ enum ui_dialog_result ui_dialog_key(struct ui_dialog *d, const struct ui_key *k)
 {
     if (d->kind == UI_DLG_LIST) return list_key(d, k);
     if (d->kind == UI_DLG_CONFIRM) {
-        if (k->fn == 0 && (k->ch == 'y' || k->ch == 'Y')) return UI_DLG_OK;
+        if (k->fn == 0 && (k->ch == 'y' || k->ch == 'Y' || (d->enter_ok && k->ch == '\r')))
+            return UI_DLG_OK;
+        if (k->fn == 0 && d->alt_key && (k->ch == d->alt_key || k->ch == (d->alt_key ^ 0x20)))
+            return UI_DLG_ALT;
         if (k->fn == UI_KEY_ESC || (k->fn == 0 && (k->ch == 'n' || k->ch == 'N')))
             return UI_DLG_CANCEL;
         return UI_DLG_OPEN;
@@ -217,41 +247,75 @@ enum ui_dialog_result ui_dialog_key(struct ui_dialog *d, const struct ui_key *k)
     return field_key(d, k);
 }
 
+static int str_w(const char *s)
+{
+    return ui_text_width(s, strlen(s));
+}
+
+/* Draws s wrapped at words into rows y.. (at most rows of them). */
+static void draw_wrapped(WINDOW *w, int y, int rows, int x, int width, attr_t a, const char *s)
+{
+    struct ui_wrap wr;
+    size_t st, len;
+    int used;
+    ui_wrap_init(&wr, s, strlen(s), width);
+    for (int k = 0; k < rows && ui_wrap_next(&wr, &st, &len, &used); k++)
+        ui_draw_text(w, y + k, x, width, a, s + st, len);
+}
+
+/* The list's rows: the name (shortened in the middle, so its quant shows)
+ * and, where there is room, its details right-aligned under the heads. */
+static void draw_list(WINDOW *w, struct ui_rect r, int rows, const struct ui_dialog *d,
+                      const struct ui_theme *t, int *cy, int *cx)
+{
+    int iw = r.w - 6, first = d->focus >= rows ? d->focus - rows + 1 : 0, dw = 0;
+    for (int i = 0; d->details && i < d->n_items; i++)
+        if (str_w(d->details[i]) > dw) dw = str_w(d->details[i]);
+    if (d->head[0] && str_w(d->head) > dw) dw = str_w(d->head);
+    if (iw - dw - 2 < 12) dw = 0; /* too narrow: names alone */
+    int nw = dw ? iw - dw - 2 : iw;
+    if (dw && d->head[0] && rows > 0 && d->n_items)
+        ui_draw_str(w, r.y + 1, r.x + 3 + iw - dw, dw, t->a[UI_C_DIM], d->head);
+    for (int i = first; i < d->n_items && i - first < rows; i++) {
+        int y = r.y + 2 + i - first;
+        attr_t a = i == d->focus ? t->a[UI_C_SEL] : t->a[UI_C_NORMAL];
+        ui_draw_fill(w, y, r.x + 2, r.w - 4, a, " ");
+        ui_draw_mid(w, y, r.x + 3, nw, a, d->items[i]);
+        if (dw) ui_draw_str(w, y, r.x + 3 + iw - dw, dw, a, d->details[i]);
+    }
+    *cy = r.y + 2 + d->focus - first;
+    *cx = r.x + 2;
+}
+
 void ui_dialog_draw(WINDOW *w, struct ui_rect screen, const struct ui_dialog *d,
-                    const struct ui_theme *t, int *cy, int *cx)
+                    const struct ui_theme *t, int *cy, int *cx, struct ui_rect *box)
 {
     int bw = screen.w - 4 < 64 ? screen.w - 4 : 64;
-    int bh = d->kind == UI_DLG_CONFIRM  ? 5
+    int mlines = d->message[0] ? ui_wrap_count(d->message, strlen(d->message), bw - 4) : 0;
+    /* a list's footer (its message) goes first when the window is short */
+    int foot = d->kind == UI_DLG_LIST && d->n_items ? mlines : 0;
+    int bh = d->kind == UI_DLG_CONFIRM  ? 4 + (mlines ? mlines : 1)
              : d->kind == UI_DLG_PROMPT ? 5
-             : d->kind == UI_DLG_LIST
-                 ? 4 + (d->n_items ? d->n_items : ui_wrap_count(d->message, strlen(d->message), bw - 4))
+             : d->kind == UI_DLG_LIST   ? 4 + (d->n_items ? d->n_items + foot : mlines)
                                         : 4 + 2 * d->n_fields;
     if (bh > screen.h) bh = screen.h;
+    if (d->kind == UI_DLG_LIST && d->n_items && bh - 4 - foot < 1) foot = 0;
     struct ui_rect r = {screen.y + (screen.h - bh) / 2, screen.x + (screen.w - bw) / 2, bh, bw};
+    *box = r;
     ui_draw_box(w, r, t->a[UI_C_TITLE], d->title);
     if (d->kind == UI_DLG_CONFIRM) {
-        ui_draw_str(w, r.y + 1, r.x + 2, bw - 4, t->a[UI_C_NORMAL], d->message);
-        ui_draw_str(w, r.y + 3, r.x + 2, bw - 4, t->a[UI_C_KEY], " y: yes   n/Esc: no ");
+        draw_wrapped(w, r.y + 1, bh - 4, r.x + 2, bw - 4, t->a[UI_C_NORMAL], d->message);
+        ui_draw_str(w, r.y + bh - 2, r.x + 2, bw - 4, t->a[UI_C_KEY], d->keys);
         return;
     }
     if (d->kind == UI_DLG_LIST) {
         /* rows that do not fit scroll with the selection */
-        int rows = bh - 4 > 0 ? bh - 4 : 0, first = d->focus >= rows ? d->focus - rows + 1 : 0;
-        for (int i = first; i < d->n_items && i - first < rows; i++) {
-            attr_t a = i == d->focus ? t->a[UI_C_SEL] : t->a[UI_C_NORMAL];
-            ui_draw_fill(w, r.y + 2 + i - first, r.x + 2, bw - 4, a, " ");
-            ui_draw_str(w, r.y + 2 + i - first, r.x + 3, bw - 6, a, d->items[i]);
-        }
-        if (!d->n_items) { /* the empty list's hint (a command to copy), wrapped whole */
-            struct ui_wrap wr;
-            size_t st, len;
-            int used, y = r.y + 2;
-            ui_wrap_init(&wr, d->message, strlen(d->message), bw - 4);
-            while (y < r.y + bh - 1 && ui_wrap_next(&wr, &st, &len, &used))
-                ui_draw_text(w, y++, r.x + 2, bw - 4, t->a[UI_C_DIM], d->message + st, len);
-        }
-        *cy = r.y + 2 + d->focus - first;
-        *cx = r.x + 2;
+        int rows = bh - 4 - foot > 0 ? bh - 4 - foot : 0;
+        draw_list(w, r, rows, d, t, cy, cx);
+        if (!d->n_items) /* the empty list's hint (a command to copy), wrapped whole */
+            draw_wrapped(w, r.y + 2, bh - 3, r.x + 2, bw - 4, t->a[UI_C_DIM], d->message);
+        else if (foot)
+            draw_wrapped(w, r.y + 3 + rows, foot, r.x + 2, bw - 4, t->a[UI_C_DIM], d->message);
         return;
     }
     int lw = d->kind == UI_DLG_PARAMS ? 15 : 0;

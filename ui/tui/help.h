@@ -11,6 +11,7 @@
 
 /* *top: first line shown (clamped here). Returns true when lines remain
  * below the box. */
-bool ui_help_draw(WINDOW *w, struct ui_rect screen, const struct ui_theme *t, int *top);
+bool ui_help_draw(WINDOW *w, struct ui_rect screen, const struct ui_theme *t, int *top,
+                  struct ui_rect *box);
 
 #endif

@@ -71,10 +71,13 @@ void ui_inputbox_draw(WINDOW *w, struct ui_rect r, const struct ui_input *in,
 {
     char title[96];
     size_t chars = ui_input_chars(in);
+    /* nothing typed is no token (a model that adds BOS would count it) */
+    long tok = chars ? in->tokens : 0;
     if (in->tokens >= 0)
-        snprintf(title, sizeof title, "message · %zu chars · %ld tokens", chars, in->tokens);
+        snprintf(title, sizeof title, "message · %zu char%s · %ld token%s", chars,
+                 chars == 1 ? "" : "s", tok, tok == 1 ? "" : "s");
     else
-        snprintf(title, sizeof title, "message · %zu chars", chars);
+        snprintf(title, sizeof title, "message · %zu char%s", chars, chars == 1 ? "" : "s");
     ui_draw_box(w, r, focused ? t->a[UI_C_USER] : t->a[UI_C_DIM], title);
     /* the context gauge after the title, in the warning colour near the limit */
     if (in->ctx_limit > 0 && in->ctx_tokens >= 0) {

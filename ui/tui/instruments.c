@@ -150,6 +150,29 @@ static const struct ui_msg *last_reply(const struct ui_state *s)
     return NULL;
 }
 
+/* A remote engine's device is "URL (kind)": "remote · kind" on one row and
+ * the URL (without http://, which every one has) on the next, so a narrow
+ * pane still shows its host and port. */
+static void remote_rows(struct pane *p, const struct ui_state *s)
+{
+    const struct ui_theme *t = p->t;
+    char url[160], kind[48] = "";
+    snprintf(url, sizeof url, "%s", s->device);
+    char *k = strstr(url, " (");
+    size_t n = strlen(url);
+    if (k && n && url[n - 1] == ')') {
+        url[n - 1] = 0;
+        snprintf(kind, sizeof kind, "%s", k + 2);
+        *k = 0;
+    }
+    const char *u = strncmp(url, "http://", 7) == 0 ? url + 7 : url;
+    int x = p->in.x;
+    x += ui_draw_str(p->w, p->y, x, p->in.w, t->a[UI_C_TITLE], "remote");
+    if (kind[0]) ui_draw_fmt(p->w, p->y, x, p->in.x + p->in.w - x, t->a[UI_C_DIM], " · %s", kind);
+    p->y++;
+    if (room(p)) ui_draw_mid(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NORMAL], u);
+}
+
 static void draw_model(struct pane *p, const struct ui_state *s)
 {
     const struct ui_theme *t = p->t;
@@ -159,6 +182,8 @@ static void draw_model(struct pane *p, const struct ui_state *s)
                     s->model_name[0] ? s->model_name : "(no model)");
     if (room(p) && s->backend_note[0] && !strcmp(s->backend, "cpu")) {
         cpu_row(p, s); /* no usable GPU on a CPU run: one calm line, not a warning */
+    } else if (room(p) && !strcmp(s->backend, "remote")) {
+        remote_rows(p, s);
     } else if (room(p)) {
         int x = p->in.x;
         x += ui_draw_fmt(p->w, p->y, x, p->in.w, t->a[UI_C_TITLE], "%s ",
@@ -273,13 +298,16 @@ static void draw_server(struct pane *p, const struct ui_state *s)
                         st->server.scrape_error[0] ? st->server.scrape_error
                                                    : "metrics: n/a from this server");
     } else {
-        if (room(p))
-            ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, t->a[UI_C_NORMAL],
-                        "queue %s  running %s  preempt %s",
-                        num_or_na(a, sizeof a, st, ENGINE_STAT_WAITING, st->waiting, "%.0f"),
-                        num_or_na(b, sizeof b, st, ENGINE_STAT_RUNNING, st->running, "%.0f"),
-                        num_or_na(c, sizeof c, st, ENGINE_STAT_PREEMPT, (double)st->preemptions,
-                                  "%.0f"));
+        if (room(p)) { /* the first form that fits: never a cut figure */
+            char f[2][96];
+            num_or_na(a, sizeof a, st, ENGINE_STAT_WAITING, st->waiting, "%.0f");
+            num_or_na(b, sizeof b, st, ENGINE_STAT_RUNNING, st->running, "%.0f");
+            num_or_na(c, sizeof c, st, ENGINE_STAT_PREEMPT, (double)st->preemptions, "%.0f");
+            snprintf(f[0], sizeof f[0], "queue %s  running %s  preempt %s", a, b, c);
+            snprintf(f[1], sizeof f[1], "queue %s run %s preempt %s", a, b, c);
+            const char *forms[] = {f[0], f[1]};
+            row_fit(p, t->a[UI_C_NORMAL], forms, 2);
+        }
         if (room(p) && engine_stat_known(st, ENGINE_STAT_KV_USAGE)) {
             int x = p->in.x;
             x += ui_draw_fmt(p->w, p->y, x, p->in.w, t->a[UI_C_DIM], "KV %3.0f%% ",

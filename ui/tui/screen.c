@@ -30,6 +30,7 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
     const struct ui_theme *t = v->theme;
     werase(w);
     v->cursor = false;
+    v->overlay = (struct ui_rect){0, 0, 0, 0};
     if (rows < UI_MIN_ROWS || cols < UI_MIN_COLS) {
         /* said in the words that fit, each line whole, centred */
         char l0[64], l1[64];
@@ -65,11 +66,20 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
     ui_statusline_draw(w, L->r_status, s, t, v->focus_sessions && L->sessions);
     struct ui_rect all = {0, 0, rows - 1, cols};
     if (v->show_help) {
-        v->help_more = ui_help_draw(w, all, t, &v->help_top);
+        v->help_more = ui_help_draw(w, all, t, &v->help_top, &v->overlay);
         v->cursor = false;
     }
     if (v->dlg && v->dlg->kind != UI_DLG_NONE) {
+        struct ui_rect box;
         v->cursor = v->dlg->kind != UI_DLG_CONFIRM && v->dlg->kind != UI_DLG_LIST;
-        ui_dialog_draw(w, all, v->dlg, t, &v->cur_y, &v->cur_x);
+        ui_dialog_draw(w, all, v->dlg, t, &v->cur_y, &v->cur_x, &box);
+        if (v->overlay.h == 0) {
+            v->overlay = box;
+        } else { /* over the help: the rows of both */
+            int y1 = v->overlay.y + v->overlay.h;
+            if (box.y < v->overlay.y) v->overlay.y = box.y;
+            if (box.y + box.h > y1) y1 = box.y + box.h;
+            v->overlay.h = y1 - v->overlay.y;
+        }
     }
 }

@@ -26,6 +26,9 @@ struct ui_view {
     bool cursor;
     int help_top;   /* first line of the help shown */
     bool help_more; /* help lines below the box (filled by ui_screen_draw) */
+    /* the popup box drawn over the panes (help or dialog; h 0: none), filled
+     * by ui_screen_draw: the caller repaints what a box covered when it goes */
+    struct ui_rect overlay;
 };
 
 void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v);

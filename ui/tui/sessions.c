@@ -7,7 +7,8 @@
 void ui_sessions_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
                       const struct ui_theme *t, bool focused)
 {
-    ui_draw_box(w, r, focused ? t->a[UI_C_USER] : t->a[UI_C_TITLE], "sessions F5");
+    ui_draw_box(w, r, focused ? t->a[UI_C_USER] : t->a[UI_C_TITLE],
+                s->list_runs ? "sessions+runs" : "sessions F5");
     struct ui_rect in = {r.y + 1, r.x + 1, r.h - 2, r.w - 2};
     if (in.h < 2 || in.w < 4) return;
     if (!s->store_ok) ui_draw_str(w, in.y + in.h - 1, in.x, in.w, t->a[UI_C_WARN], "history off");
@@ -22,7 +23,8 @@ void ui_sessions_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
                                           : t->a[UI_C_NORMAL];
         ui_draw_fill(w, y, in.x, in.w, a, " ");
         ui_draw_str(w, y, in.x, 2, a, i == s->cur ? "▶" : " ");
-        ui_draw_str(w, y, in.x + 2, in.w - 2, a,
+        /* a one-shot `tern run` exchange (listed with a) says so first */
+        ui_draw_fmt(w, y, in.x + 2, in.w - 2, a, "%s%s", se->run ? "run: " : "",
                     se->title && se->title[0] ? se->title : "(untitled)");
         char date[32] = "";
         if (se->created > 0) {

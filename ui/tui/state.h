@@ -79,7 +79,7 @@ struct ui_session {
     char *title;
     double created; /* unix seconds */
     int64_t n_messages;
-    bool from_run; /* a one-shot `tern run` session: not opened at start */
+    bool run; /* a one-shot `tern run` exchange (kind run): listed only on request */
 };
 
 #define UI_SPARK_N 120
@@ -90,6 +90,7 @@ struct ui_state {
     size_t n_sessions, cap_sessions;
     size_t cur;                /* open session index (valid when n_sessions > 0) */
     size_t sel;                /* selection in the sessions pane */
+    bool list_runs;            /* the pane lists one-shot runs too (a toggles) */
     struct ui_params params;   /* of the open session */
     struct ui_params defaults; /* for new sessions (command-line options) */
 

@@ -7,6 +7,11 @@
 #include "instruments.h"
 #include "text.h"
 
+static int width(const char *s)
+{
+    return ui_text_width(s, strlen(s));
+}
+
 /* Columns for [t0, t1) of a total on a bar of width cols. */
 static int cols_of(double t0, double t1, double total, int cols)
 {
@@ -61,11 +66,21 @@ static void draw_remote_legend(WINDOW *w, struct ui_rect in, const struct ui_pha
     ui_fmt_dur(c, sizeof c, ph->connect_s > 0 ? ph->connect_s : -1);
     ui_fmt_dur(wt, sizeof wt, ph->prefill_end);
     ui_fmt_dur(dc, sizeof dc, ph->decode_s);
+    /* the first form that fits: never a cut figure */
+    static const char *const lc[] = {"connect", "connect", "conn"},
+                             *const lw[] = {" (server-side)", "", ""},
+                             *const ld[] = {"━decode", "━decode", "━dec"};
+    char a[48], b[64], d[48];
+    for (int f = 0; f < 3; f++) {
+        snprintf(a, sizeof a, "%s %s ", lc[f], c);
+        snprintf(b, sizeof b, "█wait %s%s ", wt, lw[f]);
+        snprintf(d, sizeof d, "%s %s", ld[f], dc);
+        if (width(a) + width(b) + width(d) <= in.w) break;
+    }
     int x = in.x;
-    x += ui_draw_fmt(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], "connect %s ", c);
-    x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL],
-                     "█wait %s (server-side) ", wt);
-    ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], "━decode %s", dc);
+    x += ui_draw_str(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], a);
+    x += ui_draw_str(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], b);
+    ui_draw_str(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], d);
     if (in.h < 5) return;
     if (ph->server_known) {
         ui_fmt_dur(sq, sizeof sq, ph->srv_queue_s);
@@ -79,15 +94,41 @@ static void draw_remote_legend(WINDOW *w, struct ui_rect in, const struct ui_pha
     }
 }
 
+/* "░queue 1.9 ms █prefill 42.1 ms (1 chunk) ━decode 0.2 s" in the first
+ * form that fits the pane (while prefilling without the decode yet to come,
+ * then short labels, then without the chunk count): never a cut figure. */
+static void draw_legend(WINDOW *w, struct ui_rect in, const struct ui_phase *ph, const char *q,
+                        const char *pf, const char *dc, const struct ui_theme *t)
+{
+    static const char *const lq[] = {"░queue", "░queue", "░q", "░q"},
+                             *const lp[] = {"█prefill", "█prefill", "█pf", "█pf"},
+                             *const ld[] = {"━decode", "", "━dec", "━dec"};
+    char a[64], b[64], c[64], chunks[24] = "";
+    if (ph->n_chunks > 0)
+        snprintf(chunks, sizeof chunks, " (%d chunk%s)", ph->n_chunks, ph->n_chunks == 1 ? "" : "s");
+    for (int f = 0; f < 4; f++) {
+        if (f == 1 && ph->n_generated > 0) continue;
+        snprintf(a, sizeof a, "%s %s ", lq[f], q);
+        snprintf(b, sizeof b, "%s %s%s ", lp[f], pf, f < 3 ? chunks : "");
+        snprintf(c, sizeof c, "%s%s%s", ld[f], ld[f][0] ? " " : "", ld[f][0] ? dc : "");
+        if (width(a) + width(b) + width(c) <= in.w) break;
+    }
+    int x = in.x;
+    x += ui_draw_str(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], a);
+    x += ui_draw_str(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], b);
+    ui_draw_str(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], c);
+}
+
 void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
                       const struct ui_theme *t)
 {
     const struct ui_msg *m = s->timeline_msg < s->n_msgs ? &s->msgs[s->timeline_msg] : NULL;
     char title[64];
-    if (m) {
+    if (m) { /* the hint only where it fits whole (the title takes r.w - 4 with its blanks) */
         size_t nth = 0;
         for (size_t i = 0; i <= s->timeline_msg; i++) nth += s->msgs[i].role == UI_ROLE_ASSISTANT;
         snprintf(title, sizeof title, "timeline F3 · reply %zu (Alt-↑/↓ selects)", nth);
+        if (width(title) + 2 > r.w - 4) snprintf(title, sizeof title, "timeline F3 · reply %zu", nth);
     } else {
         snprintf(title, sizeof title, "timeline F3");
     }
@@ -110,33 +151,33 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     if (in.h >= 2 && ph->remote) {
         draw_remote_legend(w, in, ph, t);
     } else if (in.h >= 2) {
-        int x = in.x;
-        x += ui_draw_fmt(w, in.y + 1, x, in.w, t->a[UI_C_QUEUE], "░queue %s ", q);
-        if (ph->n_chunks > 0)
-            x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL],
-                             "█prefill %s (%d chunk%s) ", pf, ph->n_chunks,
-                             ph->n_chunks == 1 ? "" : "s");
-        else
-            x += ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_PREFILL], "█prefill %s ",
-                             pf);
-        ui_draw_fmt(w, in.y + 1, x, in.x + in.w - x, t->a[UI_C_DECODE], "━decode %s", dc);
+        draw_legend(w, in, ph, q, pf, dc, t);
     }
     if (in.h >= 3) {
         /* the long form, or a compact one on a narrow pane: numbers whole */
-        char a[96], b[96];
-        snprintf(a, sizeof a, "prompt %d tok: %d cached + %d computed · gen %d", ph->n_prompt,
+        char f[3][96];
+        snprintf(f[0], sizeof f[0], "prompt %d tok: %d cached + %d computed · gen %d",
+                 ph->n_prompt, ph->n_cached, ph->n_computed, ph->n_generated);
+        snprintf(f[1], sizeof f[1], "prompt %d: %d cached + %d new · gen %d", ph->n_prompt,
                  ph->n_cached, ph->n_computed, ph->n_generated);
-        snprintf(b, sizeof b, "prompt %d: %d cached + %d new · gen %d", ph->n_prompt, ph->n_cached,
-                 ph->n_computed, ph->n_generated);
-        bool fit = ui_text_width(a, strlen(a)) <= in.w;
-        ui_draw_str(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL], fit ? a : b);
+        snprintf(f[2], sizeof f[2], "prompt %d (%d cached) · gen %d", ph->n_prompt, ph->n_cached,
+                 ph->n_generated);
+        int k = 0;
+        while (k < 2 && width(f[k]) > in.w) k++;
+        ui_draw_str(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL], f[k]);
     }
     if (in.h >= 4) {
         attr_t sa = m->status == UI_MSG_ERROR || m->status == UI_MSG_CANCELLED ? t->a[UI_C_WARN]
                                                                                : t->a[UI_C_GOOD];
+        const char *st = ph->status[0] ? ph->status : "–";
+        char f[3][96];
+        snprintf(f[0], sizeof f[0], " · TTFT %s · TPOT %s · preempt %d", tt, tp, ph->n_preempted);
+        snprintf(f[1], sizeof f[1], " · TTFT %s · TPOT %s", tt, tp);
+        snprintf(f[2], sizeof f[2], " TTFT %s TPOT %s", tt, tp);
+        int k = 0; /* preempt only where it fits (or happened) */
+        while (k < 2 && width(st) + width(f[k]) > in.w && !(k == 0 && ph->n_preempted > 0)) k++;
         int x = in.x;
-        x += ui_draw_fmt(w, in.y + 3, x, in.w, sa, "%s", ph->status[0] ? ph->status : "–");
-        ui_draw_fmt(w, in.y + 3, x, in.x + in.w - x, t->a[UI_C_NORMAL],
-                    " · TTFT %s · TPOT %s · preempt %d", tt, tp, ph->n_preempted);
+        x += ui_draw_str(w, in.y + 3, x, in.w, sa, st);
+        ui_draw_str(w, in.y + 3, x, in.x + in.w - x, t->a[UI_C_NORMAL], f[k]);
     }
 }
