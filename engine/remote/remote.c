@@ -23,13 +23,6 @@
 
 static const struct engine_ops remote_ops;
 
-double remote_now(const struct remote *R)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - R->t0;
-}
-
 /* ---- requests and events (lock held) ---------------------------------------------- */
 
 void remote_req_unref(struct rreq *q)
