@@ -24,6 +24,17 @@ __device__ __forceinline__ int32_t at_lo(int32_t p, int32_t window)
     return window > 0 ? max(0, p - window + 1) : 0;
 }
 
+// Split sp's keys [k0, k1) of a query at position p of sequence s (none for padding).
+__device__ __forceinline__ void at_split_keys(int32_t s, int32_t p, int32_t window, int n_split, int sp,
+                                              int32_t &k0, int32_t &k1)
+{
+    if (s < 0) return;
+    const int32_t lo = at_lo(p, window), len = p - lo + 1;
+    const int32_t chunk = (len + n_split - 1) / n_split;
+    k0 = lo + sp * chunk;
+    k1 = min(p + 1, k0 + chunk);
+}
+
 __device__ __forceinline__ size_t at_slot(const cu_attn_batch &b, const cu_attn_shape &sh,
                                           int32_t s, int32_t kp)
 {
@@ -119,12 +130,7 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
     const int32_t s = b.seq[t], p = b.pos[t];
 
     int32_t k0 = 0, k1 = 0; // this split's keys [k0, k1)
-    if (s >= 0) {
-        const int32_t lo = at_lo(p, sh.window), len = p - lo + 1;
-        const int32_t chunk = (len + n_split - 1) / n_split;
-        k0 = lo + sp * chunk;
-        k1 = min(p + 1, k0 + chunk);
-    }
+    at_split_keys(s, p, sh.window, n_split, sp, k0, k1);
     float qf[AT_GMAX][E], acc[AT_GMAX][E], m[AT_GMAX], l[AT_GMAX];
 #pragma unroll
     for (int g = 0; g < AT_GMAX; g++) {
@@ -185,12 +191,7 @@ k_attn_decode_lk(const float *__restrict__ q, const __half *__restrict__ kc,
     const int G = sh.n_head / sh.n_head_kv;
     const int32_t s = b.seq[t], p = b.pos[t];
     int32_t k0 = 0, k1 = 0; // this split's keys [k0, k1)
-    if (s >= 0) {
-        const int32_t lo = at_lo(p, sh.window), len = p - lo + 1;
-        const int32_t chunk = (len + n_split - 1) / n_split;
-        k0 = lo + sp * chunk;
-        k1 = min(p + 1, k0 + chunk);
-    }
+    at_split_keys(s, p, sh.window, n_split, sp, k0, k1);
     for (int i = threadIdx.x; i < G * HD; i += blockDim.x)
         s_q[i / HD][i % HD] = q[((size_t)t * sh.n_head + kh * G + i / HD) * HD + i % HD] * sh.scale;
     __syncthreads();

@@ -420,6 +420,17 @@ extern "C" bool cu_matvec_q8_supported(uint32_t type)
            type == CU_QT_Q5_K || type == CU_QT_Q6_K;
 }
 
+// Token t's int8 activations of unit u (xb = t * units per row + u): its 8
+// words into xw, and {d, d * sum(q)}.
+__device__ __forceinline__ float2 q8_x_unit(const int8_t *__restrict__ qs, const float2 *__restrict__ ds,
+                                            size_t xb, int (&xw)[8])
+{
+    const uint4 x0 = __ldg((const uint4 *)(qs + xb * 32)), x1 = __ldg((const uint4 *)(qs + xb * 32) + 1);
+    xw[0] = (int)x0.x, xw[1] = (int)x0.y, xw[2] = (int)x0.z, xw[3] = (int)x0.w;
+    xw[4] = (int)x1.x, xw[5] = (int)x1.y, xw[6] = (int)x1.z, xw[7] = (int)x1.w;
+    return __ldg(ds + xb);
+}
+
 // dot of one unit: the weights' 32 values (nibbles or int8) with 32 int8 activations
 template <int T>
 __device__ __forceinline__ int q8_dot(const uint4 *q, const int *xw)
@@ -497,12 +508,8 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
 #pragma unroll
                 for (int t = 0; t < NB; t++) {
                     if (t < n) {
-                        const size_t xb = (size_t)t * (size_t)upr + (size_t)u;
-                        const uint4 x0 = __ldg((const uint4 *)(qs + xb * 32));
-                        const uint4 x1 = __ldg((const uint4 *)(qs + xb * 32) + 1);
-                        const int xw[8] = { (int)x0.x, (int)x0.y, (int)x0.z, (int)x0.w,
-                                            (int)x1.x, (int)x1.y, (int)x1.z, (int)x1.w };
-                        const float2 xd = __ldg(ds + xb); // {d, d * sum(q)}
+                        int xw[8];
+                        const float2 xd = q8_x_unit(qs, ds, (size_t)t * (size_t)upr + (size_t)u, xw);
                         acc[0][t] += da[k] * (xd.x * (float)q8_dot<T>(qa[k], xw)) + ma[k] * xd.y;
                         acc[1][t] += db[k] * (xd.x * (float)q8_dot<T>(qb[k], xw)) + mb[k] * xd.y;
                     }
@@ -638,12 +645,8 @@ k_matvec_q8k(const mv_args a, const int8_t *__restrict__ qs, const float2 *__res
 #pragma unroll
                 for (int t = 0; t < NB; t++) {
                     if (t < n) {
-                        const size_t xb = (size_t)t * (size_t)upr + (size_t)u;
-                        const uint4 x0 = __ldg((const uint4 *)(qs + xb * 32));
-                        const uint4 x1 = __ldg((const uint4 *)(qs + xb * 32) + 1);
-                        const int xw[8] = { (int)x0.x, (int)x0.y, (int)x0.z, (int)x0.w,
-                                            (int)x1.x, (int)x1.y, (int)x1.z, (int)x1.w };
-                        const float2 xd = __ldg(ds + xb);
+                        int xw[8];
+                        const float2 xd = q8_x_unit(qs, ds, (size_t)t * (size_t)upr + (size_t)u, xw);
                         acc[0][t] += kq_dot<T>(qa[k], xw, xd);
                         if (o.two) acc[1][t] += kq_dot<T>(qb[k], xw, xd);
                     }
