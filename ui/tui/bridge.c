@@ -845,6 +845,7 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         if (b->db && m->key && n) store_reply_append(b->db, m->key, ev->text, n);
         m->status = UI_MSG_STREAMING;
         ph->n_generated++;
+        ui_msg_track_think(m, ev->t);
         if (st->last_token_t > 0) ui_state_push_itl(st, ev->t - st->last_token_t);
         st->last_token_t = ev->t;
         ph->decode_s = ev->t - ph->t0 - ph->prefill_end;

@@ -241,6 +241,13 @@ static void draw_latency(struct pane *p, const struct ui_state *s)
     section(p, "last reply");
     latency_row(p, "TTFT", m ? m->ph.ttft_s : -1, -3, slo_ttft);
     latency_row(p, "TPOT", m && m->ph.n_generated > 1 ? m->ph.tpot_s : -1, -3, slo_tpot);
+    if (room(p) && m && m->think_tokens > 0) { /* a thinking reply: its thought apart */
+        char d[24];
+        bool live = m->think == UI_THINK_OPEN;
+        ui_fmt_dur(d, sizeof d, live ? m->ph.e2e_s - m->ph.prefill_end : m->think_s);
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "think %s %d tok%s", d,
+                    m->think_tokens, live ? "…" : "");
+    }
     spark_row(p, s);
     if (room(p))
         ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "tok/s %9.1f", s->tok_s);
