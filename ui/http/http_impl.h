@@ -72,6 +72,8 @@ struct http_stream {
     struct oai_think think;           /* chat streams: <think>...</think> as reasoning_content */
     bool call_open;                   /* a forced call's name went out; its arguments stream */
     size_t args_sent;                 /* bytes of its arguments sent so far */
+    int auto_calls;                   /* auto mode: calls whose head went out (streaming) */
+    size_t auto_sent;                 /* bytes of the last one's arguments sent so far */
     bool sent_role, finished, done, accounted, disconnected;
     struct engine_event fin;          /* the FINISHED event */
     double t0, t_keepalive;
