@@ -112,8 +112,10 @@ static double scalar_int8(double secs)
     double t0 = now_s(), t;
     long iters = 0;
     do {
-        for (int k = 0; k < 4096; k++)
+        for (int k = 0; k < 4096; k++) {
+            __asm__ volatile("" : "+r"(a)); /* a new each step: no hoisted products */
             for (int i = 0; i < 8; i++) acc[i] += (int32_t)a * (int32_t)(b + i);
+        }
         iters += 4096;
         t = now_s() - t0;
     } while (t < secs);
@@ -156,16 +158,16 @@ static double scalar_f32(double secs)
 __attribute__((target("avx2")))
 static double avx2_int8(double secs)
 {
-    __m256i acc[10], a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(5),
-            one = _mm256_set1_epi16(1);
-    for (int i = 0; i < 10; i++) acc[i] = _mm256_setzero_si256();
+    __m256i acc[6], x[6], a = _mm256_set1_epi8(3), one = _mm256_set1_epi16(1);
+    for (int i = 0; i < 6; i++) acc[i] = _mm256_setzero_si256(), x[i] = _mm256_set1_epi8((char)i);
     /* 32 byte products summed to int32 per vpmaddubsw + vpmaddwd + vpaddd,
-     * as the AVX2 kernels do it */
-    PEAK_LOOP(10,
-              for (int i = 0; i < 10; i++) acc[i] = _mm256_add_epi32(
-                  acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), one));
-              __asm__ volatile("" : "+x"(a)),
-              64, __asm__ volatile("" : : "x"(acc[0]), "x"(acc[9])))
+     * as the AVX2 kernels do it; the empty asm makes x[] new each step, so
+     * the products cannot be hoisted out of the loop */
+    PEAK_LOOP(6,
+              for (int i = 0; i < 6; i++) __asm__ volatile("" : "+x"(x[i]));
+              for (int i = 0; i < 6; i++) acc[i] = _mm256_add_epi32(
+                  acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, x[i]), one)),
+              64, __asm__ volatile("" : : "x"(acc[0]), "x"(acc[5])))
 }
 
 __attribute__((target("avx2,avxvnni")))
