@@ -1,0 +1,46 @@
+#!/bin/bash
+# test_roofline: the instruments show the last reply's decode speed as GB/s
+# of weights read and its share of this machine's streaming read (the
+# limits of kernels/cpu/limits.h, measured by the loader when not cached),
+# whole at 100x30 and 80x24 (tmux, the real `tern chat`). Sanity ranges
+# only: no speed target.
+set -u
+. "$TERN_SRC/tests/app/tap.sh"
+. "$TERN_SRC/tests/ui/tmux_lib.sh"
+tmux_setup roofline
+export XDG_STATE_HOME="$TMP/state" # the limits measured once, into this test's folder
+start() {
+    T new-session -d -x "$1" -y "$2" -s chat \
+        "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens 48 ${3:-}; echo TERN-EXITED rc=\$?; sleep 600"
+    T set-option -t chat -g status off >/dev/null
+    wait_for 'KV [0-9]+ blk' 120
+}
+
+start 100 30
+ok $? "chat at 100x30"
+! cap | grep -q 'GB/s'; ok $? "no GB/s before a reply"
+text "Name three colours."; keys Enter
+wait_for 'assistant · [0-9]+ tok · ' 120
+ok $? "a reply"
+sleep 0.5
+row=$(cap | grep -E '│GB/s +[0-9]+\.[0-9] · [0-9]+% of read *│' | head -1)
+[ -n "$row" ]; ok $? "decode GB/s and its % of the streaming read shown (${row//│/})"
+gbs=$(sed -n 's/.*GB\/s *\([0-9.]*\) .*/\1/p' <<<"$row")
+pct=$(sed -n 's/.* \([0-9]*\)% of read.*/\1/p' <<<"$row")
+awk -v g="${gbs:-0}" 'BEGIN { exit !(g > 0.05 && g < 500) }'; ok $? "GB/s $gbs in a sane range"
+# a model that sits in the cache can pass the streaming read: a wide range
+awk -v p="${pct:-0}" 'BEGIN { exit !(p >= 1 && p <= 400) }'; ok $? "$pct % of the limit in a sane range"
+ls "$TMP"/state/tern/limits-*.txt >/dev/null 2>&1; ok $? "the limits were cached in the state directory"
+cap | "$CHECK" 100; ok $? "100x30 aligned"
+show "100x30 after a reply"
+keys C-c; wait_for 'TERN-EXITED rc=0' 20
+T kill-server 2>/dev/null; sleep 1
+
+start 80 24 -c
+ok $? "chat at 80x24 (the reply reopened, limits from the cache)"
+cap | grep -Eq '│(GB/s +[0-9]+\.[0-9] · [0-9]+% (of )?read|[0-9]+\.[0-9] GB/s [0-9]+%) *│'
+ok $? "the reopened reply's GB/s and % whole at 80x24"
+cap | "$CHECK" 80; ok $? "80x24 aligned"
+show "80x24 reopened"
+keys C-c; wait_for 'TERN-EXITED rc=0' 20
+tap_done
