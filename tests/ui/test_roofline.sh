@@ -2,13 +2,16 @@
 # test_roofline: the instruments show the last reply's decode speed as GB/s
 # of weights read and its share of this machine's streaming read (the
 # limits of kernels/cpu/limits.h, measured by the loader when not cached),
-# whole at 100x30 and 80x24 (tmux, the real `tern chat`). Sanity ranges
+# whole at 100x30 and 80x24 (tmux, the real `tern chat`); the model picker
+# says what those limits allow each local model. Sanity ranges
 # only: no speed target.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
 . "$TERN_SRC/tests/ui/tmux_lib.sh"
 tmux_setup roofline
 export XDG_STATE_HOME="$TMP/state" # the limits measured once, into this test's folder
+mkdir -p "$XDG_DATA_HOME/tern/models" # the picker's list: the default model
+ln -s "$MODEL" "$XDG_DATA_HOME/tern/models/$(basename "$MODEL")"
 start() {
     T new-session -d -x "$1" -y "$2" -s chat \
         "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens 48 ${3:-}; echo TERN-EXITED rc=\$?; sleep 600"
@@ -42,5 +45,15 @@ cap | grep -Eq '│(GB/s +[0-9]+\.[0-9] · [0-9]+% (of )?read|[0-9]+\.[0-9] GB/s
 ok $? "the reopened reply's GB/s and % whole at 80x24"
 cap | "$CHECK" 80; ok $? "80x24 aligned"
 show "80x24 reopened"
+# the model picker: what the limits allow each local model
+keys F6
+wait_for 'in the models directory' 10
+# the dialog's columns only (64 wide, centred): the panes beside it share its lines
+flat=$(cap | python3 -c 'import sys; print(" ".join(l[8:72] for l in sys.stdin.read().splitlines()))' |
+    tr -d '│' | tr -s ' ' ' ')
+grep -Eq 'This machine allows \(prefill / decode tok/s\): SmolLM2-135M-Instruct.Q4_1 [0-9.]+k? / [0-9.]+' <<<"$flat"
+ok $? "the picker says the predicted prefill / decode tok/s of the default model"
+show "80x24 picker"
+keys Escape; sleep 0.3
 keys C-c; wait_for 'TERN-EXITED rc=0' 20
 tap_done
