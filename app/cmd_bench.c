@@ -171,7 +171,8 @@ static void print_runs(const char *key, const double *v, long n)
 static void json_roofline(const struct bench_opts *o, const struct model *m,
                           const struct limits *lim, double pp_med, double tg_med)
 {
-    const struct roofline_model c = roofline_model_cost(m->weight_bytes_active, m->n_params_active);
+    const struct roofline_model c = roofline_model_cost(m->weight_bytes_active, m->n_params_active,
+                                                          (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim);
     printf("\"bytes_per_token\":%.0f,\"ops_per_token\":%.0f,", c.bytes_per_token, c.ops_per_token);
     if (!lim) {
         printf("\"limits\":null,\"tg_gb_s\":%.3f,\"pp_tops\":%.4f,", roofline_decode_gbs(&c, tg_med),
@@ -195,7 +196,8 @@ static void json_roofline(const struct bench_opts *o, const struct model *m,
 static void text_roofline(const struct bench_opts *o, const struct model *m,
                           const struct limits *lim, double pp_med, double tg_med)
 {
-    const struct roofline_model c = roofline_model_cost(m->weight_bytes_active, m->n_params_active);
+    const struct roofline_model c = roofline_model_cost(m->weight_bytes_active, m->n_params_active,
+                                                          (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim);
     const double gbs = roofline_decode_gbs(&c, tg_med), tops = roofline_prefill_tops(&c, pp_med);
     if (!lim) {
         printf("\nroofline: no CPU limits for this device; tg %.2f GB/s of weights read, "

@@ -19,11 +19,14 @@ int roofline_limits(struct limits *l, int isa, bool remeasure, char *err, size_t
     return rc < 0 ? -1 : 0;
 }
 
-struct roofline_model roofline_model_cost(uint64_t active_weight_bytes, uint64_t active_params)
+struct roofline_model roofline_model_cost(uint64_t active_weight_bytes, uint64_t active_params,
+                                          uint64_t vocab_params)
 {
+    const uint64_t per_token = vocab_params < active_params / 2 ? active_params - vocab_params
+                                                                : active_params;
     struct roofline_model m = {
         .bytes_per_token = (double)active_weight_bytes,
-        .ops_per_token = 2.0 * (double)active_params,
+        .ops_per_token = 2.0 * (double)per_token,
         /* quantized types hold at most ~1.07 bytes per weight (Q8_0); F16
          * and BF16 hold 2, F32 4 */
         .float_weights = active_params > 0 &&

@@ -16,7 +16,9 @@
 /* What a model costs per token. */
 struct roofline_model {
     double bytes_per_token; /* weights read per decoded token (active experts only) */
-    double ops_per_token;   /* 2 x the parameters each token multiplies */
+    double ops_per_token;   /* 2 x the parameters each prompt token multiplies: all but
+                               the vocabulary matrix, which prefill applies to the
+                               last token of a batch only (and a lookup is no product) */
     bool float_weights;     /* F16/BF16/F32 weights: the bf16 peak, not int8, bounds prefill */
 };
 
@@ -31,7 +33,9 @@ struct roofline_fig {
  * from the cache, measured (about a second, said on stderr) when missing,
  * stale or remeasure. 0, or -1 with err. */
 int roofline_limits(struct limits *l, int isa, bool remeasure, char *err, size_t errlen);
-struct roofline_model roofline_model_cost(uint64_t active_weight_bytes, uint64_t active_params);
+/* vocab_params: n_vocab x embedding width (0 unknown). */
+struct roofline_model roofline_model_cost(uint64_t active_weight_bytes, uint64_t active_params,
+                                          uint64_t vocab_params);
 struct roofline_fig roofline_predict(const struct limits *l, const struct roofline_model *m,
                                      int threads);
 /* Measured figures as shares of the limits: decode GB/s = bytes per token
