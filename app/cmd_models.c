@@ -229,7 +229,7 @@ int cmd_models(int argc, char **argv)
         "file size, context length, chat template ('none (base)': a base model, which\n"
         "continues text) and whether weights + KV cache of the full context fit in\n"
         "memory, and the prefill and decode tokens/s this machine's limits predict\n"
-        "(tern info --limits). NAME, or any unique start of it (letters and digits,\n"
+        "(tern info shows them). NAME, or any unique start of it (letters and digits,\n"
         "e.g. smollm2), is what -m takes.\n"
         "\n"
         "  --json   the same as one JSON object\n";
