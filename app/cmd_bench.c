@@ -166,17 +166,22 @@ static void print_runs(const char *key, const double *v, long n)
     printf("]");
 }
 
+static struct roofline_model model_cost(const struct model *m)
+{
+    return roofline_model_cost(m->weight_bytes_active, m->n_params_active,
+                               (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim);
+}
+
 /* The medians as shares of the machine's limits (lim NULL: none known, a
  * GPU run): JSON keys, null where unknown. */
 static void json_roofline(const struct bench_opts *o, const struct model *m,
                           const struct limits *lim, double pp_med, double tg_med)
 {
-    const struct roofline_model c = roofline_model_cost(m->weight_bytes_active, m->n_params_active,
-                                                          (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim);
+    const struct roofline_model c = model_cost(m);
     printf("\"bytes_per_token\":%.0f,\"ops_per_token\":%.0f,", c.bytes_per_token, c.ops_per_token);
     if (!lim) {
-        printf("\"limits\":null,\"tg_gb_s\":%.3f,\"pp_tops\":%.4f,", roofline_decode_gbs(&c, tg_med),
-               roofline_prefill_tops(&c, pp_med));
+        printf("\"limits\":null,\"tg_gb_s\":%.3f,\"pp_tops\":%.4f,",
+               roofline_decode_gbs(&c, tg_med), roofline_prefill_tops(&c, pp_med));
         return;
     }
     const struct roofline_fig f = roofline_predict(lim, &c, (int)o->threads);
@@ -196,8 +201,7 @@ static void json_roofline(const struct bench_opts *o, const struct model *m,
 static void text_roofline(const struct bench_opts *o, const struct model *m,
                           const struct limits *lim, double pp_med, double tg_med)
 {
-    const struct roofline_model c = roofline_model_cost(m->weight_bytes_active, m->n_params_active,
-                                                          (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim);
+    const struct roofline_model c = model_cost(m);
     const double gbs = roofline_decode_gbs(&c, tg_med), tops = roofline_prefill_tops(&c, pp_med);
     if (!lim) {
         printf("\nroofline: no CPU limits for this device; tg %.2f GB/s of weights read, "
@@ -376,8 +380,9 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
     /* the CPU's limits for a CPU run (measured once per machine, then cached) */
     struct limits lim;
     char lerr[512];
+    const int isa = o->scalar ? CPU_ISA_SCALAR : -1;
     bool have_lim = !strcmp(info.name, "cpu") &&
-                    roofline_limits(&lim, o->scalar ? CPU_ISA_SCALAR : -1, false, lerr, sizeof lerr) == 0;
+                    roofline_limits(&lim, isa, false, lerr, sizeof lerr) == 0;
     if (!strcmp(info.name, "cpu") && !have_lim) fprintf(stderr, "tern bench: limits: %s\n", lerr);
     report(o, name, m, &info, pp, tg, have_lim ? &lim : NULL);
     rc = o->save && save_run(o, name, path, &info, pp, tg) != 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;

@@ -135,9 +135,9 @@ static void print_text(const struct entry *v, int n, const char *dir, uint64_t m
         snprintf(fit, sizeof fit, "%s (%s)", e->fits ? "yes" : "no", need);
         roofline_fmt_rate(pp, sizeof pp, e->pred.pp_pred_tok_s);
         roofline_fmt_rate(tg, sizeof tg, e->pred.tg_pred_tok_s);
+        const char *gpu = e->gpu > 0 ? "yes" : e->gpu == 0 ? "no " : "–  ";
         printf("%-32s %-8s %7s %-7s %8s %6u %-11s %s %-14s %6s / %s\n", nm, e->arch_s, a,
-               e->quant_s, b, e->mi.ctx, e->tmpl_s, e->gpu > 0 ? "yes" : e->gpu == 0 ? "no " : "–  ",
-               fit, pp, tg);
+               e->quant_s, b, e->mi.ctx, e->tmpl_s, gpu, fit, pp, tg);
     }
     char m[32];
     fmt_bytes(m, sizeof m, mem);
@@ -146,9 +146,9 @@ static void print_text(const struct entry *v, int n, const char *dir, uint64_t m
            n, n == 1 ? "" : "s", dir, m);
     for (int i = 0; i < n; i++)
         if (v[i].ok && v[i].pred.threads) {
-            printf("predicted: the CPU's bound at %d thread%s from this machine's limits (tern info "
-                   "--limits): decode = %.1f GB/s read / bytes per token, prefill = %.2f TOP/s "
-                   "peak / operations per token\n",
+            printf("predicted: the CPU's bound at %d thread%s from this machine's limits "
+                   "(tern info --limits): decode = %.1f GB/s read / bytes per token, "
+                   "prefill = %.2f TOP/s peak / operations per token\n",
                    v[i].pred.threads, v[i].pred.threads == 1 ? "" : "s", v[i].pred.read_gbs,
                    v[i].pred.peak_tops);
             break;

@@ -22,15 +22,15 @@ int roofline_limits(struct limits *l, int isa, bool remeasure, char *err, size_t
 struct roofline_model roofline_model_cost(uint64_t active_weight_bytes, uint64_t active_params,
                                           uint64_t vocab_params)
 {
-    const uint64_t per_token = vocab_params < active_params / 2 ? active_params - vocab_params
-                                                                : active_params;
+    const uint64_t per_token =
+        vocab_params < active_params / 2 ? active_params - vocab_params : active_params;
     struct roofline_model m = {
         .bytes_per_token = (double)active_weight_bytes,
         .ops_per_token = 2.0 * (double)per_token,
         /* quantized types hold at most ~1.07 bytes per weight (Q8_0); F16
          * and BF16 hold 2, F32 4 */
-        .float_weights = active_params > 0 &&
-                         (double)active_weight_bytes / (double)active_params >= 1.5,
+        .float_weights =
+            active_params > 0 && (double)active_weight_bytes / (double)active_params >= 1.5,
     };
     return m;
 }
@@ -58,10 +58,16 @@ double roofline_prefill_tops(const struct roofline_model *m, double pp_tok_s)
 
 void roofline_fmt_rate(char *buf, size_t n, double v)
 {
-    if (v <= 0) snprintf(buf, n, "–");
-    else if (v < 10) snprintf(buf, n, "%.2f", v);
-    else if (v < 100) snprintf(buf, n, "%.1f", v);
-    else if (v < 10000) snprintf(buf, n, "%.0f", v);
-    else if (v < 1e6) snprintf(buf, n, "%.0fk", v / 1e3);
-    else snprintf(buf, n, "%.1fM", v / 1e6);
+    if (v <= 0)
+        snprintf(buf, n, "–");
+    else if (v < 10)
+        snprintf(buf, n, "%.2f", v);
+    else if (v < 100)
+        snprintf(buf, n, "%.1f", v);
+    else if (v < 10000)
+        snprintf(buf, n, "%.0f", v);
+    else if (v < 1e6)
+        snprintf(buf, n, "%.0fk", v / 1e3);
+    else
+        snprintf(buf, n, "%.1fM", v / 1e6);
 }

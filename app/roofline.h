@@ -25,8 +25,8 @@ struct roofline_model {
 /* One model at one thread count against l. */
 struct roofline_fig {
     int threads;
-    double read_gbs, peak_tops;             /* the limits at that thread count */
-    double pp_pred_tok_s, tg_pred_tok_s;    /* predicted (bound) tokens/s */
+    double read_gbs, peak_tops;          /* the limits at that thread count */
+    double pp_pred_tok_s, tg_pred_tok_s; /* predicted (bound) tokens/s */
 };
 
 /* The limits of the ISA in force (TERN_ISA caps it; isa < 0: that one)

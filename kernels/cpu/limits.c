@@ -408,7 +408,9 @@ static double run_on(int threads, tp_fn fn, void *job, const double *out, int *o
 static void measure_read(struct limits *l, const uint64_t *buf, int *ok)
 {
     l->n_read = 0;
-    for (int t = 1; *ok && l->n_read < LIMITS_MAX_POINTS; t = t * 2 > l->cpus && t < l->cpus ? l->cpus : t * 2) {
+    /* 1, 2, 4, ... and the CPU count itself */
+    for (int t = 1; *ok && l->n_read < LIMITS_MAX_POINTS;
+         t = t * 2 > l->cpus && t < l->cpus ? l->cpus : t * 2) {
         struct read_job job = {.buf = buf, .bytes = READ_BYTES};
         double best = 0;
         for (int pf = 0; pf <= 1; pf++) { /* the higher of the two is the bound */
@@ -492,7 +494,8 @@ static bool parse_line(struct limits *l, const char *line, char *isa, size_t isa
         return l->bf16_tflops[k] = v, true;
     if (sscanf(line, "cpus %d", &t) == 1) return l->cpus = t, t >= 1;
     size_t m = strcspn(line, "\n");
-    if (!strncmp(line, "cpu ", 4)) return snprintf(l->cpu, sizeof l->cpu, "%.*s", (int)(m - 4), line + 4), true;
+    if (!strncmp(line, "cpu ", 4))
+        return snprintf(l->cpu, sizeof l->cpu, "%.*s", (int)(m - 4), line + 4), true;
     if (!strncmp(line, "isa ", 4)) return snprintf(isa, isan, "%.*s", (int)(m - 4), line + 4), true;
     if (!strncmp(line, "int8_unit ", 10))
         return snprintf(l->int8_unit, sizeof l->int8_unit, "%.*s", (int)(m - 10), line + 10), true;
@@ -564,8 +567,10 @@ int limits_save(const struct limits *l, const char *path, char *err, size_t errl
     }
     fprintf(f, "tern-limits 1\n# measured by tern; 'tern info --limits' measures again\n");
     fprintf(f, "cpu %s\nisa %s\ncpus %d\n", l->cpu, cpu_isa_name(l->isa), l->cpus);
-    for (int i = 0; i < l->n_read; i++) fprintf(f, "read %d %.3f\n", l->read_threads[i], l->read_gbs[i]);
-    for (int k = 0; k < 2; k++) fprintf(f, "int8 %d %.6f\nbf16 %d %.6f\n", k, l->int8_tops[k], k, l->bf16_tflops[k]);
+    for (int i = 0; i < l->n_read; i++)
+        fprintf(f, "read %d %.3f\n", l->read_threads[i], l->read_gbs[i]);
+    for (int k = 0; k < 2; k++)
+        fprintf(f, "int8 %d %.6f\nbf16 %d %.6f\n", k, l->int8_tops[k], k, l->bf16_tflops[k]);
     fprintf(f, "int8_unit %s\nbf16_unit %s\n", l->int8_unit, l->bf16_unit);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));

@@ -17,22 +17,26 @@
 enum { LIMITS_MAX_POINTS = 16 };
 
 struct limits {
-    char cpu[64];          /* the CPU's model (cpuid brand string) */
-    enum cpu_isa isa;      /* the ISA the peaks were measured with */
-    int cpus;              /* logical CPUs when measured: the highest thread count */
-    int n_read;            /* read points: threads 1, 2, 4, ..., cpus */
+    char cpu[64];     /* the CPU's model (cpuid brand string) */
+    enum cpu_isa isa; /* the ISA the peaks were measured with */
+    int cpus;         /* logical CPUs when measured: the highest thread count */
+    int n_read;       /* read points: threads 1, 2, 4, ..., cpus */
     int read_threads[LIMITS_MAX_POINTS];
     double read_gbs[LIMITS_MAX_POINTS]; /* streaming read, GB/s, all threads together */
     double int8_tops[2];   /* int8 multiply-add peak, TOP/s: [0] 1 thread, [1] cpus threads */
     double bf16_tflops[2]; /* bf16 (or f32 FMA) peak, TFLOP/s, likewise */
     char int8_unit[24];    /* the instruction measured: "amx tdpbssd", "avx512 vpdpbusd", ... */
     char bf16_unit[24];
-    bool cached;           /* read from the cache file, not measured in this process */
+    bool cached; /* read from the cache file, not measured in this process */
 };
 
 /* Cache outcome of limits_load. */
-enum limits_cache { LIMITS_CACHE_OK, LIMITS_CACHE_MISSING, LIMITS_CACHE_STALE,
-                    LIMITS_CACHE_CORRUPT };
+enum limits_cache {
+    LIMITS_CACHE_OK,
+    LIMITS_CACHE_MISSING,
+    LIMITS_CACHE_STALE,
+    LIMITS_CACHE_CORRUPT
+};
 
 /* The CPU's model string into buf ("Intel(R) Xeon(R) Processor"). */
 void limits_cpu_name(char *buf, size_t n);

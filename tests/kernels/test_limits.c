@@ -26,13 +26,13 @@ static void check_measured(const struct limits *l, enum cpu_isa isa)
     tap_ok(l->read_threads[l->n_read - 1] == l->cpus, "read measured up to %d threads (last %d)",
            l->cpus, l->read_threads[l->n_read - 1]);
     for (int i = 0; i < l->n_read; i++)
-        tap_ok(l->read_gbs[i] >= 0.5 && l->read_gbs[i] <= 500, "read %d threads: %.2f GB/s in [0.5, 500]",
-               l->read_threads[i], l->read_gbs[i]);
+        tap_ok(l->read_gbs[i] >= 0.5 && l->read_gbs[i] <= 500,
+               "read %d threads: %.2f GB/s in [0.5, 500]", l->read_threads[i], l->read_gbs[i]);
     for (int k = 0; k < 2; k++) {
-        tap_ok(l->int8_tops[k] >= 1e-3 && l->int8_tops[k] <= 1000, "int8 peak[%d] %.3f TOP/s sane", k,
-               l->int8_tops[k]);
-        tap_ok(l->bf16_tflops[k] >= 1e-3 && l->bf16_tflops[k] <= 1000, "bf16 peak[%d] %.3f TFLOP/s sane",
-               k, l->bf16_tflops[k]);
+        tap_ok(l->int8_tops[k] >= 1e-3 && l->int8_tops[k] <= 1000, "int8 peak[%d] %.3f TOP/s sane",
+               k, l->int8_tops[k]);
+        tap_ok(l->bf16_tflops[k] >= 1e-3 && l->bf16_tflops[k] <= 1000,
+               "bf16 peak[%d] %.3f TFLOP/s sane", k, l->bf16_tflops[k]);
     }
     /* any SIMD unit multiplies more int8 values per second than one core
      * streams bytes from memory: otherwise prefill could never beat decode */
@@ -40,11 +40,11 @@ static void check_measured(const struct limits *l, enum cpu_isa isa)
         tap_ok(l->int8_tops[0] * 1e12 >= l->read_gbs[0] * 1e9,
                "int8 peak %.0f GOP/s >= read %.1f GB/s (1 thread)", l->int8_tops[0] * 1e3,
                l->read_gbs[0]);
-    const char *want = isa == CPU_ISA_AMX      ? "amx tdpbssd"
-                       : isa == CPU_ISA_AVX512 ? "avx512 vpdpbusd"
+    const char *want = isa == CPU_ISA_AMX       ? "amx tdpbssd"
+                       : isa == CPU_ISA_AVX512  ? "avx512 vpdpbusd"
                        : isa == CPU_ISA_AVXVNNI ? "avxvnni vpdpbusd"
-                       : isa == CPU_ISA_AVX2   ? "avx2 vpmaddubsw"
-                                               : "scalar int32";
+                       : isa == CPU_ISA_AVX2    ? "avx2 vpmaddubsw"
+                                                : "scalar int32";
     tap_ok(!strcmp(l->int8_unit, want), "int8 unit '%s' for %s (want '%s')", l->int8_unit,
            cpu_isa_name(isa), want);
     tap_ok(l->bf16_unit[0] != 0, "bf16 unit '%s'", l->bf16_unit);
@@ -52,7 +52,8 @@ static void check_measured(const struct limits *l, enum cpu_isa isa)
     tap_ok(limits_read_gbs(l, 100000) == l->read_gbs[l->n_read - 1],
            "more threads than CPUs: the last point");
     double d = limits_decode_tok_s(l, 1, 1e8), want_d = l->read_gbs[0] * 1e9 / 1e8;
-    tap_ok(d > 0.999 * want_d && d < 1.001 * want_d, "decode prediction %.2f tok/s = read / bytes", d);
+    tap_ok(d > 0.999 * want_d && d < 1.001 * want_d, "decode prediction %.2f tok/s = read / bytes",
+           d);
     double p = limits_prefill_tok_s(l, 1, 2e8, false);
     tap_ok(p > 0 && p < limits_peak_ops(l, 1, false), "prefill prediction %.1f tok/s", p);
 }
@@ -124,7 +125,8 @@ static void check_cache(const struct limits *l, enum cpu_isa isa, const char *di
     write_file(path, "tern-limits 1\ncpu x\n");
     tap_ok(limits_load(&r, path, isa, 0, err, sizeof err) == LIMITS_CACHE_CORRUPT,
            "truncated: corrupt");
-    write_file(path, "\x7f" "ELF\x01\x02garbage");
+    write_file(path, "\x7f"
+                     "ELF\x01\x02garbage");
     tap_ok(limits_load(&r, path, isa, 0, err, sizeof err) == LIMITS_CACHE_CORRUPT,
            "not text: corrupt");
     tap_ok(limits_get(&r, path, isa, false, err, sizeof err) == 0 && !r.cached,
@@ -149,7 +151,8 @@ int main(void)
     tap_ok(rc == 0, "measured (%s)", rc ? err : "ok");
     if (rc) return tap_done();
     tap_diag("measured in %.2f s", now_s() - t0);
-    for (int i = 0; i < l.n_read; i++) tap_diag("read %d threads %.1f GB/s", l.read_threads[i], l.read_gbs[i]);
+    for (int i = 0; i < l.n_read; i++)
+        tap_diag("read %d threads %.1f GB/s", l.read_threads[i], l.read_gbs[i]);
     tap_diag("int8 %s: %.2f / %.2f TOP/s; bf16 %s: %.2f / %.2f TFLOP/s (1 / %d threads)",
              l.int8_unit, l.int8_tops[0], l.int8_tops[1], l.bf16_unit, l.bf16_tflops[0],
              l.bf16_tflops[1], l.cpus);
