@@ -359,9 +359,10 @@ int cmd_info(int argc, char **argv)
         goto done;
     }
     struct limits lim;
-    bool have_lim = roofline_limits(&lim, -1, o.limits, err, sizeof err) == 0;
-    if (!have_lim) fprintf(stderr, "tern info: limits: %s\n", err);
-    if (o.limits) { /* the limits alone: no model needed */
+    bool have_lim = false;
+    if (o.limits) { /* the limits alone, measured again: no model needed */
+        have_lim = roofline_limits(&lim, -1, true, err, sizeof err) == 0;
+        if (!have_lim) fprintf(stderr, "tern info: limits: %s\n", err);
         if (have_lim && o.json) {
             cJSON *jl = json_limits(&lim);
             char *js = cJSON_Print(jl);
@@ -385,6 +386,9 @@ int cmd_info(int argc, char **argv)
     }
     struct model_info mi;
     model_info_gather(g, o.kv_type, o.mem, &mi);
+    /* the machine's limits (cached; measured once when missing) */
+    have_lim = roofline_limits(&lim, -1, false, err, sizeof err) == 0;
+    if (!have_lim) fprintf(stderr, "tern info: limits: %s\n", err);
     if (o.json) rc = print_json(g, &mi, &o, have_lim ? &lim : NULL);
     else {
         print_text(g, &mi, &o);
