@@ -27,7 +27,9 @@
  * x 2 thread counts stay near a second on a small machine. */
 #define READ_SECS 0.08
 #define PEAK_SECS 0.06
-#define READ_BYTES ((size_t)256 << 20) /* well past any last-level cache */
+#define READ_MIN ((size_t)256 << 20)
+#define READ_MAX ((size_t)1024 << 20)
+#define READ_SLICE ((size_t)8 << 20)
 #define STREAM_PF 4096
 
 static double now_s(void)
@@ -123,12 +125,16 @@ struct read_job {
 static void read_worker(void *arg, int ith, int nth)
 {
     struct read_job *j = arg;
-    size_t part = j->bytes / (size_t)nth / 64 * 64;
-    /* the best single pass (a pass of secs 0), as the peaks take the best window */
+    size_t part = j->bytes / (size_t)nth / 64 * 64, off = 0;
+    const uint64_t *base = j->buf + part / 8 * (size_t)ith;
+    /* the best of 8 MiB slices read in turn (a slice is a millisecond or
+     * two, like the peaks' windows; the whole buffer keeps the caches cold) */
     double t0 = now_s(), best = 0;
     do {
-        double g = limits_stream_read(j->buf + part / 8 * (size_t)ith, part, 0, j->prefetch, NULL);
+        size_t len = part - off < READ_SLICE ? part - off : READ_SLICE;
+        double g = limits_stream_read(base + off / 8, len, 0, j->prefetch, NULL);
         if (g > best) best = g;
+        off = off + len >= part ? 0 : off + len;
     } while (now_s() - t0 < READ_SECS);
     j->gbs[ith] = best;
 }
@@ -405,13 +411,23 @@ static double run_on(int threads, tp_fn fn, void *job, const double *out, int *o
     return sum;
 }
 
-static void measure_read(struct limits *l, const uint64_t *buf, int *ok)
+/* Twice the last-level cache (server parts have hundreds of MiB of it),
+ * within [READ_MIN, READ_MAX]: the stream must come from memory. */
+static size_t read_bytes(void)
+{
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t b = l3 > 0 ? 2 * (size_t)l3 : READ_MIN;
+    b = b < READ_MIN ? READ_MIN : b > READ_MAX ? READ_MAX : b;
+    return b & ~(((size_t)2 << 20) - 1); /* whole huge pages */
+}
+
+static void measure_read(struct limits *l, const uint64_t *buf, size_t bytes, int *ok)
 {
     l->n_read = 0;
     /* 1, 2, 4, ... and the CPU count itself */
     for (int t = 1; *ok && l->n_read < LIMITS_MAX_POINTS;
          t = t * 2 > l->cpus && t < l->cpus ? l->cpus : t * 2) {
-        struct read_job job = {.buf = buf, .bytes = READ_BYTES};
+        struct read_job job = {.buf = buf, .bytes = bytes};
         double best = 0;
         for (int pf = 0; pf <= 1; pf++) { /* the higher of the two is the bound */
             job.prefetch = pf;
@@ -431,17 +447,18 @@ int limits_measure(struct limits *l, enum cpu_isa isa, int cpus, char *err, size
     l->isa = isa;
     l->cpus = cpus > 0 ? (cpus > 512 ? 512 : cpus) : online_cpus();
     const size_t huge = (size_t)2 << 20;
-    uint64_t *buf = aligned_alloc(huge, READ_BYTES);
+    const size_t bytes = read_bytes();
+    uint64_t *buf = aligned_alloc(huge, bytes);
     if (!buf) {
-        snprintf(err, errlen, "out of memory for the %zu MiB read buffer", READ_BYTES >> 20);
+        snprintf(err, errlen, "out of memory for the %zu MiB read buffer", bytes >> 20);
         return -1;
     }
 #ifdef MADV_HUGEPAGE
-    madvise(buf, READ_BYTES, MADV_HUGEPAGE); /* 4 KiB pages cost a TLB miss every 4 KiB */
+    madvise(buf, bytes, MADV_HUGEPAGE); /* 4 KiB pages cost a TLB miss every 4 KiB */
 #endif
-    for (size_t i = 0; i < READ_BYTES / 8; i++) buf[i] = i;
+    for (size_t i = 0; i < bytes / 8; i++) buf[i] = i;
     int ok = 1;
-    measure_read(l, buf, &ok);
+    measure_read(l, buf, bytes, &ok);
     free(buf);
     peak_fn i8, bf;
     const char *i8n, *bfn;
