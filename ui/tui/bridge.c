@@ -1,6 +1,8 @@
 /* bridge: UI state <-> engine and store (see bridge.h). */
 #include "bridge.h"
 
+#include "cpu/threadpool.h"
+
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +30,17 @@ static void *load_main(void *arg)
 {
     struct ui_bridge *b = arg;
     b->loaded = engine_open(&b->cfg, b->load_err, sizeof b->load_err);
+    /* a CPU engine's decode is shown against the streaming read: the cached
+     * limits, or measured here once per machine (a second, off the UI thread) */
+    b->have_limits = false;
+    if (b->loaded) {
+        struct engine_info info;
+        engine_info(b->loaded, &info);
+        char path[4096], err[512];
+        limits_default_path(cpu_isa_best(), path, sizeof path);
+        b->have_limits = info.backend.name && !strcmp(info.backend.name, "cpu") &&
+                         limits_get(&b->limits, path, cpu_isa_best(), false, err, sizeof err) >= 0;
+    }
     (void)!write(b->load_pipe[1], "x", 1);
     return NULL;
 }
@@ -188,6 +201,9 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     copy_str(st->backend, sizeof st->backend, info.backend.name ? info.backend.name : "?");
     copy_str(st->device, sizeof st->device, info.backend.device);
     copy_str(st->backend_note, sizeof st->backend_note, info.backend.note);
+    st->decode_bytes = (double)info.weight_bytes_active;
+    int threads = b->cfg.backend.threads > 0 ? b->cfg.backend.threads : tp_physical_cores();
+    st->read_limit_gbs = b->have_limits ? limits_read_gbs(&b->limits, threads) : 0;
     /* a sequence holds the context or the whole KV pool, whichever is less */
     int64_t pool = (int64_t)info.kv_blocks * info.kv_block_tokens;
     b->ctx_limit = pool > 0 && pool < info.n_ctx ? (int32_t)pool : info.n_ctx;

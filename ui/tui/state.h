@@ -127,6 +127,8 @@ struct ui_state {
     size_t spark_n, spark_head;
     double last_token_t;
     double tok_s; /* decode speed of the last/current reply */
+    double decode_bytes;   /* weights read per decoded token (0 unknown: remote) */
+    double read_limit_gbs; /* this machine's streaming read at the engine's threads (0 unknown) */
 
     /* status */
     char alert[2][600]; /* lasting problems shown above the chat: model, history */
