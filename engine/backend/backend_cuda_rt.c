@@ -503,6 +503,15 @@ static int cu_forward(struct backend *be, const struct fwd_batch *b, float *logi
     struct cuda_be *c = be->impl;
     const struct model_hparams *hp = &be->model->hp;
     const struct cuda_plan *p = &c->plan;
+    for (int32_t i = 0; b->want_logits && i < b->n_tokens; i++) {
+        if (b->want_logits[i] != FWD_WANT_EMBD) continue;
+        /* embd_rows stays false, so the engine refuses embeddings at submit;
+         * this guards a caller that asks anyway. */
+        snprintf(err, errlen, "cuda backend: embeddings are not supported yet (no hidden-state "
+                              "output: the output norm's rows are not copied back before the "
+                              "LM head); use --backend cpu");
+        return -1;
+    }
     if (cuda_batch_check(b, hp->n_vocab, p->kv_block_tokens, p->kv_n_blocks, p->max_batch_tokens,
                          p->max_seqs, p->max_blocks_per_seq, err, errlen))
         return -1;
