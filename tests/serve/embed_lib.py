@@ -65,10 +65,20 @@ def reference(binary, path, texts, pooling):
     cmd = [binary, "-m", path, "-p", sep.join(texts), "--embd-separator", sep,
            "--pooling", pooling, "--embd-normalize", "2", "--embd-output-format", "json",
            "-t", "1", "-c", "512", "-b", "512", "-ub", "512", "--no-warmup"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        raise RuntimeError(f"llama-embedding failed: {out.stderr[-600:]}")
-    j = json.loads(out.stdout[out.stdout.index("{"):])
+    # its JSON goes through the reference's asynchronous log, where another
+    # line can land inside it now and then: parsed, else run again
+    for attempt in range(3):
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            raise RuntimeError(f"llama-embedding failed: {out.stderr[-600:]}")
+        text = out.stdout[out.stdout.find("{"):]
+        try:
+            j, _ = json.JSONDecoder().raw_decode(text)
+            break
+        except ValueError as e:
+            if attempt == 2:
+                raise RuntimeError(f"llama-embedding's JSON: {e}: "
+                                   f"{text[max(0, e.pos - 300):e.pos + 300]!r}")
     return [np.array(d["embedding"], dtype=np.float64) for d in j["data"]]
 
 
