@@ -134,6 +134,11 @@ for pooling, name in ((3, "last"), (1, "mean")):
     st, _, body = request(srv.base, "POST", "/v1/embeddings",
                           {"input": "x", "encoding_format": "int8"})
     ok(st == 400 and b"encoding_format" in body, f"unknown encoding_format: 400 ({body[:80]})")
+    st, _, body = request(srv.base, "POST", "/v1/embeddings",
+                          b'{"input": ["ok", "caf\xc3"]}')
+    ok(st == 400 and b"input[1]" in body and b"UTF-8" in body, f"invalid UTF-8: 400 ({body[:80]})")
+    st, _, body = request(srv.base, "POST", "/v1/embeddings", b'{"input": ')
+    ok(st == 400, f"malformed JSON: 400 ({body[:80]})")
     st, _, body = request(srv.base, "POST", "/v1/embeddings", {"input": [{"a": 1}]})
     ok(st == 400, f"an object in input: 400 ({body[:80]})")
     st, _, body = request(srv.base, "POST", "/v1/embeddings", {"input": "x", "model": "nope"})

@@ -77,6 +77,8 @@ static int parse_input(const cJSON *input, struct emb_call *c, char *msg, size_t
 {
     if (cJSON_IsString(input)) {
         if (!input->valuestring[0]) return snprintf(msg, n, "input is an empty string"), -1;
+        if (!oai_utf8_valid(input->valuestring, strlen(input->valuestring)))
+            return snprintf(msg, n, "input is not valid UTF-8"), -1;
         c->in = calloc(1, sizeof *c->in);
         if (!c->in) return snprintf(msg, n, "out of memory"), -1;
         c->n = 1;
@@ -106,6 +108,8 @@ static int parse_input(const cJSON *input, struct emb_call *c, char *msg, size_t
         snprintf(where, sizeof where, "input[%d]", i);
         if (cJSON_IsString(v)) {
             if (!v->valuestring[0]) return snprintf(msg, n, "%s is an empty string", where), -1;
+            if (!oai_utf8_valid(v->valuestring, strlen(v->valuestring)))
+                return snprintf(msg, n, "%s is not valid UTF-8", where), -1;
             c->in[i].text = v->valuestring;
         } else if (cJSON_IsArray(v)) {
             if (take_ids(v, &c->in[i], msg, n, where) != 0) return -1;
