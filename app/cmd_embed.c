@@ -227,7 +227,7 @@ int cmd_embed(int argc, char **argv)
         "      --format F        json (default) or text: one vector per line\n"
         "@ctx the model's\n"
         "@threads physical cores\n"
-        "@backend auto (embeddings need the cpu backend)\n"
+        "@backend auto\n"
         "@kv-type f16\n";
     static const struct option longopts[] = {
         {"pooling", required_argument, 0, OPT_POOLING},
