@@ -167,8 +167,7 @@ static int check_size(const struct engine_local *e, const struct engine_request 
              "request too large: prompt %d + max_tokens %d = %lld tokens, but a sequence can "
              "hold at most %d (context %d, KV cache %d blocks x %d = %d tokens)",
              n_prompt, no_gen ? 0 : q->max_tokens, (long long)want, e->max_total, e->n_ctx,
-             e->kv.n_blocks,
-             e->kv.block_tokens, e->kv.n_blocks * e->kv.block_tokens);
+             e->kv.n_blocks, e->kv.block_tokens, e->kv.n_blocks * e->kv.block_tokens);
     return 1;
 }
 
