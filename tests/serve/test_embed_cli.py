@@ -31,6 +31,13 @@ if not ok(ref_bin is not None, "the reference's llama-embedding is built"):
     done()
 path = embed_lib.make_model(3)
 
+info = subprocess.run([TERN, "info", "-m", path], capture_output=True, text=True, timeout=60)
+ok(info.returncode == 0 and "pooling       last" in info.stdout,
+   "tern info shows the file's pooling type (last)")
+j = json.loads(subprocess.run([TERN, "info", "-m", path, "--json"], capture_output=True,
+                              text=True, timeout=60).stdout or "{}")
+ok(j.get("pooling_type") == 3, f"tern info --json: pooling_type {j.get('pooling_type')}")
+
 for pooling in ("model", "last", "mean", "cls"):
     r = embed(["-m", path, "--format", "text", "--pooling", pooling] + TEXTS)
     if not ok(r.returncode == 0, f"--pooling {pooling}: exit 0"):
