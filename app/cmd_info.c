@@ -113,6 +113,10 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
         printf("layers        %u, embedding %u, heads %u (kv %u), head dim %u\n", mi->layers,
                mi->embd, mi->heads, mi->kv_heads, mi->key_len);
     else printf("layers        unknown (no %s.block_count)\n", mi->arch);
+    if (mi->pooling >= 0) {
+        static const char *const pools[] = {"none", "mean", "cls", "last", "rank"};
+        printf("pooling       %s (embeddings: tern embed, /v1/embeddings)\n", pools[mi->pooling]);
+    }
     printf("vocabulary    %llu tokens, model %s, pre-tokenizer %s\n", (unsigned long long)mi->vocab,
            mi->tok_model ? mi->tok_model : "none", mi->tok_pre ? mi->tok_pre : "default");
     print_token(g, "BOS", mi->bos);
@@ -258,6 +262,7 @@ static int print_json(const struct gguf_ctx *g, const struct model_info *mi,
     cJSON_AddNumberToObject(j, "key_length", mi->key_len);
     cJSON_AddNumberToObject(j, "value_length", mi->val_len);
     cJSON_AddNumberToObject(j, "sliding_window", mi->swa);
+    if (mi->pooling >= 0) cJSON_AddNumberToObject(j, "pooling_type", mi->pooling);
     cJSON_AddItemToObject(j, "vocabulary", json_vocab(g, mi));
     cJSON *t = cJSON_AddObjectToObject(j, "chat_template");
     cJSON_AddStringToObject(t, "family", mi->tmpl_family);

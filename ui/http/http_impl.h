@@ -100,6 +100,8 @@ void http_log_simple(struct http_req *r, unsigned status, const char *error);
 enum MHD_Result http_route_get(struct http_req *r);
 /* http_stream.c: the completion routes (body complete). */
 enum MHD_Result http_route_completion(struct http_req *r, enum oai_kind kind);
+/* http_embed.c: POST /v1/embeddings (body complete). */
+enum MHD_Result http_route_embeddings(struct http_req *r);
 /* Ends the streams still running (drain). */
 int http_stream_cancel_all(struct http_server *s);
 /* Shuts the sockets of streams whose client has taken no bytes for timeout_s. */
