@@ -98,7 +98,7 @@ setup() {
 }
 export -f setup
 # the GPU targets alone, in one call: nothing else can fail them
-gpu_targets="engine/backend/libtern_cuda.so tests/cuda/test_cuda_kernels tests/cuda/test_cuda_e2e tests/cuda/bench_cuda"
+gpu_targets="engine/backend/libtern_cuda.so tests/cuda/test_cuda_kernels tests/cuda/test_cuda_e2e tests/cuda/test_cuda_embed tests/cuda/bench_cuda"
 # shellcheck disable=SC2086
 step setup 90 setup && step build 300 ninja -C "$build" -j "$(nproc)" $gpu_targets
 build_rc=$?
@@ -109,12 +109,14 @@ fi
 # ---- GPU steps -------------------------------------------------------------------
 bin=$build/tests/cuda
 if [ $build_rc -ne 0 ]; then
-  for s in kernels e2e bench memcheck ablation; do skip $s "build failed"; done
+  for s in kernels e2e embed bench memcheck ablation; do skip $s "build failed"; done
 elif [ $gpu = 0 ]; then
-  for s in kernels e2e bench memcheck ablation; do skip $s "no GPU"; done
+  for s in kernels e2e embed bench memcheck ablation; do skip $s "no GPU"; done
 else
   step kernels 120 "$bin/test_cuda_kernels"
   step e2e 150 "$bin/test_cuda_e2e" "$model"
+  # embeddings' hidden-state rows against the CPU backend's, every layer
+  step embed 90 "$bin/test_cuda_embed" "$model"
   step bench_q4_0 120 "$bin/bench_cuda" llama3-8b q4_0 "$logs/bench_q4_0.json"
   if command -v compute-sanitizer > /dev/null; then
     step memcheck_kernels 120 compute-sanitizer --tool memcheck --error-exitcode 3 \
