@@ -50,7 +50,7 @@ def main():
     except FileNotFoundError:
         pass
     s = {"steps": steps}
-    for name in ("kernels", "e2e", "memcheck_kernels", "memcheck_e2e"):
+    for name in ("kernels", "e2e", "embed", "memcheck_kernels", "memcheck_e2e"):
         t = tap(os.path.join(logs, name + ".log"))
         if t is not None and name in steps:
             steps[name]["tap"] = t
@@ -78,6 +78,7 @@ def main():
     targets = {}
     targets["kernels"] = passed("kernels")
     targets["e2e"] = passed("e2e")
+    targets["embed"] = passed("embed")
     mk, me = passed("memcheck_kernels"), passed("memcheck_e2e")
     targets["memcheck"] = None if mk is None and me is None else bool(mk) and me is not False
     q = bench.get("q4_0", {})
@@ -94,6 +95,7 @@ def main():
         targets["prefill4096_gemm_pct"] = {"value": v, "target": 50, "met": v >= 50}
     s["targets"] = targets
     correct = [targets[k] for k in ("kernels", "e2e", "memcheck")]
+    correct += [targets["embed"]] if targets["embed"] is not None else []
     s["ran_on_gpu"] = steps.get("kernels", {}).get("rc") not in (None, "skipped")
     s["ok"] = s["ran_on_gpu"] and all(c is True for c in correct)
     s["built"] = steps.get("build", {}).get("rc") == 0
