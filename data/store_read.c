@@ -338,7 +338,7 @@ static char *substring_snippet(const char *text, const char *q, const char *ho, 
 /* Text the FTS5 tokenizer cannot split into words (Chinese, Japanese: no
  * spaces, so a run of characters is one token) is found as a substring: a
  * scan of the messages, newest first (the history of one user is small;
- * measured: tests/store/test_store.c). */
+ * measured: tests/data/test_store.c). */
 static int search_substring(struct store *s, const char *q, const char *ho, const char *hc,
                             size_t limit, struct store_hits *out, char *err, size_t errlen)
 {
