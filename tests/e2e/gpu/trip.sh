@@ -107,8 +107,8 @@ if [ $build_rc -ne 0 ]; then
 fi
 
 # ---- GPU steps -------------------------------------------------------------------
-bin=$build/tests/kernels/cuda       # test_cuda_kernels, bench_cuda
-bin_e2e=$build/tests/engine/backend   # test_cuda_e2e
+bin=$build/tests/kernels/cuda        # test_cuda_kernels, bench_cuda
+bin_e2e=$build/tests/engine/backend  # test_cuda_e2e
 if [ $build_rc -ne 0 ]; then
   for s in kernels e2e bench memcheck ablation; do skip $s "build failed"; done
 elif [ $gpu = 0 ]; then
