@@ -71,15 +71,15 @@ fuzz: deps
 	CC=clang meson setup build-fuzz --buildtype=debug -Dfuzz=true -Dcuda=disabled \
 	  -Db_sanitize=address,undefined -Db_lundef=false 2>/dev/null || true
 	meson compile -C build-fuzz fuzz_gguf fuzz_tok fuzz_oai fuzz_remote
-	@echo "run: mkdir -p build-fuzz/corpus && build-fuzz/tests/gguf/fuzz_gguf -dict=tests/gguf/gguf.dict -max_total_time=600 build-fuzz/corpus tests/gguf/corpus"
-	@echo "run: mkdir -p build-fuzz/oai-corpus && build-fuzz/tests/serve/fuzz_oai -max_total_time=600 build-fuzz/oai-corpus tests/serve/corpus"
-	@echo "run: mkdir -p build-fuzz/tok-corpus && TERN_SHARED=../shared build-fuzz/tests/tok/fuzz_tok -max_total_time=600 build-fuzz/tok-corpus tests/tok/corpus"
-	@echo "run: mkdir -p build-fuzz/remote-corpus && build-fuzz/tests/remote/fuzz_remote -max_total_time=600 build-fuzz/remote-corpus tests/remote/corpus"
+	@echo "run: mkdir -p build-fuzz/corpus && build-fuzz/tests/engine/model/fuzz_gguf -dict=tests/engine/model/gguf/gguf.dict -max_total_time=600 build-fuzz/corpus tests/engine/model/gguf/corpus"
+	@echo "run: mkdir -p build-fuzz/oai-corpus && build-fuzz/tests/engine/wire/fuzz_oai -max_total_time=600 build-fuzz/oai-corpus tests/engine/wire/corpus"
+	@echo "run: mkdir -p build-fuzz/tok-corpus && TERN_SHARED=../shared build-fuzz/tests/engine/model/fuzz_tok -max_total_time=600 build-fuzz/tok-corpus tests/engine/model/tok/corpus"
+	@echo "run: mkdir -p build-fuzz/remote-corpus && build-fuzz/tests/engine/remote/fuzz_remote -max_total_time=600 build-fuzz/remote-corpus tests/engine/remote/corpus"
 
 # tern serve under a long mixed load (outside CI: 10,000 requests, bounded by
 # SOAK_MAX_S seconds; SOAK_REQUESTS, SOAK_CONC (48) and SOAK_THREADS (2) size it).
 soak: build models
-	TERN_BIN=$(TERN) TERN_SRC=$(CURDIR) PYTHONPATH=tests/serve python3 tests/serve/soak.py
+	TERN_BIN=$(TERN) TERN_SRC=$(CURDIR) PYTHONPATH=tests/e2e/serve python3 tests/e2e/serve/soak.py
 
 # a Debian package (dpkg-deb) of a /usr build: build-deb/tern_VERSION_ARCH.deb
 deb: deps

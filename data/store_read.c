@@ -2,6 +2,7 @@
  * search, per-model statistics, runs). They run on the caller's thread on
  * the read connection, after this store's queued writes are committed. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,47 @@ static double col_real(sqlite3_stmt *st, int i)
 static int64_t col_count(sqlite3_stmt *st, int i)
 {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
+}
+
+/* How a column is read into its field: what SQL NULL becomes differs. */
+enum col_kind {
+    COL_INT,   /* int64_t, NULL as 0 */
+    COL_COUNT, /* int64_t, NULL as -1 (unknown) */
+    COL_TIME,  /* double, NULL as 0 */
+    COL_REAL,  /* double, NULL as -1 (not measured) */
+    COL_TEXT,  /* char *, a copy; NULL as NULL */
+};
+
+/* One column of a row struct, in the order the query selects them. */
+struct col {
+    enum col_kind kind;
+    size_t off;
+};
+#define COL(kind, type, field) {kind, offsetof(type, field)}
+#define N_COLS(t) (sizeof(t) / sizeof *(t))
+
+/* Reads columns first.. of the current row into the struct at e, as the
+ * table c says: every row struct is read by this one loop. */
+static void cols_read(sqlite3_stmt *st, int first, void *e, const struct col *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *f = (char *)e + c[i].off;
+        int k = first + (int)i;
+        switch (c[i].kind) {
+        case COL_INT: *(int64_t *)f = sqlite3_column_int64(st, k); break;
+        case COL_COUNT: *(int64_t *)f = col_count(st, k); break;
+        case COL_TIME: *(double *)f = sqlite3_column_double(st, k); break;
+        case COL_REAL: *(double *)f = col_real(st, k); break;
+        case COL_TEXT: *(char **)f = col_str(st, k); break;
+        }
+    }
+}
+
+/* Frees the text fields cols_read copied. */
+static void cols_free(void *e, const struct col *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (c[i].kind == COL_TEXT) free(*(char **)((char *)e + c[i].off));
 }
 
 /* Starts a read: waits for our queued writes, locks the read connection and
@@ -68,30 +110,51 @@ static void *grow(void **v, size_t *n, size_t *cap, size_t sz)
     return e;
 }
 
+/* Fills one element (zeroed) from the current row; ctx is the caller's. */
+typedef void (*row_fn)(sqlite3_stmt *st, void *e, const void *ctx);
+
+/* The row loop of every list read: steps st to its end, one element of size
+ * sz appended to *v (*n of them) per row, filled by fill; then ends the read
+ * (read_end). Out of memory stops the loop before SQLITE_DONE, so the read
+ * fails with a message. 0, or -1; the caller frees what was read. */
+static int read_rows(struct store *s, sqlite3_stmt *st, const char *what, void **v, size_t *n,
+                     size_t sz, row_fn fill, const void *ctx, char *err, size_t errlen)
+{
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        void *e = grow(v, n, &cap, sz);
+        if (!e) break;
+        fill(st, e, ctx);
+    }
+    return read_end(s, st, rc, what, err, errlen);
+}
+
 /* ------------------------------------------------------------- sessions */
 
 #define SESSION_COLS \
     "s.id, s.title, s.model, s.params, s.created_at, s.updated_at," \
     " (SELECT count(*) FROM messages m WHERE m.session_id = s.id), s.kind"
 
-static void session_row(sqlite3_stmt *st, struct store_session_info *e)
+static const struct col session_cols[] = {
+    COL(COL_INT, struct store_session_info, id),
+    COL(COL_TEXT, struct store_session_info, title),
+    COL(COL_TEXT, struct store_session_info, model),
+    COL(COL_TEXT, struct store_session_info, params_json),
+    COL(COL_TIME, struct store_session_info, created),
+    COL(COL_TIME, struct store_session_info, updated),
+    COL(COL_INT, struct store_session_info, n_messages),
+    COL(COL_TEXT, struct store_session_info, kind),
+};
+
+static void session_row(sqlite3_stmt *st, void *row, const void *ctx)
 {
-    e->id = sqlite3_column_int64(st, 0);
-    e->title = col_str(st, 1);
-    e->model = col_str(st, 2);
-    e->params_json = col_str(st, 3);
-    e->created = sqlite3_column_double(st, 4);
-    e->updated = sqlite3_column_double(st, 5);
-    e->n_messages = sqlite3_column_int64(st, 6);
-    e->kind = col_str(st, 7);
+    cols_read(st, 0, row, session_cols, N_COLS(session_cols));
 }
 
 static void session_info_free(struct store_session_info *e)
 {
-    free(e->title);
-    free(e->model);
-    free(e->params_json);
-    free(e->kind);
+    cols_free(e, session_cols, N_COLS(session_cols));
 }
 
 int store_sessions(struct store *s, struct store_session_list *out, char *err, size_t errlen)
@@ -102,14 +165,9 @@ int store_sessions(struct store *s, struct store_session_list *out, char *err, s
         s, "SELECT " SESSION_COLS " FROM sessions s ORDER BY s.updated_at DESC, s.id DESC", what,
         err, errlen);
     if (!st) return -1;
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct store_session_info *e = grow((void **)&out->v, &out->n, &cap, sizeof *e);
-        if (!e) break;
-        session_row(st, e);
-    }
-    if (read_end(s, st, rc, what, err, errlen) == 0) return 0;
+    if (read_rows(s, st, what, (void **)&out->v, &out->n, sizeof *out->v, session_row, NULL, err,
+                  errlen) == 0)
+        return 0;
     store_session_list_free(out);
     return -1;
 }
@@ -127,32 +185,31 @@ void store_session_list_free(struct store_session_list *l)
     "r.id, r.message_id, r.created_at, r.model, r.model_file, r.model_hash, r.backend," \
     " r.params, r.status, r.queue_s, r.prefill_s, r.ttft_s, r.tpot_s, r.decode_s, r.e2e_s," \
     " r.prompt_tokens, r.cached_tokens, r.generated_tokens"
-#define N_REQUEST_COLS 18
 
-static void request_row(sqlite3_stmt *st, int c, struct store_request_info *q)
-{
-    q->id = sqlite3_column_int64(st, c);
-    q->message_id = col_count(st, c + 1);
-    q->created = sqlite3_column_double(st, c + 2);
-    char **strs[6] = {&q->model, &q->model_file, &q->model_hash,
-                      &q->backend, &q->params_json, &q->status};
-    for (int k = 0; k < 6; k++) *strs[k] = col_str(st, c + 3 + k);
-    double *d[6] = {&q->queue_s, &q->prefill_s, &q->ttft_s, &q->tpot_s, &q->decode_s, &q->e2e_s};
-    for (int k = 0; k < 6; k++) *d[k] = col_real(st, c + 9 + k);
-    q->prompt_tokens = col_count(st, c + 15);
-    q->cached_tokens = col_count(st, c + 16);
-    q->generated_tokens = col_count(st, c + 17);
-}
+static const struct col request_cols[] = {
+    COL(COL_INT, struct store_request_info, id),
+    COL(COL_COUNT, struct store_request_info, message_id),
+    COL(COL_TIME, struct store_request_info, created),
+    COL(COL_TEXT, struct store_request_info, model),
+    COL(COL_TEXT, struct store_request_info, model_file),
+    COL(COL_TEXT, struct store_request_info, model_hash),
+    COL(COL_TEXT, struct store_request_info, backend),
+    COL(COL_TEXT, struct store_request_info, params_json),
+    COL(COL_TEXT, struct store_request_info, status),
+    COL(COL_REAL, struct store_request_info, queue_s),
+    COL(COL_REAL, struct store_request_info, prefill_s),
+    COL(COL_REAL, struct store_request_info, ttft_s),
+    COL(COL_REAL, struct store_request_info, tpot_s),
+    COL(COL_REAL, struct store_request_info, decode_s),
+    COL(COL_REAL, struct store_request_info, e2e_s),
+    COL(COL_COUNT, struct store_request_info, prompt_tokens),
+    COL(COL_COUNT, struct store_request_info, cached_tokens),
+    COL(COL_COUNT, struct store_request_info, generated_tokens),
+};
 
 static void request_info_free(struct store_request_info *q)
 {
-    if (!q) return;
-    free(q->model);
-    free(q->model_file);
-    free(q->model_hash);
-    free(q->backend);
-    free(q->params_json);
-    free(q->status);
+    if (q) cols_free(q, request_cols, N_COLS(request_cols));
 }
 
 static int load_session(struct store *s, int64_t id, struct store_session_info *e, char *err,
@@ -165,12 +222,33 @@ static int load_session(struct store *s, int64_t id, struct store_session_info *
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st), found = rc == SQLITE_ROW;
     if (found) {
-        session_row(st, e);
+        session_row(st, e, NULL);
         rc = SQLITE_DONE;
     }
     if (read_end(s, st, rc, what, err, errlen) != 0) return -1;
     if (!found) snprintf(err, errlen, "%s: no session with id %lld", s->path, (long long)id);
     return found ? 0 : 1;
+}
+
+/* A message, then its latest request's columns (all NULL when it has none). */
+static const struct col message_cols[] = {
+    COL(COL_INT, struct store_message_info, id),
+    COL(COL_TEXT, struct store_message_info, role),
+    COL(COL_TEXT, struct store_message_info, text),
+    COL(COL_TEXT, struct store_message_info, status),
+    COL(COL_COUNT, struct store_message_info, n_tokens),
+    COL(COL_TIME, struct store_message_info, created),
+    COL(COL_TIME, struct store_message_info, updated),
+    COL(COL_TEXT, struct store_message_info, error),
+};
+
+static void message_row(sqlite3_stmt *st, void *row, const void *ctx)
+{
+    struct store_message_info *m = row;
+    const int rq = (int)N_COLS(message_cols);
+    cols_read(st, 0, m, message_cols, N_COLS(message_cols));
+    if (sqlite3_column_type(st, rq) != SQLITE_NULL && (m->req = calloc(1, sizeof *m->req)))
+        cols_read(st, rq, m->req, request_cols, N_COLS(request_cols));
 }
 
 /* The latest request of each message (a regenerated reply keeps its last). */
@@ -190,23 +268,9 @@ int store_transcript(struct store *s, int64_t session_id, struct store_transcrip
         what, err, errlen);
     if (!st) goto fail;
     sqlite3_bind_int64(st, 1, session_id);
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct store_message_info *m = grow((void **)&out->msgs, &out->n, &cap, sizeof *m);
-        if (!m) break;
-        m->id = sqlite3_column_int64(st, 0);
-        m->role = col_str(st, 1);
-        m->text = col_str(st, 2);
-        m->status = col_str(st, 3);
-        m->n_tokens = col_count(st, 4);
-        m->created = sqlite3_column_double(st, 5);
-        m->updated = sqlite3_column_double(st, 6);
-        m->error = sqlite3_column_type(st, 7) != SQLITE_NULL ? col_str(st, 7) : NULL;
-        if (sqlite3_column_type(st, 8) != SQLITE_NULL && (m->req = calloc(1, sizeof *m->req)))
-            request_row(st, 8, m->req);
-    }
-    if (read_end(s, st, rc, what, err, errlen) == 0) return 0;
+    if (read_rows(s, st, what, (void **)&out->msgs, &out->n, sizeof *out->msgs, message_row, NULL,
+                  err, errlen) == 0)
+        return 0;
 fail:
     store_transcript_free(out);
     return -1;
@@ -217,10 +281,7 @@ void store_transcript_free(struct store_transcript *t)
     session_info_free(&t->session);
     for (size_t i = 0; i < t->n; i++) {
         struct store_message_info *m = &t->msgs[i];
-        free(m->role);
-        free(m->text);
-        free(m->status);
-        free(m->error);
+        cols_free(m, message_cols, N_COLS(message_cols));
         request_info_free(m->req);
         free(m->req);
     }
@@ -228,16 +289,28 @@ void store_transcript_free(struct store_transcript *t)
     memset(t, 0, sizeof *t);
 }
 
-/* The columns both searches select first: session, message, title, role, time. */
+/* The columns both searches select first: session, message, title, role,
+ * time; then the snippet's source (column 5). */
+static const struct col hit_cols[] = {
+    COL(COL_INT, struct store_hit, session_id),
+    COL(COL_INT, struct store_hit, message_id),
+    COL(COL_TEXT, struct store_hit, session_title),
+    COL(COL_TEXT, struct store_hit, role),
+    COL(COL_TIME, struct store_hit, created),
+};
+
 static void hit_from_row(sqlite3_stmt *st, struct store_hit *h)
 {
-    h->session_id = sqlite3_column_int64(st, 0);
-    h->message_id = sqlite3_column_int64(st, 1);
-    h->session_title = col_str(st, 2);
-    h->role = col_str(st, 3);
-    h->created = sqlite3_column_double(st, 4);
+    cols_read(st, 0, h, hit_cols, N_COLS(hit_cols));
 }
 
+/* A full-text hit: FTS5 made the snippet (column 5). */
+static void fts_hit_row(sqlite3_stmt *st, void *row, const void *ctx)
+{
+    struct store_hit *h = row;
+    hit_from_row(st, h);
+    h->snippet = col_str(st, 5);
+}
 
 /* --------------------------------------------------------------- search */
 
@@ -258,15 +331,8 @@ static int search_once(struct store *s, const char *q, const char *ho, const cha
     sqlite3_bind_text(st, 2, ho, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, hc, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 4, (int64_t)limit);
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct store_hit *h = grow((void **)&out->v, &out->n, &cap, sizeof *h);
-        if (!h) break;
-        hit_from_row(st, h);
-        h->snippet = col_str(st, 5);
-    }
-    return read_end(s, st, rc, what, err, errlen);
+    return read_rows(s, st, what, (void **)&out->v, &out->n, sizeof *out->v, fts_hit_row, NULL, err,
+                     errlen);
 }
 
 /* "what's up?" is an FTS5 syntax error; as a phrase it means what the user
@@ -335,10 +401,26 @@ static char *substring_snippet(const char *text, const char *q, const char *ho, 
     return out;
 }
 
+/* The query and highlight marks a substring hit's snippet is made with. */
+struct snippet_ctx {
+    const char *q, *ho, *hc;
+};
+
+/* A substring hit: the snippet is cut here from the text (column 5). */
+static void substring_hit_row(sqlite3_stmt *st, void *row, const void *ctx)
+{
+    const struct snippet_ctx *c = ctx;
+    struct store_hit *h = row;
+    hit_from_row(st, h);
+    const char *text = (const char *)sqlite3_column_text(st, 5);
+    h->snippet = substring_snippet(text ? text : "", c->q, c->ho, c->hc);
+    if (!h->snippet) h->snippet = strdup("");
+}
+
 /* Text the FTS5 tokenizer cannot split into words (Chinese, Japanese: no
  * spaces, so a run of characters is one token) is found as a substring: a
  * scan of the messages, newest first (the history of one user is small;
- * measured: tests/store/test_store.c). */
+ * measured: tests/data/test_store.c). */
 static int search_substring(struct store *s, const char *q, const char *ho, const char *hc,
                             size_t limit, struct store_hits *out, char *err, size_t errlen)
 {
@@ -352,17 +434,9 @@ static int search_substring(struct store *s, const char *q, const char *ho, cons
     if (!st) return -1;
     sqlite3_bind_text(st, 1, q, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 2, (int64_t)limit);
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct store_hit *h = grow((void **)&out->v, &out->n, &cap, sizeof *h);
-        if (!h) break;
-        hit_from_row(st, h);
-        const char *text = (const char *)sqlite3_column_text(st, 5);
-        h->snippet = substring_snippet(text ? text : "", q, ho, hc);
-        if (!h->snippet) h->snippet = strdup("");
-    }
-    return read_end(s, st, rc, what, err, errlen);
+    const struct snippet_ctx c = {q, ho, hc};
+    return read_rows(s, st, what, (void **)&out->v, &out->n, sizeof *out->v, substring_hit_row, &c,
+                     err, errlen);
 }
 
 int store_search(struct store *s, const char *query, const char *hl_open, const char *hl_close,
@@ -387,8 +461,7 @@ int store_search(struct store *s, const char *query, const char *hl_open, const 
 void store_hits_free(struct store_hits *h)
 {
     for (size_t i = 0; i < h->n; i++) {
-        free(h->v[i].session_title);
-        free(h->v[i].role);
+        cols_free(&h->v[i], hit_cols, N_COLS(hit_cols));
         free(h->v[i].snippet);
     }
     free(h->v);
@@ -491,6 +564,22 @@ void store_stats_free(struct store_stats *st)
 
 /* ----------------------------------------------------------------- runs */
 
+static const struct col run_cols[] = {
+    COL(COL_INT, struct store_run_info, id),
+    COL(COL_TEXT, struct store_run_info, kind),
+    COL(COL_TEXT, struct store_run_info, model),
+    COL(COL_TEXT, struct store_run_info, config_json),
+    COL(COL_TEXT, struct store_run_info, summary_json),
+    COL(COL_TIME, struct store_run_info, created),
+    COL(COL_TEXT, struct store_run_info, env_json),
+    COL(COL_TEXT, struct store_run_info, verdict),
+};
+
+static void run_row(sqlite3_stmt *st, void *row, const void *ctx)
+{
+    cols_read(st, 0, row, run_cols, N_COLS(run_cols));
+}
+
 int store_runs(struct store *s, const char *kind, struct store_runs *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -502,35 +591,16 @@ int store_runs(struct store *s, const char *kind, struct store_runs *out, char *
                                   what, err, errlen);
     if (!st) return -1;
     if (kind) sqlite3_bind_text(st, 1, kind, -1, SQLITE_TRANSIENT);
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct store_run_info *r = grow((void **)&out->v, &out->n, &cap, sizeof *r);
-        if (!r) break;
-        r->id = sqlite3_column_int64(st, 0);
-        r->kind = col_str(st, 1);
-        r->model = col_str(st, 2);
-        r->config_json = col_str(st, 3);
-        r->summary_json = col_str(st, 4);
-        r->created = sqlite3_column_double(st, 5);
-        r->env_json = col_str(st, 6);
-        r->verdict = col_str(st, 7);
-    }
-    if (read_end(s, st, rc, what, err, errlen) == 0) return 0;
+    if (read_rows(s, st, what, (void **)&out->v, &out->n, sizeof *out->v, run_row, NULL, err,
+                  errlen) == 0)
+        return 0;
     store_runs_free(out);
     return -1;
 }
 
 void store_runs_free(struct store_runs *r)
 {
-    for (size_t i = 0; i < r->n; i++) {
-        free(r->v[i].kind);
-        free(r->v[i].model);
-        free(r->v[i].config_json);
-        free(r->v[i].summary_json);
-        free(r->v[i].env_json);
-        free(r->v[i].verdict);
-    }
+    for (size_t i = 0; i < r->n; i++) cols_free(&r->v[i], run_cols, N_COLS(run_cols));
     free(r->v);
     memset(r, 0, sizeof *r);
 }

@@ -1,6 +1,6 @@
 /* store_schema: the history schema, one SQL script per version step. A step
  * never changes once released: new needs get a new step, so every database
- * ever written can be brought forward (tests/store/test_store_schema.c
+ * ever written can be brought forward (tests/data/test_store_schema.c
  * migrates from each earlier version). docs/SCHEMA.md describes the result. */
 #include "store_schema.h"
 

@@ -3,7 +3,7 @@
  * block index), written once here and compiled for the host (synthetic.c)
  * and the device (kernels/cuda/dequant.cu), so a synthetic model's weights
  * can be made on the GPU instead of uploaded, and both sides agree bit for bit
- * (tests/cuda checks it). Header-only: static inline, no state. */
+ * (tests/engine/backend checks it). Header-only: static inline, no state. */
 #ifndef TERN_SYNTH_GEN_H
 #define TERN_SYNTH_GEN_H
 

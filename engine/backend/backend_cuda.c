@@ -284,13 +284,14 @@ void cuda_rope_freqs(int32_t n_rot, float base, const float *factors, float *inv
 }
 
 /* TERN_CUDA_HOST_ONLY: just the plain-C part above (the CPU emulation test of
- * tests/cuda/emu links it without the CUDA runtime). */
+ * tests/kernels/cuda/emu links it without the CUDA runtime). */
 /* The runtime half lives in backend_cuda_rt.c. In a CUDA build it is a
  * separate module (libtern_cuda.so, linked to cudart and cuBLAS) that is
  * loaded only when the CUDA driver is present: the CUDA libraries cost about
  * 200 MiB of resident memory and a slow start-up once mapped, which a
  * machine without a GPU should not pay. TERN_CUDA_HOST_ONLY / TERN_CUDA_EMU:
- * the tests of tests/cuda link backend_cuda_rt.c (or nothing) directly. */
+ * the tests of tests/kernels/cuda and tests/engine/backend link
+ * backend_cuda_rt.c (or nothing) directly. */
 #if defined(TERN_CUDA_HOST_ONLY) || defined(TERN_CUDA_EMU)
 
 #elif !TERN_HAVE_CUDA

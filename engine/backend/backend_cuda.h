@@ -1,8 +1,8 @@
 /* backend_cuda: the CUDA backend's memory plan and the host-side decisions
  * of a forward call (batch checks, query tiles, graph buckets, attention
  * splits). These are plain C, compiled in every build and unit-tested on
- * machines without a GPU (tests/cuda); backend_cuda_open itself is declared
- * in backend.h. */
+ * machines without a GPU (tests/engine/backend); backend_cuda_open itself is
+ * declared in backend.h. */
 #ifndef TERN_BACKEND_CUDA_H
 #define TERN_BACKEND_CUDA_H
 

@@ -1,7 +1,7 @@
 /* template: recognises a chat template's family and renders conversations
  * the way that family's Jinja template does (see template.h). Each family
  * renderer is a transcription of one reference template, kept in
- * tests/tok/templates/ and checked against jinja2. */
+ * tests/engine/model/tok/templates/ and checked against jinja2. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

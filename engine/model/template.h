@@ -1,7 +1,7 @@
 /* template: chat templates. The family of a model's Jinja template
  * (tokenizer.chat_template) is recognised from its markers and rendered in C
  * exactly as the Jinja template renders a conversation (checked against
- * jinja2 in tests/tok). An unrecognised template falls back to ChatML with a
+ * jinja2 in tests/engine/model/tok). An unrecognised template falls back to ChatML with a
  * warning flag; a --template NAME override picks a family by name.
  *
  * The rendered text contains the template's own special-token text (BOS

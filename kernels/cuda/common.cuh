@@ -103,7 +103,7 @@ __device__ __forceinline__ float cu_h2f(uint16_t h) { return __half2float(__usho
 __device__ __forceinline__ float cu_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 // Butterfly reductions: every lane ends with the result. (The CPU emulation
-// of tests/cuda/emu does them in one exchange instead of five.)
+// of tests/kernels/cuda/emu does them in one exchange instead of five.)
 __device__ __forceinline__ float warp_sum(float v)
 {
 #ifdef TERN_CUDA_EMU

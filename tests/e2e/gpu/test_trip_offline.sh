@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The GPU trip's parts that need no GPU: both scripts pass shellcheck; the
+# summary reads recorded logs (a GPU run and a run without one) into valid
+# JSON with the issue's targets; a trip whose deadline is already spent skips
+# every step, builds nothing and still writes its summary.
+. "$TERN_SRC/tests/tap.sh"
+src=${TERN_SRC:?}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+check "shellcheck trip.sh and prepare.sh" shellcheck "$src/tests/e2e/gpu/trip.sh" "$src/tests/e2e/gpu/prepare.sh"
+
+# a recorded GPU run: every correctness step passed, Q4_0 figures
+logs=$tmp/gpu; mkdir -p "$logs"
+printf 'env\t0\t1\t30\nbuild\t0\t28\t300\nkernels\t0\t1\t120\ne2e\t0\t6\t150\nbench_q4_0\t0\t9\t120\nmemcheck_kernels\t0\t2\t120\nmemcheck_e2e\t0\t2\t120\n' > "$logs/steps.tsv"
+printf 'ok 1 - a\nok 2 - b\n1..2\n' > "$logs/kernels.log"
+printf '# CPU vs CUDA: top-1 579/586\nok 1 - a\n1..1\n' > "$logs/e2e.log"
+printf 'ok 1 - a\n1..1\n========= ERROR SUMMARY: 0 errors\n' > "$logs/memcheck_kernels.log"
+printf 'ok 1 - a\n1..1\n========= ERROR SUMMARY: 0 errors\n' > "$logs/memcheck_e2e.log"
+cat > "$logs/bench_q4_0.json" <<'J'
+{"model": "llama3-8b", "type": "Q4_0", "copy_gbps": 4250.0, "read_gbps": 4016.0,
+ "decode": [{"batch": 1, "tok_s": 206.3, "roofline_pct": 20.5, "graph_nodes": 290},
+            {"batch": 64, "tok_s": 5260.0, "roofline_pct": 9.2, "graph_nodes": 738}],
+ "f16_copy_bytes": 15032385536,
+ "prefill": [{"tokens": 512, "tok_s": 16355, "gemm_pct": 32.9}, {"tokens": 4096, "tok_s": 6306, "gemm_pct": 11.3}],
+ "kernels": {"matvec_gbps": 1284.0}, "ok": true}
+J
+# one decode step profiled kernel by kernel (ncu --csv; units as ncu prints them)
+cat > "$logs/ncu_step.log" <<'C'
+  decode batch  1:    262.4 tok/s
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","bench_cuda","h","void k_embed<2>(cu_tensor, const int *, float, float *)","1","13","(128, 1, 1)","(1, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","2,304"
+"1","1","bench_cuda","h","void k_matvec_q8<2, 1, 2>(mv_args, const signed char *, const float2 *, int)","1","13","(256, 1, 1)","(384, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","11.5"
+"2","1","bench_cuda","h","void k_matvec_q8<2, 1, 2>(mv_args, const signed char *, const float2 *, int)","1","13","(256, 1, 1)","(256, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","7.5"
+C
+python3 "$src/tests/e2e/gpu/trip_summary.py" "$logs" "$tmp/gpu.json" --print > "$tmp/gpu.txt" 2>&1
+ok $? "summary of a GPU run"
+grep -q "ncu step: 3 kernels, 21 us" "$tmp/gpu.txt" && grep -q "2 x    9.5 us  k_matvec_q8<2, 1, 2>" "$tmp/gpu.txt"
+ok $? "the profiled step's kernels are grouped by name with their times"
+check "it is JSON with the targets" python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1])); t = s["targets"]
+assert s["ok"] is True and s["ran_on_gpu"] is True and s["built"] is True
+assert t["kernels"] is True and t["e2e"] is True and t["memcheck"] is True
+assert t["decode_b1_roofline_pct"] == {"value": 20.5, "target": 85, "met": False}
+assert t["batch64_x_batch1"]["met"] is True and abs(t["batch64_x_batch1"]["value"] - 25.5) < 0.01
+assert t["prefill4096_gemm_pct"]["met"] is False
+assert s["steps"]["memcheck_kernels"]["memcheck_errors"] == 0' "$tmp/gpu.json"
+grep -q "bench q4_0" "$tmp/gpu.txt"; ok $? "the printed summary has the bench line"
+
+# a failed kernel test makes the trip not ok
+printf 'ok 1 - a\nnot ok 2 - b\n1..2\n' > "$logs/kernels.log"
+python3 "$src/tests/e2e/gpu/trip_summary.py" "$logs" "$tmp/gpu2.json" > /dev/null 2>&1
+check "a failing kernel test fails the trip" python3 -c '
+import json, sys; s = json.load(open(sys.argv[1])); assert s["ok"] is False and s["targets"]["kernels"] is False' "$tmp/gpu2.json"
+
+# the whole script, its deadline already spent: nothing runs, nothing builds
+TRIP_DEADLINE=1 TRIP_BUILD="$tmp/b" TRIP_DIR="$tmp/none" bash "$src/tests/e2e/gpu/trip.sh" "$tmp/out" > "$tmp/trip.txt" 2>&1
+ok $? "trip.sh with its deadline spent exits 0 (the summary says what ran)"
+[ ! -e "$tmp/b/build.ninja" ]; ok $? "no build was started"
+check "its summary: every step skipped, valid JSON" python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["ok"] is False and s["ran_on_gpu"] is False and s["built"] is False
+assert all(v["rc"] == "skipped" for v in s["steps"].values()), s["steps"]' "$tmp/out/summary.json"
+[ -s "$tmp/out/logs.tgz" ]; ok $? "the logs travel as one archive"
+tap_done

@@ -1,0 +1,189 @@
+/* test_template: chat templates. Every case of tests/engine/model/tok/templates/golden.json
+ * (jinja2 renderings made by make_templates.py) must be reproduced exactly
+ * from the template text: detection of the family, then rendering (or an
+ * error where the Jinja template raises). Also the fallback for unknown
+ * templates, --template names, and the real models' files. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "template.h"
+#include "tok.h"
+#include "tap.h"
+#include "tok_testutil.h"
+
+static void show_diff(const char *got, const char *want)
+{
+    size_t i = 0;
+    while (got[i] && got[i] == want[i]) i++;
+    tap_diag("  differs at byte %zu: got \"%.40s\" want \"%.40s\"", i, got + i, want + i);
+}
+
+static void golden_cases(const char *src)
+{
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/tests/engine/model/tok/templates/golden.json", src);
+    char *js = tt_slurp(path, NULL);
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    if (!root) {
+        ok(0, "read %s", path);
+        return;
+    }
+    cJSON *convs = cJSON_GetObjectItem(root, "conversations");
+    cJSON *c;
+    int n_cases = 0, n_ok = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases"))
+    {
+        const char *name = cJSON_GetObjectItem(c, "template")->valuestring;
+        const char *family = cJSON_GetObjectItem(c, "family")->valuestring;
+        int ci = cJSON_GetObjectItem(c, "conv")->valueint;
+        bool agp = cJSON_IsTrue(cJSON_GetObjectItem(c, "agp"));
+        cJSON *want = cJSON_GetObjectItem(c, "out");
+        snprintf(path, sizeof path, "%s/tests/engine/model/tok/templates/%s.jinja", src, name);
+        char *jinja = tt_slurp(path, NULL);
+        struct tmpl t;
+        if (!jinja || tmpl_init(&t, jinja, NULL, cJSON_GetObjectItem(c, "bos")->valuestring,
+                                cJSON_GetObjectItem(c, "eos")->valuestring, err, sizeof err)) {
+            ok(0, "%s: load template (%s)", name, jinja ? err : "unreadable");
+            free(jinja);
+            continue;
+        }
+        free(jinja);
+        cJSON *conv = cJSON_GetArrayItem(convs, ci), *m;
+        struct tmpl_msg msgs[16];
+        size_t n = 0;
+        cJSON_ArrayForEach(m, conv)
+        {
+            msgs[n].role = cJSON_GetObjectItem(m, "role")->valuestring;
+            msgs[n].content = cJSON_GetObjectItem(m, "content")->valuestring;
+            n++;
+        }
+        char *out = NULL;
+        int rc = tmpl_apply(&t, msgs, n, agp, &out, err, sizeof err);
+        bool fam_ok = strcmp(tmpl_family_name(t.family), family) == 0 && !t.fallback;
+        bool same = cJSON_IsNull(want) ? rc != 0 : rc == 0 && strcmp(out, want->valuestring) == 0;
+        n_cases++;
+        n_ok += fam_ok && same;
+        if (!fam_ok || !same) {
+            ok(0, "%s conversation %d agp=%d: family %s (want %s), %s", name, ci, agp,
+               tmpl_family_name(t.family), family,
+               cJSON_IsNull(want) ? "the template raises" : "rendered as jinja2");
+            if (rc) tap_diag("  error: %s", err);
+            else if (!cJSON_IsNull(want)) show_diff(out, want->valuestring);
+        }
+        free(out);
+        tmpl_free(&t);
+    }
+    ok(n_cases >= 100 && n_ok == n_cases, "%d/%d jinja2 renderings reproduced exactly", n_ok,
+       n_cases);
+    cJSON_Delete(root);
+}
+
+static char *golden_first(const char *src, const char *name);
+
+static void fallback_and_names(const char *src)
+{
+    char err[256], *out = NULL;
+    struct tmpl t;
+    ok(tmpl_init(&t, "{{ messages | tojson }}", NULL, "<s>", "</s>", err, sizeof err) == 0 &&
+           t.family == TMPL_CHATML && t.fallback,
+       "an unknown template falls back to ChatML with the warning flag");
+    tmpl_free(&t);
+    ok(tmpl_init(&t, NULL, NULL, NULL, NULL, err, sizeof err) == 0 && t.fallback,
+       "no template: ChatML with the warning flag");
+    tmpl_free(&t);
+    ok(tmpl_init(&t, "<|im_start|>", "gemma", "<bos>", "<eos>", err, sizeof err) == 0 &&
+           t.family == TMPL_GEMMA && !t.fallback,
+       "--template gemma overrides the detected family");
+    tmpl_free(&t);
+    ok(tmpl_init(&t, NULL, "nonsense", NULL, NULL, err, sizeof err) == -1 && strstr(err, "nonsense"),
+       "an unknown --template name is an error naming it: %s", err);
+    for (int f = 0; f < TMPL_UNKNOWN; f++)
+        is_int(tmpl_family_from_name(tmpl_family_name((enum tmpl_family)f)), f, tmpl_family_name((enum tmpl_family)f));
+    struct tmpl_msg m[2] = {{"user", "Hello!"}, {NULL, "x"}};
+    /* golden.json renders llama3.jinja with the family's usual BOS/EOS */
+    char *want = golden_first(src, "llama3");
+    ok(want && tmpl_render(TMPL_LLAMA3, m, 1, true, &out, err, sizeof err) == 0 && strcmp(out, want) == 0,
+       "tmpl_render uses the family's usual BOS");
+    free(want);
+    free(out);
+    ok(tmpl_render(TMPL_CHATML, m, 2, true, &out, err, sizeof err) == -1 && strstr(err, "message 1"),
+       "a message without a role is an error: %s", err);
+}
+
+/* jinja2's rendering of conversation 0 with the generation prompt for a golden template. */
+static char *golden_first(const char *src, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/engine/model/tok/templates/golden.json", src);
+    char *js = tt_slurp(path, NULL), *res = NULL;
+    cJSON *root = js ? cJSON_Parse(js) : NULL, *c;
+    free(js);
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases"))
+    {
+        if (strcmp(cJSON_GetObjectItem(c, "template")->valuestring, name) == 0 &&
+            cJSON_GetObjectItem(c, "conv")->valueint == 0 &&
+            cJSON_IsTrue(cJSON_GetObjectItem(c, "agp")) && !res)
+            res = strdup(cJSON_GetObjectItem(c, "out")->valuestring);
+    }
+    cJSON_Delete(root);
+    return res;
+}
+
+/* The model's own file: detection (or vocabulary guess), BOS/EOS from its
+ * vocabulary, and the rendering jinja2 gives with the same BOS/EOS. */
+static void model_file(const char *src, const char *fetch, enum tmpl_family want, bool from_vocab,
+                       const char *golden_name)
+{
+    char *first = golden_first(src, golden_name);
+    if (!first) {
+        ok(0, "%s: no golden rendering for '%s'", fetch, golden_name);
+        return;
+    }
+    char path[1024], err[512];
+    if (tt_model_path(src, fetch, path, sizeof path)) {
+        ok(0, "%s: fetch-model could not provide the model", fetch);
+        free(first);
+        return;
+    }
+    struct gguf_ctx *g = gguf_open(path, err, sizeof err);
+    struct tok *tk = g ? tok_open(g, err, sizeof err) : NULL;
+    struct tmpl t;
+    if (!tk || tmpl_init_model(&t, g, tk, NULL, err, sizeof err)) {
+        ok(0, "%s: %s", fetch, err);
+        tok_close(tk);
+        if (g) gguf_close(g);
+        free(first);
+        return;
+    }
+    ok(t.family == want && !t.fallback && t.from_vocab == from_vocab, "%s: family %s%s", fetch,
+       tmpl_family_name(t.family), from_vocab ? " (from its vocabulary)" : "");
+    struct tmpl_msg m[1] = {{"user", "Hello!"}};
+    char *out = NULL;
+    ok(tmpl_apply(&t, m, 1, true, &out, err, sizeof err) == 0 && strcmp(out, first) == 0,
+       "%s: renders as jinja2 does with the file's BOS/EOS", fetch);
+    free(first);
+    /* The rendered markers must be single special tokens. */
+    int32_t ids[256];
+    int64_t n = out ? tok_encode(tk, out, strlen(out), TOK_PARSE_SPECIAL, ids, 256, err, sizeof err) : -1;
+    ok(n > 0 && tok_is_special(tk, ids[0]), "%s: the first rendered token is special (%d '%s')",
+       fetch, n > 0 ? ids[0] : -1, n > 0 ? tok_piece(tk, ids[0]) : "");
+    free(out);
+    tmpl_free(&t);
+    tok_close(tk);
+    gguf_close(g);
+}
+
+int main(void)
+{
+    const char *src = getenv("TERN_SRC");
+    if (!src) return tap_bail("TERN_SRC is not set");
+    golden_cases(src);
+    fallback_and_names(src);
+    model_file(src, "smollm2", TMPL_CHATML, false, "smollm2");
+    model_file(src, "gemma3-270m", TMPL_GEMMA, true, "gemma");
+    return tap_done();
+}
