@@ -1028,7 +1028,7 @@ static struct engine *open_engine(const struct cli *cli, const struct bopts *o)
                          : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
                                                            : BACKEND_AUTO;
     cli_engine_remote(cli, &c);
-    struct engine *e = engine_open(&c, err, sizeof err);
+    struct engine *e = cli_engine_open(cli, &c, err, sizeof err);
     if (!e) fprintf(stderr, "tern bench: %s\n", err);
     return e;
 }

@@ -175,7 +175,7 @@ static int serve(struct serve_opts *o, const char *model_path)
     if (o->max_queue) cfg.max_queue = (int32_t)o->max_queue;
     if (o->event_limit) cfg.event_limit = (int32_t)o->event_limit;
     double t0 = app_now_s();
-    e = engine_open(&cfg, err, sizeof err);
+    e = cli_engine_open(o->cli, &cfg, err, sizeof err);
     if (!e) {
         fprintf(stderr, "tern serve: %s\n", err);
         goto done;

@@ -27,7 +27,9 @@ static void copy_str(char *d, size_t n, const char *s)
 static void *load_main(void *arg)
 {
     struct ui_bridge *b = arg;
-    b->loaded = engine_open(&b->cfg, b->load_err, sizeof b->load_err);
+    b->loaded = b->open_engine ? b->open_engine(&b->cfg, b->open_ud, b->load_err,
+                                                sizeof b->load_err)
+                               : engine_open(&b->cfg, b->load_err, sizeof b->load_err);
     (void)!write(b->load_pipe[1], "x", 1);
     return NULL;
 }
@@ -100,8 +102,17 @@ static void model_alert(struct ui_state *st, const char *e)
 int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
                    const char *db_path, const char *model_error, char *err, size_t errlen)
 {
+    return ui_bridge_open_with(b, st, cfg, NULL, NULL, db_path, model_error, err, errlen);
+}
+
+int ui_bridge_open_with(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
+                        ui_engine_open_fn *open_engine, void *ud, const char *db_path,
+                        const char *model_error, char *err, size_t errlen)
+{
     char serr[512];
     memset(b, 0, sizeof *b);
+    b->open_engine = open_engine;
+    b->open_ud = ud;
     b->load_pipe[0] = b->load_pipe[1] = -1;
     b->cfg = *cfg;
     set_model_path(b, cfg->model_path);
