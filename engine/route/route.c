@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "engine_ops.h"
 #include "evq.h"
 #include "trace.h"
@@ -702,4 +704,30 @@ int route_counts(struct engine *e, struct route_count *out, int max)
                                                     R->counts[f][t][r]};
     pthread_mutex_unlock(&R->mu);
     return n;
+}
+
+char *route_trail_json(struct engine *e, uint64_t id)
+{
+    struct route_trail t;
+    if (route_trail(e, id, &t) != 0) return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "served_by", t.served >= 0 ? route_target_name(e, t.served) : "");
+    cJSON *a = cJSON_AddArrayToObject(o, "fallbacks");
+    for (int32_t i = 0; a && i < t.n_hops; i++) {
+        const struct route_hop *h = &t.hop[i];
+        cJSON *j = cJSON_CreateObject();
+        if (!j || !cJSON_AddItemToArray(a, j)) {
+            cJSON_Delete(j);
+            break;
+        }
+        cJSON_AddStringToObject(j, "from", route_target_name(e, h->from));
+        cJSON_AddStringToObject(j, "to", route_target_name(e, h->to));
+        cJSON_AddStringToObject(j, "reason", route_reason_name(h->reason));
+        cJSON_AddNumberToObject(j, "waited_s", h->waited_s);
+        cJSON_AddStringToObject(j, "detail", h->detail);
+    }
+    char *txt = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return txt;
 }

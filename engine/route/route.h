@@ -113,6 +113,12 @@ int route_trail(struct engine *e, uint64_t id, struct route_trail *out);
  * when the request never moved. */
 void route_trail_text(const struct engine *e, const struct route_trail *t, char *buf, size_t n);
 
+/* The history's form of request id's trail (data/store.h route_json):
+ * {"served_by": NAME, "fallbacks": [{"from","to","reason","waited_s",
+ * "detail"}]}; malloc'd, caller frees. NULL when e is not a route, the id
+ * is unknown or out of memory. */
+char *route_trail_json(struct engine *e, uint64_t id);
+
 struct route_count {
     int32_t from, to;
     enum route_reason reason;

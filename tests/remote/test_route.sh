@@ -21,7 +21,9 @@ freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0
 # serve NAME PORT ARGS...: starts tern serve, waits until ready (30 s at most)
 serve() {
   local name=$1 port=$2; shift 2
-  "$T" serve -m "$model" --port "$port" --threads 1 --no-history --access-log "$out/$name.access" \
+  local hist=(--no-history)
+  [ "$name" = R ] && hist=(--db "$out/r.db")
+  "$T" serve -m "$model" --port "$port" --threads 1 "${hist[@]}" --access-log "$out/$name.access" \
     "$@" >"$out/$name.log" 2>&1 &
   pids+=($!)
   eval "pid_$name=$!"
@@ -114,4 +116,13 @@ fb = [e for e in t["traceEvents"] if e.get("name") == "fallback"]
 sys.exit(0 if len(fb) == 2 and {e["args"]["reason"] for e in fb} == {"ttft-deadline", "error"} else 1)
 EOF
 ok $? "trace: a fallback span per move, with its reason"
+python3 - "$out/r.db" <<'EOF'
+import json, sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT status, route FROM requests").fetchall()
+print("# history rows:", [(s, [h["reason"] for h in json.loads(r)["fallbacks"]] if r else None) for s, r in rows])
+reasons = [h["reason"] for s, r in rows if r for h in json.loads(r)["fallbacks"]]
+ok = len(rows) >= 3 and all(r for s, r in rows) and all(s in ("stop", "length") for s, r in rows)
+sys.exit(0 if ok and sorted(reasons) == ["error", "ttft-deadline"] else 1)
+EOF
+ok $? "history: every request of R has a row with its status and its route (the moves and reasons)"
 tap_done

@@ -1,5 +1,6 @@
 /* bridge: UI state <-> engine and store (see bridge.h). */
 #include "bridge.h"
+#include "route.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -811,7 +812,10 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
                                .prompt_tokens = ph->n_prompt,
                                .cached_tokens = ph->n_cached,
                                .generated_tokens = ph->n_generated};
+    char *rj = route_trail_json(b->eng, ev->id); /* NULL without --route */
+    sr.route_json = rj;
     store_request_add(b->db, m->key, &sr);
+    free(rj);
     free(pj);
 }
 
