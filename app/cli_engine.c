@@ -36,6 +36,7 @@ struct engine *cli_engine_open(const struct cli *cli, const struct engine_config
         .base = &base,
         .api_key = cli->api_key ? cli->api_key : getenv("TERN_API_KEY"),
         .ttft_deadline_s = cli->route_ttft_s,
+        .tokenizer_path = cli->model, /* as with --url: only an explicit -m */
     };
     return route_open(&rc, err, errlen);
 }
