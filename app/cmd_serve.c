@@ -240,7 +240,9 @@ int cmd_serve(int argc, char **argv)
         "      --max-running N      running sequences cap (default 64)\n"
         "      --max-queue N        waiting queue bound (default 256; over it: 429)\n"
         "      --event-limit N      undrained events before a stream is consumer-stalled\n"
-        "      --trace FILE         Chrome trace-event JSON (spans tagged with request id, tenant)\n";
+        "      --trace FILE         Chrome trace-event JSON (spans tagged with request id, tenant)\n"
+        "      --route T1,T2,...    serve through a fallback route (local and/or replica URLs)\n"
+        "      --route-ttft MS      route: move on when no first token after MS ms\n";
     static const struct option longopts[] = {
         {"host", required_argument, 0, OPT_HOST},
         {"port", required_argument, 0, OPT_PORT},

@@ -392,6 +392,7 @@ static void open_target(struct route *R, int32_t k, const struct route_target *t
         snprintf(R->t[k].name, sizeof R->t[k].name, "%s", t->url);
         ec.remote.urls = &url;
         ec.remote.n_urls = 1;
+        ec.model_path = c->tokenizer_path;
         ec.remote.api_key = t->key_env[0] ? getenv(t->key_env) : c->api_key;
         if (t->key_env[0] && !ec.remote.api_key) {
             snprintf(R->t[k].open_err, sizeof R->t[k].open_err,

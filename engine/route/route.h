@@ -70,11 +70,13 @@ struct route_config {
     const struct route_spec *spec;
     /* The settings every target is opened with: the local target uses its
      * model and backend; a remote target gets remote.urls = { its URL } and
-     * its key, the rest of remote.* as given (its model_path only lends a
-     * tokenizer, as with --url). base->trace_path, when set, is the route's
+     * its key and tokenizer_path as its model_path, the rest of remote.*
+     * as given. base->trace_path, when set, is the route's
      * trace (a local target writes its own beside it, "<path>.local.json"). */
     const struct engine_config *base;
     const char *api_key;             /* default key of remote targets; NULL = none */
+    const char *tokenizer_path;      /* model file lending remote targets its tokenizer
+                                        (exact token counts); NULL = none */
     double ttft_deadline_s;          /* 0 = none: only rejections and errors move */
 };
 
