@@ -72,6 +72,18 @@ ok $? "bench --route 429,500,ok: every request served by the third, after rate-l
 ok $([ $rc = 0 ] && [ "$n429" = "$n500" ] && [ "$n500" = "$nok" ]; echo $?) \
   "no request lost or duplicated: each target saw each request once ($n429/$n500/$nok)"
 
+# --- the TUI (tern chat --route), off-screen: the reply, and its history row with the move
+XDG_DATA_HOME=$out timeout 60 "$T" chat -m "$model" --route "$F/500/v1,$F/ok/v1" --db "$out/chat.db" \
+  --headless-frames 400 --keys '{wait}hi\r{wait}' >"$out/chat.screen" 2>&1
+python3 - "$out/chat.db" <<'EOF'
+import json, sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT status, route FROM requests").fetchall()
+print("# chat history:", rows)
+ok = len(rows) == 1 and rows[0][1] and [h["reason"] for h in json.loads(rows[0][1])["fallbacks"]] == ["error"]
+sys.exit(0 if ok and json.loads(rows[0][1])["served_by"].endswith("/ok/v1") else 1)
+EOF
+ok $? "chat --route: the TUI's reply came from the second target, its history row has the move"
+
 # --- a serve instance falling back to a replica -------------------------------------
 pa=$(freeport); pb=$(freeport); pr=$(freeport)
 serve A "$pa"
