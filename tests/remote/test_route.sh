@@ -74,7 +74,9 @@ ok $([ $rc = 0 ] && [ "$n429" = "$n500" ] && [ "$n500" = "$nok" ]; echo $?) \
 
 # --- the TUI (tern chat --route), off-screen: the reply, and its history row with the move
 XDG_DATA_HOME=$out timeout 60 "$T" chat -m "$model" --route "$F/500/v1,$F/ok/v1" --db "$out/chat.db" \
-  --headless-frames 400 --keys '{wait}hi\r{wait}' >"$out/chat.screen" 2>&1
+  --size 140x50 --headless-frames 500 --keys '{wait}hi\r{wait}\eOR{wait}' >"$out/chat.screen" 2>&1
+ok $(grep -q "fallback: $F/500/v1 -> $F/ok/v1 (error" "$out/chat.screen"; echo $?) \
+  "chat --route: the F3 timeline shows the move and its reason"
 python3 - "$out/chat.db" <<'EOF'
 import json, sqlite3, sys
 rows = sqlite3.connect(sys.argv[1]).execute("SELECT status, route FROM requests").fetchall()

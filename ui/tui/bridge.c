@@ -765,6 +765,10 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->prefill_s = mt->prefill_s;
     }
     copy_str(ph->status, sizeof ph->status, engine_status_name(ev->status));
+    struct route_trail trail;
+    ph->fallback[0] = 0;
+    if (route_trail(b->eng, ev->id, &trail) == 0)
+        route_trail_text(b->eng, &trail, ph->fallback, sizeof ph->fallback);
     switch (ev->status) {
     case ENGINE_CANCELLED:
         m->status = UI_MSG_CANCELLED;
