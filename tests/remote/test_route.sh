@@ -72,6 +72,12 @@ ok $? "bench --route 429,500,ok: every request served by the third, after rate-l
 ok $([ $rc = 0 ] && [ "$n429" = "$n500" ] && [ "$n500" = "$nok" ]; echo $?) \
   "no request lost or duplicated: each target saw each request once ($n429/$n500/$nok)"
 
+# --- the config file's route = ... (and route-ttft), as the command line's
+printf 'route = %s/429/v1, %s/ok/v1\nroute-ttft = 2000\n' "$F" "$F" >"$out/cfg"
+timeout 60 "$T" bench --config "$out/cfg" --profile short --requests 2 >"$out/bcfg" 2>&1
+ok $(grep -q "route: 2 of 2 requests moved.*/ok/v1 2" "$out/bcfg"; echo $?) \
+  "config 'route = ...': bench goes through the route"
+
 # --- the TUI (tern chat --route), off-screen: the reply, and its history row with the move
 XDG_DATA_HOME=$out timeout 60 "$T" chat -m "$model" --route "$F/500/v1,$F/ok/v1" --db "$out/chat.db" \
   --size 140x50 --headless-frames 500 --keys '{wait}hi\r{wait}\eOR{wait}' >"$out/chat.screen" 2>&1
