@@ -674,6 +674,11 @@ int bench_drill_main(int argc, char **argv)
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, bench_drill_usage());
     if (rc >= 0) goto out;
     rc = CLI_EXIT_USAGE;
+    if (cli.route || cli.n_urls) {
+        fprintf(stderr, "tern bench: --drill builds its own routes over its own replicas: "
+                        "no --route or --url\n");
+        goto out;
+    }
     int which = -1;
     for (int i = 0; i < N_DRILLS; i++)
         if (!strcmp(o.drill, drills[i].name)) which = i;

@@ -406,6 +406,12 @@ int cmd_bench(int argc, char **argv)
         rc = CLI_EXIT_USAGE;
         goto out;
     }
+    if (cli.route) {
+        fprintf(stderr, "tern bench: --route applies to --profile and --contract (the raw "
+                        "pp/tg bench measures the local model)\n");
+        rc = CLI_EXIT_USAGE;
+        goto out;
+    }
     if (!o.pp && !o.tg) {
         fprintf(stderr, "tern bench: --pp and --tg are both 0: nothing to measure\n");
         rc = CLI_EXIT_USAGE;
