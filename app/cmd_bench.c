@@ -24,6 +24,7 @@
 #include "bench_env.h"
 #include "cpu/threadpool.h"
 #include "model.h"
+#include "roofline.h"
 #include "quant.h"
 #include "store.h"
 #include "synthetic.h"
@@ -166,8 +167,66 @@ static void print_runs(const char *key, const double *v, long n)
     printf("]");
 }
 
+static struct roofline_model model_cost(const struct model *m)
+{
+    return roofline_model_cost(m->weight_bytes_active, m->n_params_active,
+                               (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim);
+}
+
+/* The medians as shares of the machine's limits (lim NULL: none known, a
+ * GPU run): JSON keys, null where unknown. */
+static void json_roofline(const struct bench_opts *o, const struct model *m,
+                          const struct limits *lim, double pp_med, double tg_med)
+{
+    const struct roofline_model c = model_cost(m);
+    printf("\"bytes_per_token\":%.0f,\"ops_per_token\":%.0f,", c.bytes_per_token, c.ops_per_token);
+    if (!lim) {
+        printf("\"limits\":null,\"tg_gb_s\":%.3f,\"pp_tops\":%.4f,",
+               roofline_decode_gbs(&c, tg_med), roofline_prefill_tops(&c, pp_med));
+        return;
+    }
+    const struct roofline_fig f = roofline_predict(lim, &c, (int)o->threads);
+    printf("\"limits\":{\"cpu\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"read_gb_s\":%.3f,"
+           "\"peak_tops\":%.4f,\"peak_unit\":\"%s\",\"cached\":%s},",
+           lim->cpu, cpu_isa_name(lim->isa), f.threads, f.read_gbs, f.peak_tops,
+           c.float_weights ? lim->bf16_unit : lim->int8_unit, lim->cached ? "true" : "false");
+    const double gbs = roofline_decode_gbs(&c, tg_med), tops = roofline_prefill_tops(&c, pp_med);
+    printf("\"tg_gb_s\":%.3f,\"tg_pct_of_read\":%.2f,\"tg_predicted_tok_s\":%.3f,", gbs,
+           100.0 * gbs / f.read_gbs, f.tg_pred_tok_s);
+    printf("\"pp_tops\":%.4f,\"pp_pct_of_peak\":%.2f,\"pp_predicted_tok_s\":%.3f,", tops,
+           100.0 * tops / f.peak_tops, f.pp_pred_tok_s);
+}
+
+/* Below the table: each median as a share of its limit, and the roofline's
+ * prediction beside it. */
+static void text_roofline(const struct bench_opts *o, const struct model *m,
+                          const struct limits *lim, double pp_med, double tg_med)
+{
+    const struct roofline_model c = model_cost(m);
+    const double gbs = roofline_decode_gbs(&c, tg_med), tops = roofline_prefill_tops(&c, pp_med);
+    if (!lim) {
+        printf("\nroofline: no CPU limits for this device; tg %.2f GB/s of weights read, "
+               "pp %.3f TOP/s\n", gbs, tops);
+        return;
+    }
+    const struct roofline_fig f = roofline_predict(lim, &c, (int)o->threads);
+    const char *unit = c.float_weights ? lim->bf16_unit : lim->int8_unit;
+    printf("\nroofline, %s, %s, %d thread%s: streaming read %.1f GB/s, peak %.2f TOP/s (%s)\n",
+           lim->cpu, cpu_isa_name(lim->isa), f.threads, f.threads == 1 ? "" : "s", f.read_gbs,
+           f.peak_tops, unit);
+    printf("| test | t/s measured | t/s predicted | achieved | of the limit |\n");
+    printf("| --- | ---: | ---: | ---: | ---: |\n");
+    if (o->pp)
+        printf("| pp%ld | %.2f | %.2f | %.3f TOP/s | %.1f %% of peak |\n", o->pp, pp_med,
+               f.pp_pred_tok_s, tops, 100.0 * tops / f.peak_tops);
+    if (o->tg)
+        printf("| tg%ld | %.2f | %.2f | %.2f GB/s | %.1f %% of read |\n", o->tg, tg_med,
+               f.tg_pred_tok_s, gbs, 100.0 * gbs / f.read_gbs);
+}
+
 static void report(const struct bench_opts *o, const char *model_name, const struct model *m,
-                   const struct backend_info *info, const double *pp, const double *tg)
+                   const struct backend_info *info, const double *pp, const double *tg,
+                   const struct limits *lim)
 {
     const struct figures fp = summarize(pp, o->reps), ft = summarize(tg, o->reps);
     if (o->json) {
@@ -183,6 +242,7 @@ static void report(const struct bench_opts *o, const char *model_name, const str
                fp.min, fp.max, fp.sd);
         printf("\"tg_tok_s\":%.3f,\"tg_min\":%.3f,\"tg_max\":%.3f,\"tg_sd\":%.3f,", ft.median,
                ft.min, ft.max, ft.sd);
+        json_roofline(o, m, lim, fp.median, ft.median);
         print_runs("pp_runs", pp, o->pp ? o->reps : 0);
         printf(",");
         print_runs("tg_runs", tg, o->tg ? o->reps : 0);
@@ -200,6 +260,7 @@ static void report(const struct bench_opts *o, const char *model_name, const str
     if (o->tg)
         printf("| %s | %.2f MiB | %.2f M | %s | %ld | tg%ld%s | %.2f | %.2f - %.2f |\n",
                model_name, mib, mp, info->name, o->threads, o->tg, at, ft.median, ft.min, ft.max);
+    text_roofline(o, m, lim, fp.median, ft.median);
     /* the fallback note only when a backend was asked for (auto on a CPU-only
      * machine is not news) */
     bool note = info->note[0] && o->backend != BACKEND_AUTO;
@@ -317,7 +378,14 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
     }
     struct backend_info info;
     r.be->ops->get_info(r.be, &info);
-    report(o, name, m, &info, pp, tg);
+    /* the CPU's limits for a CPU run (measured once per machine, then cached) */
+    struct limits lim;
+    char lerr[512];
+    const int isa = o->scalar ? CPU_ISA_SCALAR : -1;
+    bool have_lim = !strcmp(info.name, "cpu") &&
+                    roofline_limits(&lim, isa, false, lerr, sizeof lerr) == 0;
+    if (!strcmp(info.name, "cpu") && !have_lim) fprintf(stderr, "tern bench: limits: %s\n", lerr);
+    report(o, name, m, &info, pp, tg, have_lim ? &lim : NULL);
     rc = o->save && save_run(o, name, path, &info, pp, tg) != 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     goto done;
 fail_run:

@@ -12,6 +12,8 @@
 #include "gguf.h"
 #include "model_info.h"
 #include "model_name.h"
+#include "roofline.h"
+#include "cpu/threadpool.h"
 #include "quant.h"
 
 enum {
@@ -112,7 +114,20 @@ static void describe(const char *dir, struct ui_model_entry *e)
     e->ok = true;
     e->base = mi.tmpl_from_vocab; /* no template in the file: what the chat calls a base model */
     e->ctx = mi.ctx;
+    e->fits = mi.kv_per_token > 0 && mi.weight_bytes + mi.kv_per_token * mi.ctx <= mi.budget;
     snprintf(e->quant, sizeof e->quant, "%s", mi.quant ? mi.quant : "");
+    /* the cached limits only: the picker never waits on a measurement (the
+     * model loader makes one when the cache lacks it) */
+    struct limits lim;
+    char lpath[4096], lerr[512];
+    limits_default_path(cpu_isa_best(), lpath, sizeof lpath);
+    if (limits_load(&lim, lpath, cpu_isa_best(), 0, lerr, sizeof lerr) == LIMITS_CACHE_OK) {
+        const struct roofline_model c =
+            roofline_model_cost(mi.active_weight_bytes, mi.active_params, mi.vocab * mi.embd);
+        const struct roofline_fig f = roofline_predict(&lim, &c, tp_physical_cores());
+        e->pp_tok_s = f.pp_pred_tok_s;
+        e->tg_tok_s = f.tg_pred_tok_s;
+    }
     gguf_close(g);
 }
 

@@ -16,14 +16,16 @@
 #include "textsafe.h"
 #include "backend_cuda.h"
 #include "cpu/cpu_isa.h"
+#include "cpu/threadpool.h"
 #include "gguf.h"
 #include "model.h"
 #include "model_info.h"
 #include "quant.h"
+#include "roofline.h"
 #include "template.h"
 #include "tok.h"
 
-enum { OPT_MEM = CLI_OPT_CMD, OPT_JSON, OPT_KV_TYPE, OPT_GPU };
+enum { OPT_MEM = CLI_OPT_CMD, OPT_JSON, OPT_KV_TYPE, OPT_GPU, OPT_LIMITS };
 
 struct info_opts {
     struct cli *cli;
@@ -31,6 +33,7 @@ struct info_opts {
     bool json;
     uint32_t kv_type;       /* QT_F16, QT_F32 or QT_Q8_0 */
     int gpu;                /* --gpu[=N]: device index for the GPU plan; -1 = no plan */
+    bool limits;            /* --limits: measure the machine's limits again, show only them */
 };
 
 /* ---- output -------------------------------------------------------------- */
@@ -110,6 +113,10 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
         printf("layers        %u, embedding %u, heads %u (kv %u), head dim %u\n", mi->layers,
                mi->embd, mi->heads, mi->kv_heads, mi->key_len);
     else printf("layers        unknown (no %s.block_count)\n", mi->arch);
+    if (mi->pooling >= 0) {
+        static const char *const pools[] = {"none", "mean", "cls", "last", "rank"};
+        printf("pooling       %s (embeddings: tern embed, /v1/embeddings)\n", pools[mi->pooling]);
+    }
     printf("vocabulary    %llu tokens, model %s, pre-tokenizer %s\n", (unsigned long long)mi->vocab,
            mi->tok_model ? mi->tok_model : "none", mi->tok_pre ? mi->tok_pre : "default");
     print_token(g, "BOS", mi->bos);
@@ -189,8 +196,54 @@ static cJSON *json_memory(const struct model_info *mi, const struct info_opts *o
     return m;
 }
 
+/* The machine's limits (the rooflines of tern bench and tern models) and,
+ * with a model, what they predict for it at the default thread count. */
+static void print_limits(const struct limits *l, const struct model_info *mi)
+{
+    printf("\nmachine limits (%s, %s; %s)\n", l->cpu, cpu_isa_name(l->isa),
+           l->cached ? "cached; --limits measures again" : "measured now");
+    printf("  streaming read");
+    for (int i = 0; i < l->n_read; i++)
+        printf("%s %.1f GB/s with %d thread%s", i ? "," : "", l->read_gbs[i], l->read_threads[i],
+               l->read_threads[i] == 1 ? "" : "s");
+    printf("\n  int8 peak %.2f TOP/s, %d threads %.2f (%s)\n", l->int8_tops[0], l->cpus,
+           l->int8_tops[1], l->int8_unit);
+    printf("  bf16 peak %.2f TFLOP/s, %d threads %.2f (%s)\n", l->bf16_tflops[0], l->cpus,
+           l->bf16_tflops[1], l->bf16_unit);
+    if (!mi) return;
+    const struct roofline_model c = roofline_model_cost(mi->active_weight_bytes, mi->active_params,
+                                                          (uint64_t)mi->vocab * mi->embd);
+    const int t = tp_physical_cores();
+    const struct roofline_fig f = roofline_predict(l, &c, t);
+    printf("  this model, %d thread%s: decode <= %.1f tok/s (%.1f MB per token), prefill <= %.0f "
+           "tok/s (%.2f GOP per token)\n", t, t == 1 ? "" : "s", f.tg_pred_tok_s,
+           c.bytes_per_token / 1e6, f.pp_pred_tok_s, c.ops_per_token / 1e9);
+}
+
+static cJSON *json_limits(const struct limits *l)
+{
+    cJSON *j = cJSON_CreateObject(), *r = cJSON_AddArrayToObject(j, "read_gb_s");
+    cJSON_AddStringToObject(j, "cpu", l->cpu);
+    cJSON_AddStringToObject(j, "isa", cpu_isa_name(l->isa));
+    cJSON_AddNumberToObject(j, "cpus", l->cpus);
+    for (int i = 0; r && i < l->n_read; i++) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "threads", l->read_threads[i]);
+        cJSON_AddNumberToObject(p, "gb_s", l->read_gbs[i]);
+        cJSON_AddItemToArray(r, p);
+    }
+    cJSON_AddNumberToObject(j, "int8_tops_1_thread", l->int8_tops[0]);
+    cJSON_AddNumberToObject(j, "int8_tops_all_threads", l->int8_tops[1]);
+    cJSON_AddStringToObject(j, "int8_unit", l->int8_unit);
+    cJSON_AddNumberToObject(j, "bf16_tflops_1_thread", l->bf16_tflops[0]);
+    cJSON_AddNumberToObject(j, "bf16_tflops_all_threads", l->bf16_tflops[1]);
+    cJSON_AddStringToObject(j, "bf16_unit", l->bf16_unit);
+    cJSON_AddBoolToObject(j, "cached", l->cached);
+    return j;
+}
+
 static int print_json(const struct gguf_ctx *g, const struct model_info *mi,
-                      const struct info_opts *o)
+                      const struct info_opts *o, const struct limits *lim)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "file", gguf_path(g));
@@ -209,12 +262,14 @@ static int print_json(const struct gguf_ctx *g, const struct model_info *mi,
     cJSON_AddNumberToObject(j, "key_length", mi->key_len);
     cJSON_AddNumberToObject(j, "value_length", mi->val_len);
     cJSON_AddNumberToObject(j, "sliding_window", mi->swa);
+    if (mi->pooling >= 0) cJSON_AddNumberToObject(j, "pooling_type", mi->pooling);
     cJSON_AddItemToObject(j, "vocabulary", json_vocab(g, mi));
     cJSON *t = cJSON_AddObjectToObject(j, "chat_template");
     cJSON_AddStringToObject(t, "family", mi->tmpl_family);
     cJSON_AddBoolToObject(t, "chatml_fallback", mi->tmpl_fallback);
     cJSON_AddBoolToObject(t, "from_vocabulary", mi->tmpl_from_vocab);
     cJSON_AddItemToObject(j, "memory", json_memory(mi, o));
+    if (lim) cJSON_AddItemToObject(j, "limits", json_limits(lim));
     textsafe_json(j); /* names and token texts come from the file */
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
@@ -235,6 +290,7 @@ static int on_opt(int c, const char *arg, void *ud)
     switch (c) {
     case OPT_MEM: return cli_size(o->cli, "--mem", arg, &o->mem);
     case OPT_JSON: o->json = true; return 0;
+    case OPT_LIMITS: o->limits = true; return 0;
     case OPT_KV_TYPE:
         if (!strcmp(arg, "f16")) o->kv_type = QT_F16;
         else if (!strcmp(arg, "f32")) o->kv_type = QT_F32;
@@ -284,16 +340,19 @@ int cmd_info(int argc, char **argv)
         "  --kv-type TYPE   KV cache element type for the plan (default f16)\n"
         "  --gpu[=N]        also plan GPU N (default 0): weights + KV pool + workspace\n"
         "                   from the device's free memory\n"
+        "  --limits         measure this machine's limits again (streaming read, int8\n"
+        "                   and bf16 peak; cached in ~/.local/state/tern) and show them\n"
         "  --json           the same as one JSON object\n";
     static const struct option longopts[] = {
         {"mem", required_argument, 0, OPT_MEM},
         {"json", no_argument, 0, OPT_JSON},
         {"kv-type", required_argument, 0, OPT_KV_TYPE},
         {"gpu", optional_argument, 0, OPT_GPU},
+        {"limits", no_argument, 0, OPT_LIMITS},
         {0, 0, 0, 0},
     };
     struct cli cli;
-    struct info_opts o = {&cli, 0, false, QT_F16, -1};
+    struct info_opts o = {&cli, 0, false, QT_F16, -1, false};
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     char path[4096], err[1024];
@@ -302,6 +361,23 @@ int cmd_info(int argc, char **argv)
         fprintf(stderr, "tern info: unexpected argument '%s' (the model is given with -m)\n",
                 cli.argv[0]);
         rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    struct limits lim;
+    bool have_lim = false;
+    if (o.limits) { /* the limits alone, measured again: no model needed */
+        have_lim = roofline_limits(&lim, -1, true, err, sizeof err) == 0;
+        if (!have_lim) fprintf(stderr, "tern info: limits: %s\n", err);
+        if (have_lim && o.json) {
+            cJSON *jl = json_limits(&lim);
+            char *js = cJSON_Print(jl);
+            printf("%s\n", js ? js : "{}");
+            free(js);
+            cJSON_Delete(jl);
+        } else if (have_lim) {
+            print_limits(&lim, NULL);
+        }
+        rc = have_lim ? CLI_EXIT_OK : CLI_EXIT_FAIL;
         goto done;
     }
     if (cli_model_path(&cli, path, sizeof path, err, sizeof err) != 0) {
@@ -315,7 +391,10 @@ int cmd_info(int argc, char **argv)
     }
     struct model_info mi;
     model_info_gather(g, o.kv_type, o.mem, &mi);
-    if (o.json) rc = print_json(g, &mi, &o);
+    /* the machine's limits (cached; measured once when missing) */
+    have_lim = roofline_limits(&lim, -1, false, err, sizeof err) == 0;
+    if (!have_lim) fprintf(stderr, "tern info: limits: %s\n", err);
+    if (o.json) rc = print_json(g, &mi, &o, have_lim ? &lim : NULL);
     else {
         print_text(g, &mi, &o);
         /* the CPU kernels' ISA in force: the detected one, capped by TERN_ISA */
@@ -332,6 +411,7 @@ int cmd_info(int argc, char **argv)
         else
             printf("AMX int8 tiles: %s\n", isa == CPU_ISA_AMX ? "used for prefill products"
                                                              : "available, not used (TERN_ISA caps below amx)");
+        if (have_lim) print_limits(&lim, &mi);
         rc = CLI_EXIT_OK;
     }
     gguf_close(g);

@@ -19,6 +19,8 @@
 #include "model.h"
 #include "model_name.h"
 #include "quant.h"
+#include "roofline.h"
+#include "cpu/threadpool.h"
 
 enum { OPT_JSON = CLI_OPT_CMD };
 
@@ -34,7 +36,21 @@ struct entry {
     bool fits;
     int gpu;           /* 1 fits on GPU 0, 0 does not, -1 no usable GPU */
     char gpu_note[600];
+    struct roofline_model cost; /* bytes and operations per token */
+    struct roofline_fig pred;   /* predicted tok/s from the machine limits (threads 0: none) */
 };
+
+/* What the machine's limits predict for every model, at the default thread
+ * count (the physical cores, as tern run and bench use). */
+static void predict_all(struct entry *v, int n, const struct limits *lim)
+{
+    for (int i = 0; i < n; i++) {
+        if (!v[i].ok) continue;
+        v[i].cost = roofline_model_cost(v[i].mi.active_weight_bytes, v[i].mi.active_params,
+                                          v[i].mi.vocab * v[i].mi.embd);
+        if (lim) v[i].pred = roofline_predict(lim, &v[i].cost, tp_physical_cores());
+    }
+}
 
 static void copy(char *d, size_t n, const char *s)
 {
@@ -97,8 +113,8 @@ static void stem(const char *file, char *b, size_t n)
 static void print_text(const struct entry *v, int n, const char *dir, uint64_t mem)
 {
     char a[32], b[32];
-    printf("%-32s %-8s %7s %-7s %8s %6s %-11s %-3s %s\n", "NAME", "ARCH", "PARAMS", "QUANT", "SIZE",
-           "CTX", "TEMPLATE", "GPU", "FITS IN RAM");
+    printf("%-32s %-8s %7s %-7s %8s %6s %-11s %-3s %-14s %s\n", "NAME", "ARCH", "PARAMS", "QUANT",
+           "SIZE", "CTX", "TEMPLATE", "GPU", "FITS IN RAM", "PREDICTED TOK/S PP / TG");
     for (int i = 0; i < n; i++) {
         const struct entry *e = &v[i];
         char nm[512];
@@ -114,17 +130,29 @@ static void print_text(const struct entry *v, int n, const char *dir, uint64_t m
             snprintf(a + strlen(a), sizeof a - strlen(a), "/%s", act);
         }
         fmt_bytes(b, sizeof b, e->size);
-        char need[32];
+        char need[32], fit[48], pp[16], tg[16];
         fmt_bytes(need, sizeof need, e->need);
-        printf("%-32s %-8s %7s %-7s %8s %6u %-11s %s %s (%s)\n", nm, e->arch_s, a, e->quant_s, b,
-               e->mi.ctx, e->tmpl_s, e->gpu > 0 ? "yes" : e->gpu == 0 ? "no " : "–  ",
-               e->fits ? "yes" : "no", need);
+        snprintf(fit, sizeof fit, "%s (%s)", e->fits ? "yes" : "no", need);
+        roofline_fmt_rate(pp, sizeof pp, e->pred.pp_pred_tok_s);
+        roofline_fmt_rate(tg, sizeof tg, e->pred.tg_pred_tok_s);
+        const char *gpu = e->gpu > 0 ? "yes" : e->gpu == 0 ? "no " : "–  ";
+        printf("%-32s %-8s %7s %-7s %8s %6u %-11s %s %-14s %6s / %s\n", nm, e->arch_s, a,
+               e->quant_s, b, e->mi.ctx, e->tmpl_s, gpu, fit, pp, tg);
     }
     char m[32];
     fmt_bytes(m, sizeof m, mem);
     printf("\n%d model%s in %s; fits: weights + F16 KV cache of the full context in %s of "
            "memory\n",
            n, n == 1 ? "" : "s", dir, m);
+    for (int i = 0; i < n; i++)
+        if (v[i].ok && v[i].pred.threads) {
+            printf("predicted: the CPU's bound at %d thread%s from this machine's limits "
+                   "(tern info --limits): decode = %.1f GB/s read / bytes per token, "
+                   "prefill = %.2f TOP/s peak / operations per token\n",
+                   v[i].pred.threads, v[i].pred.threads == 1 ? "" : "s", v[i].pred.read_gbs,
+                   v[i].pred.peak_tops);
+            break;
+        }
     for (int i = 0; i < n; i++)
         if (v[i].ok && v[i].gpu_note[0]) {
             printf("GPU: %s\n", v[i].gpu_note); /* the same reason for every model: once */
@@ -164,6 +192,13 @@ static int print_json(const struct entry *v, int n, const char *dir, uint64_t me
             else
                 cJSON_AddNullToObject(o, "fits_in_gpu");
             cJSON_AddStringToObject(o, "gpu_plan", e->gpu_note);
+            cJSON_AddNumberToObject(o, "bytes_per_token", e->cost.bytes_per_token);
+            cJSON_AddNumberToObject(o, "ops_per_token", e->cost.ops_per_token);
+            if (e->pred.threads) {
+                cJSON_AddNumberToObject(o, "predicted_threads", e->pred.threads);
+                cJSON_AddNumberToObject(o, "predicted_pp_tok_s", e->pred.pp_pred_tok_s);
+                cJSON_AddNumberToObject(o, "predicted_tg_tok_s", e->pred.tg_pred_tok_s);
+            }
         }
         cJSON_AddItemToArray(arr, o);
     }
@@ -193,8 +228,9 @@ int cmd_models(int argc, char **argv)
         "architecture, parameters (total/active for mixtures of experts), quantization,\n"
         "file size, context length, chat template ('none (base)': a base model, which\n"
         "continues text) and whether weights + KV cache of the full context fit in\n"
-        "memory. NAME, or any unique start of it (letters and digits, e.g. smollm2),\n"
-        "is what -m takes.\n"
+        "memory, and the prefill and decode tokens/s this machine's limits predict\n"
+        "(tern info shows them). NAME, or any unique start of it (letters and digits,\n"
+        "e.g. smollm2), is what -m takes.\n"
         "\n"
         "  --json   the same as one JSON object\n";
     static const struct option longopts[] = {{"json", no_argument, 0, OPT_JSON}, {0, 0, 0, 0}};
@@ -223,6 +259,10 @@ int cmd_models(int argc, char **argv)
         snprintf(v[i].path, sizeof v[i].path, "%s/%s", dir, files[i]);
         describe(&v[i], mem);
     }
+    struct limits lim;
+    bool have_lim = n > 0 && roofline_limits(&lim, -1, false, err, sizeof err) == 0;
+    if (n > 0 && !have_lim) fprintf(stderr, "tern models: limits: %s\n", err);
+    if (v) predict_all(v, n, have_lim ? &lim : NULL);
     if (v) {
         if (json) rc = print_json(v, n, dir, mem);
         else {

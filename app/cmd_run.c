@@ -508,8 +508,9 @@ static int stream_reply(struct engine *e, uint64_t id, struct run_history *hist,
     }
 }
 
-static int run(struct run_opts *o, const struct cli *cli, const char *model_path,
-               const char *prompt)
+/* engine_open with run's options; *load_s is how long the load took. */
+static struct engine *run_engine_open(const struct run_opts *o, const struct cli *cli,
+                                      const char *model_path, double *load_s)
 {
     char err[1024];
     struct engine_config cfg;
@@ -525,95 +526,102 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     cli_engine_remote(cli, &cfg);
     double t0 = app_now_s();
     struct engine *e = engine_open(&cfg, err, sizeof err);
-    if (!e) {
-        fprintf(stderr, "tern run: %s\n", err);
-        return CLI_EXIT_FAIL;
-    }
-    double load_s = app_now_s() - t0;
-    struct engine_info info;
-    engine_info(e, &info);
-    cli_opt_warn_ctx(cli, o->ctx, info.n_ctx_train);
-    /* A fallback ("no usable GPU: ...; running on CPU") is said with -v, or
-     * when a backend was asked for: auto on a CPU-only machine is not news. */
-    if (info.backend.note[0] && (o->verbose || o->backend != BACKEND_AUTO))
-        fprintf(stderr, "tern run: %s\n", info.backend.note);
+    if (!e) fprintf(stderr, "tern run: %s\n", err);
+    *load_s = app_now_s() - t0;
+    return e;
+}
 
-    struct run_history hist;
-    if (history_open(&hist, o) != 0) {
-        engine_close(e);
-        return CLI_EXIT_FAIL;
-    }
-    struct engine_message *msgs = NULL;
-    int32_t n_msgs = build_messages(&hist, o, prompt, &msgs);
-    /* a sane default reply limit: a base model would otherwise fill the context */
+/* The reply limit: -n as asked, or a sane default (a base model would
+ * otherwise fill the context). A server's cap per request (a tenant's
+ * max_tokens) bounds the default, which the user did not ask for; an
+ * explicit -n is sent as asked, for the server to refuse naming its cap. */
+static int32_t reply_limit(const struct run_opts *o, const struct engine_info *info)
+{
     int32_t max_tokens = (int32_t)o->max_tokens;
-    if (max_tokens <= 0) {
-        max_tokens = info.n_ctx / 4 < 1024 ? info.n_ctx / 4 : 1024;
-        /* A server's cap per request (a tenant's max_tokens) bounds the
-         * default, which the user did not ask for; an explicit -n is sent
-         * as asked, for the server to refuse naming its cap. */
-        if (info.max_tokens_cap > 0 && (max_tokens <= 0 || max_tokens > info.max_tokens_cap)) {
-            max_tokens = info.max_tokens_cap;
-            if (o->verbose)
-                fprintf(stderr, "tern run: reply limit %d tokens (the server's cap per request)\n",
-                        (int)max_tokens);
-        }
+    if (max_tokens > 0) return max_tokens;
+    max_tokens = info->n_ctx / 4 < 1024 ? info->n_ctx / 4 : 1024;
+    if (info->max_tokens_cap > 0 && (max_tokens <= 0 || max_tokens > info->max_tokens_cap)) {
+        max_tokens = info->max_tokens_cap;
+        if (o->verbose)
+            fprintf(stderr, "tern run: reply limit %d tokens (the server's cap per request)\n",
+                    (int)max_tokens);
     }
-    bool base = !info.has_chat_template || info.chat_template_from_vocab;
+    return max_tokens;
+}
+
+/* Builds the request (the chat template's messages, or the plain prompt of
+ * --raw and base models) and submits it; fills r's max_tokens, templated and
+ * tok_s. Returns the request's id, or 0 after saying why (and, with --json,
+ * printing the refusal as the run's object). */
+static uint64_t run_submit(struct engine *e, const struct run_opts *o,
+                           const struct run_history *hist, const char *prompt,
+                           struct run_result *r)
+{
+    char err[1024];
+    const struct engine_info *info = r->info;
+    struct engine_message *msgs = NULL;
+    int32_t n_msgs = build_messages(hist, o, prompt, &msgs);
+    r->max_tokens = reply_limit(o, info);
+    bool base = !info->has_chat_template || info->chat_template_from_vocab;
     char *plain = NULL;
     if (base && !o->raw) {
         fprintf(stderr,
                 "tern run: warning: %s is a base model (the file has no chat template): the "
                 "prompt is continued as plain text, as with --raw\n",
-                info.model_name);
+                info->model_name);
         if (o->system && asprintf(&plain, "%s\n%s", o->system, prompt) < 0) plain = NULL;
     }
-    struct engine_request q = {.sampling = o->sp, .max_tokens = max_tokens,
+    struct engine_request q = {.sampling = o->sp, .max_tokens = r->max_tokens,
                                .stop = o->stop, .n_stop = o->n_stop,
                                .priority = ENGINE_PRIO_INTERACTIVE,
                                .ignore_eos = o->ignore_eos, .json_schema = o->schema};
-    if (o->raw || base) q.prompt = plain ? plain : prompt;
-    else {
+    r->templated = !(o->raw || base);
+    if (r->templated) {
         q.messages = msgs;
         q.n_messages = n_msgs;
+    } else {
+        q.prompt = plain ? plain : prompt;
     }
     enum engine_status why;
-    t0 = app_now_s();
+    double t0 = app_now_s();
     uint64_t id = engine_submit(e, &q, &why, err, sizeof err);
-    double tok_s = app_now_s() - t0;
+    r->tok_s = app_now_s() - t0;
     free(plain);
     free(msgs);
-    bool templated = !(o->raw || base);
     if (!id) {
         fprintf(stderr, "tern run: %s: %s\n", engine_status_name(why), err);
-        if (o->json)
-            print_json(&(struct run_result){&info, "", max_tokens, templated, load_s, tok_s, why,
-                                            err, NULL});
-        store_transcript_free(&hist.prev);
-        store_close(hist.db);
-        engine_close(e);
-        return CLI_EXIT_FAIL;
+        r->reply = "";
+        r->status = why;
+        r->error = err;
+        if (o->json) print_json(r);
+        r->error = NULL;
     }
+    return id;
+}
+
+/* Streams request id to its end (Ctrl-C cancels it), records it in the
+ * history, prints -v's block and --json's object; returns the exit code. */
+static int run_stream(struct engine *e, uint64_t id, const struct run_opts *o,
+                      struct run_history *hist, const char *model_path, const char *prompt,
+                      struct run_result *r)
+{
     struct sigaction sa = {.sa_handler = on_sigint}, old;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old);
     char *reply = NULL;
     struct engine_event fin = {0};
-    history_begin(&hist, o, info.model_name, prompt);
+    history_begin(hist, o, r->info->model_name, prompt);
     struct run_progress prog = {.on = o->verbose && isatty(STDERR_FILENO)};
-    int rc = stream_reply(e, id, &hist, &reply, &fin, &prog, o->json);
+    int rc = stream_reply(e, id, hist, &reply, &fin, &prog, o->json);
     sigaction(SIGINT, &old, NULL);
     if (rc != 0) {
         fprintf(stderr, "tern run: out of memory\n");
-        store_transcript_free(&hist.prev);
-        store_close(hist.db);
-        engine_close(e);
         return CLI_EXIT_FAIL;
     }
     enum engine_status st = fin.status;
     if (fin.metrics) {
-        history_finish(&hist, &info, model_path, fin.metrics);
-        if (o->verbose) print_verbose(&info, load_s, tok_s, fin.metrics);
+        history_finish(hist, r->info, model_path, fin.metrics);
+        if (o->verbose) print_verbose(r->info, r->load_s, r->tok_s, fin.metrics);
         if (o->verbose) print_server_view(e);
     }
     bool failed = st != ENGINE_OK && st != ENGINE_STOP && st != ENGINE_LENGTH;
@@ -623,142 +631,175 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
                 fin.message ? fin.message : "");
         rc = CLI_EXIT_FAIL;
     }
-    if (o->json)
-        print_json(&(struct run_result){&info, reply, max_tokens, templated, load_s, tok_s, st,
-                                        failed ? (fin.message ? fin.message
-                                                              : engine_status_name(st))
-                                               : NULL,
-                                        fin.metrics});
-    store_transcript_free(&hist.prev);
-    store_close(hist.db);
+    if (o->json) {
+        r->reply = reply;
+        r->status = st;
+        r->error = failed ? (fin.message ? fin.message : engine_status_name(st)) : NULL;
+        r->m = fin.metrics;
+        print_json(r);
+    }
     engine_event_free(&fin);
     free(reply);
+    return rc;
+}
+
+static int run(struct run_opts *o, const struct cli *cli, const char *model_path,
+               const char *prompt)
+{
+    struct run_result r = {0};
+    struct engine *e = run_engine_open(o, cli, model_path, &r.load_s);
+    if (!e) return CLI_EXIT_FAIL;
+    struct engine_info info;
+    engine_info(e, &info);
+    r.info = &info;
+    cli_opt_warn_ctx(cli, o->ctx, info.n_ctx_train);
+    /* A fallback ("no usable GPU: ...; running on CPU") is said with -v, or
+     * when a backend was asked for: auto on a CPU-only machine is not news. */
+    if (info.backend.note[0] && (o->verbose || o->backend != BACKEND_AUTO))
+        fprintf(stderr, "tern run: %s\n", info.backend.note);
+    struct run_history hist;
+    if (history_open(&hist, o) != 0) {
+        engine_close(e);
+        return CLI_EXIT_FAIL;
+    }
+    uint64_t id = run_submit(e, o, &hist, prompt, &r);
+    int rc = id ? run_stream(e, id, o, &hist, model_path, prompt, &r) : CLI_EXIT_FAIL;
+    store_transcript_free(&hist.prev);
+    store_close(hist.db);
     engine_close(e);
     return rc;
 }
 
-int cmd_run(int argc, char **argv)
+static const char run_usage[] =
+    "usage: tern run [OPTIONS] [PROMPT...]\n"
+    "\n"
+    "Generates one reply to a prompt and streams it to stdout. The prompt is the\n"
+    "words after the options, or -p, or else stdin (one Ctrl-D ends it). The chat template is applied unless --raw; a base\n"
+    "model (no chat template in the file) continues the prompt as plain text.\n"
+    "\n"
+    "  -p, --prompt TEXT        the prompt (default: the arguments, or stdin)\n"
+    "  -c, --continue           continue the newest stored session (as llm -c)\n"
+    "@system\n"
+    "      --raw                send the prompt as is, without the chat template\n"
+    "@max-tokens 1024 or a quarter of the context, whichever is less, within a server's cap per request with --url\n"
+    "      --stop S             stop string (repeatable; never printed)\n"
+    "      --json-schema FILE   reply with JSON that validates against the JSON Schema\n"
+    "                           in FILE (decoding under its grammar; docs/SERVING.md)\n"
+    "@temp 0.8\n"
+    "@top-k 40\n"
+    "@top-p 0.95\n"
+    "@min-p 0.05\n"
+    "@repeat-penalty 1\n"
+    "@seed\n"
+    "      --ignore-eos         keep generating past end-of-generation tokens\n"
+    "@threads physical cores\n"
+    "@backend auto\n"
+    "@ctx the model's\n"
+    "@kv-mem planned\n"
+    "@kv-type f16\n"
+    "@step-tokens\n"
+    "      --trace FILE         write a Chrome trace-event JSON of the run\n"
+    "      --db PATH            history database (default ~/.local/share/tern/history.db)\n"
+    "      --no-history         do not record this exchange in the history\n"
+    "  -v, --verbose            print load, prefill and decode timings to stderr\n"
+    "                           (and, on a terminal, the prefill's progress)\n"
+    "      --json               print the reply at the end as one JSON object: reply,\n"
+    "                           status, finish_reason, usage, phases (load, queue,\n"
+    "                           prefill, TTFT, TPOT, decode, end to end) and metrics\n"
+    "\n" CLI_REMOTE_USAGE;
+static const struct option run_longopts[] = {
+    {"prompt", required_argument, 0, 'p'},
+    CLI_SHARED(CLI_O_SYSTEM),
+    {"raw", no_argument, 0, OPT_RAW},
+    CLI_SHARED(CLI_O_MAX_TOKENS),
+    {"stop", required_argument, 0, OPT_STOP},
+    {"json-schema", required_argument, 0, OPT_JSON_SCHEMA},
+    CLI_SHARED(CLI_O_TEMP),
+    CLI_SHARED(CLI_O_TOP_K),
+    CLI_SHARED(CLI_O_TOP_P),
+    CLI_SHARED(CLI_O_MIN_P),
+    CLI_SHARED(CLI_O_REPEAT_PENALTY),
+    CLI_SHARED(CLI_O_SEED),
+    {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
+    CLI_SHARED(CLI_O_THREADS),
+    CLI_SHARED(CLI_O_BACKEND),
+    CLI_SHARED(CLI_O_CTX),
+    CLI_SHARED(CLI_O_KV_MEM),
+    CLI_SHARED(CLI_O_KV_TYPE),
+    CLI_SHARED(CLI_O_STEP_TOKENS),
+    {"trace", required_argument, 0, OPT_TRACE},
+    {"db", required_argument, 0, OPT_DB},
+    {"no-history", no_argument, 0, OPT_NO_HISTORY},
+    {"continue", no_argument, 0, OPT_CONTINUE},
+    {"verbose", no_argument, 0, 'v'},
+    {"json", no_argument, 0, OPT_JSON},
+    {0, 0, 0, 0},
+};
+
+/* The words after the options, joined by spaces (malloc'd), or NULL. */
+static char *join_args(const struct cli *cli)
 {
-    static const char use[] =
-        "usage: tern run [OPTIONS] [PROMPT...]\n"
-        "\n"
-        "Generates one reply to a prompt and streams it to stdout. The prompt is the\n"
-        "words after the options, or -p, or else stdin (one Ctrl-D ends it). The chat template is applied unless --raw; a base\n"
-        "model (no chat template in the file) continues the prompt as plain text.\n"
-        "\n"
-        "  -p, --prompt TEXT        the prompt (default: the arguments, or stdin)\n"
-        "  -c, --continue           continue the newest stored session (as llm -c)\n"
-        "@system\n"
-        "      --raw                send the prompt as is, without the chat template\n"
-        "@max-tokens 1024 or a quarter of the context, whichever is less, within a server's cap per request with --url\n"
-        "      --stop S             stop string (repeatable; never printed)\n"
-        "      --json-schema FILE   reply with JSON that validates against the JSON Schema\n"
-        "                           in FILE (decoding under its grammar; docs/SERVING.md)\n"
-        "@temp 0.8\n"
-        "@top-k 40\n"
-        "@top-p 0.95\n"
-        "@min-p 0.05\n"
-        "@repeat-penalty 1\n"
-        "@seed\n"
-        "      --ignore-eos         keep generating past end-of-generation tokens\n"
-        "@threads physical cores\n"
-        "@backend auto\n"
-        "@ctx the model's\n"
-        "@kv-mem planned\n"
-        "@kv-type f16\n"
-        "@step-tokens\n"
-        "      --trace FILE         write a Chrome trace-event JSON of the run\n"
-        "      --db PATH            history database (default ~/.local/share/tern/history.db)\n"
-        "      --no-history         do not record this exchange in the history\n"
-        "  -v, --verbose            print load, prefill and decode timings to stderr\n"
-        "                           (and, on a terminal, the prefill's progress)\n"
-        "      --json               print the reply at the end as one JSON object: reply,\n"
-        "                           status, finish_reason, usage, phases (load, queue,\n"
-        "                           prefill, TTFT, TPOT, decode, end to end) and metrics\n"
-        "\n" CLI_REMOTE_USAGE;
-    static const struct option longopts[] = {
-        {"prompt", required_argument, 0, 'p'},
-        CLI_SHARED(CLI_O_SYSTEM),
-        {"raw", no_argument, 0, OPT_RAW},
-        CLI_SHARED(CLI_O_MAX_TOKENS),
-        {"stop", required_argument, 0, OPT_STOP},
-        {"json-schema", required_argument, 0, OPT_JSON_SCHEMA},
-        CLI_SHARED(CLI_O_TEMP),
-        CLI_SHARED(CLI_O_TOP_K),
-        CLI_SHARED(CLI_O_TOP_P),
-        CLI_SHARED(CLI_O_MIN_P),
-        CLI_SHARED(CLI_O_REPEAT_PENALTY),
-        CLI_SHARED(CLI_O_SEED),
-        {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
-        CLI_SHARED(CLI_O_THREADS),
-        CLI_SHARED(CLI_O_BACKEND),
-        CLI_SHARED(CLI_O_CTX),
-        CLI_SHARED(CLI_O_KV_MEM),
-        CLI_SHARED(CLI_O_KV_TYPE),
-        CLI_SHARED(CLI_O_STEP_TOKENS),
-        {"trace", required_argument, 0, OPT_TRACE},
-        {"db", required_argument, 0, OPT_DB},
-        {"no-history", no_argument, 0, OPT_NO_HISTORY},
-        {"continue", no_argument, 0, OPT_CONTINUE},
-        {"verbose", no_argument, 0, 'v'},
-        {"json", no_argument, 0, OPT_JSON},
-        {0, 0, 0, 0},
-    };
-    struct cli cli;
-    struct run_opts o = {.cli = &cli, .backend = BACKEND_AUTO, .kv_type = KV_F16};
-    engine_sampling_default(&o.sp);
-    int rc = cli_parse(&cli, argc, argv, "p:vc", longopts, on_opt, &o, use);
-    if (rc >= 0) goto done;
-    rc = CLI_EXIT_USAGE;
-    /* tern run "prompt": the words after the options are the prompt */
-    char *joined = NULL;
-    if (cli.argc > 0 && o.prompt) {
-        fprintf(stderr, "tern run: a prompt with -p and another one '%s'\n", cli.argv[0]);
-        goto done;
+    size_t len = 1;
+    for (int i = 0; i < cli->argc; i++) len += strlen(cli->argv[i]) + 1;
+    char *s = malloc(len);
+    if (!s) return NULL;
+    s[0] = 0;
+    for (int i = 0; i < cli->argc; i++) {
+        if (i) strcat(s, " ");
+        strcat(s, cli->argv[i]);
     }
-    if (cli.argc > 0) {
-        size_t len = 1;
-        for (int i = 0; i < cli.argc; i++) len += strlen(cli.argv[i]) + 1;
-        if (!(joined = malloc(len))) goto done;
-        joined[0] = 0;
-        for (int i = 0; i < cli.argc; i++) {
-            if (i) strcat(joined, " ");
-            strcat(joined, cli.argv[i]);
-        }
-        o.prompt = joined;
+    return s;
+}
+
+/* The options that can be judged before the model loads: the prompt given
+ * once, a trace file that can be written (an error now, not at the end),
+ * --system with the template, the schema's file read. Sets o->prompt to
+ * the joined words (*joined, the caller frees). Returns 0 or an exit code. */
+static int check_opts(struct run_opts *o, const struct cli *cli, char **joined)
+{
+    if (cli->argc > 0 && o->prompt) {
+        fprintf(stderr, "tern run: a prompt with -p and another one '%s'\n", cli->argv[0]);
+        return CLI_EXIT_USAGE;
     }
-    /* a trace file that cannot be written is an error now, not at the end */
-    if (o.trace) {
-        FILE *tf = fopen(o.trace, "a");
+    if (cli->argc > 0) {
+        if (!(*joined = join_args(cli))) return CLI_EXIT_USAGE;
+        o->prompt = *joined;
+    }
+    if (o->trace) {
+        FILE *tf = fopen(o->trace, "a");
         if (!tf) {
-            fprintf(stderr, "tern run: --trace %s: %s\n", o.trace, strerror(errno));
-            rc = CLI_EXIT_FAIL;
-            free(joined);
-            goto done;
+            fprintf(stderr, "tern run: --trace %s: %s\n", o->trace, strerror(errno));
+            return CLI_EXIT_FAIL;
         }
         fclose(tf);
     }
-    if (o.raw && o.system) {
+    if (o->raw && o->system) {
         fprintf(stderr, "tern run: --system needs the chat template (drop --raw)\n");
-        goto done;
+        return CLI_EXIT_USAGE;
     }
-    if (o.json_schema && !(o.schema = read_schema(o.json_schema))) {
-        rc = CLI_EXIT_FAIL;
-        free(joined);
-        goto done;
-    }
+    if (o->json_schema && !(o->schema = read_schema(o->json_schema))) return CLI_EXIT_FAIL;
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct cli cli;
+    struct run_opts o = {.cli = &cli, .backend = BACKEND_AUTO, .kv_type = KV_F16};
+    engine_sampling_default(&o.sp);
+    char *joined = NULL, *in = NULL;
+    int rc = cli_parse(&cli, argc, argv, "p:vc", run_longopts, on_opt, &o, run_usage);
+    if (rc >= 0) goto done;
+    if ((rc = check_opts(&o, &cli, &joined)) != 0) goto done;
     char model[4096], err[1024];
     if (cli.n_urls == 0 && cli_model_path(&cli, model, sizeof model, err, sizeof err) != 0) {
         fprintf(stderr, "tern run: %s\n", err);
         rc = CLI_EXIT_FAIL;
         goto done;
     }
-    char *in = NULL;
     const char *prompt = o.prompt;
     if (!prompt) {
         if (isatty(STDIN_FILENO)) fprintf(stderr, "tern run: reading the prompt from stdin...\n");
-        in = read_stdin();
-        if (!in) {
+        if (!(in = read_stdin())) {
             fprintf(stderr, "tern run: out of memory reading stdin\n");
             rc = CLI_EXIT_FAIL;
             goto done;
@@ -771,9 +812,9 @@ int cmd_run(int argc, char **argv)
     } else {
         rc = run(&o, &cli, model, prompt);
     }
+done:
     free(in);
     free(joined);
-done:
     free(o.schema);
     cli_free(&cli);
     return rc;

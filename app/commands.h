@@ -12,6 +12,7 @@ int cmd_info(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 

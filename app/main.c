@@ -23,6 +23,7 @@ static const struct command commands[] = {
     {"models", cmd_models, "list the models in the models directory"},
     {"pull", cmd_pull, "download a model (URL or hf:ORG/REPO/FILE.gguf)"},
     {"tokenize", cmd_tokenize, "show the token ids of a text"},
+    {"embed", cmd_embed, "print embedding vectors of texts"},
     {"serve", cmd_serve, "serve the model over an OpenAI-compatible HTTP API"},
     {"version", cmd_version, "print version and build features"},
 };

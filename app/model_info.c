@@ -145,6 +145,10 @@ void model_info_gather(const struct gguf_ctx *g, uint32_t kv_type, uint64_t mem,
     if (!mi->key_len && mi->heads) mi->key_len = mi->embd / mi->heads;
     if (!mi->val_len) mi->val_len = mi->key_len;
     mi->swa = arch_u32(g, mi->arch, "attention.sliding_window");
+    char pkey[256];
+    snprintf(pkey, sizeof pkey, "%s.pooling_type", mi->arch);
+    uint32_t pool = 0;
+    mi->pooling = gguf_get_u32(g, pkey, &pool) && pool <= 4 ? (int32_t)pool : -1;
     gather_vocab(g, mi);
     plan_memory(mi, kv_type, mem);
 }

@@ -25,6 +25,8 @@ struct model_info {
     struct type_use types[64];
     uint32_t ctx, layers, embd, heads, kv_heads, key_len, val_len; /* 0 = absent */
     uint32_t swa;           /* attention.sliding_window, 0 = none */
+    int32_t pooling;        /* pooling_type (embeddings: 0 none, 1 mean, 2 cls, 3 last,
+                               4 rank), -1 = absent */
     int64_t bos, eos, eot;  /* -1 = none */
     uint64_t kv_per_token, budget, kv_tokens;
     uint64_t active_params;       /* per token: all but the unused experts (= params, dense) */

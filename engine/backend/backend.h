@@ -44,10 +44,17 @@ struct fwd_batch {
     const int32_t *token;      /* [n_tokens] token ids */
     const int32_t *pos;        /* [n_tokens] positions within their sequence */
     const int32_t *seq;        /* [n_tokens] index into seqs */
-    const uint8_t *want_logits;/* [n_tokens] nonzero: return logits for this token */
+    const uint8_t *want_logits;/* [n_tokens] nonzero: return logits for this token;
+                                  FWD_WANT_EMBD: its hidden state instead (below) */
     int32_t n_seqs;
     const struct fwd_seq *seqs;/* [n_seqs] */
 };
+
+/* Embeddings: a want_logits value asking for the row's final hidden state
+ * (after the output norm, before the LM head: dim floats at the start of
+ * the row's slot of n_vocab) instead of its logits. Only a backend with
+ * embd_rows set honours it; the others refuse the batch. */
+#define FWD_WANT_EMBD 2
 
 struct backend_info {
     const char *name;          /* "cpu" or "cuda" */
@@ -79,6 +86,7 @@ struct backend {
     int32_t kv_block_tokens;
     int32_t kv_n_blocks;       /* pool size in blocks */
     uint64_t kv_bytes_per_token;
+    bool embd_rows;            /* forward honours FWD_WANT_EMBD (embeddings) */
     void *impl;
 };
 

@@ -405,6 +405,7 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
     }
     c->be.ops = &cpu_ops;
     c->be.model = m;
+    c->be.embd_rows = m->hp.dim <= m->hp.n_vocab; /* a hidden state fits a logits slot */
     c->be.impl = c;
     if (model_validate(m, err, errlen) || check_weights(m, err, errlen)) goto fail;
     if (load_vectors(c, m, cfg->n_ctx, err, errlen) || alloc_kv(c, m, cfg, err, errlen)) goto fail;
@@ -729,22 +730,50 @@ static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *e
     return 0;
 }
 
+/* Wanted rows in batch order: logits rows get the LM head; embedding rows
+ * (FWD_WANT_EMBD) get the normed hidden state itself, at the start of their slot
+ * (stride n_vocab). The LM head runs over the logits rows only, packed at the
+ * front, then they move to their slots back to front (a slot is never before
+ * its packed place, so nothing is overwritten before it moved). */
 static void output(struct cpu_be *c, const struct fwd_batch *b, float *logits)
 {
     const struct model *m = c->be.model;
     const struct model_hparams *hp = &m->hp;
-    const int64_t d = hp->dim;
-    int64_t n_out = 0;
+    const int64_t d = hp->dim, nv = hp->n_vocab;
+    int64_t n_out = 0, n_lg = 0;
+    bool any_embd = false;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         if (b->want_logits && !b->want_logits[i]) continue;
-        ops_rmsnorm(c->a.xn + n_out * d, c->a.x + (size_t)i * d, c->out_norm, d, hp->norm_eps);
-        n_out++;
+        if (b->want_logits && b->want_logits[i] == FWD_WANT_EMBD) {
+            any_embd = true;
+            continue;
+        }
+        ops_rmsnorm(c->a.xn + n_lg * d, c->a.x + (size_t)i * d, c->out_norm, d, hp->norm_eps);
+        n_lg++;
     }
-    if (!n_out) return;
-    matmul(c, &c->output, c->a.xn, n_out, logits);
-    if (hp->logit_softcap > 0.0f) {
-        const float s = hp->logit_softcap;
-        for (int64_t i = 0; i < n_out * hp->n_vocab; i++) logits[i] = s * tanhf(logits[i] / s);
+    if (n_lg) {
+        matmul(c, &c->output, c->a.xn, n_lg, logits);
+        if (hp->logit_softcap > 0.0f) {
+            const float s = hp->logit_softcap;
+            for (int64_t i = 0; i < n_lg * nv; i++) logits[i] = s * tanhf(logits[i] / s);
+        }
+    }
+    if (!any_embd) return;
+    for (int32_t i = 0; i < b->n_tokens; i++) n_out += !b->want_logits || b->want_logits[i];
+    int64_t k = n_out, lg = n_lg;
+    for (int32_t i = b->n_tokens - 1; i >= 0; i--) {
+        if (b->want_logits && !b->want_logits[i]) continue;
+        k--;
+        if (b->want_logits[i] == FWD_WANT_EMBD) continue;
+        lg--;
+        if (lg != k) memmove(logits + k * nv, logits + lg * nv, (size_t)nv * sizeof *logits);
+    }
+    k = 0;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        if (b->want_logits && !b->want_logits[i]) continue;
+        if (b->want_logits[i] == FWD_WANT_EMBD)
+            ops_rmsnorm(logits + k * nv, c->a.x + (size_t)i * d, c->out_norm, d, hp->norm_eps);
+        k++;
     }
 }
 

@@ -95,6 +95,7 @@ struct cuda_be {
     /* host */
     int32_t *meta_host;             /* pinned */
     float *logits_host;             /* pinned, CUDA_LOGIT_CHUNK rows */
+    int32_t *out_slot;              /* [max_batch_tokens] place of each out_idx row */
     struct cu_tensor tok_embd, output;
     const float *output_norm;
     struct cu_layer *layers;
@@ -516,13 +517,21 @@ static int cu_forward(struct backend *be, const struct fwd_batch *b, float *logi
     int32_t bucket = !prefill && !c->graphs_off ? cuda_graph_bucket(n) : 0;
     if (bucket > p->max_batch_tokens) bucket = 0; /* buffers hold max_batch_tokens rows */
     const int32_t np = bucket ? bucket : n;
-    int32_t n_out = 0, n_tab = 0;
+    /* out_idx: the logits rows, then the embedding rows (FWD_WANT_EMBD);
+     * slot[k]: where row k of that order goes among the wanted rows. */
+    int32_t n_out = 0, n_tab = 0, n_lg = 0, n_want = 0;
+    for (int32_t i = 0; i < n; i++)
+        n_lg += b->want_logits && b->want_logits[i] && b->want_logits[i] != FWD_WANT_EMBD;
+    int32_t *slot = c->out_slot, n_em = 0;
     for (int32_t i = 0; i < np; i++) {
         const bool real = i < n;
         h.token[i] = real ? b->token[i] : 0;
         h.pos[i] = real ? b->pos[i] : 0;
         h.seq[i] = real ? b->seq[i] : -1; /* padding: no KV store, zero attention */
-        if (real && b->want_logits && b->want_logits[i]) h.out_idx[n_out++] = i;
+        if (!real || !b->want_logits || !b->want_logits[i]) continue;
+        const int32_t k = b->want_logits[i] == FWD_WANT_EMBD ? n_lg + n_em++ : n_out++;
+        h.out_idx[k] = i;
+        slot[k] = n_want++;
     }
     for (int32_t s = 0; s < b->n_seqs; s++) {
         h.table_off[s] = n_tab;
@@ -539,6 +548,7 @@ static int cu_forward(struct backend *be, const struct fwd_batch *b, float *logi
     }
     struct cu_meta dm;
     cu_meta_at(c, c->meta, &dm);
+    const size_t nv = (size_t)hp->n_vocab;
     for (int32_t r0 = 0; r0 < n_out; r0 += CUDA_LOGIT_CHUNK) {
         const int32_t nr = n_out - r0 < CUDA_LOGIT_CHUNK ? n_out - r0 : CUDA_LOGIT_CHUNK;
         CU(cu_gather_rows(c->x, dm.out_idx + r0, nr, hp->dim, c->rows, c->st));
@@ -546,10 +556,25 @@ static int cu_forward(struct backend *be, const struct fwd_batch *b, float *logi
         if (cu_mm(c, &c->output, c->rows, nr, c->logits, false, err, errlen)) return -1;
         if (hp->logit_softcap > 0)
             CU(cu_softcap(c->logits, (int64_t)nr * hp->n_vocab, hp->logit_softcap, c->st));
-        const size_t bytes = (size_t)nr * (size_t)hp->n_vocab * 4;
+        const size_t bytes = (size_t)nr * nv * 4;
         CU(cudaMemcpyAsync(c->logits_host, c->logits, bytes, cudaMemcpyDeviceToHost, c->st));
         CU(cudaStreamSynchronize(c->st));
-        memcpy(logits + (size_t)r0 * hp->n_vocab, c->logits_host, bytes);
+        for (int32_t k = 0; k < nr; k++)
+            memcpy(logits + (size_t)slot[r0 + k] * nv, c->logits_host + (size_t)k * nv, nv * 4);
+    }
+    /* Embedding rows: the normed hidden state itself, dim floats at the
+     * start of the row's slot (dim <= n_vocab: embd_rows). */
+    for (int32_t r0 = 0; r0 < n_em; r0 += CUDA_LOGIT_CHUNK) {
+        const int32_t nr = n_em - r0 < CUDA_LOGIT_CHUNK ? n_em - r0 : CUDA_LOGIT_CHUNK;
+        const size_t d = (size_t)hp->dim;
+        CU(cu_gather_rows(c->x, dm.out_idx + n_lg + r0, nr, hp->dim, c->rows, c->st));
+        CU(cu_rmsnorm(c->rows, c->output_norm, c->rows, nr, hp->dim, hp->norm_eps, c->st));
+        CU(cudaMemcpyAsync(c->logits_host, c->rows, (size_t)nr * d * 4, cudaMemcpyDeviceToHost,
+                           c->st));
+        CU(cudaStreamSynchronize(c->st));
+        for (int32_t k = 0; k < nr; k++)
+            memcpy(logits + (size_t)slot[n_lg + r0 + k] * nv, c->logits_host + (size_t)k * d,
+                   d * 4);
     }
     CU(cudaStreamSynchronize(c->st));
     return 0;
@@ -597,6 +622,7 @@ static void cu_close(struct backend *be)
     cudaFreeHost(c->logits_host);
     nvml_close(c->nvml);
     free(c->layers);
+    free(c->out_slot);
     free(c);
 }
 
@@ -715,7 +741,8 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
         goto fail;
     }
     c->layers = calloc((size_t)m->hp.n_layer, sizeof *c->layers);
-    if (!c->layers) {
+    c->out_slot = malloc((size_t)c->plan.max_batch_tokens * sizeof *c->out_slot);
+    if (!c->layers || !c->out_slot) {
         snprintf(err, errlen, "out of host memory");
         goto fail;
     }
@@ -756,6 +783,7 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     c->be.kv_block_tokens = p->kv_block_tokens;
     c->be.kv_n_blocks = p->kv_n_blocks;
     c->be.kv_bytes_per_token = p->kv_bytes_per_token;
+    c->be.embd_rows = m->hp.dim <= m->hp.n_vocab; /* a hidden state fits a logits slot */
     if (cudaDeviceGetPCIBusId(pci, sizeof pci, c->dev) == cudaSuccess) c->nvml = nvml_open(pci);
     return &c->be;
 oom: {

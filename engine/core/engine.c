@@ -17,6 +17,12 @@ const char *engine_status_name(enum engine_status s)
     return (unsigned)s < ENGINE_N_STATUS ? names[s] : "?";
 }
 
+const char *engine_pooling_name(enum engine_pooling p)
+{
+    static const char *const names[] = {"model", "mean", "cls", "last"};
+    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
+}
+
 void engine_config_default(struct engine_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -56,10 +62,13 @@ void engine_event_free(struct engine_event *ev)
     if (ev->metrics) free(ev->metrics->token_t);
     free(ev->metrics);
     free(ev->logprobs);
+    free(ev->embedding);
     ev->text = ev->message = NULL;
     ev->metrics = NULL;
     ev->logprobs = NULL;
     ev->n_logprobs = 0;
+    ev->embedding = NULL;
+    ev->n_embedding = 0;
 }
 
 static void null_or(cJSON *o, const char *name)

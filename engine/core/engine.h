@@ -203,7 +203,27 @@ struct engine_request {
      * thinking block, "<think>\n\n</think>\n\n", as Qwen3's own template
      * does, so the reply is the answer alone. Chat messages only. */
     bool no_think;
+
+    /* Embeddings: the request generates nothing; its prompt (prompt or
+     * prompt_tokens) is prefilled and the final hidden state (after the
+     * output norm, before the LM head) is pooled over it, truncated to
+     * dimensions (0 = all; 1..n_embd, for Matryoshka-trained models) and
+     * L2-normalised. The FINISHED event (ENGINE_OK) carries the vector.
+     * Sampling, stop, max_tokens and logprobs are ignored. Refused at submit
+     * (ENGINE_ERROR) by a backend or engine that cannot return hidden
+     * states, and for chat messages. */
+    bool embed;
+    enum engine_pooling {
+        ENGINE_POOL_MODEL = 0,       /* the model's <arch>.pooling_type; mean when it has
+                                        none (or "none") */
+        ENGINE_POOL_MEAN,            /* average over every prompt position */
+        ENGINE_POOL_CLS,             /* the first position */
+        ENGINE_POOL_LAST             /* the last position (Qwen3-Embedding) */
+    } pooling;
+    int32_t dimensions;
 };
+/* "mean", "cls", "last" ("model" for ENGINE_POOL_MODEL). */
+const char *engine_pooling_name(enum engine_pooling p);
 
 #define ENGINE_MAX_TOP_LOGPROBS 20
 /* One token's log-probability and the most likely tokens at its position
@@ -318,8 +338,12 @@ struct engine_event {
      * and 0 otherwise. Owned by the event. */
     struct engine_logprob *logprobs;
     int32_t n_logprobs;
+    /* Embedding requests: FINISHED with ENGINE_OK carries the pooled,
+     * normalised vector [n_embedding]; NULL and 0 otherwise. Owned. */
+    float *embedding;
+    int32_t n_embedding;
 };
-/* Frees text, message, metrics and logprobs of one event (safe on a zeroed event). */
+/* Frees text, message, metrics, logprobs and embedding of one event (safe on a zeroed event). */
 void engine_event_free(struct engine_event *ev);
 
 /* Moves up to max waiting events (oldest first) into out; returns the count.
@@ -486,6 +510,12 @@ struct engine_info {
     const char *remote_url;          /* first endpoint; NULL for the local engine */
     const char *token_counts;        /* how engine_count_tokens counts: "model tokenizer",
                                         "server /tokenize", "estimate (~4 bytes/token)" */
+    /* Embeddings: the hidden size, and the pooling ENGINE_POOL_MODEL
+     * resolves to; n_embd 0 when this engine cannot embed (embd_why says
+     * why, else ""). */
+    int32_t n_embd;
+    enum engine_pooling pooling;
+    const char *embd_why;
     int32_t max_tokens_cap;          /* remote: the server's cap of new tokens per request
                                         for this key (tern serve's tenant max_tokens);
                                         0 = none known. A default reply limit stays within

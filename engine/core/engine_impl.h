@@ -61,6 +61,12 @@ struct engine_req {
     struct jsg *grammar;           /* structured output's compiled schema, or NULL */
     struct tmask *gmask;           /* its decoding state (engine thread; made at the
                                       first sampled row) */
+    bool embed;                    /* embeddings: rows are hidden states, pooled */
+    enum engine_pooling pool;      /* resolved: mean, cls or last */
+    int32_t embd_dims;             /* kept dimensions (<= n_embd) */
+    double *embd_sum;              /* [n_embd] pooling accumulator (engine thread) */
+    int32_t embd_n;                /* rows in embd_sum */
+    float *embd_out;               /* the finished vector, moved into FINISHED */
 
     /* shared, under engine.mu */
     bool cancel, stalled, oom, finished;
@@ -94,6 +100,9 @@ struct engine_local {
     int32_t n_vocab;
     struct tmpl tmpl;              /* chat template (when has_tmpl) */
     bool has_tmpl;
+    int32_t n_embd;                /* hidden size for embeddings; 0 = cannot embed */
+    enum engine_pooling pooling;   /* what ENGINE_POOL_MODEL resolves to */
+    char embd_why[192];            /* why this engine cannot embed, or "" */
 
     /* engine thread */
     struct kv kv;
@@ -182,5 +191,13 @@ void engine_req_sample_row(struct engine_local *e, struct engine_req *r, float *
                            struct engine_out *o);
 /* Releases what is still held (end of a request); malloc'd, may be NULL. */
 char *engine_flush_text(struct engine_local *e, struct engine_req *r);
+/* Embeddings: adds one row (a hidden state at prompt position pos) to r's
+ * pooling; engine_req_embedding returns the finished vector (malloc'd,
+ * embd_dims floats, L2-normalised) or NULL when out of memory. */
+void engine_req_embed_row(struct engine_local *e, struct engine_req *r, const float *row,
+                          int32_t pos);
+float *engine_req_embedding(const struct engine_local *e, const struct engine_req *r);
+/* Resolves the model's pooling and whether this engine can embed (open). */
+void engine_embed_setup(struct engine_local *e);
 
 #endif

@@ -128,6 +128,9 @@ static void local_info(const struct engine *base, struct engine_info *out)
     out->chat_template_from_vocab = e->has_tmpl && e->tmpl.from_vocab;
     out->backend = e->binfo;
     out->token_counts = "model tokenizer";
+    out->n_embd = e->n_embd;
+    out->pooling = e->pooling;
+    out->embd_why = e->embd_why;
 }
 
 /* ---- tokens --------------------------------------------------------------------- */
@@ -204,6 +207,7 @@ static int open_parts(struct engine_local *e, const struct engine_config *c, cha
         e->own_be = true;
     }
     e->be->ops->get_info(e->be, &e->binfo);
+    engine_embed_setup(e);
     if (e->cfg.step_tokens <= 0) {
         bool gpu = e->binfo.name && strcmp(e->binfo.name, "cuda") == 0;
         e->cfg.step_tokens = gpu ? ENGINE_STEP_TOKENS_GPU : ENGINE_STEP_TOKENS_CPU;

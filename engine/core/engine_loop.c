@@ -61,6 +61,11 @@ static void finish(struct engine_local *e, struct engine_req *r, enum engine_sta
         }
     }
     if (msg) ev.message = strdup(msg);
+    if (r->embd_out) { /* so does an embedding */
+        ev.embedding = r->embd_out;
+        ev.n_embedding = r->embd_dims;
+        r->embd_out = NULL;
+    }
     if (r->plp) { /* the prompt's entries move into the event */
         ev.logprobs = r->plp;
         ev.n_logprobs = r->seq.n_prompt;
@@ -191,6 +196,11 @@ static void process_rows(struct engine_local *e, struct engine_out *outs)
         float *row = e->logits + (size_t)it->row0 * (size_t)e->n_vocab;
         size_t nv = (size_t)e->n_vocab;
         int32_t k = 0;
+        if (r->embed) {
+            for (; k < it->n_rows; k++)
+                engine_req_embed_row(e, r, row + (size_t)k * nv, it->first_row_pos + k);
+            continue;
+        }
         for (; r->seq.score && k < it->n_rows && it->first_row_pos + k < r->seq.n_prompt - 1; k++)
             engine_req_score_row(e, r, row + (size_t)k * nv, it->first_row_pos + k, o);
         if (r->score) continue;
@@ -263,6 +273,17 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct eng
              * needs only the sampling row again. */
             if (!r->score) r->seq.score = false;
         }
+    }
+    if (r->embed) {
+        if (r->seq.n_computed < r->seq.n_prompt) return;
+        float *v = engine_req_embedding(e, r);
+        if (!v) {
+            finish(e, r, ENGINE_ERROR, "engine: out of memory for an embedding");
+            return;
+        }
+        r->embd_out = v;
+        finish(e, r, ENGINE_OK, NULL);
+        return;
     }
     if (r->score) {
         r->m.nll_sum += o->nll;

@@ -35,6 +35,8 @@ void engine_req_unref(struct engine_req *r)
     free(r->trace_tags);
     free(r->m.token_t);
     free(r->plp);
+    free(r->embd_sum);
+    free(r->embd_out);
     sampler_free(r->sampler);
     tmask_free(r->gmask);
     jsg_free(r->grammar);
@@ -154,7 +156,8 @@ static int build_prompt(struct engine_local *e, struct engine_req *r, const stru
 static int check_size(const struct engine_local *e, const struct engine_request *q, int32_t n_prompt,
                       char *err, size_t errlen)
 {
-    int64_t want = (int64_t)n_prompt + (q->score ? 0 : (q->max_tokens > 0 ? q->max_tokens : 1));
+    bool no_gen = q->score || q->embed;
+    int64_t want = (int64_t)n_prompt + (no_gen ? 0 : (q->max_tokens > 0 ? q->max_tokens : 1));
     if (n_prompt == 0) {
         snprintf(err, errlen, "engine: empty prompt");
         return -1;
@@ -163,8 +166,8 @@ static int check_size(const struct engine_local *e, const struct engine_request 
     snprintf(err, errlen,
              "request too large: prompt %d + max_tokens %d = %lld tokens, but a sequence can "
              "hold at most %d (context %d, KV cache %d blocks x %d = %d tokens)",
-             n_prompt, q->max_tokens, (long long)want, e->max_total, e->n_ctx, e->kv.n_blocks,
-             e->kv.block_tokens, e->kv.n_blocks * e->kv.block_tokens);
+             n_prompt, no_gen ? 0 : q->max_tokens, (long long)want, e->max_total, e->n_ctx,
+             e->kv.n_blocks, e->kv.block_tokens, e->kv.n_blocks * e->kv.block_tokens);
     return 1;
 }
 
@@ -265,6 +268,46 @@ static int grammar_start(const struct engine_local *e, struct engine_req *r,
     return 0;
 }
 
+/* Embeddings: checks the request against what the engine can do and sets
+ * the rows its pooling needs (every position but for last-token pooling,
+ * asked as scored rows from 0 so that no cached prefix skips them). */
+static int embed_start(const struct engine_local *e, struct engine_req *r,
+                       const struct engine_request *q, char *err, size_t errlen)
+{
+    if (e->embd_why[0]) {
+        snprintf(err, errlen, "embeddings: %s", e->embd_why);
+        return -1;
+    }
+    if (q->n_messages > 0) {
+        snprintf(err, errlen, "embeddings: give the input as a prompt or prompt tokens, not "
+                              "chat messages");
+        return -1;
+    }
+    if (q->dimensions < 0 || q->dimensions > e->n_embd) {
+        snprintf(err, errlen, "embeddings: dimensions %d is outside 1..%d (the model's "
+                              "embedding size)", q->dimensions, e->n_embd);
+        return -1;
+    }
+    if ((unsigned)q->pooling > ENGINE_POOL_LAST) {
+        snprintf(err, errlen, "embeddings: unknown pooling %d", (int)q->pooling);
+        return -1;
+    }
+    r->embed = true;
+    r->want_lp = false;
+    r->pool = q->pooling == ENGINE_POOL_MODEL ? e->pooling : q->pooling;
+    r->embd_dims = q->dimensions > 0 ? q->dimensions : e->n_embd;
+    r->embd_sum = calloc((size_t)e->n_embd, sizeof *r->embd_sum);
+    if (!r->embd_sum) {
+        snprintf(err, errlen, "embeddings: out of memory for a %d-wide vector", e->n_embd);
+        return -1;
+    }
+    r->seq.embd = true;
+    r->seq.score = r->pool != ENGINE_POOL_LAST;
+    r->seq.score_from = 0;
+    r->seq.score_gen = true;
+    return 0;
+}
+
 /* Frees a request that never entered the engine. */
 static void req_drop(struct engine_req *r)
 {
@@ -301,17 +344,21 @@ uint64_t engine_local_submit(struct engine *base, const struct engine_request *q
             r->trace_id = strndup(q->trace_request_id, 128);
     }
     r->seq.n_prompt = r->seq.n_tokens;
-    if (q->prompt_logprobs && init_prompt_lp(r, q) != 0) {
+    if (q->embed) {
+        if (embed_start(e, r, q, err, errlen) != 0) goto fail;
+    } else if (q->prompt_logprobs && init_prompt_lp(r, q) != 0) {
         snprintf(err, errlen, "engine: out of memory for %d prompt log-probabilities",
                  r->seq.n_prompt);
         goto fail;
     }
-    r->seq.score = r->score || q->prompt_logprobs;
-    r->seq.score_gen = !r->score;
-    if (!r->score && r->score_from > r->seq.n_prompt - 1) r->score_from = r->seq.n_prompt - 1;
-    r->seq.score_from = r->score_from;
-    if (!r->score && sampler_start(e, r, err, errlen) != 0) goto fail;
-    if (!r->score && grammar_start(e, r, q, err, errlen) != 0) goto fail;
+    if (!r->embed) {
+        r->seq.score = r->score || q->prompt_logprobs;
+        r->seq.score_gen = !r->score;
+        if (!r->score && r->score_from > r->seq.n_prompt - 1) r->score_from = r->seq.n_prompt - 1;
+        r->seq.score_from = r->score_from;
+        if (!r->score && sampler_start(e, r, err, errlen) != 0) goto fail;
+        if (!r->score && grammar_start(e, r, q, err, errlen) != 0) goto fail;
+    }
     r->m.t_arrival = now;
     r->m.n_prompt = r->seq.n_prompt;
     r->m.priority = r->prio;

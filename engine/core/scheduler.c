@@ -211,7 +211,9 @@ static void add_item(struct sched *s, struct sched_seq *q, int32_t n)
         p->token[t] = q->tokens[ps];
         p->pos[t] = ps;
         p->seq[t] = si;
-        p->want[t] = ps >= fp && ps < fp + it->n_rows;
+        bool want = ps >= fp && ps < fp + it->n_rows;
+        p->want[t] = want ? (q->embd ? FWD_WANT_EMBD : 1) : 0;
+        p->n_embd += want && q->embd;
     }
     p->n_rows += it->n_rows;
     p->n_items++;
@@ -328,7 +330,7 @@ int32_t sched_plan(struct sched *s)
     struct sched_plan *p = &s->plan;
     s->step++;
     p->batch.n_tokens = 0;
-    p->n_items = p->n_rows = p->n_admitted = p->n_preempted = 0;
+    p->n_items = p->n_rows = p->n_admitted = p->n_preempted = p->n_embd = 0;
     admit_class(s, 0, INT32_MAX);
     plan_decodes(s);
     int32_t budget = s->cfg.step_tokens - p->batch.n_tokens;

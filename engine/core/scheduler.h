@@ -35,6 +35,7 @@ struct sched_seq {
     int32_t score_from;
     bool score_gen;            /* ... and it generates: the prompt's last position's row
                                   (the first sample) follows those rows */
+    bool embd;                 /* embeddings: its rows are hidden states (FWD_WANT_EMBD) */
     struct kv_seq kv;
     enum sched_state state;
     int32_t n_preempted;
@@ -66,6 +67,7 @@ struct sched_plan {
     struct fwd_batch batch;
     int32_t *token, *pos, *seq;
     uint8_t *want;
+    int32_t n_embd;            /* embedding rows in this step */
     struct fwd_seq *fseqs;
     struct sched_item *items;
     int32_t n_items;

@@ -272,6 +272,11 @@ static int read_hparams(struct loader *L)
     if (read_rope(L)) return -1;
     if ((hp->arch == ARCH_GEMMA3 || hp->arch == ARCH_GEMMA2) && read_gemma3(L)) return -1;
     if (read_moe(L)) return -1;
+    hp->pooling_type = MODEL_POOLING_UNSET;
+    if (get_int(L, "pooling_type", &hp->pooling_type, false)) return -1;
+    if (hp->pooling_type < MODEL_POOLING_UNSET || hp->pooling_type > 4)
+        return fail(L, "hyperparameter '%s.pooling_type' is %d, expected 0..4 (none, mean, cls, "
+                    "last, rank)", hp->arch_name, hp->pooling_type);
     hp->rope_attn_factor = 1.0f;
     hp->n_ctx_orig = hp->n_ctx_train;
     if (get_float(L, "rope.scaling.attn_factor", &hp->rope_attn_factor, false) ||

@@ -85,7 +85,12 @@ struct model_hparams {
     bool rope_yarn;
     float yarn_corr[2], yarn_ext_factor, yarn_attn;
     int32_t n_ctx_orig;
+    /* <arch>.pooling_type, the reference's enum: 0 none, 1 mean, 2 cls,
+     * 3 last, 4 rank; MODEL_POOLING_UNSET when the file has none. Used by
+     * embeddings (engine.h) only. */
+    int32_t pooling_type;
 };
+#define MODEL_POOLING_UNSET (-1)
 
 struct model {
     struct gguf_ctx *gguf;

@@ -108,6 +108,7 @@ static void synth_hparams(struct model *m, const struct synth_shape *s)
     hp->arch_name = "llama";
     hp->n_vocab = s->n_vocab;
     hp->n_ctx_train = s->n_ctx;
+    hp->pooling_type = MODEL_POOLING_UNSET;
     hp->dim = s->dim;
     hp->n_layer = s->n_layer;
     hp->n_head = s->n_head;

@@ -366,6 +366,11 @@ static uint64_t remote_submit(struct engine *e, const struct engine_request *r,
     enum engine_status dummy;
     if (!why) why = &dummy;
     *why = ENGINE_ERROR;
+    if (r->embed) {
+        snprintf(err, errlen, "remote engine: embeddings are not supported (they are not "
+                              "relayed to the server's /v1/embeddings); run a local model");
+        return 0;
+    }
     if (r->score && score_refused(R, r, err, errlen)) return 0;
     if (!r->score && (r->logprobs || r->prompt_logprobs)) {
         snprintf(err, errlen, "remote engine: token log-probabilities are not relayed into "

@@ -159,6 +159,7 @@ void remote_info(const struct engine *e, struct engine_info *out)
     out->token_counts = R->tok ? "model tokenizer"
                         : R->server_tokenize ? "server /tokenize"
                                              : "estimate (~4 bytes/token)";
+    out->embd_why = "a remote engine does not relay embeddings";
 }
 
 /* POST ROOT/tokenize: llama-server {"content"} -> {"tokens": [...]}; vLLM

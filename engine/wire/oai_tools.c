@@ -521,13 +521,18 @@ char *oai_tools_response(const char *json, const char *content, cJSON *calls)
 
 char *oai_tools_chunk(const char *json, cJSON *calls)
 {
+    return oai_tools_chunk_from(json, calls, 0);
+}
+
+char *oai_tools_chunk_from(const char *json, cJSON *calls, int first)
+{
     cJSON *r = cJSON_Parse(json);
     cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "choices"), 0);
     cJSON *d = cJSON_GetObjectItemCaseSensitive(ch, "delta");
     char *out = NULL;
     if (d) {
         cJSON_DeleteItemFromObjectCaseSensitive(d, "content");
-        int i = 0;
+        int i = first;
         cJSON *c;
         cJSON_ArrayForEach(c, calls) {
             cJSON_DeleteItemFromObjectCaseSensitive(c, "index");
@@ -582,13 +587,15 @@ static size_t string_end(const char *t, size_t i, size_t len)
     return 0;
 }
 
-void oai_tools_forced_progress(const char *t, size_t len, char **name, size_t *from, size_t *to,
-                               bool *done)
+/* One call object {"name": .., "arguments": ..} from t[at..len), as far as
+ * it goes (see oai_tools_forced_progress). */
+static void call_at(const char *t, size_t at, size_t len, char **name, size_t *from, size_t *to,
+                    bool *done)
 {
     *name = NULL;
     *from = *to = 0;
     *done = false;
-    size_t i = lit_at(t, 0, len, "{");
+    size_t i = lit_at(t, at, len, "{");
     if (i) i = lit_at(t, i, len, "\"name\"");
     if (i) i = lit_at(t, i, len, ":");
     if (!i) return;
@@ -628,4 +635,48 @@ void oai_tools_forced_progress(const char *t, size_t len, char **name, size_t *f
     }
     *from = i;
     *to = k > len ? len : k;
+}
+
+void oai_tools_forced_progress(const char *t, size_t len, char **name, size_t *from, size_t *to,
+                               bool *done)
+{
+    call_at(t, 0, len, name, from, to, done);
+}
+
+int oai_tools_stream_progress(const struct oai_tools *t, const char *text, size_t len,
+                              struct oai_call_progress *out, int max)
+{
+    size_t i = 0, j;
+    int n = 0;
+    while (n < max) {
+        bool tagged = false;
+        if ((j = lit_at(text, i, len, "<tool_call>"))) {
+            tagged = true;
+            i = j;
+        } else if (n > 0) {
+            break; /* after a call, only another <tool_call> block is one */
+        } else if ((j = lit_at(text, i, len, "<|python_tag|>"))) {
+            i = j;
+        }
+        struct oai_call_progress p = {0};
+        call_at(text, i, len, &p.name, &p.args_from, &p.args_to, &p.done);
+        if (!p.name) break;
+        if (!has_name(t, p.name)) {
+            free(p.name);
+            break;
+        }
+        out[n++] = p;
+        /* its end: the object's brace, then the closing tag of a block */
+        if (!p.done || !(j = lit_at(text, p.args_to, len, "}"))) break;
+        if (tagged && !(j = lit_at(text, j, len, "</tool_call>"))) break;
+        out[n - 1].end = j;
+        if (!tagged || !t->parallel) break;
+        i = j;
+    }
+    return n;
+}
+
+void oai_tools_progress_free(struct oai_call_progress *p, int n)
+{
+    for (int i = 0; i < n; i++) free(p[i].name);
 }

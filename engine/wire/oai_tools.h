@@ -92,4 +92,24 @@ void oai_tools_forced_progress(const char *text, size_t len, char **name, size_t
  * could still begin a call, so it is held back until decided. */
 bool oai_tools_maybe_call(const char *text, size_t len);
 
+/* An auto reply's calls as far as they have come, so they can stream as
+ * they are written: <tool_call>{"name": .., "arguments": ..}</tool_call>
+ * blocks one after the other (Hermes, Qwen), or one bare {"name", "arguments"}
+ * object (after <|python_tag|> in Llama 3.1's form). */
+struct oai_call_progress {
+    char *name;             /* complete and among the request's tools (malloc'd) */
+    size_t args_from, args_to; /* the arguments' bytes so far */
+    bool done;              /* the arguments' value has ended */
+    size_t end;             /* after the call (its closing tag) when closed, else 0 */
+};
+/* From text[0..len): fills out[0..n) for the calls begun (at most max; one
+ * unless t->parallel) and returns n. A name not among the tools, or keys in
+ * another order, begin no call: the text is then read back at the end
+ * (oai_tools_parse_reply). Free the names with oai_tools_progress_free. */
+int oai_tools_stream_progress(const struct oai_tools *t, const char *text, size_t len,
+                              struct oai_call_progress *out, int max);
+void oai_tools_progress_free(struct oai_call_progress *p, int n);
+/* As oai_tools_chunk, the calls' indexes counted from first. */
+char *oai_tools_chunk_from(const char *chunk_json, struct cJSON *calls, int first);
+
 #endif

@@ -5,7 +5,7 @@ _tern() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD-1]}
     cmd=${COMP_WORDS[1]}
-    local cmds="chat run bench eval history info models pull tokenize serve version help"
+    local cmds="chat run bench eval history info models pull tokenize embed serve version help"
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "$cmds -m --model --config --help --version" -- "$cur"))
         return
@@ -20,6 +20,7 @@ _tern() {
         --kv-type) COMPREPLY=($(compgen -W "f16 f32 q8_0" -- "$cur")); return ;;
         --context-policy) COMPREPLY=($(compgen -W "truncate reject" -- "$cur")); return ;;
         --balance) COMPREPLY=($(compgen -W "round-robin least-outstanding" -- "$cur")); return ;;
+        --pooling) COMPREPLY=($(compgen -W "model mean cls last" -- "$cur")); return ;;
         help) COMPREPLY=($(compgen -W "$cmds" -- "$cur")); return ;;
     esac
     if [ "$cmd" = history ] && [ "$COMP_CWORD" -eq 2 ]; then

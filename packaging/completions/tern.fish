@@ -1,12 +1,13 @@
 # fish completion for tern: commands, every command's options (from its --help,
 # itself made from the option table, so they cannot drift), model names.
-set -l cmds chat run bench eval history info models pull tokenize serve version help
+set -l cmds chat run bench eval history info models pull tokenize embed serve version help
 function __tern_opts
     set -l words (commandline -opc)
     tern $words[2] --help 2>/dev/null | string match -r -a -- '--[a-z][a-z0-9-]*' | sort -u
 end
 complete -c tern -n "__fish_seen_subcommand_from $cmds" -a '(__tern_opts)'
 complete -c tern -l balance -x -a 'round-robin least-outstanding'
+complete -c tern -l pooling -x -a 'model mean cls last'
 complete -c tern -n '__fish_seen_subcommand_from chat' -l attach -d 'chat through a running tern serve'
 complete -c tern -n '__fish_seen_subcommand_from serve' -l host -l port -l api-key-file -l access-log -r
 complete -c tern -f

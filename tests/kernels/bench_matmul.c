@@ -14,6 +14,7 @@
 #include <time.h>
 #include <sys/mman.h>
 
+#include "cpu/limits.h"
 #include "cpu/matmul.h"
 #include "cpu/threadpool.h"
 #include "mm_testdata.h"
@@ -84,45 +85,18 @@ static void *big_alloc(size_t bytes)
     return p;
 }
 
-/* Streaming read of bytes for secs; *cpu_gbs gets the same per second of
- * this thread's CPU time (on a loaded machine the wall figure counts the
- * time others held the core, which the 1-thread kernel figures exclude).
- * prefetch: also a software prefetch PF bytes ahead, as the packed decode
- * kernels issue (one core alone keeps too few lines in flight without it:
- * the plain loop read 8.5 GB/s where a prefetching kernel read 11). */
-enum { STREAM_PF = 4096 };
-
+/* Streaming read of bytes for secs (limits_stream_read: the same loop tern
+ * measures its decode roofline with); *cpu_gbs per second of this thread's
+ * CPU time (on a loaded machine the wall figure counts the time others held
+ * the core, which the 1-thread kernel figures exclude). */
 static double stream_read_gbs(size_t bytes, double secs, int prefetch, double *cpu_gbs)
 {
     uint64_t *buf = big_alloc(bytes);
     if (!buf) return 0.0;
-    size_t n = bytes / 8;
-    for (size_t i = 0; i < n; i++) buf[i] = i;
-    uint64_t acc = 0;
-    double t0 = now_s(), c0 = cpu_s(), t;
-    size_t passes = 0;
-    do {
-        /* 4 independent sums keep the loads, not the adds, the limit */
-        uint64_t a = 0, b = 0, c = 0, d = 0;
-        if (prefetch) {
-            for (size_t i = 0; i < n; i += 8) {   /* one 64-byte line per step */
-                __builtin_prefetch((const char *)(buf + i) + STREAM_PF);
-                a += buf[i] + buf[i + 4];
-                b += buf[i + 1] + buf[i + 5];
-                c += buf[i + 2] + buf[i + 6];
-                d += buf[i + 3] + buf[i + 7];
-            }
-        } else {
-            for (size_t i = 0; i < n; i += 4) { a += buf[i]; b += buf[i + 1]; c += buf[i + 2]; d += buf[i + 3]; }
-        }
-        acc += a + b + c + d;
-        passes++;
-        t = now_s() - t0;
-    } while (t < secs);
-    *cpu_gbs = (double)bytes * (double)passes / (cpu_s() - c0) / 1e9;
+    for (size_t i = 0; i < bytes / 8; i++) buf[i] = i;
+    double gbs = limits_stream_read(buf, bytes, secs, prefetch != 0, cpu_gbs);
     free(buf);
-    if (acc == 42) printf("#\n");
-    return (double)bytes * (double)passes / t / 1e9;
+    return gbs;
 }
 
 struct stream_job {
@@ -349,6 +323,14 @@ int main(int argc, char **argv)
         printf("streaming read%s, 512 MiB, %d threads: %.1f GB/s (per thread CPU-second: %.1f GB/s)\n",
                pf ? " (prefetch 4 KiB ahead)" : "", threads, total, cpu_total);
     }
+    /* the prefill roofline: the multiply-add peak of the ISA in force */
+    struct limits lim;
+    char lerr[256];
+    if (limits_measure(&lim, best, threads, lerr, sizeof lerr) == 0)
+        printf("peak, %d threads: int8 %.2f TOP/s (%s), bf16 %.2f TFLOP/s (%s)\n", threads,
+               lim.int8_tops[1], lim.int8_unit, lim.bf16_tflops[1], lim.bf16_unit);
+    else
+        printf("peak: %s\n", lerr);
     bench_overhead(tp, secs);
     static const int64_t ns[] = { 1, 4, 64, 512 };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

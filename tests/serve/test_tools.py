@@ -156,6 +156,52 @@ for stream in (False, True):
            (m.finish_reason in ("stop", "length") and not calls and m.message.content),
            f"auto: {m.finish_reason}, {len(calls)} calls, content {m.message.content!r:.60}")
 
+# auto calls stream piecewise: a conversation whose earlier assistant turns
+# called get_weather (one call, then two in parallel) has the model (greedy)
+# call in kind; streamed, each call's head (index, id, name) comes once its
+# name is complete and its arguments in several pieces as they are decoded;
+# the pieces join to the arguments the unstreamed reply reads back.
+def wcall(i, city):
+    return {"id": f"call_{i}", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}
+
+
+for label, pairs, ask in (("one call", [["Paris"], ["Berlin"], ["Madrid"]], "Rome"),
+                          ("two calls", [["Paris", "Berlin"], ["Madrid", "Lisbon"]],
+                           "Rome and Oslo")):
+    conv, k = [], 0
+    for cities in pairs:
+        conv.append({"role": "user", "content": "What is the weather in " + " and ".join(cities) +
+                     "?"})
+        conv.append({"role": "assistant", "content": None,
+                     "tool_calls": [wcall(k + j, x) for j, x in enumerate(cities)]})
+        k += len(cities)
+    conv.append({"role": "user", "content": f"What is the weather in {ask}?"})
+    kw = dict(messages=conv, tools=[TOOLS[0]], tool_choice="auto", temperature=0, max_tokens=80)
+    r = c.chat.completions.create(model=mid, **kw)
+    want = [(x.function.name, json.loads(x.function.arguments))
+            for x in r.choices[0].message.tool_calls or []]
+    heads, pieces, finish = [], {}, None
+    for ch in c.chat.completions.create(model=mid, stream=True, **kw):
+        if not ch.choices:
+            continue
+        for tc in ch.choices[0].delta.tool_calls or []:
+            if tc.id:
+                heads.append((tc.index, tc.function.name, tc.function.arguments))
+            else:
+                pieces.setdefault(tc.index, []).append(tc.function.arguments)
+        finish = ch.choices[0].finish_reason or finish
+    got = [(h[1], json.loads("".join(pieces.get(h[0], [])) or "null")) for h in heads]
+    n = 1 if label == "one call" else 2
+    ok(len(want) == n and all(w[0] == "get_weather" for w in want),
+       f"auto, {label}: the model calls in kind ({want})")
+    ok([h[0] for h in heads] == list(range(n)) and all(h[2] == "" for h in heads) and
+       all(len(pieces.get(i, [])) >= 2 for i in range(n)),
+       f"auto streamed, {label}: a head per call, then its arguments in pieces "
+       f"({heads}, {pieces})")
+    ok(got == want and finish == "tool_calls",
+       f"auto streamed, {label}: the pieces join to the unstreamed calls ({got}), {finish}")
+
 # a forced call cut by max_tokens: length, its text, no calls, nothing hangs
 for stream in (False, True):
     kw = dict(messages=USER, tools=TOOLS, tool_choice="required", temperature=0, max_tokens=5)

@@ -439,6 +439,58 @@ static void test_forced_progress(void)
     tap_ok(ok, "forced call progress at every cut (arguments %zu..%zu)", args0, last_to);
 }
 
+/* An auto reply's calls as they stream (oai_tools_stream_progress): at
+ * every cut of two parallel <tool_call> blocks, the calls begun, their
+ * arguments' ranges growing and each call's end once its tag closed; a bare
+ * call after <|python_tag|>; parallel off stops at one; a name not among
+ * the tools, or keys in another order, begin none. */
+static void test_stream_progress(void)
+{
+    char *names[] = {"get_weather", "get_time"};
+    struct oai_tools t = {.choice = OAI_TOOLS_AUTO, .parallel = true, .n = 2, .names = names};
+    const char *two = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n"
+                      "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"
+                      "</tool_call>\nDone.";
+    size_t n = strlen(two), end1 = (size_t)(strstr(two, "</tool_call>") - two) + 12;
+    size_t name2 = (size_t)(strstr(two, "\"get_time\"") - two) + 10;
+    size_t name1 = (size_t)(strstr(two, "\"get_weather\"") - two) + 13;
+    bool ok = true;
+    for (size_t cut = 0; cut <= n && ok; cut++) {
+        struct oai_call_progress p[4];
+        int k = oai_tools_stream_progress(&t, two, cut, p, 4);
+        int want = cut >= name2 ? 2 : cut >= name1 ? 1 : 0;
+        ok = k == want;
+        if (ok && k >= 1) ok = !strcmp(p[0].name, "get_weather") && p[0].args_to <= cut &&
+                               (p[0].end == (cut >= end1 ? end1 : 0));
+        if (ok && k == 2) ok = !strcmp(p[1].name, "get_time") && (p[1].args_from == 0 || p[1].args_from > end1);
+        if (!ok) tap_diag("cut %zu: %d calls (want %d)", cut, k, want);
+        oai_tools_progress_free(p, k);
+    }
+    tap_ok(ok, "auto calls' progress at every cut of two <tool_call> blocks");
+    struct oai_call_progress p[4];
+    int k = oai_tools_stream_progress(&t, two, n, p, 4);
+    tap_ok(k == 2 && p[1].end > 0 && !strcmp(two + p[1].end, "\nDone.") &&
+               !strncmp(two + p[0].args_from, "{\"city\": \"Rome\"}", p[0].args_to - p[0].args_from),
+           "two calls, their arguments' bytes, the text after them");
+    oai_tools_progress_free(p, k);
+    t.parallel = false;
+    k = oai_tools_stream_progress(&t, two, n, p, 4);
+    tap_ok(k == 1, "parallel_tool_calls false: one call streams (%d)", k);
+    oai_tools_progress_free(p, k);
+    t.parallel = true;
+    const char *bare = "<|python_tag|>{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}";
+    k = oai_tools_stream_progress(&t, bare, strlen(bare), p, 4);
+    tap_ok(k == 1 && p[0].done && p[0].end == strlen(bare), "a bare call after <|python_tag|>");
+    oai_tools_progress_free(p, k);
+    const char *none[] = {"<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>",
+                          "{\"arguments\": {}, \"name\": \"get_time\"}", "Hello <tool_call>"};
+    for (int i = 0; i < 3; i++) {
+        k = oai_tools_stream_progress(&t, none[i], strlen(none[i]), p, 4);
+        tap_ok(k == 0, "no call streams from '%s'", none[i]);
+        oai_tools_progress_free(p, k);
+    }
+}
+
 /* History with tools: calls and results become text the templates render,
  * the tools go into the system message, a forced call gets its grammar. */
 static void test_tool_history(void)
@@ -582,6 +634,7 @@ int main(void)
     test_tool_replies();
     test_tool_history();
     test_forced_progress();
+    test_stream_progress();
     test_think();
     test_sse();
     return tap_done();

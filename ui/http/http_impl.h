@@ -72,6 +72,8 @@ struct http_stream {
     struct oai_think think;           /* chat streams: <think>...</think> as reasoning_content */
     bool call_open;                   /* a forced call's name went out; its arguments stream */
     size_t args_sent;                 /* bytes of its arguments sent so far */
+    int auto_calls;                   /* auto mode: calls whose head went out (streaming) */
+    size_t auto_sent;                 /* bytes of the last one's arguments sent so far */
     bool sent_role, finished, done, accounted, disconnected;
     struct engine_event fin;          /* the FINISHED event */
     double t0, t_keepalive;
@@ -98,6 +100,8 @@ void http_log_simple(struct http_req *r, unsigned status, const char *error);
 enum MHD_Result http_route_get(struct http_req *r);
 /* http_stream.c: the completion routes (body complete). */
 enum MHD_Result http_route_completion(struct http_req *r, enum oai_kind kind);
+/* http_embed.c: POST /v1/embeddings (body complete). */
+enum MHD_Result http_route_embeddings(struct http_req *r);
 /* Ends the streams still running (drain). */
 int http_stream_cancel_all(struct http_server *s);
 /* Shuts the sockets of streams whose client has taken no bytes for timeout_s. */

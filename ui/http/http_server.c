@@ -61,6 +61,10 @@ static enum MHD_Result dispatch(struct http_req *r)
         return http_route_completion(r, r->url[4] == 'c' && r->url[5] == 'h' ? OAI_CHAT
                                                                              : OAI_COMPLETION);
     }
+    if (strcmp(r->url, "/v1/embeddings") == 0) {
+        if (!post) return http_send_error(r, 405, "use POST", NULL, "method_not_allowed", NULL);
+        return http_route_embeddings(r);
+    }
     if (get) return http_route_get(r);
     return http_send_error(r, 404, "unknown route", NULL, "not_found", NULL);
 }

@@ -232,6 +232,59 @@ static void stream_forced(struct http_stream *st, const struct oai_resp_ctx *c)
     free(base);
 }
 
+/* One tool_calls chunk of a call at index k: its head (id, name, empty
+ * arguments) when name is set, else a piece of its arguments. */
+static void call_chunk(struct http_stream *st, const struct oai_resp_ctx *c, int k,
+                       const char *name, const char *args, size_t args_len)
+{
+    cJSON *call = cJSON_CreateObject(), *fn = cJSON_CreateObject(), *calls = cJSON_CreateArray();
+    if (name) {
+        char idp[64], id[80];
+        call_id_prefix(st, idp, sizeof idp);
+        snprintf(id, sizeof id, "%s%d", idp, k);
+        cJSON_AddStringToObject(call, "id", id);
+        cJSON_AddStringToObject(call, "type", "function");
+        cJSON_AddStringToObject(fn, "name", name);
+    }
+    char *piece = strndup(args, args_len);
+    cJSON_AddStringToObject(fn, "arguments", piece ? piece : "");
+    free(piece);
+    cJSON_AddItemToObject(call, "function", fn);
+    cJSON_AddItemToArray(calls, call);
+    char *base = oai_chunk_build(c, false, NULL, NULL, NULL);
+    sse_json(st, base ? oai_tools_chunk_from(base, calls, k) : (cJSON_Delete(calls), NULL));
+    free(base);
+}
+
+#define STREAM_MAX_CALLS 64
+
+/* Auto mode: calls stream as they are written, each head once its name is
+ * complete and a tool's, then its arguments' bytes as they arrive
+ * (oai_tools_stream_progress). Returns the calls begun so far; *end gets
+ * where the last of them ends, 0 while it is open. */
+static int stream_auto(struct http_stream *st, const struct oai_resp_ctx *c, size_t *end)
+{
+    struct oai_call_progress p[STREAM_MAX_CALLS];
+    int n = oai_tools_stream_progress(st->tools, st->text.p, st->text.len, p, STREAM_MAX_CALLS);
+    *end = 0;
+    for (int k = st->auto_calls > 0 ? st->auto_calls - 1 : 0; k < n; k++) {
+        if (k >= st->auto_calls) {
+            call_chunk(st, c, k, p[k].name, "", 0);
+            st->auto_calls = k + 1;
+            st->auto_sent = 0;
+        }
+        size_t have = p[k].args_to - p[k].args_from;
+        if (have > st->auto_sent) {
+            call_chunk(st, c, k, NULL, st->text.p + p[k].args_from + st->auto_sent,
+                       have - st->auto_sent);
+            st->auto_sent = have;
+        }
+    }
+    if (n > 0) *end = p[n - 1].end;
+    oai_tools_progress_free(p, n);
+    return n;
+}
+
 /* Answer text of a stream: out as it comes, or held while it may be a call. */
 static void emit_content(struct http_stream *st, const char *text)
 {
@@ -245,10 +298,14 @@ static void emit_content(struct http_stream *st, const char *text)
             stream_forced(st, &c);
             return;
         }
-        if (st->tools->choice == OAI_TOOLS_AUTO && !oai_tools_maybe_call(st->text.p, st->text.len)) {
+        if (st->tools->choice != OAI_TOOLS_AUTO) return;
+        size_t end;
+        if (st->auto_calls == 0 && !oai_tools_maybe_call(st->text.p, st->text.len)) {
             st->holding = false;
             sse_json(st, oai_chunk_build_lp(&c, false, st->text.p, NULL, NULL,
                                             http_lp_chunk(st->lp)));
+        } else {
+            stream_auto(st, &c, &end);
         }
         return;
     }
@@ -305,6 +362,15 @@ static const char *flush_held(struct http_stream *st, const struct oai_resp_ctx 
         oai_tools_forced_progress(st->text.p, st->text.len, &name, &from, &to, &done);
         free(name);
         return done && s != ENGINE_LENGTH ? "tool_calls" : oai_finish_reason(s);
+    }
+    if (st->auto_calls > 0) { /* calls streamed: their last bytes, then any text after them */
+        size_t end;
+        stream_auto(st, c, &end);
+        const char *rest = end ? st->text.p + end : "";
+        while (*rest == ' ' || *rest == '\n' || *rest == '\t' || *rest == '\r') rest++;
+        if (*rest) sse_json(st, oai_chunk_build(c, false, rest, NULL, NULL));
+        /* a call cut by max_tokens ends as "length", as a cut forced call does */
+        return end == 0 && s == ENGINE_LENGTH ? oai_finish_reason(s) : "tool_calls";
     }
     const char *text = st->text.p ? st->text.p : "";
     char *content = NULL;

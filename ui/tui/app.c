@@ -24,6 +24,7 @@
 #include "term.h"
 #include "text.h"
 #include "theme.h"
+#include "think.h"
 
 #define FRAME_S (1.0 / 30.0)
 
@@ -238,10 +239,15 @@ static void copy_reply(struct app *a, bool code)
         ui_state_set_status(st, false, "no reply to copy");
         return;
     }
+    /* the answer: a thinking model's thought is not what one pastes */
+    struct ui_think th;
+    ui_think_split(m->text, m->len, &th);
+    const char *answer = m->text + th.answer;
+    size_t answer_len = m->len - th.answer;
     char *text = NULL;
     if (code) {
         struct ui_md md;
-        if (ui_md_parse(&md, m->text, m->len) == 0) {
+        if (ui_md_parse(&md, answer, answer_len) == 0) {
             text = md.n_code ? ui_md_code_text(&md, md.n_code - 1) : NULL;
             ui_md_free(&md);
         }
@@ -250,8 +256,8 @@ static void copy_reply(struct app *a, bool code)
             return;
         }
     }
-    const char *s = text ? text : m->text;
-    size_t n = text ? strlen(text) : m->len;
+    const char *s = text ? text : answer;
+    size_t n = text ? strlen(text) : answer_len;
     int rc = a->o->headless ? 0 : ui_clip_osc52(a->term.out, s, n);
     a->st.copied = n;
     ui_state_set_status(st, rc != 0, rc ? "copy failed" : "copied %s (%zu bytes) to the clipboard",
@@ -526,6 +532,11 @@ static bool run_cmd(struct app *a, enum ui_cmd cmd)
         return true;
     case UI_CMD_EDIT:
         edit_last(a);
+        return true;
+    case UI_CMD_THINK:
+        ui_state_show_thinking(st, !st->show_thinking);
+        ui_state_set_status(st, false, st->show_thinking ? "thinking shown (Alt-T folds it)"
+                                                         : "thinking folded (Alt-T shows it)");
         return true;
     case UI_CMD_REDRAW:
         clearok(curscr, TRUE);

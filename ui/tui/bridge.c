@@ -2,6 +2,8 @@
 #include "bridge.h"
 #include "route.h"
 
+#include "cpu/threadpool.h"
+
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +33,17 @@ static void *load_main(void *arg)
     b->loaded = b->open_engine ? b->open_engine(&b->cfg, b->open_ud, b->load_err,
                                                 sizeof b->load_err)
                                : engine_open(&b->cfg, b->load_err, sizeof b->load_err);
+    /* a CPU engine's decode is shown against the streaming read: the cached
+     * limits, or measured here once per machine (a second, off the UI thread) */
+    b->have_limits = false;
+    if (b->loaded) {
+        struct engine_info info;
+        engine_info(b->loaded, &info);
+        char path[4096], err[512];
+        limits_default_path(cpu_isa_best(), path, sizeof path);
+        b->have_limits = info.backend.name && !strcmp(info.backend.name, "cpu") &&
+                         limits_get(&b->limits, path, cpu_isa_best(), false, err, sizeof err) >= 0;
+    }
     (void)!write(b->load_pipe[1], "x", 1);
     return NULL;
 }
@@ -200,6 +213,9 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     copy_str(st->backend, sizeof st->backend, info.backend.name ? info.backend.name : "?");
     copy_str(st->device, sizeof st->device, info.backend.device);
     copy_str(st->backend_note, sizeof st->backend_note, info.backend.note);
+    st->decode_bytes = (double)info.weight_bytes_active;
+    int threads = b->cfg.backend.threads > 0 ? b->cfg.backend.threads : tp_physical_cores();
+    st->read_limit_gbs = b->have_limits ? limits_read_gbs(&b->limits, threads) : 0;
     /* a sequence holds the context or the whole KV pool, whichever is less */
     int64_t pool = (int64_t)info.kv_blocks * info.kv_block_tokens;
     b->ctx_limit = pool > 0 && pool < info.n_ctx ? (int32_t)pool : info.n_ctx;
@@ -864,6 +880,7 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         if (b->db && m->key && n) store_reply_append(b->db, m->key, ev->text, n);
         m->status = UI_MSG_STREAMING;
         ph->n_generated++;
+        ui_msg_track_think(m, ev->t);
         if (st->last_token_t > 0) ui_state_push_itl(st, ev->t - st->last_token_t);
         st->last_token_t = ev->t;
         ph->decode_s = ev->t - ph->t0 - ph->prefill_end;

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "cpu/limits.h"
 #include "engine.h"
 #include "state.h"
 #include "store.h"
@@ -39,6 +40,8 @@ struct ui_bridge {
     int32_t ctx_limit;    /* tokens one sequence can hold (context or KV pool) */
     bool base_model;      /* no chat template: prompts are the plain conversation text */
     int32_t max_tokens_cap; /* the server's cap of new tokens per request (--url); 0 = none */
+    struct limits limits;   /* this machine's (set by the loader for a CPU engine) */
+    bool have_limits;
 };
 
 /* Opens the store (db_path NULL: default location; a failure is shown in

@@ -7,8 +7,13 @@
 #include "instruments.h"
 #include "md.h"
 #include "text.h"
+#include "think.h"
 
-enum line_kind { L_HEAD, L_TEXT, L_CODE, L_FENCE, L_NOTE, L_BLANK, L_MD, L_RULE };
+enum line_kind {
+    L_HEAD, L_TEXT, L_CODE, L_FENCE, L_NOTE, L_BLANK, L_MD, L_RULE,
+    L_THINKHEAD, /* a reply's thinking folded to one line (or heading it, shown) */
+    L_THINK      /* a line of the thinking, shown (Alt-T) */
+};
 
 struct line {
     enum line_kind kind;
@@ -46,12 +51,13 @@ static const char *note_text(const struct ui_msg *m)
     }
 }
 
-/* An assistant reply's Markdown blocks as display lines; returns the count
- * or -1 when it could not be parsed (then it is laid out as plain text). */
-static int md_lines(const struct ui_msg *m, int tw, emit_fn f, void *ctx)
+/* An assistant reply's Markdown blocks (text[0..text_len), its answer) as
+ * display lines; returns the count or -1 when it could not be parsed (then
+ * it is laid out as plain text). */
+static int md_lines(const char *text, size_t text_len, int tw, emit_fn f, void *ctx)
 {
     struct ui_md md;
-    if (ui_md_parse(&md, m->text, m->len) < 0) return -1;
+    if (ui_md_parse(&md, text, text_len) < 0) return -1;
     int count = 0;
     struct line l;
     for (size_t i = 0; i < md.n; i++) {
@@ -103,9 +109,43 @@ static int md_lines(const struct ui_msg *m, int tw, emit_fn f, void *ctx)
     return count;
 }
 
+/* A reply's thinking: its one-line head, then (shown) its lines, wrapped
+ * under a bar. Returns the count. */
+static int think_lines(const struct ui_msg *m, const struct ui_think *th, bool shown, int tw,
+                       emit_fn f, void *ctx)
+{
+    struct line l = {L_THINKHEAD, NULL, 0, false, NULL, NULL};
+    int count = 1;
+    if (f) f(ctx, &l);
+    if (!shown) return count;
+    const char *s = m->text + th->from;
+    size_t n = th->to - th->from;
+    for (size_t ls = 0; ls < n;) {
+        size_t le = ls;
+        while (le < n && s[le] != '\n') le++;
+        struct ui_wrap w;
+        size_t st, len;
+        int cols;
+        ui_wrap_init(&w, s + ls, le - ls, tw - 2 > 1 ? tw - 2 : 1);
+        if (le == ls) { /* a blank line of the thought */
+            l = (struct line){L_THINK, "", 0, false, NULL, NULL};
+            if (f) f(ctx, &l);
+            count++;
+        }
+        while (ui_wrap_next(&w, &st, &len, &cols)) {
+            l = (struct line){L_THINK, s + ls + st, len, false, NULL, NULL};
+            if (f) f(ctx, &l);
+            count++;
+        }
+        ls = le + 1;
+    }
+    return count;
+}
+
 /* Emits (when f is set) and counts the display lines of one message at
- * text width tw. Code state is carried from fence to fence. */
-static int msg_lines(const struct ui_msg *m, int tw, emit_fn f, void *ctx)
+ * text width tw; a reply's thinking folded unless show_think. Code state is
+ * carried from fence to fence. */
+static int msg_lines(const struct ui_msg *m, int tw, bool show_think, emit_fn f, void *ctx)
 {
     int count = 0;
     struct line l = {L_HEAD, NULL, 0, false, NULL, NULL};
@@ -116,8 +156,19 @@ body:;
     const char *s = m->text;
     size_t n = m->len;
     bool code = false;
+    if (m->role == UI_ROLE_ASSISTANT) { /* the thinking apart, then the answer */
+        struct ui_think th;
+        ui_think_split(s, n, &th);
+        if (th.has) {
+            count += think_lines(m, &th, show_think, tw, f, ctx);
+            s += th.answer;
+            n -= th.answer;
+        } else if (ui_think_pending(s, n)) {
+            n = 0; /* "<thi": not shown until it is known to be no tag */
+        }
+    }
     /* replies are Markdown: rendered; the user's text shows as typed */
-    int mdn = m->role == UI_ROLE_ASSISTANT && n > 0 ? md_lines(m, tw, f, ctx) : -1;
+    int mdn = m->role == UI_ROLE_ASSISTANT && n > 0 ? md_lines(s, n, tw, f, ctx) : -1;
     if (mdn >= 0) {
         count += mdn;
         n = 0; /* the text is laid out; the note follows */
@@ -176,11 +227,13 @@ static int text_width(int pane_w)
     return tw < 1 ? 1 : tw;
 }
 
-static int msg_count(struct ui_msg *m, int tw)
+static int msg_count(struct ui_msg *m, int tw, bool show_think)
 {
-    if (m->lay_w != tw || m->lay_len != m->len || m->lay_status != m->status) {
-        m->lay_lines = msg_lines(m, tw, NULL, NULL);
+    if (m->lay_w != tw || m->lay_len != m->len || m->lay_status != m->status ||
+        m->lay_think != show_think) {
+        m->lay_lines = msg_lines(m, tw, show_think, NULL, NULL);
         m->lay_w = tw;
+        m->lay_think = show_think;
         m->lay_len = m->len;
         m->lay_status = m->status;
     }
@@ -190,7 +243,7 @@ static int msg_count(struct ui_msg *m, int tw)
 int ui_chat_lines(struct ui_state *s, int pane_w)
 {
     int tw = text_width(pane_w), total = 0;
-    for (size_t i = 0; i < s->n_msgs; i++) total += msg_count(&s->msgs[i], tw);
+    for (size_t i = 0; i < s->n_msgs; i++) total += msg_count(&s->msgs[i], tw, s->show_thinking);
     return total;
 }
 
@@ -200,6 +253,7 @@ struct draw_ctx {
     const struct ui_theme *t;
     const struct ui_msg *m;
     bool selected;
+    bool show_think;
     int line;  /* index of the next emitted line */
     int first; /* first visible line index */
 };
@@ -291,6 +345,30 @@ static void draw_head(struct draw_ctx *c, int y)
                     m->ph.n_generated, m->ph.e2e_s);
 }
 
+/* "▸ thought for 2.1 s · 34 tok" (folded; ▾ shown), "thinking… 1.2 s · 20 tok" while it
+ * streams; a reply read back from the history has no figures. */
+static void draw_think_head(struct draw_ctx *c, int y)
+{
+    const struct ui_msg *m = c->m;
+    const struct ui_theme *t = c->t;
+    int x = c->r.x + INDENT, end = c->r.x + c->r.w - RIGHT_MARGIN;
+    bool live = m->status == UI_MSG_STREAMING && m->think == UI_THINK_OPEN;
+    x += ui_draw_str(c->w, y, x, end - x, t->a[UI_C_NOTE], c->show_think ? "▾ " : "▸ ");
+    char dur[24] = "";
+    double secs = live ? m->ph.e2e_s - m->ph.prefill_end : m->think_s;
+    if (m->think_tokens > 0) ui_fmt_dur(dur, sizeof dur, secs > 0 ? secs : 0);
+    if (live)
+        x += ui_draw_fmt(c->w, y, x, end - x, t->a[UI_C_NOTE], "thinking… %s · %d tok", dur,
+                         m->think_tokens);
+    else if (m->think_tokens > 0)
+        x += ui_draw_fmt(c->w, y, x, end - x, t->a[UI_C_NOTE], "thought for %s · %d tok", dur,
+                         m->think_tokens);
+    else
+        x += ui_draw_str(c->w, y, x, end - x, t->a[UI_C_NOTE], "thought");
+    ui_draw_str(c->w, y, x, end - x, t->a[UI_C_DIM], c->show_think ? "  (Alt-T folds it)"
+                                                                  : "  (Alt-T shows it)");
+}
+
 static attr_t md_attr(const struct ui_theme *t, uint8_t st)
 {
     attr_t a = t->a[UI_C_NORMAL];
@@ -335,6 +413,15 @@ static void draw_line(void *ctx, const struct line *l)
         break;
     case L_BLANK:
         break;
+    case L_THINKHEAD:
+        draw_think_head(c, y);
+        break;
+    case L_THINK: {
+        int x = c->r.x + INDENT;
+        x += ui_draw_str(c->w, y, x, c->r.w - INDENT, t->a[UI_C_DIM], "│ ");
+        ui_draw_text(c->w, y, x, c->r.x + c->r.w - RIGHT_MARGIN - x, t->a[UI_C_DIM], l->s, l->n);
+        break;
+    }
     case L_RULE:
         ui_draw_fill(c->w, y, c->r.x + INDENT, c->r.w - INDENT - RIGHT_MARGIN, t->a[UI_C_DIM], "─");
         break;
@@ -406,7 +493,8 @@ void ui_chat_draw(WINDOW *w, struct ui_rect r, struct ui_state *s, const struct 
     int max_scroll = total > in.h ? total - in.h : 0;
     if (s->scroll > max_scroll) s->scroll = max_scroll;
     if (s->scroll < 0) s->scroll = 0;
-    struct draw_ctx c = {w, in, t, NULL, false, 0, total > in.h ? total - in.h - s->scroll : 0};
+    struct draw_ctx c = {w, in, t, NULL, false, s->show_thinking, 0,
+                         total > in.h ? total - in.h - s->scroll : 0};
     if (s->n_msgs == 0) {
         static const char hello[] = "Type a message and press Enter. F1 (or /help) lists every key.";
         static const char base[] = "A base model (no chat template): it continues the text you write.";
@@ -417,14 +505,14 @@ void ui_chat_draw(WINDOW *w, struct ui_rect r, struct ui_state *s, const struct 
     }
     for (size_t i = 0; i < s->n_msgs; i++) {
         struct ui_msg *m = &s->msgs[i];
-        int n = msg_count(m, tw);
+        int n = msg_count(m, tw, s->show_thinking);
         if (c.line + n <= c.first || c.line - c.first >= in.h) {
             c.line += n; /* wholly outside the view: only its cached height matters */
             continue;
         }
         c.m = m;
         c.selected = mark_selected && i == s->timeline_msg;
-        msg_lines(m, tw, draw_line, &c);
+        msg_lines(m, tw, s->show_thinking, draw_line, &c);
     }
     if (s->scroll > 0)
         ui_draw_fmt(w, r.y + r.h - 1, r.x + r.w - 16 > r.x ? r.x + r.w - 16 : r.x, 15,

@@ -232,6 +232,28 @@ static void draw_context(struct pane *p, const struct ui_state *s)
     p->y++;
 }
 
+/* "GB/s 18.8 · 97% read": the weights the last reply's decode read per
+ * second, against the machine's streaming read at the engine's threads (the
+ * decode roofline; a model small enough to sit in the cache can pass it). */
+static void decode_roofline_row(struct pane *p, const struct ui_state *s)
+{
+    if (s->decode_bytes <= 0 || s->tok_s <= 0) return;
+    const double gbs = s->decode_bytes * s->tok_s / 1e9;
+    char f[3][64];
+    if (s->read_limit_gbs > 0) {
+        const double pct = 100.0 * gbs / s->read_limit_gbs;
+        snprintf(f[0], sizeof f[0], "GB/s %10.1f · %.0f%% of read", gbs, pct);
+        snprintf(f[1], sizeof f[1], "GB/s %.1f · %.0f%% read", gbs, pct);
+        snprintf(f[2], sizeof f[2], "%.1f GB/s %.0f%%", gbs, pct);
+    } else {
+        snprintf(f[0], sizeof f[0], "GB/s %10.1f", gbs);
+        snprintf(f[1], sizeof f[1], "GB/s %.1f", gbs);
+        snprintf(f[2], sizeof f[2], "%.1f GB/s", gbs);
+    }
+    const char *forms[] = {f[0], f[1], f[2]};
+    row_fit(p, p->t->a[UI_C_NORMAL], forms, 3);
+}
+
 static void draw_latency(struct pane *p, const struct ui_state *s)
 {
     const struct engine_stats *st = &s->stats;
@@ -241,9 +263,17 @@ static void draw_latency(struct pane *p, const struct ui_state *s)
     section(p, "last reply");
     latency_row(p, "TTFT", m ? m->ph.ttft_s : -1, -3, slo_ttft);
     latency_row(p, "TPOT", m && m->ph.n_generated > 1 ? m->ph.tpot_s : -1, -3, slo_tpot);
+    if (room(p) && m && m->think_tokens > 0) { /* a thinking reply: its thought apart */
+        char d[24];
+        bool live = m->think == UI_THINK_OPEN;
+        ui_fmt_dur(d, sizeof d, live ? m->ph.e2e_s - m->ph.prefill_end : m->think_s);
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "think %s %d tok%s", d,
+                    m->think_tokens, live ? "…" : "");
+    }
     spark_row(p, s);
     if (room(p))
         ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "tok/s %9.1f", s->tok_s);
+    decode_roofline_row(p, s);
     /* prefill rate: prompt tokens computed per second of prefill */
     /* while it prefills, the chunks done so far */
     int32_t computed = m && m->status == UI_MSG_QUEUED ? m->ph.pf_done - m->ph.n_cached

@@ -55,6 +55,8 @@ const struct ui_binding ui_bindings[] = {
     {UI_CMD_REDRAW, {CH(CTRL('L'))}, NULL, "Ctrl-L", "redraw the screen", NULL, {0}},
     {UI_CMD_QUIT, {FK(10), FN(UI_KEY_ALT_0), CH(CTRL('C'))}, "/bye", "F10, Alt-0, Ctrl-C, /bye",
      "quit (asks while a reply streams)", "F10", {"quit", "quit", ""}},
+    {UI_CMD_THINK, {FN(UI_KEY_ALT_T)}, "/think", "Alt-T, /think",
+     "show / fold the replies' thinking (<think>…</think>)", NULL, {0}},
 };
 const size_t ui_n_bindings = sizeof ui_bindings / sizeof ui_bindings[0];
 

@@ -25,6 +25,7 @@ enum ui_cmd {
     UI_CMD_COPY_CODE,
     UI_CMD_REGEN,
     UI_CMD_EDIT,
+    UI_CMD_THINK,
     UI_CMD_REDRAW,
     UI_CMD_QUIT,
     UI_CMD_DOC, /* a line of the help only: keys the input or a pane handles */

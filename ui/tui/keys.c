@@ -94,8 +94,9 @@ static bool after_esc(struct ui_keys *k, struct ui_key *out)
         *out = (struct ui_key){c == 'b' ? UI_KEY_WORD_LEFT : UI_KEY_WORD_RIGHT, 0, false};
         return true;
     }
-    if (r == OK && (c == 'y' || c == 'e')) {
-        *out = (struct ui_key){c == 'y' ? UI_KEY_ALT_Y : UI_KEY_ALT_E, 0, false};
+    if (r == OK && (c == 'y' || c == 'e' || c == 't')) {
+        *out = (struct ui_key){c == 'y' ? UI_KEY_ALT_Y : c == 'e' ? UI_KEY_ALT_E : UI_KEY_ALT_T, 0,
+                               false};
         return true;
     }
     if (r == OK && c >= '0' && c <= '9') {

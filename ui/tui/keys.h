@@ -26,6 +26,7 @@ enum {
     UI_KEY_WORD_RIGHT, /* Alt-F */
     UI_KEY_ALT_Y,      /* copy the reply's last code block */
     UI_KEY_ALT_E,      /* edit and resend the last message */
+    UI_KEY_ALT_T,      /* show / fold the replies' thinking */
     UI_KEY_WHEEL_UP,
     UI_KEY_WHEEL_DOWN,
     /* Alt-0..Alt-9 (ESC then the digit, as mc reads them): the F-keys for

@@ -36,6 +36,39 @@ static void details(const struct ui_model_entry *e, char *out, size_t n)
              size, ctx);
 }
 
+/* "267", "35k": a predicted rate in a few characters */
+static void fmt_rate(char *b, size_t n, double v)
+{
+    if (v <= 0) snprintf(b, n, "–");
+    else if (v < 10) snprintf(b, n, "%.1f", v);
+    else if (v < 10000) snprintf(b, n, "%.0f", v);
+    else snprintf(b, n, "%.0fk", v / 1e3);
+}
+
+/* The footer's second part: what the machine's limits allow each model
+ * (prefill / decode tok/s) and which do not fit in memory. The rows have no
+ * room for it at 80 columns; a handful of models are named, tern models
+ * lists them all. */
+enum { PICKER_PRED_MAX = 4 };
+static void predictions(const struct ui_model_entry *v, int n, char *out, size_t len)
+{
+    size_t o = 0;
+    int shown = 0;
+    out[0] = 0;
+    for (int k = 0; k < n && shown < PICKER_PRED_MAX && o < len; k++) {
+        if (!v[k].ok || v[k].tg_tok_s <= 0) continue;
+        char st[256], pp[16], tg[16];
+        stem(v[k].file, st, sizeof st);
+        fmt_rate(pp, sizeof pp, v[k].pp_tok_s);
+        fmt_rate(tg, sizeof tg, v[k].tg_tok_s);
+        o += (size_t)snprintf(out + o, len - o, "%s%s %s / %s%s", shown ? " · " : "", st, pp, tg,
+                              v[k].fits ? "" : " (does not fit in memory)");
+        shown++;
+    }
+    if (shown && o < len)
+        snprintf(out + o, len - o, "%s", shown < n ? " · tern models: all" : "");
+}
+
 void ui_picker_open(struct ui_dialog *d, int action, const struct ui_model_entry *v, int n,
                     const char *loaded, const char *dir, const char *pull)
 {
@@ -61,10 +94,14 @@ void ui_picker_open(struct ui_dialog *d, int action, const struct ui_model_entry
     ui_dialog_list(d, action, title, names, det, PICKER_HEAD, k, cur);
     if (n == 0)
         snprintf(d->message, sizeof d->message, "none in %s; %s fetches one", dir, pull);
-    else
+    else {
+        char pred[600];
+        predictions(v, n, pred, sizeof pred);
         snprintf(d->message, sizeof d->message,
                  "● loaded. base: no chat template, it continues plain text (switching to one "
-                 "mid-chat asks first)");
+                 "mid-chat asks first)%s%s",
+                 pred[0] ? ". This machine allows (prefill / decode tok/s): " : "", pred);
+    }
     for (int i = 0; names && det && i < n; i++) {
         free(names[i]);
         free(det[i]);

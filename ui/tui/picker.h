@@ -1,6 +1,7 @@
 /* picker: the model picker (F6): one row per model file of the models
  * directory, the loaded one marked, with what a user picks by (chat or
- * base kind, quant, size, trained context), and what switching to it will
+ * base kind, quant, size, trained context, whether it fits in memory, the
+ * prefill and decode tokens/s this machine's limits predict), and what switching to it will
  * do to the open chat. The files are described by the caller (the app's
  * model_info reads their headers); this module only words and lays them out. */
 #ifndef TERN_UI_PICKER_H
@@ -19,6 +20,8 @@ struct ui_model_entry {
     char quant[24]; /* "Q4_1", "Q4_K_M" */
     uint64_t size;  /* bytes */
     uint32_t ctx;   /* trained context in tokens; 0 unknown */
+    bool fits;      /* weights + KV cache of the full context fit in memory */
+    double pp_tok_s, tg_tok_s; /* predicted by the machine limits (0: not known) */
     char err[160];
 };
 

@@ -1,5 +1,6 @@
 /* state: the UI's data model (see state.h). No drawing, no I/O. */
 #include "state.h"
+#include "think.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -111,6 +112,35 @@ int ui_msg_append(struct ui_msg *m, const char *text, size_t len)
     m->len += len;
     m->text[m->len] = 0;
     return 0;
+}
+
+void ui_state_show_thinking(struct ui_state *s, bool on)
+{
+    s->show_thinking = on;
+    for (size_t i = 0; i < s->n_msgs; i++) s->msgs[i].lay_w = 0; /* laid out anew */
+}
+
+void ui_msg_track_think(struct ui_msg *m, double t)
+{
+    if (m->think == UI_THINK_NONE || m->think == UI_THINK_DONE) return;
+    struct ui_think th;
+    if (m->think == UI_THINK_UNKNOWN) {
+        if (ui_think_pending(m->text, m->len)) return;
+        ui_think_split(m->text, m->len, &th);
+        if (!th.has) {
+            m->think = UI_THINK_NONE;
+            return;
+        }
+        m->think = UI_THINK_OPEN;
+        m->think_tokens = m->ph.n_generated; /* the tokens that spelled <think> */
+    } else {
+        m->think_tokens++;
+        ui_think_split(m->text, m->len, &th);
+    }
+    if (!th.open) {
+        m->think = UI_THINK_DONE;
+        m->think_s = t - m->ph.t0 - m->ph.prefill_end;
+    }
 }
 
 int ui_msg_set_note(struct ui_msg *m, const char *note)

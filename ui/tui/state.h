@@ -14,6 +14,9 @@
 
 enum ui_role { UI_ROLE_USER, UI_ROLE_ASSISTANT, UI_ROLE_SYSTEM, UI_ROLE_NOTE };
 enum { UI_ALERT_MODEL, UI_ALERT_STORE };
+/* Whether a streaming reply thinks: undecided until its first bytes rule
+ * "<think>" in or out (think.h). */
+enum ui_think_state { UI_THINK_UNKNOWN, UI_THINK_NONE, UI_THINK_OPEN, UI_THINK_DONE };
 enum ui_msg_status {
     UI_MSG_DONE,
     UI_MSG_QUEUED, /* submitted, no token yet */
@@ -61,7 +64,13 @@ struct ui_msg {
     int64_t key;     /* store key (0: not stored) */
     uint64_t req_id; /* engine request while streaming */
     struct ui_phase ph;
+    /* thinking (think.h), counted as it streams: tokens and seconds from the
+     * first token to </think>; 0 for replies read back from the history */
+    enum ui_think_state think;
+    int32_t think_tokens;
+    double think_s;
     /* layout cache of the chat pane: line count at width lay_w for lay_len bytes */
+    bool lay_think;
     int lay_w, lay_lines;
     size_t lay_len;
     enum ui_msg_status lay_status;
@@ -106,6 +115,7 @@ struct ui_state {
     int32_t ctx_tokens;  /* tokens of the next prompt (conversation + input), -1 unknown */
     bool ctx_dirty;      /* conversation changed: ctx_tokens to recount */
     size_t timeline_msg; /* reply shown by the timeline (index into msgs) */
+    bool show_thinking;  /* replies' thinking unfolded (Alt-T) */
 
     /* instruments */
     char model_name[128], backend[32], device[160], backend_note[256];
@@ -120,6 +130,8 @@ struct ui_state {
     size_t spark_n, spark_head;
     double last_token_t;
     double tok_s; /* decode speed of the last/current reply */
+    double decode_bytes;   /* weights read per decoded token (0 unknown: remote) */
+    double read_limit_gbs; /* this machine's streaming read at the engine's threads (0 unknown) */
 
     /* status */
     char alert[2][600]; /* lasting problems shown above the chat: model, history */
@@ -144,6 +156,11 @@ int ui_state_rename_session(struct ui_state *s, size_t i, const char *title);
 struct ui_msg *ui_state_add_msg(struct ui_state *s, enum ui_role role, const char *text);
 void ui_state_clear_msgs(struct ui_state *s);
 int ui_msg_append(struct ui_msg *m, const char *text, size_t len);
+/* Folds or unfolds every reply's thinking (the chat pane lays them out again). */
+void ui_state_show_thinking(struct ui_state *s, bool on);
+/* After a token of m was appended (its n_generated counted, at engine time
+ * t): counts the thinking's tokens and, at </think>, its time. */
+void ui_msg_track_think(struct ui_msg *m, double t);
 int ui_msg_set_note(struct ui_msg *m, const char *note);
 /* The message streaming for request id, or NULL. */
 struct ui_msg *ui_state_find_req(struct ui_state *s, uint64_t id);

@@ -1,0 +1,102 @@
+#!/bin/bash
+# test_roofline: speeds against this machine's limits with the real default
+# model. `tern info --limits` measures them (streaming read per thread
+# count, int8 and bf16 peak) into the state directory and later commands
+# read that cache; `tern bench --json` carries decode GB/s and % of the
+# streaming read, prefill TOP/s and % of the peak and the predicted tok/s
+# (its old keys kept); the text shows them below the table; `tern models`
+# predicts each model's prefill / decode tok/s; all under TERN_ISA=avx2 as
+# well. Sanity ranges only: never a speed target.
+set -u
+. "$TERN_SRC/tests/app/tap.sh"
+MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
+if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
+    ok 1 "default model available (packaging/fetch-model --print-path)"
+    tap_done; exit 1
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config" XDG_STATE_HOME="$TMP/state"
+unset TERN_MODEL
+mkdir -p "$XDG_DATA_HOME/tern/models"
+ln -s "$MODEL" "$XDG_DATA_HOME/tern/models/$(basename "$MODEL")"
+
+"$TERN_BIN" info --limits >"$TMP/lim" 2>"$TMP/err"
+ok $? "tern info --limits exits 0 (no model needed)"
+grep -q 'measuring this machine' "$TMP/err"; ok $? "it says it measures"
+grep -Eq '^  streaming read [0-9.]+ GB/s with 1 thread' "$TMP/lim"; ok $? "streaming read shown"
+grep -Eq '^  int8 peak [0-9.]+ TOP/s' "$TMP/lim" && grep -Eq '^  bf16 peak [0-9.]+ TFLOP/s' "$TMP/lim"
+ok $? "int8 and bf16 peaks shown"
+ls "$TMP"/state/tern/limits-*.txt >/dev/null 2>&1; ok $? "cached in \$XDG_STATE_HOME/tern"
+
+"$TERN_BIN" info -m "$MODEL" >"$TMP/info" 2>"$TMP/err"
+ok $? "tern info -m exits 0"
+! grep -q 'measuring' "$TMP/err"; ok $? "tern info reads the cache (no new measurement)"
+grep -Eq '^machine limits .*cached' "$TMP/info"; ok $? "tern info shows the limits, cached"
+grep -Eq '^  this model, [0-9]+ threads?: decode <= [0-9.]+ tok/s \([0-9.]+ MB per token\), prefill <= [0-9]+ tok/s' "$TMP/info"
+ok $? "tern info predicts the model's decode and prefill"
+
+# bench --json: the new keys with plausible values, the old ones kept
+check_json() { # $1 file, $2 "cached" when the limits must come from the cache
+    python3 - "$1" "${2:-}" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+bad = []
+for k in ("model", "pp_tok_s", "tg_tok_s", "pp_runs", "tg_runs", "weight_bytes", "threads"):
+    if k not in j: bad.append("missing old key " + k)
+lim = j.get("limits") or {}
+def rng(name, v, lo, hi):
+    if not isinstance(v, (int, float)) or not lo <= v <= hi: bad.append("%s=%r not in [%g, %g]" % (name, v, lo, hi))
+rng("bytes_per_token", j.get("bytes_per_token"), 5e7, 2e8)       # SmolLM2 Q4_1: 97 MB
+rng("ops_per_token", j.get("ops_per_token"), 1e8, 1e9)           # 2 x 135M
+rng("limits.read_gb_s", lim.get("read_gb_s"), 0.5, 500)
+rng("limits.peak_tops", lim.get("peak_tops"), 1e-3, 1000)
+rng("tg_gb_s", j.get("tg_gb_s"), 0.01, 500)
+rng("pp_tops", j.get("pp_tops"), 1e-5, 1000)
+# decode can pass the streaming read when the model sits in the cache
+rng("tg_pct_of_read", j.get("tg_pct_of_read"), 0.1, 1000)
+# a limit measured while a neighbour held the core reads low: wide ranges
+rng("pp_pct_of_peak", j.get("pp_pct_of_peak"), 1e-3, 1000)
+rng("tg_predicted_tok_s", j.get("tg_predicted_tok_s"), 1, 1e5)
+rng("pp_predicted_tok_s", j.get("pp_predicted_tok_s"), 1, 1e8)
+if isinstance(j.get("tg_gb_s"), (int, float)):
+    want = j["bytes_per_token"] * j["tg_tok_s"] / 1e9
+    if abs(j["tg_gb_s"] - want) > 0.01 * want + 1e-3: bad.append("tg_gb_s %r != bytes x tok/s %r" % (j["tg_gb_s"], want))
+    want = 100 * j["tg_gb_s"] / lim.get("read_gb_s", 1)
+    if abs(j["tg_pct_of_read"] - want) > 0.01 * want + 0.01: bad.append("tg_pct_of_read inconsistent")
+if sys.argv[2] == "cached" and not lim.get("cached"): bad.append("limits not read from the cache")
+print("; ".join(bad) if bad else "tg %.1f GB/s %.0f%% of %.1f, pp %.3f TOP/s %.1f%% of %.2f, predicted %.0f / %.0f tok/s"
+      % (j["tg_gb_s"], j["tg_pct_of_read"], lim["read_gb_s"], j["pp_tops"], j["pp_pct_of_peak"],
+         lim["peak_tops"], j["pp_predicted_tok_s"], j["tg_predicted_tok_s"]))
+sys.exit(1 if bad else 0)
+PY
+}
+"$TERN_BIN" bench -m "$MODEL" --pp 32 --tg 8 -r 1 -t 1 --json >"$TMP/b.json" 2>"$TMP/err"
+ok $? "tern bench --json exits 0"
+msg=$(check_json "$TMP/b.json" cached); ok $? "bench --json roofline fields: $msg"
+"$TERN_BIN" bench -m "$MODEL" --pp 32 --tg 8 -r 1 -t 1 >"$TMP/b.txt" 2>"$TMP/err"
+ok $? "tern bench exits 0"
+grep -Eq '^roofline, .*, 1 thread: streaming read [0-9.]+ GB/s, peak [0-9.]+ TOP/s \(' "$TMP/b.txt"
+ok $? "the text names the limits"
+grep -Eq '^\| pp32 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ TOP/s \| [0-9.]+ % of peak \|$' "$TMP/b.txt" &&
+    grep -Eq '^\| tg8 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ GB/s \| [0-9.]+ % of read \|$' "$TMP/b.txt"
+ok $? "measured beside predicted, with the share of the limit"
+
+"$TERN_BIN" models >"$TMP/models" 2>"$TMP/err"
+ok $? "tern models exits 0"
+grep -q 'PREDICTED TOK/S PP / TG' "$TMP/models"; ok $? "tern models heads the predicted column"
+grep -Eq "^$(basename "$MODEL" .gguf) .* [0-9.]+k? / [0-9.]+$" "$TMP/models"; ok $? "predicted pp / tg tok/s for the default model"
+"$TERN_BIN" models --json | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["models"][0]
+sys.exit(0 if m["predicted_tg_tok_s"] > 1 and m["predicted_pp_tok_s"] > m["predicted_tg_tok_s"] and m["bytes_per_token"] > 0 else 1)'
+ok $? "tern models --json: predicted tok/s, prefill above decode"
+
+# the AVX2 path (the machine of other days): its own measurement and cache
+TERN_ISA=avx2 "$TERN_BIN" bench -m "$MODEL" --pp 32 --tg 8 -r 1 -t 1 --json >"$TMP/b2.json" 2>"$TMP/err"
+ok $? "TERN_ISA=avx2 tern bench --json exits 0"
+grep -q 'measuring this machine.s limits (avx2' "$TMP/err"; ok $? "avx2 limits measured once"
+python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["limits"]; sys.exit(0 if l["isa"]=="avx2" and l["peak_unit"].startswith("avx2") else 1)' "$TMP/b2.json"
+ok $? "avx2: the avx2 peak"
+msg=$(check_json "$TMP/b2.json"); ok $? "avx2 bench --json roofline fields: $msg"
+tap_done
