@@ -72,6 +72,23 @@ ok $? "bench --route 429,500,ok: every request served by the third, after rate-l
 ok $([ $rc = 0 ] && [ "$n429" = "$n500" ] && [ "$n500" = "$nok" ]; echo $?) \
   "no request lost or duplicated: each target saw each request once ($n429/$n500/$nok)"
 
+# --- tern run: the move in -v, --json and its history row
+"$T" run -m "$model" --threads 1 --db "$out/run.db" --route "$F/429/v1,local" -p "Say hi." -n 6 \
+  --temp 0 -v >"$out/run.out" 2>"$out/run.err"
+ok $(grep -q "^fallback: *$F/429/v1 -> local (rate-limited" "$out/run.err" &&
+     grep -q "^served by: *local" "$out/run.err"; echo $?) "run --route -v: the fallback line and where it ran"
+"$T" run -m "$model" --threads 1 --no-history --route "$F/429/v1,local" -p "Say hi." -n 6 --temp 0 \
+  --json >"$out/run.json" 2>/dev/null
+python3 - "$out/run.json" "$out/run.db" <<'EOF'
+import json, sqlite3, sys
+j = json.load(open(sys.argv[1]))
+rows = sqlite3.connect(sys.argv[2]).execute("SELECT status, route FROM requests").fetchall()
+ok = j["route"]["served_by"] == "local" and j["route"]["fallbacks"][0]["reason"] == "rate-limited"
+ok = ok and len(rows) == 1 and json.loads(rows[0][1])["served_by"] == "local"
+sys.exit(0 if ok else 1)
+EOF
+ok $? "run --route: --json has the route, the history row too"
+
 # --- the config file's route = ... (and route-ttft), as the command line's
 printf 'route = %s/429/v1, %s/ok/v1\nroute-ttft = 2000\n' "$F" "$F" >"$out/cfg"
 timeout 60 "$T" bench --config "$out/cfg" --profile short --requests 2 >"$out/bcfg" 2>&1
