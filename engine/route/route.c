@@ -22,10 +22,17 @@
 
 struct rtarget {
     char name[256];
-    struct engine *e;                /* NULL: did not open */
+    struct engine *e;                /* NULL: did not open (set once, under mu) */
     double t_off;                    /* route time = target time + t_off */
     char open_err[256];
+    bool local;
+    char *key;                       /* a remote target's Bearer key (owned), NULL none */
+    bool no_key;                     /* its #key-env variable is unset: never opens */
 };
+
+/* A remote target that did not open is tried again this often (a replica
+ * started after the route, a server back from a restart). */
+#define ROUTE_REOPEN_S 3.0
 
 /* A request's own copy, re-submitted on each move. */
 struct rcopy {
@@ -63,8 +70,13 @@ struct route {
     uint32_t n_done;
     uint64_t counts[ROUTE_MAX_TARGETS][ROUTE_MAX_TARGETS][ROUTE_N_REASON];
     struct trace trace;
-    pthread_t thread;
-    bool thread_started, stop;
+    /* what a remote target is (re)opened with: the caller's settings, its
+     * strings copied (they must outlive route_open) */
+    struct engine_config remote_base;
+    char *tokenizer_path, *remote_model, *chat_template;
+    pthread_t thread, reopener;
+    bool thread_started, reopener_started, stop;
+    pthread_cond_t stop_cond;
 };
 
 static const struct engine_ops route_ops;
@@ -341,14 +353,16 @@ static void *route_main(void *arg)
     struct pollfd pf[ROUTE_MAX_TARGETS];
     int32_t who[ROUTE_MAX_TARGETS];
     for (;;) {
-        pthread_mutex_lock(&R->mu);
+        struct engine *te[ROUTE_MAX_TARGETS];
+        pthread_mutex_lock(&R->mu); /* a target may open late (reopen_main) */
         bool stop = R->stop;
+        for (int32_t k = 0; k < R->n; k++) te[k] = R->t[k].e;
         pthread_mutex_unlock(&R->mu);
         if (stop) break;
         int n = 0;
         for (int32_t k = 0; k < R->n; k++)
-            if (R->t[k].e) {
-                pf[n].fd = engine_event_fd(R->t[k].e);
+            if (te[k]) {
+                pf[n].fd = engine_event_fd(te[k]);
                 pf[n].events = POLLIN;
                 who[n++] = k;
             }
@@ -356,7 +370,7 @@ static void *route_main(void *arg)
         for (int i = 0; i < n; i++) {
             struct engine_event evs[64];
             int got;
-            while ((got = engine_poll_events(R->t[who[i]].e, evs, 64)) > 0) {
+            while ((got = engine_poll_events(te[who[i]], evs, 64)) > 0) {
                 pthread_mutex_lock(&R->mu);
                 for (int j = 0; j < got; j++) on_event(R, who[i], &evs[j]);
                 pthread_mutex_unlock(&R->mu);
@@ -373,43 +387,91 @@ static void *route_main(void *arg)
 
 static void route_close(struct engine *e);
 
+/* Opens target k (not under mu: an open probes its server). Returns the
+ * engine and its clock offset, or NULL with err. */
+static struct engine *open_one(struct route *R, int32_t k, const char *local_trace,
+                               const struct engine_config *local_base, double *t_off,
+                               char *err, size_t errlen)
+{
+    struct engine_config ec;
+    const char *url = R->t[k].name;
+    if (R->t[k].local) {
+        ec = *local_base;
+        ec.remote.n_urls = 0;
+        ec.remote.urls = NULL;
+        ec.trace_path = local_trace;
+    } else {
+        ec = R->remote_base;
+        ec.remote.urls = &url;
+        ec.remote.n_urls = 1;
+        ec.remote.api_key = R->t[k].key;
+    }
+    struct engine *e = engine_open(&ec, err, errlen);
+    if (!e) return NULL;
+    /* the target's clock starts inside its open: its uptime tells where */
+    struct engine_stats st;
+    engine_snapshot(e, &st);
+    *t_off = route_now(R) - st.uptime_s;
+    return e;
+}
+
 static void open_target(struct route *R, int32_t k, const struct route_target *t,
                         const struct route_config *c)
 {
-    struct engine_config ec = *c->base;
-    char trace[1100];
-    const char *url = t->url;
-    ec.trace_path = NULL;
-    if (t->local) {
-        snprintf(R->t[k].name, sizeof R->t[k].name, "local");
-        ec.remote.n_urls = 0;
-        ec.remote.urls = NULL;
-        if (c->base->trace_path) {
-            snprintf(trace, sizeof trace, "%s.local.json", c->base->trace_path);
-            ec.trace_path = trace;
-        }
-    } else {
-        snprintf(R->t[k].name, sizeof R->t[k].name, "%s", t->url);
-        ec.remote.urls = &url;
-        ec.remote.n_urls = 1;
-        ec.model_path = c->tokenizer_path;
-        ec.remote.api_key = t->key_env[0] ? getenv(t->key_env) : c->api_key;
-        if (t->key_env[0] && !ec.remote.api_key) {
-            snprintf(R->t[k].open_err, sizeof R->t[k].open_err,
-                     "%s: $%s (its key) is not set", t->url, t->key_env);
+    struct rtarget *T = &R->t[k];
+    char trace[1100], err[512] = "";
+    T->local = t->local;
+    snprintf(T->name, sizeof T->name, "%s", t->local ? "local" : t->url);
+    if (c->base->trace_path) snprintf(trace, sizeof trace, "%s.local.json", c->base->trace_path);
+    if (!t->local) {
+        const char *key = t->key_env[0] ? getenv(t->key_env) : c->api_key;
+        T->no_key = t->key_env[0] && !key;
+        if (T->no_key) {
+            snprintf(T->open_err, sizeof T->open_err, "%s: $%s (its key) is not set", t->url,
+                     t->key_env);
             return;
         }
+        T->key = key ? strdup(key) : NULL;
     }
-    char err[512] = "";
-    R->t[k].e = engine_open(&ec, err, sizeof err);
-    if (!R->t[k].e) {
-        snprintf(R->t[k].open_err, sizeof R->t[k].open_err, "%.250s", err);
-        return;
+    struct engine *e = open_one(R, k, c->base->trace_path ? trace : NULL, c->base, &T->t_off,
+                                err, sizeof err);
+    if (!e) snprintf(T->open_err, sizeof T->open_err, "%.250s", err);
+    T->e = e;
+}
+
+/* The remote targets that did not open, tried again every ROUTE_REOPEN_S;
+ * a target that opens takes requests from then on (the primary stays the
+ * first that opened at route_open: its figures are the route's). */
+static void *reopen_main(void *arg)
+{
+    struct route *R = arg;
+    pthread_mutex_lock(&R->mu);
+    while (!R->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)ROUTE_REOPEN_S;
+        pthread_cond_timedwait(&R->stop_cond, &R->mu, &ts);
+        for (int32_t k = 0; k < R->n && !R->stop; k++) {
+            if (R->t[k].e || R->t[k].local || R->t[k].no_key) continue;
+            pthread_mutex_unlock(&R->mu);
+            char err[512];
+            double off = 0;
+            struct engine *e = open_one(R, k, NULL, NULL, &off, err, sizeof err);
+            pthread_mutex_lock(&R->mu);
+            if (e) {
+                R->t[k].t_off = off;
+                R->t[k].e = e;
+                R->t[k].open_err[0] = 0;
+            }
+        }
     }
-    /* the target's clock starts inside its open: its uptime tells where */
-    struct engine_stats st;
-    engine_snapshot(R->t[k].e, &st);
-    R->t[k].t_off = route_now(R) - st.uptime_s;
+    pthread_mutex_unlock(&R->mu);
+    return NULL;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
 }
 
 struct engine *route_open(const struct route_config *c, char *err, size_t errlen)
@@ -427,6 +489,13 @@ struct engine *route_open(const struct route_config *c, char *err, size_t errlen
     R->next_id = 1;
     pthread_mutex_init(&R->mu, NULL);
     pthread_cond_init(&R->ev_cond, NULL);
+    pthread_cond_init(&R->stop_cond, NULL);
+    R->remote_base = *c->base;
+    memset(&R->remote_base.parts, 0, sizeof R->remote_base.parts);
+    R->remote_base.trace_path = NULL;
+    R->remote_base.model_path = R->tokenizer_path = dup_or_null(c->tokenizer_path);
+    R->remote_base.remote.model = R->remote_model = dup_or_null(c->base->remote.model);
+    R->remote_base.chat_template = R->chat_template = dup_or_null(c->base->chat_template);
     if (evq_init(&R->evq, engine_event_free, err, errlen) != 0) goto fail;
     if (c->base->trace_path && trace_open(&R->trace, c->base->trace_path, err, errlen) != 0)
         goto fail;
@@ -446,6 +515,7 @@ struct engine *route_open(const struct route_config *c, char *err, size_t errlen
         goto fail;
     }
     R->thread_started = true;
+    if (pthread_create(&R->reopener, NULL, reopen_main, R) == 0) R->reopener_started = true;
     return &R->base;
 fail:
     if (R->primary < 0 && err[0]) {
@@ -460,13 +530,20 @@ fail:
 static void route_close(struct engine *e)
 {
     struct route *R = (struct route *)e;
-    if (R->thread_started) {
-        pthread_mutex_lock(&R->mu);
-        R->stop = true;
-        pthread_mutex_unlock(&R->mu);
-        pthread_join(R->thread, NULL);
+    pthread_mutex_lock(&R->mu);
+    R->stop = true;
+    pthread_cond_broadcast(&R->stop_cond);
+    pthread_mutex_unlock(&R->mu);
+    if (R->reopener_started) pthread_join(R->reopener, NULL);
+    if (R->thread_started) pthread_join(R->thread, NULL);
+    for (int32_t k = 0; k < R->n; k++) {
+        engine_close(R->t[k].e);
+        free(R->t[k].key);
     }
-    for (int32_t k = 0; k < R->n; k++) engine_close(R->t[k].e);
+    free(R->tokenizer_path);
+    free(R->remote_model);
+    free(R->chat_template);
+    pthread_cond_destroy(&R->stop_cond);
     while (R->live) unlink_req(R, R->live);
     if (R->evq.fd >= 0) evq_free(&R->evq, NULL);
     trace_close(&R->trace);

@@ -82,8 +82,11 @@ struct route_config {
 
 /* Opens every target in order. A target that cannot open (a bad model file,
  * a server that does not answer) stays in the route as unavailable: its
- * requests move past it at once (reason "unavailable", counted). Fails
- * only when no target opens, with every target's error in err. */
+ * requests move past it at once (reason "unavailable", counted). A remote
+ * one is tried again every 3 s and takes requests once it opens (a replica
+ * started after the route); the local one is not (a model file that did not
+ * load stays unloaded). Fails only when no target opens, with every
+ * target's error in err. */
 struct engine *route_open(const struct route_config *c, char *err, size_t errlen);
 /* route_open's engine is closed with engine_close. */
 
@@ -93,7 +96,8 @@ bool route_is(const struct engine *e);
 int32_t route_n_targets(const struct engine *e);
 /* "local" or the target's URL (without its key part); "" out of range. */
 const char *route_target_name(const struct engine *e, int32_t i);
-/* The error that kept target i closed, or NULL when it is open. */
+/* The error that kept target i closed, or NULL when it is open (as of now:
+ * a remote target may open later). */
 const char *route_target_error(const struct engine *e, int32_t i);
 
 struct route_hop {

@@ -138,6 +138,20 @@ b2=$(submitted "$pb")
 ok $([ "$code" = 200 ] && [ $((b2 - b1)) = 1 ]; echo $?) \
   "killed replica: the request moved to B (HTTP $code), B saw it once"
 
+# a replica down when the route opened is tried again (every 3 s) and then used
+pc=$(freeport); p2=$(freeport)
+serve R2 "$p2" --route "http://127.0.0.1:$pc/v1,http://127.0.0.1:$pb/v1"
+code=$(chat "$p2")
+bb=$(submitted "$pb")
+serve C "$pc"
+sleep 4
+c0=$(submitted "$pc")
+code2=$(chat "$p2")
+ok $([ "$code" = 200 ] && [ "$code2" = 200 ] && [ $(( $(submitted "$pc") - c0 )) = 1 ] &&
+     [ "$(submitted "$pb")" = "$bb" ]; echo $?) \
+  "a replica started after the route opened takes requests once it is up (reopened)"
+kill "$pid_R2" "$pid_C"
+
 curl -sf "http://127.0.0.1:$pr/metrics" >"$out/r.metrics"
 diag "$(grep '^tern:fallback_total' "$out/r.metrics")"
 ok $(grep -q "^tern:fallback_total{.*from=\"http://127.0.0.1:$pa/v1\",to=\"http://127.0.0.1:$pb/v1\",reason=\"ttft-deadline\"} 1" "$out/r.metrics"; echo $?) \
