@@ -13,7 +13,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,17 +147,28 @@ static int replica_start(struct drill *d, struct replica *r, int port, char *err
     snprintf(r->log, sizeof r->log, "%s/serve-%d.log", d->dir, r->port);
     char *args[] = {"tern", "serve", "--config", "/dev/null", "-m", (char *)d->model, "--port", ps,
                     "--threads", th, "--no-history", "--access-log", "/dev/null", NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, r->log, O_WRONLY | O_CREAT | O_TRUNC,
-                                     0600);
-    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-    int rc = posix_spawn(&r->pid, "/proc/self/exe", &fa, NULL, args, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
+    int logfd = open(r->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (logfd < 0) {
+        snprintf(err, errlen, "%s: %s", r->log, strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    r->pid = fork();
+    if (r->pid == 0) {
+        /* a replica dies with the drill, even one interrupted by Ctrl-C */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int in = open("/dev/null", O_RDONLY);
+        if (in < 0 || dup2(in, STDIN_FILENO) < 0 || dup2(logfd, STDOUT_FILENO) < 0 ||
+            dup2(logfd, STDERR_FILENO) < 0)
+            _exit(127);
+        execve("/proc/self/exe", args, environ);
+        _exit(127);
+    }
+    int fork_errno = errno;
+    close(logfd);
+    if (r->pid < 0) {
         r->pid = 0;
-        snprintf(err, errlen, "cannot start tern serve: %s", strerror(rc));
+        snprintf(err, errlen, "cannot start tern serve: %s", strerror(fork_errno));
         return -1;
     }
     if (!replica_ready(r, 60)) {
