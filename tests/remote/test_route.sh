@@ -154,9 +154,9 @@ kill "$pid_R2" "$pid_C"
 
 curl -sf "http://127.0.0.1:$pr/metrics" >"$out/r.metrics"
 diag "$(grep '^tern:fallback_total' "$out/r.metrics")"
-ok $(grep -q "^tern:fallback_total{.*from=\"http://127.0.0.1:$pa/v1\",to=\"http://127.0.0.1:$pb/v1\",reason=\"ttft-deadline\"} 1" "$out/r.metrics"; echo $?) \
+ok $(grep -q "^tern:fallback_total{.*from=\"http://127.0.0.1:$pa/v1\",to=\"http://127.0.0.1:$pb/v1\",reason=\"ttft-deadline\"} [1-9]" "$out/r.metrics"; echo $?) \
   "/metrics: tern:fallback_total counts the TTFT move"
-ok $(grep -q "^tern:fallback_total{.*reason=\"error\"} 1" "$out/r.metrics"; echo $?) \
+ok $(grep -q "^tern:fallback_total{.*reason=\"error\"} [1-9]" "$out/r.metrics"; echo $?) \
   "/metrics: tern:fallback_total counts the move off the killed replica"
 kill -TERM "$pid_R"
 wait "$pid_R" 2>/dev/null
@@ -164,7 +164,8 @@ python3 - "$out/r.trace.json" <<'EOF'
 import json, sys
 t = json.load(open(sys.argv[1]))
 fb = [e for e in t["traceEvents"] if e.get("name") == "fallback"]
-sys.exit(0 if len(fb) == 2 and {e["args"]["reason"] for e in fb} == {"ttft-deadline", "error"} else 1)
+# (a loaded machine may add a TTFT move of the first request: at least these two)
+sys.exit(0 if len(fb) >= 2 and {e["args"]["reason"] for e in fb} == {"ttft-deadline", "error"} else 1)
 EOF
 ok $? "trace: a fallback span per move, with its reason"
 python3 - "$out/r.db" <<'EOF'
@@ -173,7 +174,7 @@ rows = sqlite3.connect(sys.argv[1]).execute("SELECT status, route FROM requests"
 print("# history rows:", [(s, [h["reason"] for h in json.loads(r)["fallbacks"]] if r else None) for s, r in rows])
 reasons = [h["reason"] for s, r in rows if r for h in json.loads(r)["fallbacks"]]
 ok = len(rows) >= 3 and all(r for s, r in rows) and all(s in ("stop", "length") for s, r in rows)
-sys.exit(0 if ok and sorted(reasons) == ["error", "ttft-deadline"] else 1)
+sys.exit(0 if ok and set(reasons) == {"error", "ttft-deadline"} else 1)
 EOF
 ok $? "history: every request of R has a row with its status and its route (the moves and reasons)"
 tap_done
