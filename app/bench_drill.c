@@ -541,7 +541,7 @@ static const struct {
 static cJSON *report(struct drill *d, int which, struct engine *e, int rows, bool hist_ok)
 {
     int ok = 0, lost = 0, planned = 0, moves = 0;
-    double fb_max = 0;
+    double fb_max = 0, fb_sum = 0;
     for (int i = 0; i < d->n; i++) {
         const struct dreq *q = &d->q[i];
         bool fine = q->status == ENGINE_STOP || q->status == ENGINE_LENGTH ||
@@ -551,6 +551,7 @@ static cJSON *report(struct drill *d, int which, struct engine *e, int rows, boo
         else lost++;
         for (int32_t h = 0; h < q->trail.n_hops; h++) {
             moves++;
+            fb_sum += q->trail.hop[h].waited_s;
             if (q->trail.hop[h].waited_s > fb_max) fb_max = q->trail.hop[h].waited_s;
         }
     }
@@ -564,6 +565,7 @@ static cJSON *report(struct drill *d, int which, struct engine *e, int rows, boo
     cJSON_AddNumberToObject(o, "lost", lost);
     cJSON_AddNumberToObject(o, "fallbacks", moves);
     cJSON_AddNumberToObject(o, "time_to_fall_back_s", fb_max);
+    cJSON_AddNumberToObject(o, "time_to_fall_back_mean_s", moves ? fb_sum / moves : 0);
     if (d->recover_s > 0) cJSON_AddNumberToObject(o, "time_to_recover_s", d->recover_s);
     else cJSON_AddNullToObject(o, "time_to_recover_s");
     cJSON_AddNumberToObject(o, "history_rows", rows);
@@ -576,10 +578,10 @@ static cJSON *report(struct drill *d, int which, struct engine *e, int rows, boo
     }
     char rec[32] = "n/a";
     if (d->recover_s > 0) snprintf(rec, sizeof rec, "%.3f s", d->recover_s);
-    printf("drill %-18s %d requests: %d served, %d lost%s · %d fallbacks (time to fall back "
-           "%.3f s max) · time to recover %s · history %d/%d rows, status %s\n",
-           drills[which].name, d->n, ok, lost,
-           planned ? "" : "", moves, fb_max, rec, rows, d->n, hist_ok ? "right" : "WRONG");
+    printf("drill %-18s %d requests: %d served, %d lost · %d fallbacks (time to fall back "
+           "%.3f s max, %.3f s mean) · time to recover %s · history %d/%d rows, status %s\n",
+           drills[which].name, d->n, ok, lost, moves, fb_max, moves ? fb_sum / moves : 0, rec,
+           rows, d->n, hist_ok ? "right" : "WRONG");
     if (planned) printf("  %d cancelled on purpose (not lost)\n", planned);
     printf("  %s\n", d->note);
     fflush(stdout);

@@ -28,7 +28,14 @@ struct rtarget {
     bool local;
     char *key;                       /* a remote target's Bearer key (owned), NULL none */
     bool no_key;                     /* its #key-env variable is unset: never opens */
+    double down_until;               /* route clock: skipped until then (no answer) */
+    char down_err[128];
 };
+
+/* A remote target that gave no answer at all (connection refused or cut
+ * before a status) is skipped this long, so the requests behind the first
+ * do not each pay its connect retries; then one request tries it again. */
+#define ROUTE_DOWN_S 2.0
 
 /* A remote target that did not open is tried again this often (a replica
  * started after the route, a server back from a restart). */
@@ -196,6 +203,12 @@ static bool place(struct route *R, struct rreq *q, int32_t from, enum route_reas
             snprintf(msg, sizeof msg, "%s", R->t[k].open_err);
             continue;
         }
+        if (k + 1 < R->n && q->t_attempt < R->t[k].down_until) { /* the last is always tried */
+            reason = ROUTE_R_UNAVAILABLE;
+            snprintf(msg, sizeof msg, "no answer %.1f s ago: %s",
+                     q->t_attempt - (R->t[k].down_until - ROUTE_DOWN_S), R->t[k].down_err);
+            continue;
+        }
         enum engine_status w = ENGINE_ERROR;
         uint64_t id = engine_submit(R->t[k].e, &q->c.req, &w, msg, sizeof msg);
         if (id) {
@@ -279,6 +292,11 @@ static void on_finished(struct route *R, struct rreq *q, struct engine_event *ev
     int32_t http = ev->metrics ? ev->metrics->http_status : 0;
     enum route_reason why = q->cancelled ? ROUTE_R_NONE
                                          : route_classify(ev->status, http, q->had_token);
+    if (why == ROUTE_R_ERROR && http == 0 && !R->t[q->cur].local) {
+        R->t[q->cur].down_until = route_now(R) + ROUTE_DOWN_S;
+        snprintf(R->t[q->cur].down_err, sizeof R->t[q->cur].down_err, "%.120s",
+                 ev->message ? ev->message : "");
+    }
     if (why != ROUTE_R_NONE && open_after(R, q->cur)) {
         enum engine_status w;
         char err[256];

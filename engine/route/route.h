@@ -6,7 +6,10 @@
  * an error: 5xx, a refused connection, a model not loaded) moves it to the
  * next target, re-submitted from the copy the route keeps. After the first
  * token nothing moves: a broken stream ends as the target ended it (partial
- * text, marked interrupted), as without a route.
+ * text, marked interrupted), as without a route. A remote target that
+ * gave no answer at all (refused, cut before a status) is skipped for 2 s
+ * (unless it is the last), so the requests behind the first do not each
+ * pay its connect retries.
  *
  * Each move is a hop (from, to, reason), kept per request (route_trail,
  * also after it finished, for the history), counted per (from, to, reason)
