@@ -137,7 +137,7 @@ static struct engine *open_engine(const struct cli *cli, const struct copts *o,
         }
         ec.model_path = path;
     }
-    struct engine *e = engine_open(&ec, err, sizeof err);
+    struct engine *e = cli_engine_open(cli, &ec, err, sizeof err);
     if (!e) fprintf(stderr, "tern bench: %s\n", err);
     return e;
 }

@@ -23,6 +23,7 @@
 #include "cli_opts.h"
 #include "clock.h"
 #include "engine.h"
+#include "route.h"
 #include "store.h"
 
 #define N_PROFILES 7
@@ -83,6 +84,7 @@ struct breq {
     struct engine_metrics m;         /* token_t owned here */
     double not_before;               /* a 429's Retry-After: no resubmit before (app clock) */
     int retries;
+    struct route_trail trail;        /* --route: where it went (served -1: no route) */
 };
 #define BENCH_MAX_RETRIES 3
 
@@ -282,6 +284,8 @@ static void take_event(struct bench *b, struct breq *r, struct engine_event *ev)
     if (ev->type == ENGINE_EV_FINISHED) {
         r->finished = true;
         r->status = ev->status;
+        r->trail.served = -1;
+        if (route_is(b->e)) route_trail(b->e, r->id, &r->trail);
         if (ev->metrics) {
             r->m = *ev->metrics;
             ev->metrics->token_t = NULL; /* keep the token times */
@@ -468,6 +472,7 @@ static struct breq *plan(struct bench *b, int p, int *n_out)
     double arrival = 0;
     for (int i = 0; i < n; i++) {
         struct breq *r = &v[i];
+        r->trail.served = -1;
         r->prompt_tokens = scaled(b, pr->prompt);
         r->max_tokens = scaled(b, pr->reply);
         r->prio = ENGINE_PRIO_INTERACTIVE;
@@ -633,6 +638,34 @@ static void add_by_endpoint(cJSON *o, const struct breq *v, int n, double dur)
     free(sub);
 }
 
+/* --route: how many requests each target served, the moves and their cost
+ * (time on a target before moving: the time to fall back). */
+static void add_route(cJSON *o, struct engine *e, const struct breq *v, int n)
+{
+    cJSON *r = cJSON_AddObjectToObject(o, "route");
+    cJSON *by = cJSON_AddObjectToObject(r, "served_by");
+    int moved = 0, hops = 0;
+    double worst = 0, sum = 0;
+    for (int32_t t = 0; t < route_n_targets(e); t++) {
+        int k = 0;
+        for (int i = 0; i < n; i++) k += v[i].trail.served == t;
+        cJSON_AddNumberToObject(by, route_target_name(e, t), k);
+    }
+    for (int i = 0; i < n; i++) {
+        moved += v[i].trail.n_hops > 0;
+        for (int32_t h = 0; h < v[i].trail.n_hops; h++) {
+            double w = v[i].trail.hop[h].waited_s;
+            hops++;
+            sum += w;
+            if (w > worst) worst = w;
+        }
+    }
+    cJSON_AddNumberToObject(r, "moved_requests", moved);
+    cJSON_AddNumberToObject(r, "fallbacks", hops);
+    cJSON_AddNumberToObject(r, "fallback_mean_s", hops ? sum / hops : 0);
+    cJSON_AddNumberToObject(r, "fallback_max_s", worst);
+}
+
 static cJSON *summarize(const struct bench *b, int p, const struct breq *v, int n, double dur,
                         int32_t kv_peak, int32_t kv_total)
 {
@@ -657,6 +690,7 @@ static cJSON *summarize(const struct bench *b, int p, const struct breq *v, int 
     }
     for (int s = 0; s < ENGINE_N_STATUS; s++)
         if (count[s]) cJSON_AddNumberToObject(st, engine_status_name((enum engine_status)s), count[s]);
+    if (route_is(b->e)) add_route(o, b->e, v, n);
     cJSON_AddNumberToObject(o, "prompt_tokens", (double)prompt);
     cJSON_AddNumberToObject(o, "cached_prompt_tokens", (double)cached);
     cJSON_AddNumberToObject(o, "generated_tokens", (double)gen);
@@ -727,6 +761,17 @@ static void print_profile(const char *name, const cJSON *o)
     if (isfinite(num(o, "kv_total_blocks")))
         snprintf(kvs, sizeof kvs, "KV peak %d/%d blocks", (int)num(o, "kv_peak_blocks"),
                  (int)num(o, "kv_total_blocks"));
+    const cJSON *route = cJSON_GetObjectItem(o, "route"), *sb;
+    if (route) {
+        printf("  route: %d of %d requests moved (%d fallbacks, mean %.3f s, max %.3f s on a "
+               "target before moving); served by",
+               (int)num(route, "moved_requests"), (int)num(o, "requests"),
+               (int)num(route, "fallbacks"), num(route, "fallback_mean_s"),
+               num(route, "fallback_max_s"));
+        cJSON_ArrayForEach(sb, cJSON_GetObjectItem(route, "served_by"))
+            printf(" %s %d", sb->string, (int)sb->valuedouble);
+        printf("\n");
+    }
     printf("  prompt %d tokens (%d cached) · generated %d · %s · %d preemptions\n",
            (int)num(o, "prompt_tokens"), (int)num(o, "cached_prompt_tokens"),
            (int)num(o, "generated_tokens"), kvs, (int)num(o, "preemptions"));
@@ -760,7 +805,8 @@ static void print_profile(const char *name, const cJSON *o)
 }
 
 /* The raw figures behind a profile's summary, for the user's own analysis. */
-static void write_requests(FILE *f, const char *profile, const struct breq *v, int n)
+static void write_requests(FILE *f, struct engine *e, const char *profile, const struct breq *v,
+                           int n)
 {
     for (int i = 0; i < n; i++) {
         const struct engine_metrics *m = &v[i].m;
@@ -778,6 +824,20 @@ static void write_requests(FILE *f, const char *profile, const struct breq *v, i
         double d[6] = {m->queue_s, m->prefill_s, m->ttft_s, m->tpot_s, m->decode_s, m->e2e_s};
         const char *k[6] = {"queue_s", "prefill_s", "ttft_s", "tpot_s", "decode_s", "e2e_s"};
         for (int j = 0; j < 6; j++) cJSON_AddNumberToObject(o, k[j], d[j]);
+        if (v[i].trail.served >= 0) {
+            const struct route_trail *t = &v[i].trail;
+            cJSON_AddStringToObject(o, "served_by", route_target_name(e, t->served));
+            cJSON *hops = cJSON_AddArrayToObject(o, "fallbacks");
+            for (int32_t h = 0; h < t->n_hops; h++) {
+                cJSON *j = cJSON_CreateObject();
+                cJSON_AddStringToObject(j, "from", route_target_name(e, t->hop[h].from));
+                cJSON_AddStringToObject(j, "to", route_target_name(e, t->hop[h].to));
+                cJSON_AddStringToObject(j, "reason", route_reason_name(t->hop[h].reason));
+                cJSON_AddNumberToObject(j, "waited_s", t->hop[h].waited_s);
+                cJSON_AddStringToObject(j, "detail", t->hop[h].detail);
+                cJSON_AddItemToArray(hops, j);
+            }
+        }
         cJSON *itl = cJSON_AddArrayToObject(o, "itl_s");
         for (int j = 1; m->token_t && j < m->n_generated; j++)
             cJSON_AddItemToArray(itl, cJSON_CreateNumber(m->token_t[j] - m->token_t[j - 1]));
@@ -801,7 +861,7 @@ static int run_profile(struct bench *b, int p)
     struct engine_stats st;
     engine_snapshot(b->e, &st);
     cJSON *o = summarize(b, p, v, n, dur, kv_peak, st.kv_total);
-    if (b->requests_out) write_requests(b->requests_out, profiles[p].name, v, n);
+    if (b->requests_out) write_requests(b->requests_out, b->e, profiles[p].name, v, n);
     free_plan(v, n);
     if (!o) return -1;
     if (!b->o->quiet) print_profile(profiles[p].name, o);
@@ -1028,7 +1088,7 @@ static struct engine *open_engine(const struct cli *cli, const struct bopts *o)
                          : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
                                                            : BACKEND_AUTO;
     cli_engine_remote(cli, &c);
-    struct engine *e = engine_open(&c, err, sizeof err);
+    struct engine *e = cli_engine_open(cli, &c, err, sizeof err);
     if (!e) fprintf(stderr, "tern bench: %s\n", err);
     return e;
 }
@@ -1137,7 +1197,7 @@ cJSON *bench_load_run(struct engine *e, const struct bench_load *L, char *err, s
         v[i] = (struct breq){.prompt_tokens = q->prompt_tokens, .max_tokens = q->max_tokens,
                              .prio = q->batch ? ENGINE_PRIO_BATCH : ENGINE_PRIO_INTERACTIVE,
                              .cancel_after = q->cancel_after, .stall_after = q->stall_after,
-                             .conv = -1, .turn = -1, .arrival = q->arrival,
+                             .conv = -1, .turn = -1, .arrival = q->arrival, .trail.served = -1,
                              .unstreamed = q->unstreamed};
         v[i].prompt = q->prompt ? strdup(q->prompt) : make_text(&b, q->prompt_tokens);
         if (!v[i].prompt) {
@@ -1169,7 +1229,7 @@ cJSON *bench_load_run(struct engine *e, const struct bench_load *L, char *err, s
     for (int i = 0; i < L->n; i++) planned += L->v[i].cancel_after >= 0 || L->v[i].stall_after >= 0;
     if (s) cJSON_AddNumberToObject(s, "planned_incomplete", planned);
     if (s && L->group) add_by_tenant(s, L, v, dur);
-    if (s && L->requests_out) write_requests(L->requests_out, "contract", v, L->n);
+    if (s && L->requests_out) write_requests(L->requests_out, e, "contract", v, L->n);
     free_plan(v, L->n);
     free(b.corpus);
     if (!s) snprintf(err, errlen, "out of memory");

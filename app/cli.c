@@ -23,6 +23,8 @@ static const struct option global_longopts[] = {
     {"insecure", no_argument, 0, CLI_OPT_INSECURE},
     {"balance", required_argument, 0, CLI_OPT_BALANCE},
     {"read-timeout", required_argument, 0, CLI_OPT_READ_TIMEOUT},
+    {"route", required_argument, 0, CLI_OPT_ROUTE},
+    {"route-ttft", required_argument, 0, CLI_OPT_ROUTE_TTFT},
 };
 #define N_GLOBAL (sizeof global_longopts / sizeof global_longopts[0])
 
@@ -206,6 +208,16 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
                 goto done;
             }
             break;
+        case CLI_OPT_ROUTE: cli->route = optarg; break; /* checked by cli_engine_open */
+        case CLI_OPT_ROUTE_TTFT: {
+            double ms;
+            if (cli_double(cli, "--route-ttft", optarg, 1, 3.6e6, &ms) != 0) {
+                rc = CLI_EXIT_USAGE;
+                goto done;
+            }
+            cli->route_ttft_s = ms / 1000.0;
+            break;
+        }
         case CLI_OPT_BALANCE:
             if (strcmp(optarg, "round-robin") == 0) {
                 cli->balance = ENGINE_BALANCE_ROUND_ROBIN;
@@ -249,6 +261,10 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char *shortopts,
     }
     cli->argv += optind;
     cli->argc -= optind;
+    if (cli->route && cli->n_urls > 0) {
+        fprintf(stderr, "tern %s: --route and --url: name the URLs in the route\n", cli->cmd);
+        rc = CLI_EXIT_USAGE;
+    }
 done:
     free(all);
     free(shorts);
@@ -276,22 +292,6 @@ void cli_data_dir(char *buf, size_t n)
         snprintf(buf, n, "%s/tern", xdg);
     else
         snprintf(buf, n, "%s/.local/share/tern", home ? home : ".");
-}
-
-bool cli_engine_remote(const struct cli *cli, struct engine_config *c)
-{
-    if (cli->n_urls == 0) return false;
-    c->remote.urls = cli->urls;
-    c->remote.n_urls = cli->n_urls;
-    c->remote.api_key = cli->api_key ? cli->api_key : getenv("TERN_API_KEY");
-    c->remote.insecure = cli->insecure;
-    c->remote.balance = cli->balance;
-    c->remote.read_timeout_s = cli->read_timeout_s;
-    c->model_path = cli->model; /* only an explicit -m lends its tokenizer */
-    if (cli->insecure)
-        fprintf(stderr, "tern %s: WARNING: --insecure: TLS certificates are NOT verified; "
-                        "anyone on the path can read and change this traffic\n", cli->cmd);
-    return true;
 }
 
 int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t errlen)

@@ -34,6 +34,11 @@ struct cli {
     bool insecure;
     enum engine_balance balance;
     double read_timeout_s;   /* --read-timeout; 0 = the engine's default (60 s) */
+    /* Fallback route (global --route SPEC / config "route", route.h):
+     * "local,URL1,URL2#key-env=VAR"; NULL = none. --route-ttft: seconds a
+     * target may take to its first token before the request moves on. */
+    const char *route;
+    double route_ttft_s;
     int *config_line;        /* config file line of each owned string */
 };
 
@@ -44,7 +49,8 @@ typedef int (*cli_opt_fn)(int c, const char *arg, void *ud);
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
 /* Long-option codes from here up are free for commands. */
 enum { CLI_OPT_CONFIG = 0x1000, CLI_OPT_VERSION, CLI_OPT_URL, CLI_OPT_API_KEY, CLI_OPT_INSECURE,
-       CLI_OPT_BALANCE, CLI_OPT_READ_TIMEOUT, CLI_OPT_CMD = 0x1100 };
+       CLI_OPT_BALANCE, CLI_OPT_READ_TIMEOUT, CLI_OPT_ROUTE, CLI_OPT_ROUTE_TTFT,
+       CLI_OPT_CMD = 0x1100 };
 
 /* Parses argv (argv[0] is the command name). `usage` is printed for -h.
  * Returns -1 to continue (options parsed into cli and via on_opt), or an exit
@@ -62,10 +68,19 @@ int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t
  * -m model file (its tokenizer); prints "insecure" loudly. Returns true when
  * the engine is remote. Without --url: does nothing, returns false. */
 bool cli_engine_remote(const struct cli *cli, struct engine_config *c);
+/* Opens the engine the options name: with --route, a route over c (its
+ * local target runs c's model; its remote ones get the remote options);
+ * otherwise engine_open(c). Returns NULL with err. */
+struct engine *cli_engine_open(const struct cli *cli, const struct engine_config *c, char *err,
+                               size_t errlen);
 /* Usage lines of the remote options (rows of cli_opts.c's table). */
 #define CLI_REMOTE_USAGE \
     "remote engine (any OpenAI-compatible server: vLLM, SGLang, llama-server, tern serve):\n" \
-    "@url\n@api-key\n@balance round-robin\n@insecure\n@read-timeout 60\n"
+    "@url\n@api-key\n@balance round-robin\n@insecure\n@read-timeout 60\n" \
+    "  --route T1,T2,...      fallback route: local and/or URLs (URL#key-env=VAR for\n" \
+    "                         its key); a request moves on when rejected, failed or\n" \
+    "                         late before its first token\n" \
+    "  --route-ttft MS        route: move on when no first token after MS ms\n"
 
 /* ${XDG_DATA_HOME:-$HOME/.local/share}/tern */
 void cli_data_dir(char *buf, size_t n);

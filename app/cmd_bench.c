@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "bench_compare.h"
 #include "bench_contract.h"
+#include "bench_drill.h"
 #include "bench_profiles.h"
 #include "cli.h"
 #include "cli_opts.h"
@@ -425,6 +426,9 @@ int cmd_bench(int argc, char **argv)
         "                           f16\n"
         "      --profile NAME       serving load profile (short, long-prompt, ..., all)\n"
         "      --contract FILE      run an acceptance contract (docs/CONTRACT.md)\n"
+        "      --drill NAME         failure drill: bad-model, invalid-config, replica-killed,\n"
+        "                           queue-saturation, stalled-dependency, client-disconnect,\n"
+        "                           all (docs/PLAYBOOK.md)\n"
         "  compare RUN_A RUN_B      what changed between two stored runs\n";
     if (argc > 1 && !strcmp(argv[1], "compare")) {
         argv[1] = "bench compare"; /* messages say "tern bench compare: ..." */
@@ -435,6 +439,8 @@ int cmd_bench(int argc, char **argv)
             return bench_profiles_main(argc, argv);
         if (!strcmp(argv[i], "--contract") || !strncmp(argv[i], "--contract=", 11))
             return bench_contract_main(argc, argv);
+        if (!strcmp(argv[i], "--drill") || !strncmp(argv[i], "--drill=", 8))
+            return bench_drill_main(argc, argv);
     }
     static const struct option longopts[] = {
         { "pp", required_argument, 0, OPT_PP },
@@ -465,6 +471,12 @@ int cmd_bench(int argc, char **argv)
     if (rc >= 0) goto out;
     if (cli.argc > 0) {
         fprintf(stderr, "tern bench: unexpected argument '%s'\n", cli.argv[0]);
+        rc = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (cli.route) {
+        fprintf(stderr, "tern bench: --route applies to --profile and --contract (the raw "
+                        "pp/tg bench measures the local model)\n");
         rc = CLI_EXIT_USAGE;
         goto out;
     }

@@ -250,6 +250,13 @@ static int on_opt(int c, const char *arg, void *ud)
     }
 }
 
+/* The TUI's engine: a route when --route names one. */
+static struct engine *open_engine(const struct engine_config *c, void *ud, char *err,
+                                  size_t errlen)
+{
+    return cli_engine_open(ud, c, err, errlen);
+}
+
 int cmd_chat(int argc, char **argv)
 {
     static const char use[] =
@@ -321,6 +328,8 @@ int cmd_chat(int argc, char **argv)
         a.o.engine.model_path = path;
     else
         a.o.model_error = merr;
+    a.o.open_engine = open_engine;
+    a.o.open_ud = &cli;
     rc = ui_app_run(&a.o, err, sizeof err);
     if (rc != 0) fprintf(stderr, "tern chat: %s\n", err);
 done:

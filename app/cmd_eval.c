@@ -826,7 +826,7 @@ static struct engine *open_engine(const struct cli *cli, const struct eopts *o, 
         }
         c.model_path = path;
     }
-    struct engine *e = engine_open(&c, err, sizeof err);
+    struct engine *e = cli_engine_open(cli, &c, err, sizeof err);
     if (!e) fprintf(stderr, "tern eval: %s\n", err);
     return e;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "route.h"
 #include "cli_opts.h"
 #include "clock.h"
 #include "commands.h"
@@ -242,8 +243,9 @@ static int32_t build_messages(const struct run_history *h, const struct run_opts
     return k;
 }
 
-static void history_finish(struct run_history *h, const struct engine_info *info,
-                           const char *model_path, const struct engine_metrics *m)
+static void history_finish(struct run_history *h, struct engine *e,
+                           const struct engine_info *info, const char *model_path,
+                           const struct engine_metrics *m)
 {
     if (!h->db) return;
     /* A stream that broke (remote server gone) keeps its partial text, marked
@@ -257,7 +259,23 @@ static void history_finish(struct run_history *h, const struct engine_info *info
                               .decode_s = m->decode_s, .e2e_s = m->e2e_s,
                               .prompt_tokens = m->n_prompt, .cached_tokens = m->n_cached,
                               .generated_tokens = m->n_generated};
+    char *rj = route_trail_json(e, m->id); /* --route: where it went; NULL otherwise */
+    r.route_json = rj;
     store_request_add(h->db, h->reply, &r);
+    free(rj);
+}
+
+/* -v with --route: each move before the first token, then where it ran. */
+static void print_route(struct engine *e, uint64_t id)
+{
+    struct route_trail t;
+    if (route_trail(e, id, &t) != 0) return;
+    for (int32_t i = 0; i < t.n_hops; i++)
+        fprintf(stderr, "%-22s %s -> %s (%s after %.3f s)\n", "fallback:",
+                route_target_name(e, t.hop[i].from), route_target_name(e, t.hop[i].to),
+                route_reason_name(t.hop[i].reason), t.hop[i].waited_s);
+    fprintf(stderr, "%-22s %s\n", "served by:", t.served >= 0 ? route_target_name(e, t.served)
+                                                              : "none");
 }
 
 static void print_ms(const char *what, double s)
@@ -358,6 +376,7 @@ struct run_result {
     enum engine_status status;
     const char *error;                  /* NULL when it ran to its end */
     const struct engine_metrics *m;     /* NULL when it never ran */
+    const char *route_json;             /* --route: route_trail_json; NULL otherwise */
 };
 
 /* --json: the run as one object on stdout, as tern bench --json: the
@@ -414,6 +433,8 @@ static void print_json(const struct run_result *r)
         cJSON *mj = engine_metrics_json(m);
         if (mj) cJSON_AddItemToObject(o, "metrics", mj);
     }
+    cJSON *route = r->route_json ? cJSON_Parse(r->route_json) : NULL;
+    if (route) cJSON_AddItemToObject(o, "route", route);
     textsafe_json(o); /* the reply may hold invalid UTF-8 */
     char *txt = cJSON_PrintUnformatted(o);
     if (txt) printf("%s\n", txt);
@@ -525,7 +546,7 @@ static struct engine *run_engine_open(const struct run_opts *o, const struct cli
     cfg.trace_path = o->trace;
     cli_engine_remote(cli, &cfg);
     double t0 = app_now_s();
-    struct engine *e = engine_open(&cfg, err, sizeof err);
+    struct engine *e = cli_engine_open(cli, &cfg, err, sizeof err); /* --route: a route */
     if (!e) fprintf(stderr, "tern run: %s\n", err);
     *load_s = app_now_s() - t0;
     return e;
@@ -620,8 +641,9 @@ static int run_stream(struct engine *e, uint64_t id, const struct run_opts *o,
     }
     enum engine_status st = fin.status;
     if (fin.metrics) {
-        history_finish(hist, r->info, model_path, fin.metrics);
+        history_finish(hist, e, r->info, model_path, fin.metrics);
         if (o->verbose) print_verbose(r->info, r->load_s, r->tok_s, fin.metrics);
+        if (o->verbose) print_route(e, fin.metrics->id);
         if (o->verbose) print_server_view(e);
     }
     bool failed = st != ENGINE_OK && st != ENGINE_STOP && st != ENGINE_LENGTH;
@@ -636,7 +658,10 @@ static int run_stream(struct engine *e, uint64_t id, const struct run_opts *o,
         r->status = st;
         r->error = failed ? (fin.message ? fin.message : engine_status_name(st)) : NULL;
         r->m = fin.metrics;
+        char *rj = fin.metrics ? route_trail_json(e, fin.metrics->id) : NULL;
+        r->route_json = rj;
         print_json(r);
+        free(rj);
     }
     engine_event_free(&fin);
     free(reply);

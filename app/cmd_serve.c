@@ -175,7 +175,7 @@ static int serve(struct serve_opts *o, const char *model_path)
     if (o->max_queue) cfg.max_queue = (int32_t)o->max_queue;
     if (o->event_limit) cfg.event_limit = (int32_t)o->event_limit;
     double t0 = app_now_s();
-    e = engine_open(&cfg, err, sizeof err);
+    e = cli_engine_open(o->cli, &cfg, err, sizeof err);
     if (!e) {
         fprintf(stderr, "tern serve: %s\n", err);
         goto done;
@@ -241,7 +241,9 @@ int cmd_serve(int argc, char **argv)
         "      --max-running N      running sequences cap (default 64)\n"
         "      --max-queue N        waiting queue bound (default 256; over it: 429)\n"
         "      --event-limit N      undrained events before a stream is consumer-stalled\n"
-        "      --trace FILE         Chrome trace-event JSON (spans tagged with request id, tenant)\n";
+        "      --trace FILE         Chrome trace-event JSON (spans tagged with request id, tenant)\n"
+        "      --route T1,T2,...    serve through a fallback route (local and/or replica URLs)\n"
+        "      --route-ttft MS      route: move on when no first token after MS ms\n";
     static const struct option longopts[] = {
         {"host", required_argument, 0, OPT_HOST},
         {"port", required_argument, 0, OPT_PORT},

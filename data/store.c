@@ -34,7 +34,7 @@ struct store_job {
     enum job_kind kind;
     store_key key; /* row this job creates */
     store_key ref; /* row it refers to */
-    char *str[6];
+    char *str[7];
     double d[6];
     int64_t i[3];
     double t; /* unix time when queued */
@@ -289,8 +289,8 @@ static void job_request(struct store *s, struct store_job *j)
                             "INSERT INTO requests(message_id, created_at, model, model_file,"
                             " model_hash, backend, params, status, queue_s, prefill_s, ttft_s,"
                             " tpot_s, decode_s, e2e_s, prompt_tokens, cached_tokens,"
-                            " generated_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-                            " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                            " generated_tokens, route) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                            " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
                             "new request");
     if (!st) return;
     int64_t msg = j->ref ? row_of(s, j->ref) : 0;
@@ -303,6 +303,7 @@ static void job_request(struct store *s, struct store_job *j)
     bind_text(st, 8, j->str[5] ? j->str[5] : "ok");
     for (int k = 0; k < 6; k++) bind_real(st, 9 + k, j->d[k]);
     for (int k = 0; k < 3; k++) bind_count(st, 15 + k, j->i[k]);
+    bind_text(st, 18, j->str[6]);
     set_row(s, j->key, exec_stmt(s, st, "recording a request"));
 }
 
@@ -325,7 +326,7 @@ static void job_run(struct store *s, struct store_job *j)
 
 static void job_free(struct store_job *j)
 {
-    for (int k = 0; k < 6; k++) free(j->str[k]);
+    for (int k = 0; k < 7; k++) free(j->str[k]);
     free(j);
 }
 
@@ -628,6 +629,7 @@ store_key store_request_add(struct store *s, store_key message, const struct sto
     const char *strs[6] = {q->model,  q->model_file, q->model_hash,
                            q->backend, q->params_json, q->status};
     for (int k = 0; k < 6; k++) j->str[k] = dup_or_null(strs[k]);
+    j->str[6] = dup_or_null(q->route_json);
     double d[6] = {q->queue_s, q->prefill_s, q->ttft_s, q->tpot_s, q->decode_s, q->e2e_s};
     memcpy(j->d, d, sizeof d);
     j->i[0] = q->prompt_tokens;

@@ -101,6 +101,10 @@ struct store_request {
     const char *status;     /* "ok", "cancelled", "error", "timeout", ... */
     double queue_s, prefill_s, ttft_s, tpot_s, decode_s, e2e_s;
     int64_t prompt_tokens, cached_tokens, generated_tokens;
+    /* --route (v8): where it was served and each fallback before that, JSON
+     * ({"served_by":..., "fallbacks":[{"from","to","reason","waited_s"}]});
+     * NULL = no route */
+    const char *route_json;
 };
 /* message may be 0 (a request with no stored message, e.g. a bench run). */
 store_key store_request_add(struct store *s, store_key message, const struct store_request *r);

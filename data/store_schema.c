@@ -96,8 +96,12 @@ static const char step7[] =
     "  CHECK (kind IN ('chat', 'run'));"
     "UPDATE sessions SET kind = 'run', params = NULL WHERE params = '{\"source\":\"run\"}';";
 
+/* v8: a request's fallback route (issue 37): the target that served it and
+ * each move before that, JSON; NULL when it had no route. */
+static const char step8[] = "ALTER TABLE requests ADD COLUMN route TEXT;";
+
 static const char *const steps[STORE_SCHEMA_VERSION] = {step1, step2, step3, step4,
-                                                        step5, step6, step7};
+                                                        step5, step6, step7, step8};
 
 int store_schema_version(sqlite3 *db, const char *path, char *err, size_t errlen)
 {

@@ -116,11 +116,14 @@ static void test_migrate_from(int v)
         ok(t.n == 2 && t.msgs[1].error == NULL, "v%d reply has no error message", v);
         ok(t.session.kind && !strcmp(t.session.kind, "chat"), "v%d chat session is of kind chat", v);
         store_transcript_free(&t);
-        is_int(store_transcript(s, 8, &t, err, sizeof err), 0, "old run readable");
-        ok(t.session.kind && !strcmp(t.session.kind, "run") && !t.session.params_json,
-           "v%d run marked by its parameters is of kind run, the marker gone (%s)", v,
-           t.session.kind ? t.session.kind : "NULL");
-        store_transcript_free(&t);
+        /* the marker is a pre-v7 tern's: a v7 file never holds it unconverted */
+        if (v < 7) {
+            is_int(store_transcript(s, 8, &t, err, sizeof err), 0, "old run readable");
+            ok(t.session.kind && !strcmp(t.session.kind, "run") && !t.session.params_json,
+               "v%d run marked by its parameters is of kind run, the marker gone (%s)", v,
+               t.session.kind ? t.session.kind : "NULL");
+            store_transcript_free(&t);
+        }
         struct store_runs r;
         ok(store_runs(s, NULL, &r, err, sizeof err) == 0 && r.n == 1 && r.v[0].id == 3 &&
                strcmp(r.v[0].summary_json, "{\"short\":{}}") == 0 && !r.v[0].env_json &&

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "http_auth.h"
+#include "route.h"
 #include "sse.h"
 
 /* vLLM's bucket boundaries (vllm/v1/metrics/loggers.py). */
@@ -228,6 +229,22 @@ static void label_escape(char *dst, size_t n, const char *s)
     dst[k] = 0;
 }
 
+/* A serve instance with --route: its requests' moves between targets. */
+static void fallback_part(struct out *o, struct engine *e)
+{
+    struct route_count c[ROUTE_MAX_TARGETS * ROUTE_MAX_TARGETS * ROUTE_N_REASON];
+    int n = route_counts(e, c, (int)(sizeof c / sizeof c[0]));
+    head(o, "tern:fallback", "counter",
+         "Requests moved to the next target of the route before their first token.");
+    for (int i = 0; i < n; i++) {
+        char from[300], to[300];
+        label_escape(from, sizeof from, route_target_name(e, c[i].from));
+        label_escape(to, sizeof to, route_target_name(e, c[i].to));
+        put(o, "tern:fallback_total{%s,from=\"%s\",to=\"%s\",reason=\"%s\"} %llu\n", o->lbl,
+            from, to, route_reason_name(c[i].reason), (unsigned long long)c[i].n);
+    }
+}
+
 static void engine_part(struct out *o, struct engine *e)
 {
     struct engine_stats s;
@@ -263,6 +280,7 @@ static void engine_part(struct out *o, struct engine *e)
     gauge(o, "tern:uptime_seconds", "Engine uptime.", s.uptime_s);
     counter(o, "tern:engine_submitted_requests", "Requests submitted to the engine (warm-up too).",
             (double)s.submitted);
+    if (route_is(e)) fallback_part(o, e);
 }
 
 struct tenant_ud {

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "http_impl.h"
+#include "route.h"
 #include "http_lp.h"
 #include "oai_response.h"
 #include "store.h"
@@ -100,11 +101,14 @@ static void history_row(struct http_stream *st, const struct engine_metrics *m)
                               .generated_tokens = m->n_generated};
     struct engine *e = atomic_load(&s->engine);
     struct engine_info in;
+    char *rj = NULL;
     if (e) {
         engine_info(e, &in);
         r.backend = in.backend.name;
+        r.route_json = rj = route_trail_json(e, m->id);
     }
     store_request_add(s->cfg.store, 0, &r);
+    free(rj);
     free(pj);
 }
 

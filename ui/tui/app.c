@@ -851,7 +851,8 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     a.view = (struct ui_view){
         .st = &a.st, .in = &a.in, .dlg = &a.dlg, .theme = &a.theme, .show_instruments = true};
     int rc = 0;
-    if (ui_bridge_open(&a.br, &a.st, &o->engine, o->db_path, o->model_error, err, errlen) < 0) {
+    if (ui_bridge_open_with(&a.br, &a.st, &o->engine, o->open_engine, o->open_ud, o->db_path,
+                            o->model_error, err, errlen) < 0) {
         rc = 1;
     } else {
         /* the chat's own sessions (one-shot runs listed on request); a new

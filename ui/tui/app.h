@@ -10,11 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bridge.h"
 #include "engine.h"
 #include "picker.h"
 
 struct ui_app_opts {
     struct engine_config engine; /* model_path and backend settings */
+    /* How the engine is opened from it (the command's --route makes a
+     * fallback route); NULL = engine_open. */
+    ui_engine_open_fn *open_engine;
+    void *open_ud;
     const char *db_path;         /* NULL: the default history database */
     const char *model_error;     /* no model path could be found: shown instead of loading */
     bool no_color;               /* also when NO_COLOR is set */

@@ -1,5 +1,6 @@
 /* bridge: UI state <-> engine and store (see bridge.h). */
 #include "bridge.h"
+#include "route.h"
 
 #include "cpu/threadpool.h"
 
@@ -29,7 +30,9 @@ static void copy_str(char *d, size_t n, const char *s)
 static void *load_main(void *arg)
 {
     struct ui_bridge *b = arg;
-    b->loaded = engine_open(&b->cfg, b->load_err, sizeof b->load_err);
+    b->loaded = b->open_engine ? b->open_engine(&b->cfg, b->open_ud, b->load_err,
+                                                sizeof b->load_err)
+                               : engine_open(&b->cfg, b->load_err, sizeof b->load_err);
     /* a CPU engine's decode is shown against the streaming read: the cached
      * limits, or measured here once per machine (a second, off the UI thread) */
     b->have_limits = false;
@@ -113,8 +116,17 @@ static void model_alert(struct ui_state *st, const char *e)
 int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
                    const char *db_path, const char *model_error, char *err, size_t errlen)
 {
+    return ui_bridge_open_with(b, st, cfg, NULL, NULL, db_path, model_error, err, errlen);
+}
+
+int ui_bridge_open_with(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
+                        ui_engine_open_fn *open_engine, void *ud, const char *db_path,
+                        const char *model_error, char *err, size_t errlen)
+{
     char serr[512];
     memset(b, 0, sizeof *b);
+    b->open_engine = open_engine;
+    b->open_ud = ud;
     b->load_pipe[0] = b->load_pipe[1] = -1;
     b->cfg = *cfg;
     set_model_path(b, cfg->model_path);
@@ -769,6 +781,10 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->prefill_s = mt->prefill_s;
     }
     copy_str(ph->status, sizeof ph->status, engine_status_name(ev->status));
+    struct route_trail trail;
+    ph->fallback[0] = 0;
+    if (route_trail(b->eng, ev->id, &trail) == 0)
+        route_trail_text(b->eng, &trail, ph->fallback, sizeof ph->fallback);
     switch (ev->status) {
     case ENGINE_CANCELLED:
         m->status = UI_MSG_CANCELLED;
@@ -816,7 +832,10 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
                                .prompt_tokens = ph->n_prompt,
                                .cached_tokens = ph->n_cached,
                                .generated_tokens = ph->n_generated};
+    char *rj = route_trail_json(b->eng, ev->id); /* NULL without --route */
+    sr.route_json = rj;
     store_request_add(b->db, m->key, &sr);
+    free(rj);
     free(pj);
 }
 

