@@ -6,7 +6,8 @@
  * and owns the layout inside a block: for f16 and f32, K is [head][dim][slot]
  * (a block of one head converts in one contiguous pass and is already
  * transposed for the QK products, which run across keys) and V is
- * [head][slot][dim]; q8_0 (blocks of 32 along the row) keeps token rows. A
+ * [head][slot][dim]; q8_0 and q4_0 (blocks of 32 along the row) keep token
+ * rows, dequantized per block and KV head as a tile reads them. A
  * token at position p of a sequence attends to positions
  * [max(0, p - window + 1), p] of its block table.
  *

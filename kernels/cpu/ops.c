@@ -229,6 +229,7 @@ size_t ops_kv_row_bytes(enum ops_kv_type t, int64_t n)
     case OPS_KV_F32: return (size_t)n * 4;
     case OPS_KV_F16: return (size_t)n * 2;
     case OPS_KV_Q8_0: return (size_t)(n / QK8_0) * sizeof(block_q8_0);
+    case OPS_KV_Q4_0: return (size_t)(n / QK4_0) * sizeof(block_q4_0);
     }
     return 0;
 }
@@ -257,8 +258,10 @@ void ops_kv_store(enum ops_kv_type t, void *dst, const float *src, int64_t n)
         if (n >= 8 && __builtin_cpu_supports("f16c")) i0 = store_f16_f16c(d, src, n);
 #endif
         for (int64_t i = i0; i < n; i++) d[i] = f2h(src[i]);
-    } else {
+    } else if (t == OPS_KV_Q8_0) {
         quant_row_q8_0(src, dst, n);
+    } else {
+        quant_row_q4_0(src, dst, n);   /* the reference's quantize_row_q4_0_ref */
     }
 }
 
@@ -288,11 +291,23 @@ void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n)
         }
 #endif
         for (int64_t i = 0; i < n; i++) dst[i] = h2f(s[i]);
-    } else {
+    } else if (t == OPS_KV_Q8_0) {
         const block_q8_0 *b = src;
         for (int64_t j = 0; j < n / QK8_0; j++) {
             const float d = h2f(b[j].d);
             for (int k = 0; k < QK8_0; k++) dst[j * QK8_0 + k] = d * (float)b[j].qs[k];
+        }
+    } else {
+        /* ggml's layout: byte k holds element k (low nibble) and k + 16
+         * (high), each biased by 8; d · (q - 8) is exact in f32 (a 4-bit
+         * integer times an f16), so every ISA reads the same values. */
+        const block_q4_0 *b = src;
+        for (int64_t j = 0; j < n / QK4_0; j++) {
+            const float d = h2f(b[j].d);
+            for (int k = 0; k < QK4_0 / 2; k++) {
+                dst[j * QK4_0 + k] = d * (float)((b[j].qs[k] & 0x0F) - 8);
+                dst[j * QK4_0 + k + QK4_0 / 2] = d * (float)((b[j].qs[k] >> 4) - 8);
+            }
         }
     }
 }
