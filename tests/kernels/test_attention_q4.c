@@ -3,8 +3,11 @@
  *
  * - the stored rows read back as the reference dequantizer (quant.h
  *   dequant_row, ggml's nibble layout) reads them, each value within the
- *   quantization step of its block: |x - x'| <= |d|/2 plus the f16 rounding
- *   of d (d = max/-8, so |d| = amax/8);
+ *   quantization error of its block (|d|/2, or up to |d| for the values
+ *   clamped at the top, plus the f16 rounding of d; d = max/-8), after the
+ *   Walsh-Hadamard rotation (attn_kv_rot: K per head, V per 64) that the
+ *   reference applies to a quantized cache, so everything below is checked
+ *   in the rotated basis, where the kernel's output rotated back lives;
  * - prefill and decode outputs within a bound derived from that step: a
  *   key's score moves by at most e = scale · sum_i |q_i| · step_i, so every
  *   probability by a factor within exp(±2e), and the output by at most
@@ -68,7 +71,25 @@ int main(void)
     float *K = malloc(sizeof(float) * NTOK * KD), *V = malloc(sizeof(float) * NTOK * KD);
     float *Ks = malloc(sizeof(float) * NTOK * KD), *Vs = malloc(sizeof(float) * NTOK * KD);
     float *Kstep = malloc(sizeof(float) * NTOK * KD), *Vstep = malloc(sizeof(float) * NTOK * KD);
+    float *Kr = malloc(sizeof(float) * NTOK * KD), *Vr = malloc(sizeof(float) * NTOK * KD);
     float *q = malloc(sizeof(float) * NTOK * QD), *qr = malloc(sizeof(float) * NTOK * QD);
+    const int32_t rk = attn_kv_rot(OPS_KV_Q4_0, HD, 0), rv = attn_kv_rot(OPS_KV_Q4_0, HD, 1);
+    ok(rk == 64 && rv == 64 && attn_kv_rot(OPS_KV_Q4_0, 128, 0) == 128 &&
+       attn_kv_rot(OPS_KV_Q4_0, 96, 0) == 0 && attn_kv_rot(OPS_KV_Q8_0, 64, 0) == 0,
+       "rotation sizes: K the largest power of two >= 64 dividing head_dim, V 64, q4_0 only");
+    {   /* H·e_1 is H's first column, all 1/sqrt(n); H·H = I */
+        float x[128] = { 0 }, y[128];
+        x[0] = 1.0f;
+        attn_hadamard(x, 128);
+        int flat = 1;
+        for (int i = 0; i < 128; i++) flat &= fabsf(x[i] - 1.0f / sqrtf(128.0f)) < 1e-7f;
+        for (int i = 0; i < 128; i++) x[i] = y[i] = frand();
+        attn_hadamard(x, 128);
+        attn_hadamard(x, 128);
+        double e = 0.0;
+        for (int i = 0; i < 128; i++) e = fmax(e, fabs(x[i] - y[i]));
+        ok(flat && e < 1e-6, "Hadamard rotation orthonormal and its own inverse (error %.2g)", e);
+    }
     int32_t pos[NTOK], table[(NTOK + BT - 1) / BT];
     const int32_t *tabs[NTOK];
     for (int32_t i = 0; i < nblk; i++) table[i] = (i * 7 + 3) % nblk;   /* shuffled blocks */
@@ -88,10 +109,17 @@ int main(void)
         pos[t] = t;
         tabs[t] = table;
         attn_kv_store(&L, NKV, HD, table[t / BT], t % BT, k, v);
-        step_bounds(k, Kstep + (size_t)t * KD);
-        step_bounds(v, Vstep + (size_t)t * KD);
+        float *kr = Kr + (size_t)t * KD, *vr = Vr + (size_t)t * KD;
+        memcpy(kr, k, sizeof(float) * KD);
+        memcpy(vr, v, sizeof(float) * KD);
+        for (int32_t h = 0; h < NKV; h++)
+            for (int32_t i = 0; i < HD; i += rk) attn_hadamard(kr + h * HD + i, rk);
+        for (int32_t h = 0; h < NKV; h++)
+            for (int32_t i = 0; i < HD; i += rv) attn_hadamard(vr + h * HD + i, rv);
+        step_bounds(kr, Kstep + (size_t)t * KD);
+        step_bounds(vr, Vstep + (size_t)t * KD);
         for (int kv = 0; kv < 2; kv++) {
-            const float *x = kv ? v : k;
+            const float *x = kv ? vr : kr;
             float *xs = (kv ? Vs : Ks) + (size_t)t * KD;
             const float *st = (kv ? Vstep : Kstep) + (size_t)t * KD;
             const char *pool = kv ? vp : kp;
@@ -109,10 +137,14 @@ int main(void)
     }
     ok(same_deq, "stored rows read as the reference dequantizer reads Q4_0 (ggml's layout)");
     ok(in_step, "every stored value within its block's quantization error bound");
+    /* the queries as the kernel sees them: rotated as K, rounded to f16 */
     memcpy(qr, q, sizeof(float) * NTOK * QD);
+    for (int32_t h = 0; h < NTOK * NH; h++)
+        for (int32_t i = 0; i < HD; i += rk) attn_hadamard(qr + (size_t)h * HD + i, rk);
     ops_round_f16(qr, (int64_t)NTOK * QD);
 
-    /* The bound per query and head, and the unquantized answer in double. */
+    /* The bound per query and head, and the unquantized answer in double,
+     * both in the rotated basis (Kr, Vr: rotated, not quantized). */
     float *want = malloc(sizeof(float) * NTOK * QD), *bound = malloc(sizeof(float) * NTOK * NH);
     double *s = malloc(sizeof(double) * NTOK);
     double worst_bound = 0.0;
@@ -125,10 +157,10 @@ int main(void)
                 const size_t o = (size_t)j * KD + (size_t)g * HD;
                 double d = 0.0, e = 0.0;
                 for (int32_t i = 0; i < HD; i++) {
-                    d += (double)qh[i] * K[o + i];
+                    d += (double)qh[i] * Kr[o + i];
                     e += fabs((double)qh[i]) * Kstep[o + i];
                     vstep = fmax(vstep, Vstep[o + i]);
-                    vmax = fmax(vmax, fabs(V[o + i]));
+                    vmax = fmax(vmax, fabs(Vr[o + i]));
                 }
                 s[j] = d * SCALE;
                 eps = fmax(eps, e * SCALE);
@@ -137,7 +169,7 @@ int main(void)
             for (int32_t j = 0; j <= t; j++) sum += (s[j] = exp(s[j] - mx));
             for (int32_t i = 0; i < HD; i++) {
                 double acc = 0.0;
-                for (int32_t j = 0; j <= t; j++) acc += s[j] / sum * V[(size_t)j * KD + g * HD + i];
+                for (int32_t j = 0; j <= t; j++) acc += s[j] / sum * Vr[(size_t)j * KD + g * HD + i];
                 want[((size_t)t * NH + h) * HD + i] = (float)acc;
             }
             bound[t * NH + h] =
@@ -155,17 +187,23 @@ int main(void)
         const struct attn_batch b = { NTOK, NH, NKV, HD, 0, q, out, pos, tabs, SCALE, 0.0f, 1 };
         ok(attn_forward(tp2, (enum cpu_isa)isa, &L, &b, &sc) == 0, "%s: prefill of %d runs",
            iname, NTOK);
+        /* the output back in the rotated basis (H·H = I) */
+        float *outr = malloc(sizeof(float) * NTOK * QD);
+        memcpy(outr, out, sizeof(float) * NTOK * QD);
+        for (int32_t h = 0; h < NTOK * NH; h++)
+            for (int32_t i = 0; i < HD; i += rv) attn_hadamard(outr + (size_t)h * HD + i, rv);
         double worst = 0.0, ratio = 0.0, mean = 0.0;
         for (int32_t t = 0; t < NTOK; t++)
             for (int32_t h = 0; h < NH; h++)
                 for (int32_t i = 0; i < HD; i++) {
                     const size_t o = ((size_t)t * NH + h) * HD + i;
-                    const double e = fabs(out[o] - want[o]);
+                    const double e = fabs(outr[o] - want[o]);
                     worst = fmax(worst, e);
                     ratio = fmax(ratio, e / bound[t * NH + h]);
                     mean += e;
                 }
         mean /= (double)NTOK * QD;
+        free(outr);
         ok(ratio <= 1.0, "%s: prefill within the quantization bound of the unquantized answer "
            "(max error %.3g, mean %.3g, at most %.0f %% of its bound; bounds up to %.3g)",
            iname, worst, mean, 100.0 * ratio, worst_bound);
@@ -195,7 +233,7 @@ int main(void)
     tp_close(tp1);
     tp_close(tp2);
     free(out); free(out0); free(one); free(want); free(bound); free(stored); free(ref);
-    free(kp); free(vp); free(K); free(V); free(Ks); free(Vs); free(Kstep); free(Vstep);
+    free(kp); free(vp); free(K); free(V); free(Kr); free(Vr); free(Ks); free(Vs); free(Kstep); free(Vstep);
     free(q); free(qr);
     return tap_done();
 }
