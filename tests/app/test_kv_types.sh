@@ -4,7 +4,8 @@
 # about 2x and q4_0 about 3.5x the tokens of f16 (34/32 and 18/32 bytes per
 # value against 2); `tern info --kv-type` plans the same bytes per token,
 # `tern models --kv-type` fits with them; q4_0 replies on run and chat;
-# a bad type is refused with the list.
+# the config file's kv-type key works as the option; a bad type is refused
+# with the list.
 set -u
 . "$TERN_SRC/tests/app/tap.sh"
 MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
@@ -87,6 +88,14 @@ ok $? "models --kv-type q4_0: the fit counts 18/64 of f16's KV bytes per token"
 ok $? "chat --kv-type q4_0 exits 0 ($(tail -c 200 "$TMP/chat.err"))"
 grep -Eq 'assistant · [0-9]+ tok' "$TMP/chat.out"
 ok $? "chat --kv-type q4_0: the reply finishes"
+
+# the config file's kv-type key, as the option
+mkdir -p "$XDG_CONFIG_HOME/tern"
+printf 'kv-type = q4_0\n' > "$XDG_CONFIG_HOME/tern/tern.conf"
+"$tern" run -m "$MODEL" --kv-mem 8M -v -n 2 -t 1 --no-history "Hi" > /dev/null 2> "$TMP/conf.err"
+grep -Eq "KV cache: +[0-9]+ tokens, [0-9.]+ MiB, $(grep -Eo '[0-9]+ bytes per token' "$TMP/q4_0.err")" "$TMP/conf.err"
+ok $? "kv-type = q4_0 in tern.conf: the q4_0 pool ($(grep 'KV cache' "$TMP/conf.err"))"
+rm "$XDG_CONFIG_HOME/tern/tern.conf"
 
 "$tern" run -m "$MODEL" --kv-type q5_0 -n 1 "Hi" > /dev/null 2> "$TMP/bad.err"
 [ $? -ne 0 ] && grep -q "q4_0" "$TMP/bad.err"
