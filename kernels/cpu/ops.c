@@ -278,8 +278,55 @@ __attribute__((target("f16c,avx"))) static void load_f16_f16c(const uint16_t *s,
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* q8_0 and q4_0 blocks, 8 values per instruction: d · q is exact in f32 (an
+ * 11-bit f16 mantissa times an integer of at most 8 bits), so these give
+ * the scalar loop's bits. A tile dequantizes every K and V block it reads
+ * (attn_tile.inc): most of a quantized cache's decode time. */
+__attribute__((target("avx2"))) static void load_q8_0_avx2(const block_q8_0 *b, float *dst,
+                                                            int64_t nb)
+{
+    for (int64_t j = 0; j < nb; j++) {
+        const __m256 d = _mm256_set1_ps(h2f(b[j].d));
+        for (int k = 0; k < QK8_0; k += 8) {
+            const __m128i q = _mm_loadl_epi64((const __m128i *)(b[j].qs + k));
+            _mm256_storeu_ps(dst + j * QK8_0 + k,
+                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+        }
+    }
+}
+
+__attribute__((target("avx2"))) static void load_q4_0_avx2(const block_q4_0 *b, float *dst,
+                                                            int64_t nb)
+{
+    const __m128i lo4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    for (int64_t j = 0; j < nb; j++) {
+        const __m256 d = _mm256_set1_ps(h2f(b[j].d));
+        const __m128i q = _mm_loadu_si128((const __m128i *)b[j].qs);
+        /* low nibbles: values 0-15, high nibbles: 16-31 (ggml's layout) */
+        const __m128i half[2] = { _mm_sub_epi8(_mm_and_si128(q, lo4), eight),
+                                  _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), eight) };
+        float *o = dst + j * QK4_0;
+        for (int h = 0; h < 2; h++) {
+            _mm256_storeu_ps(o + 16 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(
+                                                              _mm256_cvtepi8_epi32(half[h]))));
+            _mm256_storeu_ps(o + 16 * h + 8,
+                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                  _mm_srli_si128(half[h], 8)))));
+        }
+    }
+}
+#endif
+
 void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if ((t == OPS_KV_Q8_0 || t == OPS_KV_Q4_0) && __builtin_cpu_supports("avx2")) {
+        if (t == OPS_KV_Q8_0) load_q8_0_avx2(src, dst, n / QK8_0);
+        else load_q4_0_avx2(src, dst, n / QK4_0);
+        return;
+    }
+#endif
     if (t == OPS_KV_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
     } else if (t == OPS_KV_F16) {
