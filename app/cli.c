@@ -389,8 +389,9 @@ int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out)
     if (strcmp(arg, "f16") == 0) *out = KV_F16;
     else if (strcmp(arg, "f32") == 0) *out = KV_F32;
     else if (strcmp(arg, "q8_0") == 0) *out = KV_Q8_0;
+    else if (strcmp(arg, "q4_0") == 0) *out = KV_Q4_0;
     else {
-        fprintf(stderr, "tern %s: --kv-type: '%s' is not f16, f32 or q8_0\n", cli->cmd, arg);
+        fprintf(stderr, "tern %s: --kv-type: '%s' is not f16, f32, q8_0 or q4_0\n", cli->cmd, arg);
         return -1;
     }
     return 0;

@@ -15,7 +15,7 @@ static const struct cli_optdef table[] = {
     {CLI_O_BACKEND, "backend", 0, "B", CLI_K_CHOICE, 0, 0, "auto, cpu or cuda",
      "compute backend (auto: CUDA when usable)"},
     {CLI_O_KV_MEM, "kv-mem", 0, "SIZE", CLI_K_SIZE, 0, 0, "e.g. 512M, 8G", "KV cache budget"},
-    {CLI_O_KV_TYPE, "kv-type", 0, "T", CLI_K_CHOICE, 0, 0, "f16, f32 or q8_0", "KV cache type"},
+    {CLI_O_KV_TYPE, "kv-type", 0, "T", CLI_K_CHOICE, 0, 0, "f16, f32, q8_0 or q4_0", "KV cache type"},
     {CLI_O_STEP_TOKENS, "step-tokens", 0, "N", CLI_K_INT, 1, 1 << 16, NULL,
      "scheduler token budget per step"},
     {CLI_O_MAX_TOKENS, "max-tokens", 'n', "N", CLI_K_INT, 1, 1 << 24, NULL, "reply length limit"},

@@ -44,7 +44,8 @@ struct bench_opts {
     enum backend_kind backend;
 };
 
-static const char *const kv_names[] = { [KV_F16] = "f16", [KV_F32] = "f32", [KV_Q8_0] = "q8_0" };
+static const char *const kv_names[] = { [KV_F16] = "f16", [KV_F32] = "f32", [KV_Q8_0] = "q8_0",
+                                           [KV_Q4_0] = "q4_0" };
 
 static int on_opt(int c, const char *arg, void *ud)
 {

@@ -302,7 +302,7 @@ static int do_perplexity(struct eval *ev)
     cJSON_AddNumberToObject(config, "chunks", (double)n_chunk);
     cJSON_AddStringToObject(config, "model_file", ev->info.model_path);
     cJSON_AddStringToObject(config, "backend", ev->info.backend.name);
-    cJSON_AddStringToObject(config, "kv_type", o->kv_type == KV_Q8_0 ? "q8_0" : o->kv_type == KV_F32 ? "f32" : "f16");
+    cJSON_AddStringToObject(config, "kv_type", o->kv_type == KV_Q8_0 ? "q8_0" : o->kv_type == KV_Q4_0 ? "q4_0" : o->kv_type == KV_F32 ? "f32" : "f16");
     if (o->json) {
         cJSON *both = cJSON_CreateObject();
         cJSON_AddItemReferenceToObject(both, "config", config);

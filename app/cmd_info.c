@@ -31,7 +31,7 @@ struct info_opts {
     struct cli *cli;
     unsigned long long mem; /* budget in bytes; 0 = physical memory */
     bool json;
-    uint32_t kv_type;       /* QT_F16, QT_F32 or QT_Q8_0 */
+    uint32_t kv_type;       /* QT_F16, QT_F32, QT_Q8_0 or QT_Q4_0 */
     int gpu;                /* --gpu[=N]: device index for the GPU plan; -1 = no plan */
     bool limits;            /* --limits: measure the machine's limits again, show only them */
 };
@@ -135,7 +135,10 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
     printf("  KV cache %s: %llu bytes per token (%u layers x %u kv heads x (%u + %u) x %s)\n",
            qtype_name(o->kv_type), (unsigned long long)mi->kv_per_token, mi->layers, mi->kv_heads,
            mi->key_len, mi->val_len,
-           o->kv_type == QT_F32 ? "4 B" : o->kv_type == QT_F16 ? "2 B" : "34/32 B");
+           o->kv_type == QT_F32   ? "4 B"
+           : o->kv_type == QT_F16 ? "2 B"
+           : o->kv_type == QT_Q4_0 ? "18/32 B"
+                                   : "34/32 B");
     if (mi->swa)
         printf("  (layers with a %u-token sliding window need less: this is an upper bound)\n",
                mi->swa);
@@ -295,8 +298,9 @@ static int on_opt(int c, const char *arg, void *ud)
         if (!strcmp(arg, "f16")) o->kv_type = QT_F16;
         else if (!strcmp(arg, "f32")) o->kv_type = QT_F32;
         else if (!strcmp(arg, "q8_0")) o->kv_type = QT_Q8_0;
+        else if (!strcmp(arg, "q4_0")) o->kv_type = QT_Q4_0;
         else {
-            fprintf(stderr, "tern info: --kv-type: '%s' is not f32, f16 or q8_0\n", arg);
+            fprintf(stderr, "tern info: --kv-type: '%s' is not f32, f16, q8_0 or q4_0\n", arg);
             return -1;
         }
         return 0;
@@ -330,7 +334,7 @@ static int gpu_plan(const char *path, const struct info_opts *o, char *out, size
 int cmd_info(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern info [-m MODEL] [--mem SIZE] [--kv-type f16|f32|q8_0] [--json]\n"
+        "usage: tern info [-m MODEL] [--mem SIZE] [--kv-type f16|f32|q8_0|q4_0] [--json]\n"
         "\n"
         "Describes a model file: architecture, parameters, tensor types, context,\n"
         "vocabulary, chat template family and the memory plan.\n"

@@ -22,7 +22,7 @@
 #include "roofline.h"
 #include "cpu/threadpool.h"
 
-enum { OPT_JSON = CLI_OPT_CMD };
+enum { OPT_JSON = CLI_OPT_CMD, OPT_KV_TYPE };
 
 struct entry {
     char file[512], path[4096];
@@ -57,13 +57,13 @@ static void copy(char *d, size_t n, const char *s)
     snprintf(d, n, "%s", s ? s : "");
 }
 
-static void describe(struct entry *e, uint64_t mem)
+static void describe(struct entry *e, uint64_t mem, uint32_t kv_qt)
 {
     struct stat sb;
     if (stat(e->path, &sb) == 0) e->size = (uint64_t)sb.st_size;
     struct gguf_ctx *g = gguf_open(e->path, e->err, sizeof e->err);
     if (!g) return;
-    model_info_gather(g, QT_F16, mem, &e->mi);
+    model_info_gather(g, kv_qt, mem, &e->mi);   /* the KV type's real bytes per token */
     copy(e->arch_s, sizeof e->arch_s, e->mi.arch);
     copy(e->quant_s, sizeof e->quant_s, e->mi.quant);
     copy(e->name_s, sizeof e->name_s, e->mi.name);
@@ -84,8 +84,9 @@ static void describe(struct entry *e, uint64_t mem)
         return;
     }
     struct backend_config cfg = {.kind = BACKEND_CUDA, .gpu = 0, .kv_block_tokens = 16,
-                                 .kv_type = KV_F16,
-                                 .kv_bytes = e->mi.kv_per_token * e->mi.ctx};
+                                 .kv_type = KV_F16,   /* the CUDA backend's only KV type */
+                                 .kv_bytes = 2ull * e->mi.layers * e->mi.kv_heads *
+                                             (e->mi.key_len + e->mi.val_len) * e->mi.ctx};
     int rc = backend_cuda_plan(m, &cfg, e->gpu_note, sizeof e->gpu_note);
     e->gpu = rc == 0 ? 1 : strncmp(e->gpu_note, "no usable GPU", 13) == 0 ? -1 : 0;
     model_close(m);
@@ -110,7 +111,8 @@ static void stem(const char *file, char *b, size_t n)
     snprintf(b, n, "%.*s", (int)(l > 5 ? l - 5 : l), file);
 }
 
-static void print_text(const struct entry *v, int n, const char *dir, uint64_t mem)
+static void print_text(const struct entry *v, int n, const char *dir, uint64_t mem,
+                       uint32_t kv_qt)
 {
     char a[32], b[32];
     printf("%-32s %-8s %7s %-7s %8s %6s %-11s %-3s %-14s %s\n", "NAME", "ARCH", "PARAMS", "QUANT",
@@ -141,9 +143,9 @@ static void print_text(const struct entry *v, int n, const char *dir, uint64_t m
     }
     char m[32];
     fmt_bytes(m, sizeof m, mem);
-    printf("\n%d model%s in %s; fits: weights + F16 KV cache of the full context in %s of "
+    printf("\n%d model%s in %s; fits: weights + %s KV cache of the full context in %s of "
            "memory\n",
-           n, n == 1 ? "" : "s", dir, m);
+           n, n == 1 ? "" : "s", dir, qtype_name(kv_qt), m);
     for (int i = 0; i < n; i++)
         if (v[i].ok && v[i].pred.threads) {
             printf("predicted: the CPU's bound at %d thread%s from this machine's limits "
@@ -160,11 +162,13 @@ static void print_text(const struct entry *v, int n, const char *dir, uint64_t m
         }
 }
 
-static int print_json(const struct entry *v, int n, const char *dir, uint64_t mem)
+static int print_json(const struct entry *v, int n, const char *dir, uint64_t mem,
+                      uint32_t kv_qt)
 {
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "models");
     cJSON_AddStringToObject(root, "dir", dir);
     cJSON_AddNumberToObject(root, "memory_bytes", (double)mem);
+    cJSON_AddStringToObject(root, "kv_type", qtype_name(kv_qt));
     for (int i = 0; i < n && arr; i++) {
         const struct entry *e = &v[i];
         cJSON *o = cJSON_CreateObject();
@@ -187,6 +191,8 @@ static int print_json(const struct entry *v, int n, const char *dir, uint64_t me
             cJSON_AddStringToObject(o, "template_family", e->mi.tmpl_family ? e->mi.tmpl_family : "");
             cJSON_AddNumberToObject(o, "memory_needed_bytes", (double)e->need);
             cJSON_AddBoolToObject(o, "fits_in_ram", e->fits);
+            cJSON_AddNumberToObject(o, "kv_bytes_per_token", (double)e->mi.kv_per_token);
+            cJSON_AddNumberToObject(o, "kv_tokens_fit", (double)e->mi.kv_tokens);
             if (e->gpu >= 0)
                 cJSON_AddBoolToObject(o, "fits_in_gpu", e->gpu > 0);
             else
@@ -211,18 +217,34 @@ static int print_json(const struct entry *v, int n, const char *dir, uint64_t me
     return CLI_EXIT_OK;
 }
 
+struct models_opts {
+    bool json;
+    uint32_t kv_qt;   /* QT_F16, QT_F32, QT_Q8_0 or QT_Q4_0 */
+};
+
 static int on_opt(int c, const char *arg, void *ud)
 {
-    (void)arg;
-    if (c != OPT_JSON) return -1;
-    *(bool *)ud = true;
-    return 0;
+    struct models_opts *o = ud;
+    if (c == OPT_JSON) {
+        o->json = true;
+        return 0;
+    }
+    if (c != OPT_KV_TYPE) return -1;
+    static const struct { const char *name; uint32_t qt; } kv[] = {
+        { "f16", QT_F16 }, { "f32", QT_F32 }, { "q8_0", QT_Q8_0 }, { "q4_0", QT_Q4_0 } };
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (!strcmp(arg, kv[i].name)) {
+            o->kv_qt = kv[i].qt;
+            return 0;
+        }
+    fprintf(stderr, "tern models: --kv-type: '%s' is not f16, f32, q8_0 or q4_0\n", arg);
+    return -1;
 }
 
 int cmd_models(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern models [--json]\n"
+        "usage: tern models [--kv-type f16|f32|q8_0|q4_0] [--json]\n"
         "\n"
         "Lists the models in the models directory ($XDG_DATA_HOME/tern/models):\n"
         "architecture, parameters (total/active for mixtures of experts), quantization,\n"
@@ -232,11 +254,15 @@ int cmd_models(int argc, char **argv)
         "(tern info shows them). NAME, or any unique start of it (letters and digits,\n"
         "e.g. smollm2), is what -m takes.\n"
         "\n"
-        "  --json   the same as one JSON object\n";
-    static const struct option longopts[] = {{"json", no_argument, 0, OPT_JSON}, {0, 0, 0, 0}};
+        "  --kv-type T   KV cache type the fit counts with (default f16; q8_0 and q4_0\n"
+        "                hold about 2x and 3.5x the tokens in the same memory)\n"
+        "  --json        the same as one JSON object\n";
+    static const struct option longopts[] = {{"json", no_argument, 0, OPT_JSON},
+                                              {"kv-type", required_argument, 0, OPT_KV_TYPE},
+                                              {0, 0, 0, 0}};
     struct cli cli;
-    bool json = false;
-    int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &json, use);
+    struct models_opts o = {.json = false, .kv_qt = QT_F16};
+    int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     rc = CLI_EXIT_USAGE;
     if (cli.argc > 0) {
@@ -257,16 +283,16 @@ int cmd_models(int argc, char **argv)
     for (int i = 0; v && i < n; i++) {
         copy(v[i].file, sizeof v[i].file, files[i]);
         snprintf(v[i].path, sizeof v[i].path, "%s/%s", dir, files[i]);
-        describe(&v[i], mem);
+        describe(&v[i], mem, o.kv_qt);
     }
     struct limits lim;
     bool have_lim = n > 0 && roofline_limits(&lim, -1, false, err, sizeof err) == 0;
     if (n > 0 && !have_lim) fprintf(stderr, "tern models: limits: %s\n", err);
     if (v) predict_all(v, n, have_lim ? &lim : NULL);
     if (v) {
-        if (json) rc = print_json(v, n, dir, mem);
+        if (o.json) rc = print_json(v, n, dir, mem, o.kv_qt);
         else {
-            print_text(v, n, dir, mem);
+            print_text(v, n, dir, mem, o.kv_qt);
             rc = CLI_EXIT_OK;
         }
     }

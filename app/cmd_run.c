@@ -336,6 +336,13 @@ static void print_verbose(const struct engine_info *info, double load_s, double 
     else
         fprintf(stderr, "\n%-22s %s (%s, %s)\n", "model", info->model_name, info->arch,
                 info->backend.device);
+    if (!m->remote && info->kv_bytes_per_token)
+        /* the pool's real capacity: --kv-mem / the KV type's bytes per token */
+        fprintf(stderr, "%-22s %lld tokens, %.1f MiB, %llu bytes per token\n", "KV cache:",
+                (long long)info->kv_blocks * info->kv_block_tokens,
+                (double)info->kv_bytes_per_token * info->kv_blocks * info->kv_block_tokens /
+                    (1024.0 * 1024.0),
+                (unsigned long long)info->kv_bytes_per_token);
     print_ms("load duration:", load_s);
     print_ms("tokenize duration:", tok_s);
     fprintf(stderr, "%-22s %d token(s) (%d reused from cache)\n", "prompt eval count:",

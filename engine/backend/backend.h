@@ -18,7 +18,7 @@
 struct model;
 
 enum backend_kind { BACKEND_AUTO, BACKEND_CPU, BACKEND_CUDA };
-enum kv_type { KV_F16, KV_F32, KV_Q8_0 };
+enum kv_type { KV_F16, KV_F32, KV_Q8_0, KV_Q4_0 };
 
 struct backend_config {
     enum backend_kind kind;

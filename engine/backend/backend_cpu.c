@@ -263,15 +263,17 @@ static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backen
     const struct model_hparams *hp = &m->hp;
     const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     static const enum ops_kv_type map[] = { [KV_F16] = OPS_KV_F16, [KV_F32] = OPS_KV_F32,
-                                            [KV_Q8_0] = OPS_KV_Q8_0 };
-    static const char *const names[] = { [KV_F16] = "f16", [KV_F32] = "f32", [KV_Q8_0] = "q8_0" };
-    if ((unsigned)cfg->kv_type > KV_Q8_0) {
+                                            [KV_Q8_0] = OPS_KV_Q8_0, [KV_Q4_0] = OPS_KV_Q4_0 };
+    static const char *const names[] = { [KV_F16] = "f16", [KV_F32] = "f32", [KV_Q8_0] = "q8_0",
+                                         [KV_Q4_0] = "q4_0" };
+    if ((unsigned)cfg->kv_type > KV_Q4_0) {
         snprintf(err, errlen, "cpu backend: unknown KV type %d", (int)cfg->kv_type);
         return -1;
     }
-    if (cfg->kv_type == KV_Q8_0 && hp->head_dim % QK8_0) {
-        snprintf(err, errlen, "cpu backend: KV type q8_0 needs a head dimension that is a "
-                 "multiple of 32 (model has %d)", hp->head_dim);
+    /* a head's row starts on a quantization block (QK8_0 == QK4_0 == 32) */
+    if ((cfg->kv_type == KV_Q8_0 || cfg->kv_type == KV_Q4_0) && hp->head_dim % QK8_0) {
+        snprintf(err, errlen, "cpu backend: KV type %s needs a head dimension that is a "
+                 "multiple of 32 (model has %d)", names[cfg->kv_type], hp->head_dim);
         return -1;
     }
     c->kv_type = cfg->kv_type;

@@ -147,8 +147,12 @@ int cuda_plan_compute(const struct model *m, const struct backend_config *cfg,
         return -1;
     }
     if (cfg->kv_type != KV_F16) {
-        snprintf(err, errlen, "CUDA backend stores the KV cache as f16 only (kv type %d asked)",
-                 (int)cfg->kv_type);
+        static const char *const names[] = { [KV_F16] = "f16", [KV_F32] = "f32",
+                                             [KV_Q8_0] = "q8_0", [KV_Q4_0] = "q4_0" };
+        const unsigned t = (unsigned)cfg->kv_type;
+        snprintf(err, errlen, "CUDA backend stores the KV cache as f16 only: it has no %s KV "
+                 "store or attention kernel (use --backend cpu for --kv-type %s)",
+                 t <= KV_Q4_0 ? names[t] : "?", t <= KV_Q4_0 ? names[t] : "?");
         return -1;
     }
     if (cuda_weight_bytes(m, &p->weight_bytes, err, errlen) != 0) return -1;

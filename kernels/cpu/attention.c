@@ -26,7 +26,40 @@ void attn_scratch_free(struct attn_scratch *s)
     free(s->parts);
     free(s->stats);
     free(s->part_base);
+    free(s->qrot);
     memset(s, 0, sizeof *s);
+}
+
+int32_t attn_kv_rot(enum ops_kv_type t, int32_t head_dim, int v)
+{
+    /* q8_0 keeps its unrotated figures (docs/PERFORMANCE.md §8) */
+    if (t != OPS_KV_Q4_0 || head_dim % 64 || head_dim > ATTN_ROT_MAX) return 0;
+    if (v) return 64;   /* the reference found small pieces better for V */
+    int32_t n = 64;
+    while (head_dim % (2 * n) == 0) n *= 2;
+    return n;
+}
+
+void attn_hadamard(float *x, int32_t n)
+{
+    /* butterflies over log2(n) levels: Sylvester order, as the reference's
+     * ggml_gen_hadamard builds its matrix */
+    for (int32_t h = 1; h < n; h *= 2)
+        for (int32_t i = 0; i < n; i += 2 * h)
+            for (int32_t j = i; j < i + h; j++) {
+                const float a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+    const float sc = 1.0f / sqrtf((float)n);
+    for (int32_t i = 0; i < n; i++) x[i] *= sc;
+}
+
+/* Rotates each head_dim piece of n rows in place: pieces of r floats. */
+static void rotate_heads(float *x, int64_t n_heads, int32_t hd, int32_t r)
+{
+    for (int64_t h = 0; h < n_heads; h++)
+        for (int32_t i = 0; i < hd; i += r) attn_hadamard(x + h * hd + i, r);
 }
 
 void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
@@ -35,6 +68,22 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
     const int32_t bt = L->block_tokens, hd = head_dim;
     char *kb = (char *)L->k + (size_t)block * bt * L->row_bytes;
     char *vb = (char *)L->v + (size_t)block * bt * L->row_bytes;
+    const int32_t rk = attn_kv_rot(L->type, hd, 0), rv = attn_kv_rot(L->type, hd, 1);
+    if (rk) {
+        /* a head at a time (its row starts on a quantization block), rotated
+         * in a copy: the caller's rows stay as given */
+        float tmp[ATTN_ROT_MAX];
+        const size_t hb = ops_kv_row_bytes(L->type, hd);
+        for (int32_t g = 0; g < n_head_kv; g++) {
+            memcpy(tmp, k + (size_t)g * hd, (size_t)hd * sizeof(float));
+            rotate_heads(tmp, 1, hd, rk);
+            ops_kv_store(L->type, kb + (size_t)slot * L->row_bytes + g * hb, tmp, hd);
+            memcpy(tmp, v + (size_t)g * hd, (size_t)hd * sizeof(float));
+            rotate_heads(tmp, 1, hd, rv);
+            ops_kv_store(L->type, vb + (size_t)slot * L->row_bytes + g * hb, tmp, hd);
+        }
+        return;
+    }
     if (!attn_kv_planar(L->type)) {
         ops_kv_store(L->type, kb + (size_t)slot * L->row_bytes, k, (int64_t)n_head_kv * hd);
         ops_kv_store(L->type, vb + (size_t)slot * L->row_bytes, v, (int64_t)n_head_kv * hd);
@@ -104,8 +153,30 @@ static int grow(void **p, size_t *cap, size_t n, size_t es)
     return 0;
 }
 
+static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
+                    const struct attn_batch *b, struct attn_scratch *s);
+
 int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
                  const struct attn_batch *b, struct attn_scratch *s)
+{
+    const int32_t rk = attn_kv_rot(L->type, b->head_dim, 0), rv = attn_kv_rot(L->type, b->head_dim, 1);
+    if (!rk) return attn_run(tp, isa, L, b, s);
+    /* a rotated cache (attn_kv_rot): the queries rotated as K was, the
+     * output rotated back as V was; on this thread, O(n · log hd) per row */
+    const int64_t rows = (int64_t)b->n_tokens * b->n_head;
+    if (grow((void **)&s->qrot, &s->qrot_cap, (size_t)rows * (size_t)b->head_dim, sizeof(float)))
+        return -1;
+    memcpy(s->qrot, b->q, (size_t)rows * (size_t)b->head_dim * sizeof(float));
+    rotate_heads(s->qrot, rows, b->head_dim, rk);
+    struct attn_batch rb = *b;
+    rb.q = s->qrot;
+    if (attn_run(tp, isa, L, &rb, s)) return -1;
+    rotate_heads(b->out, rows, b->head_dim, rv);
+    return 0;
+}
+
+static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
+                    const struct attn_batch *b, struct attn_scratch *s)
 {
     const int nth = tp ? tp_n_threads(tp) : 1;
     const size_t G = (size_t)(b->n_head / b->n_head_kv), hd = (size_t)b->head_dim;

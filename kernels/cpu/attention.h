@@ -6,7 +6,8 @@
  * and owns the layout inside a block: for f16 and f32, K is [head][dim][slot]
  * (a block of one head converts in one contiguous pass and is already
  * transposed for the QK products, which run across keys) and V is
- * [head][slot][dim]; q8_0 (blocks of 32 along the row) keeps token rows. A
+ * [head][slot][dim]; q8_0 and q4_0 (blocks of 32 along the row) keep token
+ * rows, dequantized per block and KV head as a tile reads them. A
  * token at position p of a sequence attends to positions
  * [max(0, p - window + 1), p] of its block table.
  *
@@ -67,8 +68,24 @@ struct attn_scratch {
     size_t stats_cap;           /* doubles */
     size_t *part_base;          /* per tile: its state's places in parts and stats */
     size_t part_base_cap;       /* triples */
+    float *qrot;                /* rotated queries (attn_kv_rot) */
+    size_t qrot_cap;            /* floats */
 };
 void attn_scratch_free(struct attn_scratch *s);
+
+/* q4_0 rotates K and V as the reference does for a quantized cache (its
+ * attn_rot_k / attn_rot_v): each head's K row (and each query) by the
+ * orthonormal Walsh-Hadamard matrix of the largest power of two >= 64 that
+ * divides head_dim, V rows in pieces of 64 (and the output back by the
+ * same), so outlier dimensions spread over the block before quantization
+ * and the scores and outputs are unchanged in exact arithmetic. Returns
+ * that size for K (v = 0) or V (v = 1), 0 for no rotation (f16, f32, q8_0,
+ * head_dim not a multiple of 64 or over ATTN_ROT_MAX). */
+enum { ATTN_ROT_MAX = 512 };
+int32_t attn_kv_rot(enum ops_kv_type t, int32_t head_dim, int v);
+/* x = H·x for the n × n orthonormal Sylvester-Hadamard H (n a power of
+ * two, H·H = I): the rotation above. */
+void attn_hadamard(float *x, int32_t n);
 
 /* Writes one token's K and V rows (n_head_kv · head_dim floats each) into
  * slot `slot` of block `block`. */

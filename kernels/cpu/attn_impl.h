@@ -48,11 +48,11 @@ static inline int32_t attn_window_lo(int32_t p, int32_t window)
     return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
 }
 
-/* f16 and f32 blocks are stored head-major (see attention.h); q8_0 keeps
- * token rows, its quantization blocks run along the row. */
+/* f16 and f32 blocks are stored head-major (see attention.h); q8_0 and
+ * q4_0 keep token rows, their quantization blocks run along the row. */
 static inline bool attn_kv_planar(enum ops_kv_type t)
 {
-    return t != OPS_KV_Q8_0;
+    return t == OPS_KV_F16 || t == OPS_KV_F32;
 }
 
 static inline size_t attn_kv_elem_bytes(enum ops_kv_type t)

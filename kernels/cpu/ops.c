@@ -229,6 +229,7 @@ size_t ops_kv_row_bytes(enum ops_kv_type t, int64_t n)
     case OPS_KV_F32: return (size_t)n * 4;
     case OPS_KV_F16: return (size_t)n * 2;
     case OPS_KV_Q8_0: return (size_t)(n / QK8_0) * sizeof(block_q8_0);
+    case OPS_KV_Q4_0: return (size_t)(n / QK4_0) * sizeof(block_q4_0);
     }
     return 0;
 }
@@ -257,8 +258,10 @@ void ops_kv_store(enum ops_kv_type t, void *dst, const float *src, int64_t n)
         if (n >= 8 && __builtin_cpu_supports("f16c")) i0 = store_f16_f16c(d, src, n);
 #endif
         for (int64_t i = i0; i < n; i++) d[i] = f2h(src[i]);
-    } else {
+    } else if (t == OPS_KV_Q8_0) {
         quant_row_q8_0(src, dst, n);
+    } else {
+        quant_row_q4_0(src, dst, n);   /* the reference's quantize_row_q4_0_ref */
     }
 }
 
@@ -275,8 +278,55 @@ __attribute__((target("f16c,avx"))) static void load_f16_f16c(const uint16_t *s,
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* q8_0 and q4_0 blocks, 8 values per instruction: d · q is exact in f32 (an
+ * 11-bit f16 mantissa times an integer of at most 8 bits), so these give
+ * the scalar loop's bits. A tile dequantizes every K and V block it reads
+ * (attn_tile.inc): most of a quantized cache's decode time. */
+__attribute__((target("avx2"))) static void load_q8_0_avx2(const block_q8_0 *b, float *dst,
+                                                            int64_t nb)
+{
+    for (int64_t j = 0; j < nb; j++) {
+        const __m256 d = _mm256_set1_ps(h2f(b[j].d));
+        for (int k = 0; k < QK8_0; k += 8) {
+            const __m128i q = _mm_loadl_epi64((const __m128i *)(b[j].qs + k));
+            _mm256_storeu_ps(dst + j * QK8_0 + k,
+                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+        }
+    }
+}
+
+__attribute__((target("avx2"))) static void load_q4_0_avx2(const block_q4_0 *b, float *dst,
+                                                            int64_t nb)
+{
+    const __m128i lo4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    for (int64_t j = 0; j < nb; j++) {
+        const __m256 d = _mm256_set1_ps(h2f(b[j].d));
+        const __m128i q = _mm_loadu_si128((const __m128i *)b[j].qs);
+        /* low nibbles: values 0-15, high nibbles: 16-31 (ggml's layout) */
+        const __m128i half[2] = { _mm_sub_epi8(_mm_and_si128(q, lo4), eight),
+                                  _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), eight) };
+        float *o = dst + j * QK4_0;
+        for (int h = 0; h < 2; h++) {
+            _mm256_storeu_ps(o + 16 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(
+                                                              _mm256_cvtepi8_epi32(half[h]))));
+            _mm256_storeu_ps(o + 16 * h + 8,
+                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                  _mm_srli_si128(half[h], 8)))));
+        }
+    }
+}
+#endif
+
 void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if ((t == OPS_KV_Q8_0 || t == OPS_KV_Q4_0) && __builtin_cpu_supports("avx2")) {
+        if (t == OPS_KV_Q8_0) load_q8_0_avx2(src, dst, n / QK8_0);
+        else load_q4_0_avx2(src, dst, n / QK4_0);
+        return;
+    }
+#endif
     if (t == OPS_KV_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
     } else if (t == OPS_KV_F16) {
@@ -288,11 +338,23 @@ void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n)
         }
 #endif
         for (int64_t i = 0; i < n; i++) dst[i] = h2f(s[i]);
-    } else {
+    } else if (t == OPS_KV_Q8_0) {
         const block_q8_0 *b = src;
         for (int64_t j = 0; j < n / QK8_0; j++) {
             const float d = h2f(b[j].d);
             for (int k = 0; k < QK8_0; k++) dst[j * QK8_0 + k] = d * (float)b[j].qs[k];
+        }
+    } else {
+        /* ggml's layout: byte k holds element k (low nibble) and k + 16
+         * (high), each biased by 8; d · (q - 8) is exact in f32 (a 4-bit
+         * integer times an f16), so every ISA reads the same values. */
+        const block_q4_0 *b = src;
+        for (int64_t j = 0; j < n / QK4_0; j++) {
+            const float d = h2f(b[j].d);
+            for (int k = 0; k < QK4_0 / 2; k++) {
+                dst[j * QK4_0 + k] = d * (float)((b[j].qs[k] & 0x0F) - 8);
+                dst[j * QK4_0 + k + QK4_0 / 2] = d * (float)((b[j].qs[k] >> 4) - 8);
+            }
         }
     }
 }

@@ -174,11 +174,17 @@ static void paths_agree(struct model *m, const char *name, double kl_limit, doub
     make_tokens(a, NA, 4, nv);
     float *ref = malloc((size_t)NA * nv * sizeof(float));
     float *got = malloc((size_t)NA * nv * sizeof(float));
-    struct { int scalar; enum kv_type kv; const char *what; } v[] = {
-        { 0, KV_F16, "simd f16 KV" },
-        { 1, KV_F16, "scalar f16 KV" },
-        { 0, KV_F32, "simd f32 KV" },
-        { 0, KV_Q8_0, "simd q8_0 KV" },
+    /* q4_0 (4-bit keys and values: perplexity +6 % on SmolLM2 and +11 % on
+     * Gemma 3, the reference's +6 % and +13 %) gets KL_Q4 times the limits;
+     * measured on these random-token rows: KL mean 0.053 (SmolLM2) and 1.1
+     * (Gemma 3), max 0.22 and 2.9 */
+    enum { KL_Q4 = 20 };
+    struct { int scalar; enum kv_type kv; const char *what; double lim; } v[] = {
+        { 0, KV_F16, "simd f16 KV", 1 },
+        { 1, KV_F16, "scalar f16 KV", 1 },
+        { 0, KV_F32, "simd f32 KV", 1 },
+        { 0, KV_Q8_0, "simd q8_0 KV", 1 },
+        { 0, KV_Q4_0, "simd q4_0 KV", KL_Q4 },
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         struct backend *be = eu_cpu(m, 2, v[i].scalar, v[i].kv, 0, err, sizeof err);
@@ -194,9 +200,9 @@ static void paths_agree(struct model *m, const char *name, double kl_limit, doub
             }
             tap_diag("%s: %s vs simd f16 KV: argmax agrees on %d/%d rows, max relative logit "
                      "difference %.3g", name, v[i].what, agree, NA, max_rel(ref, got, NA, nv));
-            ok(kl_sum / NA <= kl_limit && kl_max <= kl_max_limit, "%s: %s vs simd f16 KV: KL mean "
-               "%.5f (<= %g) max %.5f (<= %g)", name, v[i].what, kl_sum / NA, kl_limit, kl_max,
-               kl_max_limit);
+            ok(kl_sum / NA <= kl_limit * v[i].lim && kl_max <= kl_max_limit * v[i].lim,
+               "%s: %s vs simd f16 KV: KL mean %.5f (<= %g) max %.5f (<= %g)", name, v[i].what,
+               kl_sum / NA, kl_limit * v[i].lim, kl_max, kl_max_limit * v[i].lim);
         }
         backend_close(be);
     }

@@ -201,6 +201,10 @@ static void test_plan(void)
     cfg.kv_type = KV_Q8_0;
     rc = cuda_plan_compute(m, &cfg, free_b, total_b, &p, err, sizeof err);
     ok(rc == -1 && strstr(err, "f16"), "q8_0 KV refused: %s", err);
+    cfg.kv_type = KV_Q4_0;   /* no q4_0 KV store or attention on CUDA: named, and the way out */
+    rc = cuda_plan_compute(m, &cfg, free_b, total_b, &p, err, sizeof err);
+    ok(rc == -1 && strstr(err, "no q4_0 KV") && strstr(err, "--backend cpu"), "q4_0 KV refused: %s",
+       err);
     cfg.kv_type = KV_F16;
     m->hp.head_dim = 96;
     rc = cuda_plan_compute(m, &cfg, free_b, total_b, &p, err, sizeof err);

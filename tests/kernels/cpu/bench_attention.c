@@ -3,8 +3,9 @@
  * the engine sends them, then decode steps at depth N; CPU seconds
  * (this thread and the pool's, so a loaded machine disturbs it less; on
  * more threads they include the pool's spinning) and, for decode, wall.
- *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps [split_keys]]]]]
- * (TERN_ISA caps the ISA; split_keys as attn_batch, default 1) */
+ *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps [split_keys [kv]]]]]]
+ * (TERN_ISA caps the ISA; split_keys as attn_batch, default 1; kv f16 (default),
+ * f32, q8_0 or q4_0) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +36,17 @@ int main(int argc, char **argv)
     const int32_t nh = argc > 4 ? atoi(argv[2]) : 9, nkv = argc > 4 ? atoi(argv[3]) : 3;
     const int32_t hd = argc > 4 ? atoi(argv[4]) : 64, nth = argc > 5 ? atoi(argv[5]) : 1;
     const int32_t bt = 16, nblk = (N + bt) / bt, qd = nh * hd, kd = nkv * hd;
-    const size_t row = ops_kv_row_bytes(OPS_KV_F16, kd);
+    const char *kvn = argc > 8 ? argv[8] : "f16";
+    const enum ops_kv_type kvt = !strcmp(kvn, "q4_0") ? OPS_KV_Q4_0 : !strcmp(kvn, "q8_0") ? OPS_KV_Q8_0
+                               : !strcmp(kvn, "f32")  ? OPS_KV_F32  : OPS_KV_F16;
+    const size_t row = ops_kv_row_bytes(kvt, kd);
     const enum cpu_isa isa = cpu_isa_best();
     char *kp = calloc((size_t)nblk * bt, row), *vp = calloc((size_t)nblk * bt, row);
     float *q = malloc(sizeof(float) * (size_t)N * qd), *out = malloc(sizeof(float) * (size_t)N * qd);
     float *kv = malloc(sizeof(float) * (size_t)kd * 2);
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)N), *table = malloc(sizeof(int32_t) * (size_t)nblk);
     const int32_t **tabs = malloc(sizeof(*tabs) * (size_t)N);
-    const struct attn_layer L = { kp, vp, OPS_KV_F16, bt, row };
+    const struct attn_layer L = { kp, vp, kvt, bt, row };
     uint32_t r = 1;
     for (int32_t i = 0; i < nblk; i++) table[i] = i;
     for (int32_t t = 0; t < N; t++) {

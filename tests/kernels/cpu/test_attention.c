@@ -1,6 +1,6 @@
 /* test_attention: the CPU attention kernel (kernels/cpu/attention.h) over
  * long spans (several parts of ATTN_PART keys), sliding windows, softcap,
- * GQA ratios 1 to 8, f32 / f16 / q8_0 KV and block sizes that do not divide
+ * GQA ratios 1 to 8, f32 / f16 / q8_0 / q4_0 KV and block sizes that do not divide
  * the part: against a direct double computation on the stored values, every
  * ISA equal to scalar bit for bit, and a query's output the same bits
  * whether it runs in one prefill batch, in chunks, or alone as a decode
@@ -193,6 +193,7 @@ int main(void)
         { "GQA 3, f16, blocks of 16, 700 tokens", 9, 3, 64, 16, 700, 0, OPS_KV_F16, 0.0f },
         { "GQA 4, f16, hd 256, window 100", 4, 1, 256, 16, 420, 100, OPS_KV_F16, 0.0f },
         { "GQA 8, q8_0, softcap 30", 8, 1, 32, 16, 600, 0, OPS_KV_Q8_0, 30.0f },
+        { "GQA 4, q4_0 (hd 32: unrotated), window 300", 8, 2, 32, 16, 560, 300, OPS_KV_Q4_0, 0.0f },
         { "GQA 1, f32, hd 48, blocks of 12, window 300, softcap 20", 2, 2, 48, 12, 560, 300,
           OPS_KV_F32, 20.0f },
         { "GQA 2, f16, blocks of 4", 4, 2, 64, 4, 530, 0, OPS_KV_F16, 0.0f },
