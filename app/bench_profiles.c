@@ -1149,24 +1149,38 @@ const char *bench_profiles_usage(void)
 /* ---------------------------------------------------------- custom load */
 
 /* Each tenant's own figures: a tenant that got worse is never hidden in
- * the average of one that got better. */
+ * the average of one that got better. The keys of the whole run's summary
+ * that a contract judges (statuses, goodput_rps, slo_met,
+ * planned_incomplete), so a tenant's error rate and goodput are judged too. */
 static void add_by_tenant(cJSON *o, const struct bench_load *L, const struct breq *v, double dur)
 {
     struct breq *sub = malloc((size_t)L->n * sizeof *sub);
     cJSON *by = cJSON_AddObjectToObject(o, "by_tenant");
     for (int g = 0; sub && by && g < L->n_groups; g++) {
-        int k = 0;
-        long long ok = 0, gen = 0;
-        for (int i = 0; i < L->n; i++)
-            if (L->group[i] == g) {
-                sub[k++] = v[i];
-                ok += completed(v[i].status);
-                gen += v[i].m.n_generated;
-            }
+        int k = 0, count[ENGINE_N_STATUS] = {0};
+        long long ok = 0, gen = 0, good = 0, planned = 0;
+        for (int i = 0; i < L->n; i++) {
+            if (L->group[i] != g) continue;
+            const struct engine_metrics *m = &v[i].m;
+            sub[k++] = v[i];
+            if ((unsigned)v[i].status < ENGINE_N_STATUS) count[v[i].status]++;
+            gen += m->n_generated;
+            planned += L->v[i].cancel_after >= 0 || L->v[i].stall_after >= 0;
+            if (!completed(v[i].status)) continue;
+            ok++;
+            good += m->ttft_s <= L->slo_ttft && (m->n_generated < 2 || m->tpot_s <= L->slo_tpot);
+        }
         cJSON *t = cJSON_AddObjectToObject(by, L->group_names[g]);
         cJSON_AddNumberToObject(t, "requests", k);
         cJSON_AddNumberToObject(t, "completed", (double)ok);
         cJSON_AddNumberToObject(t, "output_tok_s", dur > 0 ? gen / dur : 0);
+        cJSON *st = cJSON_AddObjectToObject(t, "statuses");
+        for (int s = 0; s < ENGINE_N_STATUS; s++)
+            if (count[s])
+                cJSON_AddNumberToObject(st, engine_status_name((enum engine_status)s), count[s]);
+        cJSON_AddNumberToObject(t, "goodput_rps", dur > 0 ? good / dur : 0);
+        cJSON_AddNumberToObject(t, "slo_met", (double)good);
+        cJSON_AddNumberToObject(t, "planned_incomplete", (double)planned);
         add_latencies(t, sub, k, -1);
     }
     free(sub);

@@ -205,9 +205,6 @@ static int target(const struct at *a, struct contract *c, const char *v)
         c->n_targets++;
         return 0;
     }
-    if (t->tenant[0])
-        return bad(a, "a tenant's targets are latencies: target.%s.ttft|tpot|e2e.p50|p90|p99",
-                   t->tenant);
     if (!strcmp(k, "error-rate")) {
         t->metric = CM_ERROR_RATE;
         if (share(a, v, &t->limit) != 0) return -1;
@@ -675,13 +672,14 @@ static double num(const cJSON *o, const char *k)
 static double measured(const struct contract_target *t, const cJSON *s)
 {
     char pk[8];
+    /* a tenant's target: its own figures (summary.by_tenant has the same keys) */
+    if (t->tenant[0]) s = cJSON_GetObjectItem(cJSON_GetObjectItem(s, "by_tenant"), t->tenant);
     double n = num(s, "requests"), planned = num(s, "planned_incomplete");
     switch (t->metric) {
     case CM_TTFT:
     case CM_TPOT:
     case CM_E2E:
         snprintf(pk, sizeof pk, "p%d", t->pct);
-        if (t->tenant[0]) s = cJSON_GetObjectItem(cJSON_GetObjectItem(s, "by_tenant"), t->tenant);
         return num(cJSON_GetObjectItem(s, contract_metric_name(t->metric)), pk);
     case CM_AVAILABILITY:
     case CM_ERROR_RATE: {

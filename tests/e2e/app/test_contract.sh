@@ -214,7 +214,7 @@ bad no-file 'target.ttft.p99 = 1s
 quality.text = nowhere.txt
 quality.max-perplexity = 20' "no-file.contract:11: quality.text: .*/nowhere.txt: No such file or directory"
 bad tenant-target 'target.bob.ttft.p99 = 1s' "tenant-target.contract:10: target.bob.ttft.p99: no tenant 'bob' in workload.tenants"
-bad tenant-metric 'target.bob.error-rate = 1%' "tenant-metric.contract:10: target.bob.error-rate: a tenant's targets are latencies"
+bad tenant-metric 'target.bob.error-rate = 1%' "tenant-metric.contract:10: target.bob.error-rate: no tenant 'bob' in workload.tenants"
 bad modality 'target.ttft.p99 = 1s
 workload.modality = image' "modality.contract:11: workload.modality: 'image': tern serves text only"
 bad prompts-both 'target.ttft.p99 = 1s
@@ -304,6 +304,10 @@ ok $([ $? -eq 0 ] && [ $st -eq 0 ]; echo $?) "cancelled and slow-reading clients
 mk "target.e2e.p99 = 120s
 target.chat.ttft.p99 = 60s
 target.nightly.e2e.p50 = 120s
+target.chat.error-rate = 50%
+target.nightly.availability = 50%
+target.chat.goodput = 0.001/s
+target.nightly.slo-attainment = 0%
 workload.tenants = chat:interactive:50%, nightly:batch:50%" tenants.contract
 sed -i 's/^workload.requests = 4/workload.requests = 8/' "$d/tenants.contract"
 "$T" bench --contract "$d/tenants.contract" -m "$model" -t 2 --no-save --json "$d/ten.json" \
@@ -316,6 +320,15 @@ bt = v["summary"]["by_tenant"]
 rows = {r["target"]: r for r in v["targets"]}
 assert rows["target.chat.ttft.p99"]["measured"] == bt["chat"]["ttft"]["p99"], (rows, bt)
 assert rows["target.nightly.e2e.p50"]["measured"] == bt["nightly"]["e2e"]["p50"], (rows, bt)
+# a tenant's error rate, availability, goodput and attainment: its own requests
+def errs(t):
+    return sum(bt[t].get("statuses", {}).get(k, 0) for k in ("rejected", "error", "timeout"))
+assert rows["target.chat.error-rate"]["measured"] == errs("chat") / bt["chat"]["requests"], rows
+assert rows["target.nightly.availability"]["measured"] == 1 - errs("nightly") / bt["nightly"]["requests"], rows
+assert rows["target.chat.goodput"]["measured"] == bt["chat"]["goodput_rps"], (rows, bt)
+att = bt["nightly"]["slo_met"] / (bt["nightly"]["requests"] - bt["nightly"]["planned_incomplete"])
+assert rows["target.nightly.slo-attainment"]["measured"] == att, (rows, bt)
+assert sum(bt[t]["slo_met"] for t in bt) == v["summary"]["slo_met"], bt
 reqs = [json.loads(l) for l in open(sys.argv[2])]
 assert set(bt) == {"chat", "nightly"}, bt
 assert bt["chat"]["requests"] + bt["nightly"]["requests"] == 8, bt
@@ -323,7 +336,7 @@ assert bt["nightly"]["requests"] == sum(r["priority"] == "batch" for r in reqs) 
 assert all(bt[t]["e2e"]["p99"] > 0 for t in bt if bt[t]["requests"]), bt
 PY
 ok $([ $? -eq 0 ] && [ $st -eq 0 ] && grep -q '^  tenant nightly' "$d/ten.out"; echo $?) \
-  "tenants: each request at its tenant's priority, each tenant's own figures in the summary and the report, and judged by its own targets"
+  "tenants: each request at its tenant's priority, each tenant's own figures in the summary and the report, and judged by its own targets (latencies, error rate, availability, goodput, attainment)"
 
 # ---- an open loop capped at one in flight: the wait in the client is in TTFT
 OUT='24:100%' mk "target.e2e.p99 = 120s" cap.contract
