@@ -42,7 +42,7 @@ static const struct cli_optdef table[] = {
      "speculative decoding: guess tokens from the prompt and reply (n-gram lookup), verify "
      "them in one pass; same output, faster on editing and summaries"},
     {CLI_O_LOOKUP_K, "lookup-k", 0, "N", CLI_K_INT, 1, 32, NULL,
-     "--lookup: tokens guessed per step (implies --lookup; default 6)"},
+     "tokens guessed per step (implies --lookup)"},
 };
 #define N_TABLE (sizeof table / sizeof table[0])
 

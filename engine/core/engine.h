@@ -390,6 +390,9 @@ struct engine_stats {
     uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / reused */
     double prefix_hit_rate;          /* hit / query tokens */
     uint64_t evictions, preemptions;
+    /* speculative decoding (n-gram lookup): decode steps with guesses,
+     * guesses verified, guesses accepted */
+    uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
     /* requests */
     int32_t running, waiting;
     uint64_t submitted, finished[ENGINE_N_STATUS];

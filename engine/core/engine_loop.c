@@ -173,6 +173,9 @@ static void publish(struct engine_local *e)
     s->running = e->sched.n_running;
     s->waiting = e->sched.n_waiting;
     e->mx.preemptions = e->sched.preemptions;
+    s->spec_drafts = e->sched.spec_drafts;
+    s->spec_draft_tokens = e->sched.spec_draft_tokens;
+    s->spec_accepted_tokens = e->sched.spec_accepted;
     s->step_tokens_budget = e->sched.cfg.step_tokens;
     s->max_running = e->sched.cfg.max_running;
     s->max_queue = e->cfg.max_queue;
