@@ -1,0 +1,52 @@
+"""test_spec_serve: tern serve --lookup (speculative decoding by n-gram
+prompt lookup). The same greedy editing requests on a plain server and on a
+--lookup server give the same text, one at a time and several at once;
+/metrics carries vLLM's spec_decode counters (drafts, draft tokens, accepted
+tokens) with accepted <= drafted and the reply's own metrics agree."""
+import concurrent.futures
+import json
+
+from serve_lib import Server, done, metric, metrics, ok, request
+
+PASSAGE = ("The licenses for most software and other practical works are designed to take away "
+           "your freedom to share and change the works. By contrast, the GNU General Public "
+           "License is intended to guarantee your freedom to share and change all versions of a "
+           "program--to make sure it remains free software for all its users.")
+PROMPTS = [f"Rewrite this passage exactly, replacing 'software' with 'code':\n\n{PASSAGE}",
+           f"Repeat this text twice:\n\n{PASSAGE}",
+           "Write a short story about a cat."]
+
+
+def ask(base, prompt):
+    body = json.dumps({"model": "default", "messages": [{"role": "user", "content": prompt}],
+                       "max_tokens": 120, "temperature": 0}).encode()
+    st, _, out = request(base, "POST", "/v1/chat/completions", body, timeout=300)
+    return st, json.loads(out) if st == 200 else None
+
+
+plain = Server()
+ok(plain.ready(), "plain server up")
+want = [ask(plain.base, p)[1]["choices"][0]["message"]["content"] for p in PROMPTS]
+m0 = metrics(plain.base)
+ok(metric(m0, "vllm:spec_decode_num_drafts_total") == 0, "plain server: no drafts")
+plain.stop()
+
+spec = Server(args=["--lookup-k", "5"])
+ok(spec.ready(), "--lookup server up")
+for i, p in enumerate(PROMPTS):
+    st, j = ask(spec.base, p)
+    ok(st == 200 and j["choices"][0]["message"]["content"] == want[i],
+       f"prompt {i} alone: same text as without --lookup")
+with concurrent.futures.ThreadPoolExecutor(3) as ex:
+    got = list(ex.map(lambda p: ask(spec.base, p), PROMPTS))
+for i, (st, j) in enumerate(got):
+    ok(st == 200 and j["choices"][0]["message"]["content"] == want[i],
+       f"prompt {i} in a batch of 3: same text as without --lookup")
+m = metrics(spec.base)
+drafts = metric(m, "vllm:spec_decode_num_drafts_total")
+drafted = metric(m, "vllm:spec_decode_num_draft_tokens_total")
+acc = metric(m, "vllm:spec_decode_num_accepted_tokens_total")
+ok(drafts > 0 and drafted >= drafts and 0 < acc <= drafted,
+   f"/metrics: {drafts:.0f} drafts, {drafted:.0f} draft tokens, {acc:.0f} accepted")
+spec.stop()
+done()
