@@ -250,7 +250,8 @@ static void plan_guesses(struct sched *s, struct sched_seq *q, int32_t n_dec_lef
 {
     q->n_draft = 0;
     if (q->lookup_k <= 0 || q->score || q->embd) return;
-    int32_t k = q->lookup_k < SCHED_MAX_LOOKUP ? q->lookup_k : SCHED_MAX_LOOKUP;
+    int32_t k = q->lookup_cur > 0 && q->lookup_cur < q->lookup_k ? q->lookup_cur : q->lookup_k;
+    if (k > SCHED_MAX_LOOKUP) k = SCHED_MAX_LOOKUP;
     int32_t tok_left = s->cfg.step_tokens - s->plan.batch.n_tokens - n_dec_left;
     int32_t rows_left = s->cfg.max_logit_rows - s->plan.n_rows - n_dec_left;
     if (k > tok_left) k = tok_left;
@@ -420,6 +421,9 @@ void sched_seq_accept(struct sched *s, struct sched_seq *q, int32_t n_accepted)
     s->spec_drafts++;
     s->spec_draft_tokens += (uint64_t)q->n_draft;
     s->spec_accepted += (uint64_t)n_accepted;
+    /* Every guess costs a row of compute whether it is right or not: guess
+     * about as many as were right last time, twice as many after a full run. */
+    q->lookup_cur = n_accepted == q->n_draft ? 2 * q->n_draft : n_accepted + 1;
     q->n_tokens -= q->n_draft - n_accepted;
     q->n_computed += n_accepted;
     q->n_draft = 0;

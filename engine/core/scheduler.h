@@ -40,6 +40,7 @@ struct sched_seq {
                                   many guessed tokens per decode step (0 = off) */
     int32_t n_limit;           /* tokens the sequence may reach (guesses stop there; 0 = none) */
     int32_t n_draft;           /* trailing tokens that are guesses being verified this step */
+    int32_t lookup_cur;        /* guesses to try next (adapts to acceptance; 0 = lookup_k) */
     struct kv_seq kv;
     enum sched_state state;
     int32_t n_preempted;
