@@ -2,7 +2,8 @@
 prompt lookup). The same greedy editing requests on a plain server and on a
 --lookup server give the same text, one at a time and several at once;
 /metrics carries vLLM's spec_decode counters (drafts, draft tokens, accepted
-tokens) with accepted <= drafted and the reply's own metrics agree."""
+tokens) with accepted <= drafted; a request's own lookup_k on a plain server
+does the same, and an out-of-range one is a 400."""
 import concurrent.futures
 import json
 
@@ -17,9 +18,9 @@ PROMPTS = [f"Rewrite this passage exactly, replacing 'software' with 'code':\n\n
            "Write a short story about a cat."]
 
 
-def ask(base, prompt):
-    body = json.dumps({"model": "default", "messages": [{"role": "user", "content": prompt}],
-                       "max_tokens": 120, "temperature": 0}).encode()
+def ask(base, prompt, **extra):
+    body = json.dumps(dict({"model": "default", "messages": [{"role": "user", "content": prompt}],
+                            "max_tokens": 120, "temperature": 0}, **extra)).encode()
     st, _, out = request(base, "POST", "/v1/chat/completions", body, timeout=300)
     return st, json.loads(out) if st == 200 else None
 
@@ -29,6 +30,14 @@ ok(plain.ready(), "plain server up")
 want = [ask(plain.base, p)[1]["choices"][0]["message"]["content"] for p in PROMPTS]
 m0 = metrics(plain.base)
 ok(metric(m0, "vllm:spec_decode_num_drafts_total") == 0, "plain server: no drafts")
+# per request: lookup_k on a server without --lookup
+st, j = ask(plain.base, PROMPTS[0], lookup_k=4)
+ok(st == 200 and j["choices"][0]["message"]["content"] == want[0],
+   "request lookup_k 4 on a plain server: same text")
+m1 = metrics(plain.base)
+ok(metric(m1, "vllm:spec_decode_num_drafts_total") > 0, "request lookup_k: drafts counted")
+st, _ = ask(plain.base, PROMPTS[0], lookup_k=33)
+ok(st == 400, f"lookup_k 33: 400 ({st})")
 plain.stop()
 
 spec = Server(args=["--lookup-k", "5"])
