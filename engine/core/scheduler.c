@@ -261,7 +261,12 @@ static void plan_guesses(struct sched *s, struct sched_seq *q, int32_t n_dec_lef
     if (k <= 0) return;
     int32_t g[SCHED_MAX_LOOKUP];
     k = sched_lookup(q->tokens, q->n_tokens, k, g);
-    if (k <= 0 || kv_seq_reserve(s->kv, &q->kv, (int64_t)q->n_tokens + k) != 0) return;
+    if (k <= 0) return;
+    /* Guesses never take a block that a later decode of this step needs
+     * (that would preempt someone for a guess). */
+    int32_t need = kv_blocks_for(s->kv, (int64_t)q->n_tokens + k) - q->kv.n_blocks;
+    if (need > 0 && kv_available(s->kv) - need < n_dec_left - 1) return;
+    if (kv_seq_reserve(s->kv, &q->kv, (int64_t)q->n_tokens + k) != 0) return;
     for (int32_t i = 0; i < k && sched_seq_push(q, g[i]) == 0; i++) q->n_draft++;
 }
 

@@ -125,6 +125,87 @@ static void unit_lookup(void)
     ok(n == 1 && g[0] == 5, "lookup: a guess never reads past the known tokens (%d)", n);
 }
 
+/* The scheduler alone (no backend): a decode's guesses in the batch, the
+ * rows asked for, the commit, the acceptance and the pool's accounting. */
+static void unit_sched(void)
+{
+    char err[256];
+    struct kv kv;
+    struct sched s;
+    struct sched_config cfg = {.step_tokens = 64, .max_running = 4, .max_logit_rows = 8};
+    if (!ok(kv_init(&kv, 4, 4, err, sizeof err) == 0 && sched_init(&s, &kv, &cfg, err, sizeof err) == 0,
+            "sched: init"))
+        return;
+    struct sched_seq a, b;
+    sched_seq_init(&a, 1, 0);
+    sched_seq_init(&b, 2, 0);
+    int32_t ta[] = {5, 6, 7, 8, 9, 5, 6}; /* "5 6" seen before, followed by 7 8 9 */
+    for (int i = 0; i < 7; i++) sched_seq_push(&a, ta[i]);
+    a.n_prompt = 7;
+    a.lookup_k = 3;
+    sched_add(&s, &a);
+    int32_t n = sched_plan(&s); /* prefill */
+    sched_commit(&s);
+    ok(n == 7 && a.n_computed == 7 && a.n_draft == 0, "sched: prefill, no guesses (%d)", n);
+    sched_seq_push(&a, 7); /* the sampled token: now "5 6 7" */
+    n = sched_plan(&s);
+    const struct sched_plan *p = &s.plan;
+    ok(n == 4 && a.n_draft == 3 && p->n_items == 1 && p->items[0].n_rows == 4 &&
+           p->items[0].n_draft == 3 && p->items[0].first_row_pos == 7,
+       "sched: a decode with 3 guesses: 4 tokens, 4 rows from position 7 (%d tokens)", n);
+    bool pos_ok = true;
+    const int32_t want_tok[] = {7, 8, 9, 5};
+    for (int i = 0; i < n && i < 4; i++)
+        pos_ok &= p->pos[i] == 7 + i && p->want[i] == 1 && p->token[i] == want_tok[i];
+    ok(pos_ok && a.tokens[8] == 8 && a.tokens[9] == 9 && a.tokens[10] == 5,
+       "sched: guesses 8 9 5 at consecutive positions, logits for every row");
+    ok(a.kv.n_blocks == 3, "sched: blocks for the guesses (%d)", a.kv.n_blocks);
+    sched_commit(&s);
+    ok(a.n_computed == 8, "sched: commit leaves the guesses uncomputed (%d)", a.n_computed);
+    sched_seq_accept(&s, &a, 1); /* 8 right, 9 wrong */
+    ok(a.n_tokens == 9 && a.n_computed == 9 && a.n_draft == 0 && a.kv.n_blocks == 3,
+       "sched: one accepted: 9 tokens computed (%d/%d), blocks for the next token (%d)",
+       a.n_tokens, a.n_computed, a.kv.n_blocks);
+    ok(s.spec_drafts == 1 && s.spec_draft_tokens == 3 && s.spec_accepted == 1,
+       "sched: counters 1 draft, 3 guesses, 1 accepted");
+    sched_seq_push(&a, 4); /* no earlier "4": no guess */
+    n = sched_plan(&s);
+    ok(n == 1 && a.n_draft == 0, "sched: nothing to copy, a plain decode (%d)", n);
+    sched_commit(&s);
+    sched_remove(&s, &a);
+    ok(kv_check(&kv, err, sizeof err) == 0 && kv.n_used == 0, "sched: pool consistent (%s)", err);
+
+    /* Guesses never take the block another decode needs: a holds 2 blocks,
+     * b 1, one is free; a's guesses would need it, and so does b's decode. */
+    sched_seq_free(&a);
+    sched_seq_init(&a, 3, 0);
+    for (int i = 0; i < 7; i++) sched_seq_push(&a, ta[i]);
+    a.n_prompt = 7;
+    a.lookup_k = 3;
+    int32_t tb[] = {1, 2, 3, 4};
+    for (int i = 0; i < 4; i++) sched_seq_push(&b, tb[i]);
+    b.n_prompt = 4;
+    sched_add(&s, &a);
+    sched_add(&s, &b);
+    sched_plan(&s);
+    sched_commit(&s);
+    sched_seq_push(&a, 7);
+    sched_seq_push(&b, 5); /* b needs its second block, the pool's last */
+    sched_plan(&s);
+    ok(a.n_draft == 0 && s.preemptions == 0 && b.kv.n_blocks == 2,
+       "sched: no guess when its block is another decode's (guesses %d, preemptions %llu)",
+       a.n_draft, (unsigned long long)s.preemptions);
+    sched_commit(&s);
+    sched_remove(&s, &a);
+    sched_remove(&s, &b);
+    ok(kv_check(&kv, err, sizeof err) == 0 && kv.n_used == 0, "sched: pool consistent after (%s)",
+       err);
+    sched_seq_free(&a);
+    sched_seq_free(&b);
+    sched_free(&s);
+    kv_free(&kv);
+}
+
 static const char *PASSAGE =
     "The GNU General Public License is a free, copyleft license for software and other kinds "
     "of works. The licenses for most software and other practical works are designed to take "
@@ -142,6 +223,7 @@ static const char *PASSAGE =
 int main(void)
 {
     unit_lookup();
+    unit_sched();
     const char *path = model_path();
     if (!path) return tap_bail("default model unavailable (packaging/fetch-model --print-path)");
 
