@@ -3,11 +3,13 @@ prompt lookup). The same greedy editing requests on a plain server and on a
 --lookup server give the same text, one at a time and several at once;
 /metrics carries vLLM's spec_decode counters (drafts, draft tokens, accepted
 tokens) with accepted <= drafted; a request's own lookup_k on a plain server
-does the same, and an out-of-range one is a 400."""
+does the same, and an out-of-range one is a 400. tern run --lookup: the same
+reply, acceptance in --json's metrics and in -v."""
 import concurrent.futures
 import json
+import subprocess
 
-from serve_lib import Server, done, metric, metrics, ok, request
+from serve_lib import MODEL, TERN, Server, done, metric, metrics, ok, request
 
 PASSAGE = ("The licenses for most software and other practical works are designed to take away "
            "your freedom to share and change the works. By contrast, the GNU General Public "
@@ -58,4 +60,21 @@ acc = metric(m, "vllm:spec_decode_num_accepted_tokens_total")
 ok(drafts > 0 and drafted >= drafts and 0 < acc <= drafted,
    f"/metrics: {drafts:.0f} drafts, {drafted:.0f} draft tokens, {acc:.0f} accepted")
 spec.stop()
+
+# tern run: the same reply with --lookup; the figures in --json and -v
+def run(*args):
+    return subprocess.run([TERN, "run", "-m", MODEL, "-t", "1", "-n", "80", "--temp", "0",
+                           "--no-history", *args, "-p", PROMPTS[1]],
+                          capture_output=True, text=True, timeout=300)
+a, b = run("--json"), run("--json", "--lookup-k", "4")
+ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+ok(ja["reply"] == jb["reply"] and "spec_steps" not in ja["metrics"],
+   "tern run --lookup-k 4: the same reply")
+mb = jb["metrics"]
+ok(mb.get("spec_steps", 0) > 0 and 0 < mb["spec_accepted_tokens"] <= mb["spec_draft_tokens"]
+   and 0 < mb["spec_acceptance_rate"] <= 1 and mb["spec_tokens_per_step"] > 1,
+   f"--json metrics: {dict((k, v) for k, v in mb.items() if k.startswith('spec'))}")
+v = run("-v", "--lookup")
+ok(v.returncode == 0 and "guessed tokens accepted" in v.stderr and "tokens/step" in v.stderr,
+   "tern run -v --lookup prints the acceptance")
 done()
