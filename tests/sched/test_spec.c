@@ -2,14 +2,16 @@
  * default model (SmolLM2-135M-Instruct, CPU backend). The oracle is the same
  * request decoded plainly (lookup off) on the same engine: the token ids
  * and the text must be identical, byte for byte, for several prompts (an
- * editing prompt where most guesses are accepted, free writing where few
+ * editing prompt where many guesses are accepted, free writing where few
  * are), replies of 240 tokens, one request at a time and several in one
  * batch, a small KV pool that preempts, stop strings and max_tokens that
- * fall inside accepted runs, and seeded sampling (a guess is accepted when
- * the target's own draw equals it, so the same seed draws the same tokens).
- * It also checks that guesses were made and mostly accepted on the editing
- * prompt (so identity is not the trivial "nothing guessed"), and that the
- * KV pool's blocks all come back. Fails (never skips) without the model. */
+ * fall inside accepted runs (tokens k - 1, k and k + 1 out of one step),
+ * and seeded sampling (a guess is accepted when the target's own draw
+ * equals it, so the same seed draws the same tokens). It also checks that
+ * guesses were made and accepted on the editing prompt (so identity is not
+ * the trivial "nothing guessed"), the KV pool's blocks all come back, and
+ * the scheduler alone (batch rows, commit, acceptance, pool accounting).
+ * Fails (never skips) without the model. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,7 @@ struct res {
     size_t len;
     int32_t tok[MAXTOK], n_tok;
     size_t end_of_tok[MAXTOK];
+    double t[MAXTOK];            /* event time: tokens of one step share it */
     bool done;
     enum engine_status st;
     char msg[128];
@@ -79,6 +82,7 @@ static void run_many(struct engine *e, const struct engine_request *q, int n, st
                     }
                     if (ev->token >= 0 && o->n_tok < MAXTOK) {
                         o->end_of_tok[o->n_tok] = o->len;
+                        o->t[o->n_tok] = ev->t;
                         o->tok[o->n_tok++] = ev->token;
                     }
                 }
@@ -292,9 +296,19 @@ int main(void)
     for (int i = 0; i < NP; i++)
         ok(same(&many[i], &plain[i]), "lookup, %d in a batch, prompt %d: identical (first diff %d)",
            NP, i, first_diff(&many[i], &plain[i]));
-    /* Stop strings and max_tokens inside the accepted runs of the editing reply. */
+    /* Stop strings and max_tokens inside the accepted runs of the editing
+     * reply: cut points k where tokens k - 1 and k came out of one step of
+     * the lookup run (same event time). */
     const struct res *ref = &plain[0];
-    for (int k = 60; k < GEN - 10; k += 47) {
+    int cuts[4], n_cuts = 0;
+    for (int k = 40; k < GEN - 10 && n_cuts < 4; k++) {
+        if (one[0].t[k - 1] != one[0].t[k] || one[0].t[k] != one[0].t[k + 1]) continue;
+        cuts[n_cuts++] = k;
+        k += 25;
+    }
+    ok(n_cuts >= 2, "editing reply: %d cut points inside accepted runs", n_cuts);
+    for (int ci = 0; ci < n_cuts; ci++) {
+        int k = cuts[ci];
         struct engine_request qs = q[0];
         qs.max_tokens = k;
         struct res r;
