@@ -28,8 +28,8 @@ struct serve_opts {
     struct http_config http;
     const char *db_path, *trace;
     bool no_history;
-    long threads, ctx, step_tokens, lookup_k, max_running, max_queue, event_limit, max_conns, timeout,
-        max_tokens, port;
+    long threads, ctx, step_tokens, lookup_k, max_running, max_queue, event_limit, max_conns,
+        timeout, max_tokens, port;
     double queue_timeout, drain_timeout;
     unsigned long long kv_mem, max_body;
     enum kv_type kv_type;

@@ -105,8 +105,8 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m)
         cJSON_AddNumberToObject(o, "spec_steps", m->n_spec_steps);
         cJSON_AddNumberToObject(o, "spec_draft_tokens", m->n_draft_tokens);
         cJSON_AddNumberToObject(o, "spec_accepted_tokens", m->n_accepted_tokens);
-        cJSON_AddNumberToObject(o, "spec_acceptance_rate",
-                                m->n_draft_tokens ? (double)m->n_accepted_tokens / m->n_draft_tokens : 0);
+        double rate = m->n_draft_tokens ? (double)m->n_accepted_tokens / m->n_draft_tokens : 0;
+        cJSON_AddNumberToObject(o, "spec_acceptance_rate", rate);
         cJSON_AddNumberToObject(o, "spec_tokens_per_step",
                                 1.0 + (double)m->n_accepted_tokens / m->n_spec_steps);
     }

@@ -118,7 +118,8 @@ static void unit_lookup(void)
 {
     int32_t t[] = {1, 2, 3, 4, 5, 9, 1, 2, 3}, g[8];
     int32_t n = sched_lookup(t, 9, 4, g);
-    ok(n == 4 && g[0] == 4 && g[1] == 5 && g[2] == 9 && g[3] == 1, "lookup: 3-gram copies what followed");
+    ok(n == 4 && g[0] == 4 && g[1] == 5 && g[2] == 9 && g[3] == 1,
+       "lookup: 3-gram copies what followed");
     int32_t t2[] = {7, 8, 1, 2, 6, 1, 2, 5, 2};
     n = sched_lookup(t2, 9, 3, g);
     ok(n == 2 && g[0] == 5 && g[1] == 2, "lookup: latest 1-gram occurrence, up to the end (%d)", n);
@@ -137,7 +138,8 @@ static void unit_sched(void)
     struct kv kv;
     struct sched s;
     struct sched_config cfg = {.step_tokens = 64, .max_running = 4, .max_logit_rows = 8};
-    if (!ok(kv_init(&kv, 4, 4, err, sizeof err) == 0 && sched_init(&s, &kv, &cfg, err, sizeof err) == 0,
+    if (!ok(kv_init(&kv, 4, 4, err, sizeof err) == 0 &&
+                sched_init(&s, &kv, &cfg, err, sizeof err) == 0,
             "sched: init"))
         return;
     struct sched_seq a, b;
@@ -282,8 +284,9 @@ int main(void)
     for (int i = 0; i < NP; i++) {
         run_many(e, &q[i], 1, &one[i]);
         const struct engine_metrics *m = &one[i].m;
-        ok(same(&one[i], &plain[i]), "lookup, alone, prompt %d: identical (%d tokens; first diff %d)",
-           i, one[i].n_tok, first_diff(&one[i], &plain[i]));
+        ok(same(&one[i], &plain[i]),
+           "lookup, alone, prompt %d: identical (%d tokens; first diff %d)", i, one[i].n_tok,
+           first_diff(&one[i], &plain[i]));
         tap_diag("prompt %d: %d steps with guesses, %d guessed, %d accepted (%.0f %%)", i,
                  m->n_spec_steps, m->n_draft_tokens, m->n_accepted_tokens,
                  m->n_draft_tokens ? 100.0 * m->n_accepted_tokens / m->n_draft_tokens : 0.0);
@@ -365,8 +368,9 @@ int main(void)
     int pre = 0;
     for (int i = 0; i < 3; i++) {
         pre += many[i].m.n_preempted;
-        ok(same(&many[i], &plain[i]), "small pool, prompt %d: identical (first diff %d, preempted %d)",
-           i, first_diff(&many[i], &plain[i]), many[i].m.n_preempted);
+        ok(same(&many[i], &plain[i]),
+           "small pool, prompt %d: identical (first diff %d, preempted %d)", i,
+           first_diff(&many[i], &plain[i]), many[i].m.n_preempted);
     }
     tap_diag("small pool: %d preemptions", pre);
     ok(st.kv_used == 0, "small pool: every block back (used %d)", st.kv_used);
