@@ -50,7 +50,7 @@ enum { P_SHORT, P_LONG_PROMPT, P_LONG_REPLY, P_MIXED, P_CANCEL, P_SLOW, P_MULTI 
 struct bopts {
     const struct cli *cli;
     unsigned mask;               /* profiles to run */
-    long requests, concurrency, threads, ctx;
+    long requests, concurrency, threads, ctx, lookup_k;
     double rate, slo_ttft, slo_tpot, scale;
     unsigned long long seed;
     const char *json, *trace, *texts, *db, *backend, *requests_out;
@@ -675,6 +675,7 @@ static cJSON *summarize(const struct bench *b, int p, const struct breq *v, int 
     add_latencies(o, v, n, -1);
     cJSON *st = cJSON_AddObjectToObject(o, "statuses");
     long long prompt = 0, cached = 0, gen = 0, preempt = 0, good = 0, ok = 0;
+    long long spec_steps = 0, drafted = 0, accepted = 0; /* --lookup */
     int count[ENGINE_N_STATUS] = {0};
     for (int i = 0; i < n; i++) {
         const struct engine_metrics *m = &v[i].m;
@@ -683,6 +684,9 @@ static cJSON *summarize(const struct bench *b, int p, const struct breq *v, int 
         cached += m->n_cached;
         gen += m->n_generated;
         preempt += m->n_preempted;
+        spec_steps += m->n_spec_steps;
+        drafted += m->n_draft_tokens;
+        accepted += m->n_accepted_tokens;
         if (!completed(v[i].status)) continue;
         ok++;
         if (m->ttft_s <= b->o->slo_ttft && (m->n_generated < 2 || m->tpot_s <= b->o->slo_tpot))
@@ -710,6 +714,15 @@ static cJSON *summarize(const struct bench *b, int p, const struct breq *v, int 
         cJSON_AddNullToObject(o, "kv_total_blocks");
     }
     cJSON_AddNumberToObject(o, "preemptions", (double)preempt);
+    if (spec_steps > 0) { /* speculative decoding (vLLM's spec_decode counters) */
+        cJSON_AddNumberToObject(o, "spec_decode_num_drafts", (double)spec_steps);
+        cJSON_AddNumberToObject(o, "spec_decode_num_draft_tokens", (double)drafted);
+        cJSON_AddNumberToObject(o, "spec_decode_num_accepted_tokens", (double)accepted);
+        cJSON_AddNumberToObject(o, "spec_acceptance_rate",
+                                drafted ? (double)accepted / (double)drafted : 0);
+        cJSON_AddNumberToObject(o, "spec_tokens_per_step",
+                                1.0 + (double)accepted / (double)spec_steps);
+    }
     if (p == P_MIXED) {
         cJSON *by = cJSON_AddObjectToObject(o, "by_priority");
         add_latencies(cJSON_AddObjectToObject(by, "interactive"), v, n, ENGINE_PRIO_INTERACTIVE);
@@ -924,6 +937,10 @@ static int on_opt(int c, const char *arg, void *ud)
         return 0;
     case CLI_O_THREADS: return cli_opt_long(cli, CLI_O_THREADS, arg, &o->threads);
     case CLI_O_CTX: return cli_opt_long(cli, CLI_O_CTX, arg, &o->ctx);
+    case CLI_O_LOOKUP:
+        if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
+        return 0;
+    case CLI_O_LOOKUP_K: return cli_opt_long(cli, CLI_O_LOOKUP_K, arg, &o->lookup_k);
     case CLI_O_BACKEND: {
         enum backend_kind k; /* checked here, named to the engine at open */
         if (cli_backend(cli, arg, &k) != 0) return -1;
@@ -966,6 +983,8 @@ static const char usage[] =
     "@threads physical cores\n"
     "@ctx the model's\n"
     "@backend auto\n"
+    "@lookup\n"
+    "@lookup-k 6\n"
     "  -q, --quiet           no per-profile report (with --json)\n"
         "\n" CLI_REMOTE_USAGE;
 
@@ -987,6 +1006,8 @@ static const struct option longopts[] = {
     CLI_SHARED(CLI_O_THREADS),
     CLI_SHARED(CLI_O_CTX),
     CLI_SHARED(CLI_O_BACKEND),
+    CLI_SHARED(CLI_O_LOOKUP),
+    CLI_SHARED(CLI_O_LOOKUP_K),
     {"quiet", no_argument, 0, 'q'},
     {0, 0, 0, 0},
 };
@@ -1079,6 +1100,7 @@ static struct engine *open_engine(const struct cli *cli, const struct bopts *o)
     c.model_path = path;
     c.backend.threads = (int)o->threads;
     c.n_ctx = (int32_t)o->ctx;
+    c.lookup_k = (int32_t)o->lookup_k;
     c.event_limit = EVENT_LIMIT;
     c.slo_ttft_s = o->slo_ttft;
     c.slo_tpot_s = o->slo_tpot;

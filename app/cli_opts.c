@@ -38,6 +38,11 @@ static const struct cli_optdef table[] = {
      "remote: do not verify TLS certificates (loudly)"},
     {CLI_O_READ_TIMEOUT, "read-timeout", 0, "S", CLI_K_DOUBLE, 0.01, 86400, NULL,
      "remote: end a stream silent for S seconds"},
+    {CLI_O_LOOKUP, "lookup", 0, NULL, CLI_K_FLAG, 0, 0, NULL,
+     "speculative decoding: guess tokens from the prompt and reply (n-gram lookup), verify "
+     "them in one pass; same output, faster on editing and summaries"},
+    {CLI_O_LOOKUP_K, "lookup-k", 0, "N", CLI_K_INT, 1, 32, NULL,
+     "tokens guessed per step (implies --lookup)"},
 };
 #define N_TABLE (sizeof table / sizeof table[0])
 

@@ -39,6 +39,8 @@ enum cli_opt_id {
     CLI_O_BALANCE,
     CLI_O_INSECURE,
     CLI_O_READ_TIMEOUT,
+    CLI_O_LOOKUP,       /* speculative decoding by n-gram prompt lookup */
+    CLI_O_LOOKUP_K,
     CLI_O_END
 };
 
@@ -54,6 +56,9 @@ struct cli_optdef {
     const char *range;  /* CLI_K_CHOICE: the choices in words */
     const char *help;
 };
+
+/* --lookup without --lookup-k: tokens guessed per decode step. */
+#define CLI_LOOKUP_K_DEFAULT 6
 
 /* A getopt entry for a shared option; cli_parse fills it in. */
 #define CLI_SHARED(id) { "*", no_argument, 0, (id) }

@@ -34,6 +34,8 @@ static const struct option longopts[] = {
     CLI_SHARED(CLI_O_KV_MEM),
     CLI_SHARED(CLI_O_KV_TYPE),
     CLI_SHARED(CLI_O_STEP_TOKENS),
+    CLI_SHARED(CLI_O_LOOKUP),
+    CLI_SHARED(CLI_O_LOOKUP_K),
     {"db", required_argument, 0, OPT_DB},
     {"no-color", no_argument, 0, OPT_NO_COLOR},
     {"headless-frames", required_argument, 0, OPT_HEADLESS},
@@ -183,6 +185,13 @@ static int on_opt(int c, const char *arg, void *ud)
         if (cli_opt_long(a->cli, CLI_O_STEP_TOKENS, arg, &v) < 0) return -1;
         a->o.engine.step_tokens = (int32_t)v;
         return 0;
+    case CLI_O_LOOKUP:
+        if (!a->o.engine.lookup_k) a->o.engine.lookup_k = CLI_LOOKUP_K_DEFAULT;
+        return 0;
+    case CLI_O_LOOKUP_K:
+        if (cli_opt_long(a->cli, CLI_O_LOOKUP_K, arg, &v) < 0) return -1;
+        a->o.engine.lookup_k = (int32_t)v;
+        return 0;
     case OPT_DB:
         a->o.db_path = arg;
         return 0;
@@ -278,6 +287,8 @@ int cmd_chat(int argc, char **argv)
         "@kv-mem planned\n"
         "@kv-type f16\n"
         "@step-tokens\n"
+        "@lookup\n"
+        "@lookup-k 6\n"
         "      --db PATH            history database (default $XDG_DATA_HOME/tern/history.db)\n"
         "sampling of new sessions (F4 changes them for the open session):\n"
         "@temp 0.8\n"

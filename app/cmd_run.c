@@ -32,7 +32,7 @@ struct run_opts {
     const char *json_schema;      /* --json-schema FILE */
     char *schema;                 /* its text (read before the model loads) */
     bool raw, verbose, ignore_eos, no_history, cont, json;
-    long threads, max_tokens, ctx, step_tokens;
+    long threads, max_tokens, ctx, step_tokens, lookup_k;
     unsigned long long kv_mem;
     enum kv_type kv_type;
     enum backend_kind backend;
@@ -94,6 +94,10 @@ static int on_opt(int c, const char *arg, void *ud)
     case CLI_O_KV_MEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
     case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
     case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
+    case CLI_O_LOOKUP:
+        if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
+        return 0;
+    case CLI_O_LOOKUP_K: return cli_opt_long(o->cli, CLI_O_LOOKUP_K, arg, &o->lookup_k);
     }
     return -1;
 }
@@ -363,6 +367,11 @@ static void print_verbose(const struct engine_info *info, double load_s, double 
         print_ms("time per token:", m->tpot_s);
         fprintf(stderr, "%-22s %.2f tokens/s\n", "eval rate:", 1.0 / m->tpot_s);
     }
+    if (m->n_spec_steps > 0)
+        fprintf(stderr, "%-22s %d of %d guessed tokens accepted (%.0f %%), %.2f tokens/step\n",
+                "lookup:", m->n_accepted_tokens, m->n_draft_tokens,
+                m->n_draft_tokens ? 100.0 * m->n_accepted_tokens / m->n_draft_tokens : 0.0,
+                1.0 + (double)m->n_accepted_tokens / m->n_spec_steps);
     print_ms("total duration:", load_s + m->e2e_s);
     fprintf(stderr, "%-22s %s\n", "finish:", engine_status_name(m->status));
 }
@@ -550,6 +559,7 @@ static struct engine *run_engine_open(const struct run_opts *o, const struct cli
     cfg.backend.kv_bytes = o->kv_mem;
     cfg.n_ctx = (int32_t)o->ctx;
     if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
+    cfg.lookup_k = (int32_t)o->lookup_k;
     cfg.trace_path = o->trace;
     cli_engine_remote(cli, &cfg);
     double t0 = app_now_s();
@@ -730,6 +740,8 @@ static const char run_usage[] =
     "@kv-mem planned\n"
     "@kv-type f16\n"
     "@step-tokens\n"
+    "@lookup\n"
+    "@lookup-k 6\n"
     "      --trace FILE         write a Chrome trace-event JSON of the run\n"
     "      --db PATH            history database (default ~/.local/share/tern/history.db)\n"
     "      --no-history         do not record this exchange in the history\n"
@@ -759,6 +771,8 @@ static const struct option run_longopts[] = {
     CLI_SHARED(CLI_O_KV_MEM),
     CLI_SHARED(CLI_O_KV_TYPE),
     CLI_SHARED(CLI_O_STEP_TOKENS),
+    CLI_SHARED(CLI_O_LOOKUP),
+    CLI_SHARED(CLI_O_LOOKUP_K),
     {"trace", required_argument, 0, OPT_TRACE},
     {"db", required_argument, 0, OPT_DB},
     {"no-history", no_argument, 0, OPT_NO_HISTORY},

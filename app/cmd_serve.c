@@ -28,8 +28,8 @@ struct serve_opts {
     struct http_config http;
     const char *db_path, *trace;
     bool no_history;
-    long threads, ctx, step_tokens, max_running, max_queue, event_limit, max_conns, timeout,
-        max_tokens, port;
+    long threads, ctx, step_tokens, lookup_k, max_running, max_queue, event_limit, max_conns,
+        timeout, max_tokens, port;
     double queue_timeout, drain_timeout;
     unsigned long long kv_mem, max_body;
     enum kv_type kv_type;
@@ -52,6 +52,10 @@ static int on_opt(int c, const char *arg, void *ud)
     case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
     case CLI_O_CTX: return cli_opt_long(o->cli, CLI_O_CTX, arg, &o->ctx);
     case CLI_O_STEP_TOKENS: return cli_opt_long(o->cli, CLI_O_STEP_TOKENS, arg, &o->step_tokens);
+    case CLI_O_LOOKUP:
+        if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
+        return 0;
+    case CLI_O_LOOKUP_K: return cli_opt_long(o->cli, CLI_O_LOOKUP_K, arg, &o->lookup_k);
     case OPT_MAX_RUNNING: return cli_int(o->cli, "--max-running", arg, 1, 4096, &o->max_running);
     case OPT_MAX_QUEUE: return cli_int(o->cli, "--max-queue", arg, 1, 1 << 20, &o->max_queue);
     case OPT_EVENT_LIMIT: return cli_int(o->cli, "--event-limit", arg, 8, 1 << 24, &o->event_limit);
@@ -171,6 +175,7 @@ static int serve(struct serve_opts *o, const char *model_path)
     cfg.n_ctx = (int32_t)o->ctx;
     cfg.trace_path = o->trace;
     if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
+    cfg.lookup_k = (int32_t)o->lookup_k;
     if (o->max_running) cfg.max_running = (int32_t)o->max_running;
     if (o->max_queue) cfg.max_queue = (int32_t)o->max_queue;
     if (o->event_limit) cfg.event_limit = (int32_t)o->event_limit;
@@ -238,6 +243,8 @@ int cmd_serve(int argc, char **argv)
         "@kv-mem planned\n"
         "@kv-type f16\n"
         "@step-tokens\n"
+        "@lookup\n"
+        "@lookup-k 6\n"
         "      --max-running N      running sequences cap (default 64)\n"
         "      --max-queue N        waiting queue bound (default 256; over it: 429)\n"
         "      --event-limit N      undrained events before a stream is consumer-stalled\n"
@@ -265,6 +272,8 @@ int cmd_serve(int argc, char **argv)
         CLI_SHARED(CLI_O_KV_MEM),
         CLI_SHARED(CLI_O_KV_TYPE),
         CLI_SHARED(CLI_O_STEP_TOKENS),
+        CLI_SHARED(CLI_O_LOOKUP),
+        CLI_SHARED(CLI_O_LOOKUP_K),
         {"max-running", required_argument, 0, OPT_MAX_RUNNING},
         {"max-queue", required_argument, 0, OPT_MAX_QUEUE},
         {"event-limit", required_argument, 0, OPT_EVENT_LIMIT},

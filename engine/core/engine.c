@@ -101,6 +101,15 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m)
     cJSON_AddNumberToObject(o, "computed_tokens", m->n_computed);
     cJSON_AddNumberToObject(o, "generated_tokens", m->n_generated);
     cJSON_AddNumberToObject(o, "preemptions", m->n_preempted);
+    if (m->n_spec_steps > 0) { /* speculative decoding (n-gram lookup) */
+        cJSON_AddNumberToObject(o, "spec_steps", m->n_spec_steps);
+        cJSON_AddNumberToObject(o, "spec_draft_tokens", m->n_draft_tokens);
+        cJSON_AddNumberToObject(o, "spec_accepted_tokens", m->n_accepted_tokens);
+        double rate = m->n_draft_tokens ? (double)m->n_accepted_tokens / m->n_draft_tokens : 0;
+        cJSON_AddNumberToObject(o, "spec_acceptance_rate", rate);
+        cJSON_AddNumberToObject(o, "spec_tokens_per_step",
+                                1.0 + (double)m->n_accepted_tokens / m->n_spec_steps);
+    }
     if (m->n_scored > 0) {
         cJSON_AddNumberToObject(o, "nll_sum", m->nll_sum);
         cJSON_AddNumberToObject(o, "n_scored", m->n_scored);

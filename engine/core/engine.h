@@ -62,6 +62,10 @@ struct engine_config {
     const char *trace_path;          /* Chrome trace-event JSON written at close; NULL = off */
     const char *chat_template;       /* template family name overriding the model's
                                         ("chatml", "llama3", ...); NULL = model's */
+    int32_t lookup_k;                /* speculative decoding by n-gram prompt lookup (guesses
+                                        copied from the prompt and reply, verified in one
+                                        pass; greedy output unchanged): guesses per decode
+                                        step; 0 = off (requests may ask) */
     /* Borrowed, pre-opened parts (tests: a fake backend; synthetic models).
      * When set, engine_open uses them instead of opening its own, and
      * engine_close does not close them. tok may be NULL only if every request
@@ -160,6 +164,8 @@ struct engine_request {
     double queue_timeout_s;          /* max time waiting for admission; 0 = none */
     uint64_t tag;                    /* echoed in every event */
     bool ignore_eos;                 /* keep generating past EOS/EOT (bench) */
+    int32_t lookup_k;                /* speculative decoding by n-gram prompt lookup: guesses
+                                        per decode step; 0 = the engine's (config), < 0 = off */
     /* Shown on the request's --trace spans, so that one request can be
      * followed from a front end's log (an HTTP X-Request-Id, a tenant) into
      * the trace; copied at submit; NULL or "" = none. */
@@ -304,6 +310,10 @@ struct engine_metrics {
                                         counted at the last admission) */
     int32_t n_generated;
     int32_t n_preempted;             /* times this request was preempted */
+    /* Speculative decoding (n-gram lookup): decode steps that carried
+     * guesses, guesses verified, guesses accepted (tokens per such step =
+     * 1 + accepted / steps). */
+    int32_t n_spec_steps, n_draft_tokens, n_accepted_tokens;
     double *token_t;                 /* [n_generated] time of each token (ITL = differences) */
     double nll_sum;                  /* score requests */
     int32_t n_scored;
@@ -380,6 +390,9 @@ struct engine_stats {
     uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / reused */
     double prefix_hit_rate;          /* hit / query tokens */
     uint64_t evictions, preemptions;
+    /* speculative decoding (n-gram lookup): decode steps with guesses,
+     * guesses verified, guesses accepted */
+    uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
     /* requests */
     int32_t running, waiting;
     uint64_t submitted, finished[ENGINE_N_STATUS];

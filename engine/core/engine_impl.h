@@ -180,7 +180,16 @@ struct engine_out {
     struct engine_logprob *lp;     /* the token's entry, when the request asked */
     double nll;                    /* the loss of the scored prompt positions */
     int32_t n_scored;
+    /* A decode with guesses (n-gram lookup): the tokens sampled after this
+     * one, in order ([n_more], malloc'd), of which the first n_accepted
+     * tokens of the whole run (this one first) are accepted guesses already
+     * in the sequence's tokens. */
+    struct engine_out *more;
+    int32_t n_more, n_accepted;
+    int32_t n_draft;               /* guesses this step verified */
 };
+/* Frees what an unapplied out still owns. */
+void engine_out_free(struct engine_out *o);
 /* One prompt position's row: its loss (score requests) and its entry
  * (prompt_logprobs: the next prompt token's log p). */
 void engine_req_score_row(struct engine_local *e, struct engine_req *r, const float *row,

@@ -173,6 +173,9 @@ static void publish(struct engine_local *e)
     s->running = e->sched.n_running;
     s->waiting = e->sched.n_waiting;
     e->mx.preemptions = e->sched.preemptions;
+    s->spec_drafts = e->sched.spec_drafts;
+    s->spec_draft_tokens = e->sched.spec_draft_tokens;
+    s->spec_accepted_tokens = e->sched.spec_accepted;
     s->step_tokens_budget = e->sched.cfg.step_tokens;
     s->max_running = e->sched.cfg.max_running;
     s->max_queue = e->cfg.max_queue;
@@ -181,6 +184,48 @@ static void publish(struct engine_local *e)
 }
 
 /* ---- one step ------------------------------------------------------------------- */
+
+void engine_out_free(struct engine_out *o)
+{
+    for (int32_t j = 0; j < o->n_more; j++) engine_out_free(&o->more[j]);
+    free(o->more);
+    free(o->text);
+    free(o->message);
+    free(o->lp);
+    memset(o, 0, sizeof *o);
+}
+
+/* A decode with guesses: samples its rows in order, exactly as plain
+ * decoding would one step at a time (the sampler, stop strings, grammar and
+ * limits see the same tokens, counts and lengths), and stops at the first
+ * row whose sampled token differs from the guess at that position, or at
+ * the end of the request. A guess is accepted when the token sampled at its
+ * position equals it: with a greedy sampler that is plain decoding's token;
+ * with temperature the guess is a deterministic proposal and the draw is
+ * the target's own, so the output keeps the target's distribution. Then the
+ * scheduler keeps the accepted guesses' K/V and drops the rest. */
+static void verify_guesses(struct engine_local *e, struct engine_req *r, struct sched_item *it,
+                           float *row, struct engine_out *o)
+{
+    struct sched_seq *q = &r->seq;
+    int32_t d = it->n_draft, base = q->n_tokens - d, g0 = r->m.n_generated, a = 0;
+    size_t nv = (size_t)e->n_vocab;
+    o->n_draft = d;
+    o->more = calloc((size_t)d, sizeof *o->more);
+    struct engine_out *cur = o;
+    for (int32_t j = 0;; j++) {
+        q->n_tokens = base + j; /* as plain decoding would have it at this row */
+        r->m.n_generated = g0 + j;
+        engine_req_sample_row(e, r, row + (size_t)j * nv, cur);
+        if (cur->finish || j == d || !o->more || cur->token != q->tokens[base + j]) break;
+        a++;
+        cur = &o->more[o->n_more++];
+    }
+    r->m.n_generated = g0;
+    q->n_tokens = base + d;
+    o->n_accepted = a;
+    sched_seq_accept(&e->sched, q, a);
+}
 
 /* Samples or scores the rows of each item (no lock: engine-thread data only).
  * A scored item's rows are the prompt positions first, then (a generating
@@ -204,6 +249,10 @@ static void process_rows(struct engine_local *e, struct engine_out *outs)
         for (; r->seq.score && k < it->n_rows && it->first_row_pos + k < r->seq.n_prompt - 1; k++)
             engine_req_score_row(e, r, row + (size_t)k * nv, it->first_row_pos + k, o);
         if (r->score) continue;
+        if (it->n_draft > 0) {
+            verify_guesses(e, r, it, row, o);
+            continue;
+        }
         if (k == it->n_rows - 1 && it->start + it->n == r->seq.n_tokens)
             engine_req_sample_row(e, r, row + (size_t)k * nv, o);
     }
@@ -250,6 +299,9 @@ static void report_moves(struct engine_local *e, double t0)
     }
 }
 
+static bool apply_token(struct engine_local *e, struct engine_req *r, struct engine_out *o,
+                        double t1, bool in_seq);
+
 /* Events and state changes of one item after the forward pass (lock held). */
 static void apply_item(struct engine_local *e, struct sched_item *it, struct engine_out *o,
                        double t0, double t1)
@@ -292,12 +344,43 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct eng
         return;
     }
     if (!o->sampled) return;
-    if (push_token_time(r, t1) != 0 || sched_seq_push(&r->seq, o->token) != 0) {
+    if (o->n_draft > 0) {
+        r->m.n_spec_steps++;
+        r->m.n_draft_tokens += o->n_draft;
+        r->m.n_accepted_tokens += o->n_accepted;
+        if (e->trace.f) {
+            char args[64];
+            snprintf(args, sizeof args, "\"guessed\":%d,\"accepted\":%d", o->n_draft,
+                     o->n_accepted);
+            trace_span(&e->trace, r->id, "lookup", t0, t1, args, r->trace_tags);
+        }
+    }
+    /* The run of tokens: this one, then those after accepted guesses. */
+    struct engine_out *more = o->more;
+    int32_t n_more = o->n_more, n_acc = o->n_accepted;
+    o->more = NULL;
+    o->n_more = 0;
+    for (int32_t j = 0; j <= n_more; j++) {
+        struct engine_out *cur = j == 0 ? o : &more[j - 1];
+        if (apply_token(e, r, cur, t1, j < n_acc)) {
+            for (int32_t m = j; m < n_more; m++) engine_out_free(&more[m]);
+            break;
+        }
+    }
+    free(more);
+}
+
+/* One sampled token of r: its events; true when r finished. in_seq: an
+ * accepted guess, already in the sequence's tokens. */
+static bool apply_token(struct engine_local *e, struct engine_req *r, struct engine_out *o,
+                        double t1, bool in_seq)
+{
+    if (push_token_time(r, t1) != 0 || (!in_seq && sched_seq_push(&r->seq, o->token) != 0)) {
         free(o->text);
         free(o->message);
         free(o->lp);
         finish(e, r, ENGINE_ERROR, "engine: out of memory for generated tokens");
-        return;
+        return true;
     }
     r->m.n_generated++;
     if (r->m.n_generated == 1) {
@@ -309,8 +392,10 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct eng
                               .logprobs = o->lp, .n_logprobs = o->lp ? 1 : 0};
     if (!ev.text) ev.text = calloc(1, 1);
     engine_emit(e, r, &ev);
-    if (o->finish) finish(e, r, o->status, o->message);
+    bool fin = o->finish;
+    if (fin) finish(e, r, o->status, o->message);
     free(o->message);
+    return fin;
 }
 
 static double thread_cpu(void)
@@ -351,11 +436,7 @@ static int32_t step(struct engine_local *e)
     for (int32_t i = 0; i < p->n_items; i++) {
         struct engine_req *r = p->items[i].seq->ud;
         if (r->finished) {
-            if (outs) {
-                free(outs[i].text);
-                free(outs[i].message);
-                free(outs[i].lp);
-            }
+            if (outs) engine_out_free(&outs[i]);
             continue;
         }
         if (rc != 0) finish(e, r, ENGINE_ERROR, err);

@@ -358,6 +358,10 @@ uint64_t engine_local_submit(struct engine *base, const struct engine_request *q
         r->seq.score_from = r->score_from;
         if (!r->score && sampler_start(e, r, err, errlen) != 0) goto fail;
         if (!r->score && grammar_start(e, r, q, err, errlen) != 0) goto fail;
+        int32_t k = q->lookup_k != 0 ? q->lookup_k : e->cfg.lookup_k;
+        r->seq.lookup_k = r->score || k < 0 ? 0 : k;
+        int64_t lim = r->max_tokens > 0 ? (int64_t)r->seq.n_prompt + r->max_tokens : e->max_total;
+        r->seq.n_limit = (int32_t)(lim < e->max_total ? lim : e->max_total);
     }
     r->m.t_arrival = now;
     r->m.n_prompt = r->seq.n_prompt;

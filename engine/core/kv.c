@@ -226,6 +226,13 @@ int kv_seq_reserve(struct kv *kv, struct kv_seq *s, int64_t n_tokens)
     return 0;
 }
 
+void kv_seq_trim(struct kv *kv, struct kv_seq *s, int64_t n_tokens)
+{
+    int32_t keep = kv_blocks_for(kv, n_tokens);
+    if (keep < s->n_hashed) keep = s->n_hashed; /* registered blocks stay */
+    while (s->n_blocks > keep) block_release(kv, s->blocks[--s->n_blocks]);
+}
+
 void kv_seq_commit(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32_t n_computed)
 {
     int32_t bt = kv->block_tokens;

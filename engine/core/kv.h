@@ -77,6 +77,10 @@ int32_t kv_peek_match(const struct kv *kv, const int32_t *tokens, int32_t max_to
  * ones LRU first). Returns 0, or -1 when not enough blocks (s unchanged). */
 int kv_seq_reserve(struct kv *kv, struct kv_seq *s, int64_t n_tokens);
 
+/* Shrinks s to the blocks covering n_tokens positions; the blocks after
+ * (never registered: they held uncomputed positions) go back to the pool. */
+void kv_seq_trim(struct kv *kv, struct kv_seq *s, int64_t n_tokens);
+
 /* Registers the full blocks of s whose tokens (tokens[0 .. n_computed)) are
  * now all computed, so that other sequences can reuse them. */
 void kv_seq_commit(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32_t n_computed);

@@ -175,8 +175,9 @@ static int32_t rows_for(const struct sched_seq *q, int32_t start, int32_t n, int
         *first_pos = lo;
         return hi > lo ? hi - lo : 0;
     }
-    *first_pos = end - 1;
-    return end == q->n_tokens ? 1 : 0;
+    /* A decode with guesses: a row for its last token and for each guess. */
+    *first_pos = end - 1 - q->n_draft;
+    return end == q->n_tokens ? 1 + q->n_draft : 0;
 }
 
 /* Largest chunk of q within the token and row budgets (score sequences are
@@ -204,6 +205,7 @@ static void add_item(struct sched *s, struct sched_seq *q, int32_t n)
     it->row0 = p->n_rows;
     it->n_rows = rows_for(q, it->start, n, &fp);
     it->first_row_pos = fp;
+    it->n_draft = q->n_draft;
     p->fseqs[si].block_table = q->kv.blocks;
     p->fseqs[si].n_blocks = q->kv.n_blocks;
     for (int32_t i = 0; i < n; i++) {
@@ -220,13 +222,69 @@ static void add_item(struct sched *s, struct sched_seq *q, int32_t n)
     q->planned_step = s->step;
 }
 
+int32_t sched_lookup(const int32_t *tokens, int32_t n, int32_t k, int32_t *out)
+{
+    /* Longest suffix n-gram first (3, 2, 1), latest earlier occurrence
+     * first: both make the copied continuation likelier to be right. The
+     * scan is bounded by n positions per n-gram size. */
+    for (int32_t ng = 3; ng >= 1; ng--) {
+        if (n < ng + 1) continue;
+        const int32_t *pat = tokens + n - ng;
+        for (int32_t i = n - ng - 1; i >= 0; i--) {
+            if (memcmp(tokens + i, pat, (size_t)ng * sizeof *pat) != 0) continue;
+            int32_t c = 0;
+            for (int32_t j = i + ng; j < n && c < k; j++) out[c++] = tokens[j];
+            return c;
+        }
+    }
+    return 0;
+}
+
+#define SCHED_MAX_LOOKUP 32
+
+/* Guesses for decode q within the step's budgets: tokens left of the step
+ * budget and logits rows left, after one token and one row for each of the
+ * n_dec_left decodes still to plan (q included). Appends them to q's
+ * tokens when their blocks fit without preempting anyone. */
+static void plan_guesses(struct sched *s, struct sched_seq *q, int32_t n_dec_left)
+{
+    q->n_draft = 0;
+    if (q->lookup_k <= 0 || q->score || q->embd) return;
+    int32_t k = q->lookup_cur > 0 && q->lookup_cur < q->lookup_k ? q->lookup_cur : q->lookup_k;
+    if (k > SCHED_MAX_LOOKUP) k = SCHED_MAX_LOOKUP;
+    int32_t tok_left = s->cfg.step_tokens - s->plan.batch.n_tokens - n_dec_left;
+    int32_t rows_left = s->cfg.max_logit_rows - s->plan.n_rows - n_dec_left;
+    if (k > tok_left) k = tok_left;
+    if (k > rows_left) k = rows_left;
+    /* The sampled token after the last guess counts too. */
+    if (q->n_limit > 0 && k > q->n_limit - q->n_tokens - 1) k = q->n_limit - q->n_tokens - 1;
+    if (k <= 0) return;
+    int32_t g[SCHED_MAX_LOOKUP];
+    k = sched_lookup(q->tokens, q->n_tokens, k, g);
+    if (k <= 0) return;
+    /* Guesses never take a block that a later decode of this step needs
+     * (that would preempt someone for a guess). */
+    int32_t need = kv_blocks_for(s->kv, (int64_t)q->n_tokens + k) - q->kv.n_blocks;
+    if (need > 0 && kv_available(s->kv) - need < n_dec_left - 1) return;
+    if (kv_seq_reserve(s->kv, &q->kv, (int64_t)q->n_tokens + k) != 0) return;
+    for (int32_t i = 0; i < k && sched_seq_push(q, g[i]) == 0; i++) q->n_draft++;
+}
+
 /* Decodes (one pending token): each needs room for one more position;
  * when the pool is exhausted the lowest-priority, latest sequence goes. */
 static void plan_decodes(struct sched *s)
 {
+    int32_t n_dec = 0;
+    for (int32_t i = 0; i < s->n_running; i++)
+        n_dec += s->running[i]->n_tokens - s->running[i]->n_computed == 1;
     for (int32_t i = 0; i < s->n_running; i++) {
         struct sched_seq *q = s->running[i];
         if (q->n_tokens - q->n_computed != 1) continue;
+        plan_guesses(s, q, n_dec--);
+        if (q->n_draft > 0) {
+            add_item(s, q, 1 + q->n_draft);
+            continue;
+        }
         while (kv_seq_reserve(s->kv, &q->kv, q->n_tokens) != 0) {
             struct sched_seq *v = victim(s);
             if (!v) break;
@@ -356,7 +414,25 @@ void sched_commit(struct sched *s)
         struct sched_item *it = &p->items[i];
         struct sched_seq *q = it->seq;
         if (q->state != SCHED_RUNNING) continue;
-        q->n_computed = it->start + it->n;
+        q->n_computed = it->start + it->n - it->n_draft;
         kv_seq_commit(s->kv, &q->kv, q->tokens, q->n_computed);
     }
+}
+
+void sched_seq_accept(struct sched *s, struct sched_seq *q, int32_t n_accepted)
+{
+    if (n_accepted > q->n_draft) n_accepted = q->n_draft;
+    if (n_accepted < 0) n_accepted = 0;
+    s->spec_drafts++;
+    s->spec_draft_tokens += (uint64_t)q->n_draft;
+    s->spec_accepted += (uint64_t)n_accepted;
+    /* Every guess costs a row of compute whether it is right or not: guess
+     * about as many as were right last time, twice as many after a full run. */
+    q->lookup_cur = n_accepted == q->n_draft ? 2 * q->n_draft : n_accepted + 1;
+    q->n_tokens -= q->n_draft - n_accepted;
+    q->n_computed += n_accepted;
+    q->n_draft = 0;
+    /* Keep room for the token sampled after the accepted guesses. */
+    kv_seq_trim(s->kv, &q->kv, (int64_t)q->n_tokens + 1);
+    kv_seq_commit(s->kv, &q->kv, q->tokens, q->n_computed);
 }

@@ -36,6 +36,11 @@ struct sched_seq {
     bool score_gen;            /* ... and it generates: the prompt's last position's row
                                   (the first sample) follows those rows */
     bool embd;                 /* embeddings: its rows are hidden states (FWD_WANT_EMBD) */
+    int32_t lookup_k;          /* speculative decoding by n-gram prompt lookup: up to this
+                                  many guessed tokens per decode step (0 = off) */
+    int32_t n_limit;           /* tokens the sequence may reach (guesses stop there; 0 = none) */
+    int32_t n_draft;           /* trailing tokens that are guesses being verified this step */
+    int32_t lookup_cur;        /* guesses to try next (adapts to acceptance; 0 = lookup_k) */
     struct kv_seq kv;
     enum sched_state state;
     int32_t n_preempted;
@@ -61,6 +66,7 @@ struct sched_item {
     int32_t start, n;
     int32_t row0, n_rows;
     int32_t first_row_pos;     /* position of the first row */
+    int32_t n_draft;           /* guesses among the tokens (a decode: rows 1 + n_draft) */
 };
 
 struct sched_plan {
@@ -86,6 +92,9 @@ struct sched {
     uint64_t step;
     uint64_t next_order;
     uint64_t preemptions;
+    uint64_t spec_drafts;        /* decode steps that carried guesses */
+    uint64_t spec_draft_tokens;  /* guesses verified */
+    uint64_t spec_accepted;      /* guesses accepted */
     struct sched_plan plan;
 };
 
@@ -111,7 +120,23 @@ void sched_remove(struct sched *s, struct sched_seq *q);
  * batch (0: nothing to do). */
 int32_t sched_plan(struct sched *s);
 /* Applies a run step: advances n_computed and registers full blocks for
- * prefix reuse. Call after the backend ran s->plan.batch. */
+ * prefix reuse. Call after the backend ran s->plan.batch. A decode's
+ * guesses are not computed yet: they wait for sched_seq_accept. */
 void sched_commit(struct sched *s);
+
+/* Speculative decoding (n-gram prompt lookup). A decode of a sequence with
+ * lookup_k > 0 carries up to lookup_k guessed tokens, copied from what
+ * followed the latest earlier occurrence of its last 3 (then 2, then 1)
+ * tokens in its own tokens; they are appended to tokens (n_draft) and
+ * verified in the same forward pass, one logits row per position. After
+ * sampling those rows in order, the caller keeps the first n_accepted
+ * guesses (those equal to what was sampled): their K/V become computed, the
+ * rest are dropped, and blocks that only held dropped guesses go back to
+ * the pool (their K/V entries are overwritten by later tokens). */
+void sched_seq_accept(struct sched *s, struct sched_seq *q, int32_t n_accepted);
+
+/* The guesses for a sequence of n tokens: up to k tokens copied into out.
+ * Returns how many (0: no earlier occurrence of any suffix n-gram). */
+int32_t sched_lookup(const int32_t *tokens, int32_t n, int32_t k, int32_t *out);
 
 #endif

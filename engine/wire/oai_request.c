@@ -537,6 +537,15 @@ static int parse_limits(struct parse_ctx *c, const cJSON *root)
             return fail(c, "stream_options", "'stream_options' must be an object");
         if (get_bool(c, so, "include_usage", &c->r->include_usage) != 0) return -1;
     }
+    /* tern's extension: speculative decoding by n-gram lookup for this
+     * request (guesses per step; 0 = off), whatever the server's --lookup. */
+    const cJSON *lk = field(root, "lookup_k");
+    if (lk) {
+        double dk = cJSON_IsNumber(lk) ? lk->valuedouble : -1;
+        if (dk < 0 || dk > 32 || dk != (double)(int)dk)
+            return fail(c, "lookup_k", "'lookup_k' must be an integer from 0 (off) to 32");
+        c->r->req.lookup_k = dk > 0 ? (int32_t)dk : -1;
+    }
     return get_bool(c, root, "ignore_eos", &c->r->req.ignore_eos);
 }
 
@@ -747,6 +756,7 @@ char *oai_request_build(enum oai_kind kind, const char *model, const struct engi
         }
     }
     if (r->ignore_eos && !cJSON_AddBoolToObject(o, "ignore_eos", true)) goto done;
+    if (r->lookup_k != 0 && !add_num(o, "lookup_k", r->lookup_k > 0 ? r->lookup_k : 0)) goto done;
     if (kind == OAI_CHAT && r->no_think) { /* the server's template opens the empty block itself */
         cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
         if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", false)) goto done;

@@ -260,6 +260,12 @@ static void engine_part(struct out *o, struct engine *e)
     counter(o, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of tokens.",
             (double)s.prefix_hit_tokens);
     counter(o, "vllm:num_preemptions", "Cumulative number of preemptions.", (double)s.preemptions);
+    counter(o, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
+            (double)s.spec_drafts);
+    counter(o, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+            (double)s.spec_draft_tokens);
+    counter(o, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+            (double)s.spec_accepted_tokens);
     head(o, "tern:kv_blocks", "gauge", "KV cache blocks by state (used + cached + free = total).");
     put(o, "tern:kv_blocks{%s,state=\"used\"} %d\n", o->lbl, s.kv_used);
     put(o, "tern:kv_blocks{%s,state=\"cached\"} %d\n", o->lbl, s.kv_cached);
