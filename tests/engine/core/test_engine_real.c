@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "engine_util.h"
 #include "scenarios.h"
 #include "tok.h"
 
@@ -41,17 +42,8 @@ static void real_close(struct fx *fx, struct engine *e)
 
 static char *model_path(void)
 {
-    const char *src = getenv("TERN_SRC");
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s/packaging/fetch-model --print-path", src ? src : ".");
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
     static char buf[4096];
-    char *got = fgets(buf, sizeof buf, p);
-    int rc = pclose(p);
-    if (!got || rc != 0) return NULL;
-    buf[strcspn(buf, "\n")] = 0;
-    return buf;
+    return eu_model_path("smollm2", buf, sizeof buf) == 0 ? buf : NULL;
 }
 
 static char *slurp(const char *path, size_t *len)

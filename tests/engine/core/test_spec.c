@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "engine_util.h"
 #include "scheduler.h"
 #include "tap.h"
 
@@ -25,17 +26,8 @@
 
 static char *model_path(void)
 {
-    const char *src = getenv("TERN_SRC");
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s/packaging/fetch-model --print-path", src ? src : ".");
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
     static char buf[4096];
-    char *got = fgets(buf, sizeof buf, p);
-    int rc = pclose(p);
-    if (!got || rc != 0) return NULL;
-    buf[strcspn(buf, "\n")] = 0;
-    return buf;
+    return eu_model_path("smollm2", buf, sizeof buf) == 0 ? buf : NULL;
 }
 
 struct res {
