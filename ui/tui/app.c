@@ -828,6 +828,8 @@ int ui_app_run(const struct ui_app_opts *o, char *err, size_t errlen)
     ensure_utf8_locale();
     ui_state_init(&a.st);
     if (o->set_temp) a.st.defaults.temp = (float)o->temp;
+    /* --lookup / --lookup-k: the F4 default of every session */
+    if (o->engine.lookup_k > 0) a.st.defaults.lookup_k = o->engine.lookup_k;
     if (o->top_p > 0) a.st.defaults.top_p = (float)o->top_p;
     if (o->max_tokens > 0) a.st.defaults.max_tokens = o->max_tokens;
     if (o->top_k >= 0) a.st.defaults.top_k = (int32_t)o->top_k;

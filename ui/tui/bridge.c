@@ -255,6 +255,7 @@ char *ui_params_to_json(const struct ui_params *p)
     cJSON_AddNumberToObject(o, "repeat_penalty", (double)p->repeat_penalty);
     if (p->seed) cJSON_AddNumberToObject(o, "seed", (double)p->seed);
     cJSON_AddStringToObject(o, "context_policy", ui_ctx_policy_name(p->ctx_policy));
+    if (p->lookup_k > 0) cJSON_AddNumberToObject(o, "lookup_k", p->lookup_k);
     cJSON_AddStringToObject(o, "system", p->system);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -279,6 +280,9 @@ void ui_params_from_json(struct ui_params *p, const char *json)
         p->repeat_penalty = (float)v->valuedouble;
     if ((v = cJSON_GetObjectItem(o, "seed")) && cJSON_IsNumber(v) && v->valuedouble >= 0)
         p->seed = (uint64_t)v->valuedouble;
+    if ((v = cJSON_GetObjectItem(o, "lookup_k")) && cJSON_IsNumber(v) && v->valueint >= 0 &&
+        v->valueint <= 32)
+        p->lookup_k = v->valueint;
     if ((v = cJSON_GetObjectItem(o, "context_policy")) && cJSON_IsString(v))
         ui_ctx_policy_parse(v->valuestring, &p->ctx_policy);
     if ((v = cJSON_GetObjectItem(o, "system")) && cJSON_IsString(v))
@@ -713,6 +717,7 @@ static void submit(struct ui_bridge *b, struct ui_state *st, int64_t skey)
     if (b->max_tokens_cap > 0 && (r.max_tokens <= 0 || r.max_tokens > b->max_tokens_cap))
         r.max_tokens = b->max_tokens_cap;
     r.priority = ENGINE_PRIO_INTERACTIVE;
+    r.lookup_k = st->params.lookup_k > 0 ? st->params.lookup_k : -1; /* F4's, 0 = off */
     uint64_t id = engine_submit(b->eng, &r, &why, err, sizeof err);
     free(plain);
     free(v);
@@ -771,6 +776,9 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->n_computed = mt->n_computed;
         ph->n_generated = mt->n_generated;
         ph->n_preempted = mt->n_preempted;
+        ph->n_spec_steps = mt->n_spec_steps;
+        ph->n_draft = mt->n_draft_tokens;
+        ph->n_accepted = mt->n_accepted_tokens;
         ph->remote = mt->remote;
         ph->connect_s = mt->connect_s;
         ph->headers_s = mt->headers_s;

@@ -108,13 +108,14 @@ void ui_dialog_prompt(struct ui_dialog *d, int action, const char *title, const 
 }
 
 static const char *const param_labels[UI_DLG_FIELDS] = {"temperature", "top-p", "max tokens",
-                                                        "context full", "system prompt"};
+                                                        "context full", "system prompt",
+                                                        "lookup guesses"};
 
 void ui_dialog_params(struct ui_dialog *d, int action, const struct ui_params *p)
 {
     char buf[64];
     open_kind(d, UI_DLG_PARAMS, action, "generation parameters · Enter saves, Esc cancels");
-    d->n_fields = 5;
+    d->n_fields = 6;
     snprintf(buf, sizeof buf, "%.2f", p->temp);
     ui_input_set(&d->field[0], buf);
     snprintf(buf, sizeof buf, "%.2f", p->top_p);
@@ -123,6 +124,8 @@ void ui_dialog_params(struct ui_dialog *d, int action, const struct ui_params *p
     ui_input_set(&d->field[2], buf);
     ui_input_set(&d->field[3], ui_ctx_policy_name(p->ctx_policy));
     ui_input_set(&d->field[4], p->system);
+    snprintf(buf, sizeof buf, "%d", p->lookup_k);
+    ui_input_set(&d->field[5], buf);
 }
 
 void ui_dialog_close(struct ui_dialog *d)
@@ -172,6 +175,14 @@ int ui_dialog_get_params(struct ui_dialog *d, struct ui_params *p)
         d->focus = 3;
         return -1;
     }
+    double lk;
+    if (parse_float(d->field[5].buf ? d->field[5].buf : "", 0, 32, &lk) < 0 ||
+        lk != (double)(int32_t)lk) {
+        snprintf(d->error, sizeof d->error, "lookup guesses: 0 (off) to 32 a step (--lookup-k)");
+        d->focus = 5;
+        return -1;
+    }
+    p->lookup_k = (int32_t)lk;
     p->ctx_policy = cp;
     p->temp = (float)t;
     p->top_p = (float)tp;

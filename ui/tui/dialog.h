@@ -19,7 +19,7 @@
 enum ui_dialog_kind { UI_DLG_NONE, UI_DLG_CONFIRM, UI_DLG_PROMPT, UI_DLG_PARAMS, UI_DLG_LIST };
 enum ui_dialog_result { UI_DLG_OPEN, UI_DLG_OK, UI_DLG_CANCEL, UI_DLG_ALT };
 
-#define UI_DLG_FIELDS 5
+#define UI_DLG_FIELDS 6
 
 struct ui_dialog {
     enum ui_dialog_kind kind;

@@ -44,6 +44,7 @@ struct ui_phase {
     double decode_s;
     double ttft_s, tpot_s, e2e_s;
     int32_t n_prompt, n_cached, n_computed, n_generated, n_preempted;
+    int32_t n_spec_steps, n_draft, n_accepted; /* n-gram lookup: steps with guesses, guesses, kept */
     char status[24]; /* "streaming", "stop", "cancelled", ... */
     /* A remote engine's reply: what the client measured (connect, response
      * headers) and, when the server said, its own phases (server-side). */
@@ -83,6 +84,7 @@ struct ui_params {
     uint64_t seed;               /* 0: a new seed per reply */
     int32_t max_tokens;
     enum ui_ctx_policy ctx_policy; /* what to do when the conversation outgrows the context */
+    int32_t lookup_k;              /* n-gram lookup guesses a decode step; 0 = off (--lookup-k) */
     char system[512];
 };
 
