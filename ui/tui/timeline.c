@@ -155,13 +155,15 @@ void ui_timeline_draw(WINDOW *w, struct ui_rect r, const struct ui_state *s,
     }
     if (in.h >= 3) {
         /* the long form, or a compact one on a narrow pane: numbers whole */
-        char f[3][96];
-        snprintf(f[0], sizeof f[0], "prompt %d tok: %d cached + %d computed · gen %d",
-                 ph->n_prompt, ph->n_cached, ph->n_computed, ph->n_generated);
-        snprintf(f[1], sizeof f[1], "prompt %d: %d cached + %d new · gen %d", ph->n_prompt,
-                 ph->n_cached, ph->n_computed, ph->n_generated);
-        snprintf(f[2], sizeof f[2], "prompt %d (%d cached) · gen %d", ph->n_prompt, ph->n_cached,
-                 ph->n_generated);
+        char f[3][128], kept[40] = "";
+        /* n-gram lookup: the generated tokens that came as kept guesses */
+        if (ph->n_draft > 0) snprintf(kept, sizeof kept, " (%d guessed)", ph->n_accepted);
+        snprintf(f[0], sizeof f[0], "prompt %d tok: %d cached + %d computed · gen %d%s",
+                 ph->n_prompt, ph->n_cached, ph->n_computed, ph->n_generated, kept);
+        snprintf(f[1], sizeof f[1], "prompt %d: %d cached + %d new · gen %d%s", ph->n_prompt,
+                 ph->n_cached, ph->n_computed, ph->n_generated, kept);
+        snprintf(f[2], sizeof f[2], "prompt %d (%d cached) · gen %d%s", ph->n_prompt, ph->n_cached,
+                 ph->n_generated, kept);
         int k = 0;
         while (k < 2 && width(f[k]) > in.w) k++;
         ui_draw_str(w, in.y + 2, in.x, in.w, t->a[UI_C_NORMAL], f[k]);

@@ -3,7 +3,8 @@
 # chat` in tmux (issue 39). F4 has a "lookup guesses" field (0 = off, as
 # without --lookup); set to 6, a reply that repeats the prompt's text is
 # decoded with guesses and the instruments show how many were kept and the
-# tokens a step; the session's stored parameters keep it; --lookup-k sets
+# tokens a step, the F3 timeline the tokens that came as kept guesses; the
+# session's stored parameters keep it; --lookup-k sets
 # the field's default; a bad value is refused in the dialog.
 set -u
 . "$TERN_SRC/tests/tap.sh"
@@ -38,6 +39,11 @@ wait_for 'assistant · [0-9]+ tok' 90; ok $? "a reply"
 wait_for 'lookup +[0-9]+% [0-9.]+ tok/step' 5
 ok $? "the instruments: the guesses kept and the tokens a step"
 show "reply with lookup"
+keys F3; sleep 0.5
+cap | grep -Eq 'gen [0-9]+ \([0-9]+ guessed\)'
+ok $? "F3: the reply's timeline says how many tokens came as kept guesses"
+show "timeline"
+keys F3; sleep 0.3
 sqlite3 "$DB" "SELECT params FROM sessions" | grep -q '"lookup_k":6'
 ok $? "the session's stored parameters keep lookup_k 6"
 keys C-c; wait_for 'TERN-EXITED rc=0' 20; ok $? "quits cleanly"
