@@ -35,8 +35,8 @@ struct store_job {
     store_key key; /* row this job creates */
     store_key ref; /* row it refers to */
     char *str[7];
-    double d[6];
-    int64_t i[3];
+    double d[7];
+    int64_t i[4];
     double t; /* unix time when queued */
 };
 
@@ -289,8 +289,9 @@ static void job_request(struct store *s, struct store_job *j)
                             "INSERT INTO requests(message_id, created_at, model, model_file,"
                             " model_hash, backend, params, status, queue_s, prefill_s, ttft_s,"
                             " tpot_s, decode_s, e2e_s, prompt_tokens, cached_tokens,"
-                            " generated_tokens, route) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-                            " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                            " generated_tokens, route, think_s, think_tokens) VALUES (?1, ?2, ?3,"
+                            " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+                            " ?19, ?20)",
                             "new request");
     if (!st) return;
     int64_t msg = j->ref ? row_of(s, j->ref) : 0;
@@ -304,6 +305,9 @@ static void job_request(struct store *s, struct store_job *j)
     for (int k = 0; k < 6; k++) bind_real(st, 9 + k, j->d[k]);
     for (int k = 0; k < 3; k++) bind_count(st, 15 + k, j->i[k]);
     bind_text(st, 18, j->str[6]);
+    /* a reply without thinking: NULL, not 0 s */
+    bind_real(st, 19, j->i[3] > 0 ? j->d[6] : -1);
+    bind_count(st, 20, j->i[3] > 0 ? j->i[3] : -1);
     set_row(s, j->key, exec_stmt(s, st, "recording a request"));
 }
 
@@ -635,6 +639,8 @@ store_key store_request_add(struct store *s, store_key message, const struct sto
     j->i[0] = q->prompt_tokens;
     j->i[1] = q->cached_tokens;
     j->i[2] = q->generated_tokens;
+    j->d[6] = q->think_s;
+    j->i[3] = q->think_tokens;
     return enqueue(s, j, true);
 }
 

@@ -105,6 +105,10 @@ struct store_request {
      * ({"served_by":..., "fallbacks":[{"from","to","reason","waited_s"}]});
      * NULL = no route */
     const char *route_json;
+    /* v9: a reply's thinking (<think>...</think>): seconds from its first
+     * token to </think>, and its tokens; think_tokens 0 = none (NULL) */
+    double think_s;
+    int64_t think_tokens;
 };
 /* message may be 0 (a request with no stored message, e.g. a bench run). */
 store_key store_request_add(struct store *s, store_key message, const struct store_request *r);
@@ -142,6 +146,8 @@ struct store_request_info {
     char *model, *model_file, *model_hash, *backend, *params_json, *status;
     double queue_s, prefill_s, ttft_s, tpot_s, decode_s, e2e_s; /* < 0: not measured */
     int64_t prompt_tokens, cached_tokens, generated_tokens;
+    double think_s;       /* v9: < 0 when the reply did not think (or was not timed) */
+    int64_t think_tokens; /* v9: < 0 likewise */
 };
 struct store_message_info {
     int64_t id;

@@ -184,7 +184,7 @@ void store_session_list_free(struct store_session_list *l)
 #define REQUEST_COLS \
     "r.id, r.message_id, r.created_at, r.model, r.model_file, r.model_hash, r.backend," \
     " r.params, r.status, r.queue_s, r.prefill_s, r.ttft_s, r.tpot_s, r.decode_s, r.e2e_s," \
-    " r.prompt_tokens, r.cached_tokens, r.generated_tokens"
+    " r.prompt_tokens, r.cached_tokens, r.generated_tokens, r.think_s, r.think_tokens"
 
 static const struct col request_cols[] = {
     COL(COL_INT, struct store_request_info, id),
@@ -205,6 +205,8 @@ static const struct col request_cols[] = {
     COL(COL_COUNT, struct store_request_info, prompt_tokens),
     COL(COL_COUNT, struct store_request_info, cached_tokens),
     COL(COL_COUNT, struct store_request_info, generated_tokens),
+    COL(COL_REAL, struct store_request_info, think_s),
+    COL(COL_COUNT, struct store_request_info, think_tokens),
 };
 
 static void request_info_free(struct store_request_info *q)

@@ -99,9 +99,13 @@ static const char step7[] =
 /* v8: a request's fallback route (issue 37): the target that served it and
  * each move before that, JSON; NULL when it had no route. */
 static const char step8[] = "ALTER TABLE requests ADD COLUMN route TEXT;";
+/* v9: a reply's thinking timed apart from its answer (the TUI's fold). */
+static const char step9[] =
+    "ALTER TABLE requests ADD COLUMN think_s REAL;"
+    "ALTER TABLE requests ADD COLUMN think_tokens INTEGER;";
 
 static const char *const steps[STORE_SCHEMA_VERSION] = {step1, step2, step3, step4,
-                                                        step5, step6, step7, step8};
+                                                        step5, step6, step7, step8, step9};
 
 int store_schema_version(sqlite3 *db, const char *path, char *err, size_t errlen)
 {

@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 /* The version a current tern writes. */
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 
 /* Brings db from its user_version up to `target` (1..STORE_SCHEMA_VERSION),
  * each step in its own transaction. A database newer than this tern is an

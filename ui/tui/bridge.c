@@ -420,6 +420,11 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
         if (m->status == UI_MSG_ERROR && mi->error && mi->error[0]) ui_msg_set_note(m, mi->error);
         if (mi->req) {
             phase_from_store(&m->ph, mi->req);
+            if (mi->req->think_tokens > 0) { /* its thinking's fold keeps its figures */
+                m->think = UI_THINK_DONE;
+                m->think_tokens = (int32_t)mi->req->think_tokens;
+                m->think_s = mi->req->think_s > 0 ? mi->req->think_s : 0;
+            }
             if (mi->req->ttft_s >= 0) ui_state_add_latency(st, mi->req->ttft_s, mi->req->tpot_s);
             /* a reopened reply shows its stored rate */
             if (mi->req->tpot_s > 0) st->tok_s = 1.0 / mi->req->tpot_s;
@@ -839,7 +844,9 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
                                .e2e_s = ph->e2e_s,
                                .prompt_tokens = ph->n_prompt,
                                .cached_tokens = ph->n_cached,
-                               .generated_tokens = ph->n_generated};
+                               .generated_tokens = ph->n_generated,
+                               .think_s = m->think_s,
+                               .think_tokens = m->think_tokens};
     char *rj = route_trail_json(b->eng, ev->id); /* NULL without --route */
     sr.route_json = rj;
     store_request_add(b->db, m->key, &sr);

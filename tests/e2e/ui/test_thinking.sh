@@ -7,7 +7,8 @@
 # ("▸ thought for 0.3 s · 12 tok" for the live one, "▸ thought" for the
 # stored ones) and its answer, never the thought; Alt-T unfolds every
 # thought under a bar, and folds them again; F2's instruments time the
-# thinking apart; Ctrl-Y copies the answer without the thought.
+# thinking apart; Ctrl-Y copies the answer without the thought; the
+# history keeps the thinking's time and tokens, shown again when reopened.
 set -u
 . "$TERN_SRC/tests/tap.sh"
 . "$TERN_SRC/tests/e2e/ui/tmux_lib.sh"
@@ -66,5 +67,24 @@ show "instruments"
 keys C-y; sleep 0.3
 cap | grep -Eq 'copied the reply \([0-9]+ bytes\)'
 ok $? "Ctrl-Y copies the reply"
+keys C-c; wait_for 'TERN-EXITED rc=0' 20; ok $? "quits cleanly"
+
+# the history keeps the thinking's time and tokens (store v9): reopened,
+# the new reply's fold says them again; the stored few-shot turns (never
+# timed) say "thought"
+row=$(sqlite3 "$DB" "SELECT think_tokens, think_s FROM requests ORDER BY id DESC LIMIT 1")
+tok=${row%%|*}
+[ -n "$tok" ] && [ "$tok" -gt 0 ] && [ "$(sqlite3 "$DB" "SELECT COUNT(*) FROM requests WHERE think_tokens IS NULL")" -ge 1 ]
+ok $? "the history row has the thinking's tokens and seconds ($row); a reply without them NULL"
+T kill-server 2>/dev/null
+for ((i = 0; i < 20; i++)); do
+    T new-session -d -x 100 -y 36 -s chat \
+        "env TERM=xterm-256color LANG=C.UTF-8 XDG_DATA_HOME='$XDG_DATA_HOME' '$TERN_BIN' chat -c -m '$MODEL' --temp 0 --max-tokens 40; echo TERN-EXITED rc=\$?; sleep 600" 2>/dev/null && break
+    sleep 0.25
+done
+wait_for 'model ready' 60
+cap | grep -Eq "▸ thought for [0-9.]+ (ms|s) · $tok tok" && [ "$(cap | grep -c '▸ thought  (Alt-T shows it)')" -eq 2 ]
+ok $? "reopened: the stored reply's fold has its time and $tok tokens again"
+show "reopened"
 keys C-c; wait_for 'TERN-EXITED rc=0' 20; ok $? "quits cleanly"
 tap_done
