@@ -137,7 +137,13 @@ static struct engine *open_engine(const struct cli *cli, const struct copts *o,
         }
         ec.model_path = path;
     }
-    struct engine *e = cli_engine_open(cli, &ec, err, sizeof err);
+    /* the contract's fallback route, unless --route names another */
+    struct cli rc = *cli;
+    if (!rc.route && c->route) {
+        rc.route = c->route;
+        if (c->route_ttft > 0) rc.route_ttft_s = c->route_ttft;
+    }
+    struct engine *e = cli_engine_open(&rc, &ec, err, sizeof err);
     if (!e) fprintf(stderr, "tern bench: %s\n", err);
     return e;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "route.h"
 
 /* ---------------------------------------------------------------- values */
 
@@ -282,6 +283,13 @@ static int set_key(const struct at *a, struct contract *c, const char *k, const 
     }
     if (!strcmp(k, "goodput.ttft")) return duration(a, v, &c->slo_ttft);
     if (!strcmp(k, "goodput.tpot")) return duration(a, v, &c->slo_tpot);
+    if (!strcmp(k, "fallback.route")) {
+        struct route_spec rs;
+        char why[256];
+        if (route_parse(v, &rs, why, sizeof why) != 0) return bad(a, "%s", why);
+        return text_value(a, v, &c->route);
+    }
+    if (!strcmp(k, "fallback.route-ttft")) return duration(a, v, &c->route_ttft);
     if (!strcmp(k, "quality.text")) return path_value(a, c, v, &c->quality_text);
     if (!strcmp(k, "quality.max-perplexity")) {
         const char *u;
@@ -453,6 +461,7 @@ void contract_free(struct contract *c)
     free(c->retention);
     free(c->region);
     free(c->prompts);
+    free(c->route);
     free(c->quality_text);
     free(c->quality_prompts);
     memset(c, 0, sizeof *c);

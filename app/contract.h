@@ -72,6 +72,10 @@ struct contract {
     /* quality gate (optional) */
     char *quality_text;          /* perplexity text */
     double max_perplexity;
+    /* the fallback route decided in advance (route.h's form), used unless
+     * --route is given; NULL = none */
+    char *route;
+    double route_ttft;           /* seconds; 0 = none */
     long ppl_ctx, ppl_chunks;
     char *quality_prompts;       /* JSONL with expected answers (tern eval's format) */
     double min_accuracy;

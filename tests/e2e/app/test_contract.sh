@@ -215,6 +215,8 @@ quality.text = nowhere.txt
 quality.max-perplexity = 20' "no-file.contract:11: quality.text: .*/nowhere.txt: No such file or directory"
 bad tenant-target 'target.bob.ttft.p99 = 1s' "tenant-target.contract:10: target.bob.ttft.p99: no tenant 'bob' in workload.tenants"
 bad tenant-metric 'target.bob.error-rate = 1%' "tenant-metric.contract:10: target.bob.error-rate: no tenant 'bob' in workload.tenants"
+bad route 'target.ttft.p99 = 1s
+fallback.route = local,ftp://example.org' "route.contract:11: fallback.route: .*ftp://example.org"
 bad modality 'target.ttft.p99 = 1s
 workload.modality = image' "modality.contract:11: workload.modality: 'image': tern serves text only"
 bad prompts-both 'target.ttft.p99 = 1s
@@ -337,6 +339,25 @@ assert all(bt[t]["e2e"]["p99"] > 0 for t in bt if bt[t]["requests"]), bt
 PY
 ok $([ $? -eq 0 ] && [ $st -eq 0 ] && grep -q '^  tenant nightly' "$d/ten.out"; echo $?) \
   "tenants: each request at its tenant's priority, each tenant's own figures in the summary and the report, and judged by its own targets (latencies, error rate, availability, goodput, attainment)"
+
+# ---- the fallback route decided in the contract: a replica that is down
+# (a refused port) first, the local engine second; every request is served
+# by the local engine after a move, none lost, and the verdict still holds
+mk "target.e2e.p99 = 120s
+target.error-rate = 0%
+fallback.route = http://127.0.0.1:9,local" route-ok.contract
+"$T" bench --contract "$d/route-ok.contract" -m "$model" -t 2 --no-save --json "$d/route.json" \
+  "${texts[@]}" >"$d/route.out" 2>&1
+st=$?
+python3 - "$d/route.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+r = v["summary"]["route"]
+assert r["served_by"].get("local") == 4, r
+assert r["moved_requests"] == 4, r
+assert v["summary"]["statuses"].get("error", 0) == 0, v["summary"]["statuses"]
+PY
+ok $([ $? -eq 0 ] && [ $st -eq 0 ]; echo $?) "a contract's fallback.route: the down replica's requests served by the local engine, none lost (status $st)"
 
 # ---- an open loop capped at one in flight: the wait in the client is in TTFT
 OUT='24:100%' mk "target.e2e.p99 = 120s" cap.contract
