@@ -346,9 +346,9 @@ static cJSON *gpu_json(const struct engine_info *info)
         line[strcspn(line, "\n")] = 0;
     }
     add_str_or_null(g, "driver", line);
-    /* The runtime is linked into the CUDA module: its version is not asked
-     * for here (that would load CUDA in every bench run). */
-    cJSON_AddNullToObject(g, "runtime");
+    /* The runtime's and driver's versions as the CUDA backend asked them
+     * when it opened (CUDA is loaded only where it runs). */
+    add_str_or_null(g, "runtime", info->backend.runtime[0] ? info->backend.runtime : NULL);
     return g;
 }
 

@@ -64,6 +64,7 @@ struct backend_info {
     uint64_t workspace_bytes;
     uint64_t mem_total, mem_used; /* device memory (GPU); 0 on CPU */
     char note[256];            /* e.g. "no usable GPU: ...; running on CPU" */
+    char runtime[64];          /* CUDA: "runtime 13.0, driver 13.0" (the baseline record); "" on CPU */
     int32_t graph_nodes;       /* CUDA: nodes (launches, copies) in the last decode graph captured */
     uint64_t f16_copy_bytes;   /* CUDA: f16 copies of quantized weights for the GEMM path (in workspace_bytes) */
 };

@@ -73,6 +73,7 @@ struct cuda_be {
     struct backend be;
     int dev;
     char dev_name[128];
+    char runtime[64];          /* "runtime 13.0, driver 13.0" */
     cudaStream_t st;
     cublasHandle_t blas;
     struct cuda_plan plan;
@@ -590,6 +591,7 @@ static void cu_get_info(struct backend *be, struct backend_info *out)
     memset(out, 0, sizeof *out);
     out->name = "cuda";
     snprintf(out->device, sizeof out->device, "%s", c->dev_name);
+    snprintf(out->runtime, sizeof out->runtime, "%s", c->runtime);
     out->weight_bytes = c->plan.weight_bytes;
     out->kv_bytes = c->plan.kv_bytes;
     out->workspace_bytes = c->plan.workspace_bytes + c->h16_bytes;
@@ -734,6 +736,12 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     c->be.model = m;
     c->be.impl = c;
     if (cu_pick_device(cfg->gpu, c->dev_name, sizeof c->dev_name, err, errlen)) goto fail_free;
+    {   /* the versions a baseline record names (app/bench_env.c): 13000 = 13.0 */
+        int rt = 0, drv = 0;
+        if (cudaRuntimeGetVersion(&rt) == cudaSuccess && cudaDriverGetVersion(&drv) == cudaSuccess)
+            snprintf(c->runtime, sizeof c->runtime, "runtime %d.%d, driver %d.%d", rt / 1000,
+                     rt % 1000 / 10, drv / 1000, drv % 1000 / 10);
+    }
     CU(cudaMemGetInfo(&fr, &tot));
     char perr[512];
     if (cuda_plan_compute(m, cfg, fr, tot, &c->plan, perr, sizeof perr)) {

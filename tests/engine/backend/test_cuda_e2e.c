@@ -289,6 +289,11 @@ int main(int argc, char **argv)
     tap_diag("cuda: %s, weights %.1f MiB, KV %.1f MiB, workspace %.1f MiB (f16 weight copies %.1f MiB), %s",
              info.device, info.weight_bytes / 1048576.0, info.kv_bytes / 1048576.0,
              info.workspace_bytes / 1048576.0, info.f16_copy_bytes / 1048576.0, info.note);
+    /* the versions the baseline record names (app/bench_env.c) */
+    int rt_major = -1, rt_minor = -1, drv_major = -1, drv_minor = -1;
+    ok(sscanf(info.runtime, "runtime %d.%d, driver %d.%d", &rt_major, &rt_minor, &drv_major,
+              &drv_minor) == 4 && rt_major >= 11 && drv_major >= 11,
+       "the backend names the CUDA runtime and driver: '%s'", info.runtime);
     ok(gpu->kv_n_blocks >= N_PROMPTS * MAX_TOK / BT && cpu->kv_n_blocks >= N_PROMPTS * MAX_TOK / BT,
        "both pools hold %d blocks (cpu %d, cuda %d)", N_PROMPTS * MAX_TOK / BT, cpu->kv_n_blocks,
        gpu->kv_n_blocks);

@@ -55,6 +55,8 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev);
+cudaError_t cudaRuntimeGetVersion(int *v);
+cudaError_t cudaDriverGetVersion(int *v);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k);

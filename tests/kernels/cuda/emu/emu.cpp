@@ -246,6 +246,19 @@ static cudaError_t run_launch(dim3 grid, dim3 block, size_t smem, std::function<
 
 extern "C" {
 cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+/* The emulation says it is CUDA 13.0 (the GPU image's). */
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+    *v = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v)
+{
+    *v = 13000;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev)
 {
     memset(p, 0, sizeof *p);
