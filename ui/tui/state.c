@@ -133,14 +133,25 @@ void ui_msg_track_think(struct ui_msg *m, double t)
         }
         m->think = UI_THINK_OPEN;
         m->think_tokens = m->ph.n_generated; /* the tokens that spelled <think> */
+        m->think_seen = th.from;
+        if (th.open) {
+            m->think_seen = m->len;
+            return;
+        }
     } else {
+        /* only the new bytes, and the tag's length back, can hold </think>:
+         * no rescan of the whole thought per token */
+        static const char close[] = "</think>";
+        const size_t cn = sizeof close - 1;
+        size_t i = m->think_seen >= cn ? m->think_seen - (cn - 1) : 0;
         m->think_tokens++;
-        ui_think_split(m->text, m->len, &th);
+        m->think_seen = m->len;
+        for (; i + cn <= m->len; i++)
+            if (m->text[i] == '<' && memcmp(m->text + i, close, cn) == 0) break;
+        if (i + cn > m->len) return;
     }
-    if (!th.open) {
-        m->think = UI_THINK_DONE;
-        m->think_s = t - m->ph.t0 - m->ph.prefill_end;
-    }
+    m->think = UI_THINK_DONE;
+    m->think_s = t - m->ph.t0 - m->ph.prefill_end;
 }
 
 int ui_msg_set_note(struct ui_msg *m, const char *note)

@@ -70,6 +70,7 @@ struct ui_msg {
     enum ui_think_state think;
     int32_t think_tokens;
     double think_s;
+    size_t think_seen; /* bytes already searched for </think> (each token scans its own bytes) */
     /* layout cache of the chat pane: line count at width lay_w for lay_len bytes */
     bool lay_think;
     int lay_w, lay_lines;
