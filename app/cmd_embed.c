@@ -105,18 +105,20 @@ static void texts_free(struct texts *t)
 static struct engine *open_engine(const struct cli *cli, const struct embed_opts *o)
 {
     char path[4096], err[1024];
-    if (cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
+    struct engine_config c;
+    engine_config_default(&c);
+    /* --url / --route: the server's /v1/embeddings computes them */
+    bool remote = cli_engine_remote(cli, &c);
+    if (!remote && cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
         fprintf(stderr, "tern embed: %s\n", err);
         return NULL;
     }
-    struct engine_config c;
-    engine_config_default(&c);
-    c.model_path = path;
+    if (!remote) c.model_path = path;
     c.n_ctx = (int32_t)o->ctx;
     c.backend.threads = (int)o->threads;
     c.backend.kv_type = o->kv_type;
     c.backend.kind = o->backend;
-    struct engine *e = engine_open(&c, err, sizeof err);
+    struct engine *e = cli_engine_open(cli, &c, err, sizeof err);
     if (!e) fprintf(stderr, "tern embed: %s\n", err);
     return e;
 }
@@ -218,7 +220,8 @@ int cmd_embed(int argc, char **argv)
         "output norm) pooled over each text, then L2-normalised. The pooling is the\n"
         "model's (GGUF <arch>.pooling_type: last token for Qwen3-Embedding); a model\n"
         "without one gets mean pooling. Prints OpenAI's JSON shape, or one vector per\n"
-        "line with --format text.\n"
+        "line with --format text. With --url (or --route) the server computes them:\n"
+        "its /v1/embeddings, its pooling (tern serve, vLLM, llama-server --embeddings).\n"
         "\n"
         "options:\n"
         "      --pooling P       model, mean, cls or last (default: model)\n"
@@ -246,11 +249,6 @@ int cmd_embed(int argc, char **argv)
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto out;
     rc = CLI_EXIT_USAGE;
-    if (cli.n_urls > 0) {
-        fprintf(stderr, "tern embed: --url is not supported: embeddings run on a local model "
-                        "(or POST to the server's /v1/embeddings)\n");
-        goto out;
-    }
     rc = CLI_EXIT_FAIL;
     if (cli.argc > 0) {
         for (int i = 0; i < cli.argc; i++)
@@ -269,10 +267,10 @@ int cmd_embed(int argc, char **argv)
     if (!e) goto out;
     struct engine_info in;
     engine_info(e, &in);
-    if (in.n_embd <= 0) {
+    if (in.n_embd == 0) {
         fprintf(stderr, "tern embed: %s\n", in.embd_why && in.embd_why[0] ? in.embd_why
                                                                           : "embeddings not supported");
-    } else if (o.dims > in.n_embd) {
+    } else if (in.n_embd > 0 && o.dims > in.n_embd) {
         fprintf(stderr, "tern embed: --dimensions %ld is over the model's embedding size %d\n",
                 o.dims, in.n_embd);
         rc = CLI_EXIT_USAGE;

@@ -525,7 +525,8 @@ struct engine_info {
                                         "server /tokenize", "estimate (~4 bytes/token)" */
     /* Embeddings: the hidden size, and the pooling ENGINE_POOL_MODEL
      * resolves to; n_embd 0 when this engine cannot embed (embd_why says
-     * why, else ""). */
+     * why, else ""), -1 when a remote server decides (its /v1/embeddings
+     * answers with the size, or refuses). */
     int32_t n_embd;
     enum engine_pooling pooling;
     const char *embd_why;

@@ -32,6 +32,7 @@ void remote_req_unref(struct rreq *q)
     free(q->fin_message);
     free(q->m.token_t);
     free(q->ids);
+    free(q->embedding);
     rbuf_free(&q->errbody);
     rbuf_free(&q->whole);
     free(q);
@@ -318,6 +319,29 @@ static char *build_body(const struct remote *R, const struct engine_request *r, 
     return body;
 }
 
+/* An embeddings body (OpenAI's shape): the prompt as a string, or its
+ * token ids (OpenAI, vLLM, llama-server and tern serve take both); floats,
+ * not base64, since every server here sends them; dimensions only when
+ * asked, as a server without Matryoshka support may refuse the field. */
+static char *build_embed_body(const struct remote *R, const struct engine_request *r)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    cJSON_AddStringToObject(j, "model", R->model);
+    if (r->prompt) {
+        cJSON_AddStringToObject(j, "input", r->prompt);
+    } else {
+        cJSON *a = cJSON_AddArrayToObject(j, "input");
+        for (int32_t i = 0; a && i < r->n_prompt_tokens; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(r->prompt_tokens[i]));
+    }
+    cJSON_AddStringToObject(j, "encoding_format", "float");
+    if (r->dimensions > 0) cJSON_AddNumberToObject(j, "dimensions", r->dimensions);
+    char *body = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return body;
+}
+
 /* Scoring goes over HTTP as echo + logprobs (tern serve, vLLM, OpenAI's
  * legacy completions). llama-server cannot: its n_probs / logprobs cover
  * the generated tokens only, never the prompt's (llama.cpp as vendored by
@@ -366,9 +390,10 @@ static uint64_t remote_submit(struct engine *e, const struct engine_request *r,
     enum engine_status dummy;
     if (!why) why = &dummy;
     *why = ENGINE_ERROR;
-    if (r->embed) {
-        snprintf(err, errlen, "remote engine: embeddings are not supported (they are not "
-                              "relayed to the server's /v1/embeddings); run a local model");
+    if (r->embed && r->pooling != ENGINE_POOL_MODEL) {
+        snprintf(err, errlen, "remote engine: the server pools embeddings its own way (%s "
+                              "cannot be asked per request); leave the pooling to the model",
+                 engine_pooling_name(r->pooling));
         return 0;
     }
     if (r->score && score_refused(R, r, err, errlen)) return 0;
@@ -377,7 +402,11 @@ static uint64_t remote_submit(struct engine *e, const struct engine_request *r,
                               "events (scoring is: score requests use echo + logprobs)");
         return 0;
     }
-    bool chat = !r->score && r->messages && r->n_messages > 0;
+    bool chat = !r->score && !r->embed && r->messages && r->n_messages > 0;
+    if (r->embed && r->messages && r->n_messages > 0) {
+        snprintf(err, errlen, "remote engine: embeddings take a prompt, not chat messages");
+        return 0;
+    }
     if (!chat && !r->prompt && !(r->prompt_tokens && r->n_prompt_tokens > 0)) {
         snprintf(err, errlen, "remote engine: empty request (no messages, prompt or tokens)");
         return 0;
@@ -392,7 +421,9 @@ static uint64_t remote_submit(struct engine *e, const struct engine_request *r,
     q->chat = chat;
     q->tag = r->tag;
     q->prio = r->priority;
-    q->body = build_body(R, r, chat);
+    q->embed = r->embed;
+    if (q->embed) q->whole.max = (size_t)16 << 20; /* a 16k-wide vector as JSON is ~400 KB */
+    q->body = r->embed ? build_embed_body(R, r) : build_body(R, r, chat);
     if (r->score && q->body && score_setup(q, r) != 0) {
         free(q->body);
         q->body = NULL;

@@ -94,6 +94,11 @@ struct rreq {
     int32_t score_from, n_ids;
     int32_t *ids;
     struct rbuf whole;
+    /* embedding requests: one non-streamed POST to /v1/embeddings; the
+     * vector read from its answer goes out with FINISHED (owned until then) */
+    bool embed;
+    float *embedding;
+    int32_t n_embedding;
     /* worker only */
     CURL *easy;
     struct curl_slist *hdrs;

@@ -156,7 +156,7 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
     struct remote *R = q->R;
     size_t n = size * nmemb;
     double now = remote_now(R);
-    if (q->http_status < 300 && !q->score) {
+    if (q->http_status < 300 && !q->score && !q->embed) {
         /* Backpressure: the consumer has event_limit events of this stream
          * unread, so take no more; curl keeps these bytes, stops reading the
          * socket, and hands them back when the sweep resumes it. */
@@ -177,11 +177,11 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
                                            ? n : REMOTE_ERRBODY_MAX - q->errbody.len);
         return n;
     }
-    if (q->score) {
+    if (q->score || q->embed) {
         if (rbuf_add(&q->whole, ptr, n) == 0) return n;
         char msg[256];
-        snprintf(msg, sizeof msg, "the scoring response from %s is over %zu MiB",
-                 q->R->ep[q->ep].base, q->whole.max >> 20);
+        snprintf(msg, sizeof msg, "the %s response from %s is over %zu MiB",
+                 q->embed ? "embeddings" : "scoring", q->R->ep[q->ep].base, q->whole.max >> 20);
         set_fin(q, ENGINE_ERROR, msg);
         q->failed = true;
         return 0;
@@ -223,7 +223,8 @@ int remote_stream_start(struct remote *R, struct rreq *q, char *err, size_t errl
 {
     const struct rendpoint *ep = &R->ep[q->ep];
     char url[1024];
-    snprintf(url, sizeof url, "%s/%s", ep->base, q->chat ? "chat/completions" : "completions");
+    snprintf(url, sizeof url, "%s/%s", ep->base,
+             q->embed ? "embeddings" : q->chat ? "chat/completions" : "completions");
     q->easy = curl_easy_init();
     if (!q->easy) {
         snprintf(err, errlen, "remote: curl_easy_init failed");
@@ -236,7 +237,7 @@ int remote_stream_start(struct remote *R, struct rreq *q, char *err, size_t errl
     q->curl_err[0] = 0;
     curl_easy_setopt(q->easy, CURLOPT_URL, url);
     remote_easy_common(R, q->easy, &q->hdrs, true);
-    q->hdrs = curl_slist_append(q->hdrs, q->score ? "Accept: application/json"
+    q->hdrs = curl_slist_append(q->hdrs, q->score || q->embed ? "Accept: application/json"
                                                   : "Accept: text/event-stream");
     curl_easy_setopt(q->easy, CURLOPT_HTTPHEADER, q->hdrs);
     curl_easy_setopt(q->easy, CURLOPT_POSTFIELDS, q->body);
@@ -312,6 +313,11 @@ void remote_stream_finish(struct remote *R, struct rreq *q, enum engine_status s
     m->prefill_s = m->server.known ? m->server.prefill_s : 0;
     struct engine_event ev = {.type = ENGINE_EV_FINISHED, .t = t, .token = -1, .status = st};
     ev.message = msg ? strdup(msg) : NULL;
+    if (st == ENGINE_OK && q->embedding) {
+        ev.embedding = q->embedding;
+        ev.n_embedding = q->n_embedding;
+        q->embedding = NULL;
+    }
     ev.metrics = malloc(sizeof *ev.metrics);
     if (ev.metrics) {
         *ev.metrics = *m;
@@ -427,6 +433,56 @@ static void finish_score(struct remote *R, struct rreq *q)
     remote_stream_finish(R, q, ENGINE_OK, NULL);
 }
 
+/* An embeddings answer: data[0].embedding (one input per request), an
+ * array of finite numbers, L2-normalised here as the local engine's are (a
+ * server may have been started without normalisation: llama-server's
+ * --embd-normalize); usage.prompt_tokens for the counts. */
+static void finish_embed(struct remote *R, struct rreq *q)
+{
+    char msg[700];
+    const char *why = NULL;
+    cJSON *j = cJSON_ParseWithLength(q->whole.p ? q->whole.p : "", q->whole.len);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(data, 0), "embedding");
+    int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+    if (!j) why = "the body is not JSON";
+    else if (!cJSON_IsArray(data) || cJSON_GetArraySize(data) != 1)
+        why = "'data' is not an array of one embedding";
+    else if (cJSON_IsString(v)) why = "the embedding is base64, not the floats asked for";
+    else if (n <= 0 || n > (1 << 20)) why = "'data[0].embedding' is not an array of numbers";
+    float *e = why ? NULL : malloc((size_t)n * sizeof *e);
+    if (!why && !e) why = "out of memory";
+    double ss = 0;
+    for (int i = 0; !why && i < n; i++) {
+        const cJSON *x = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) why = "a value is not a finite number";
+        else {
+            e[i] = (float)x->valuedouble;
+            ss += x->valuedouble * x->valuedouble;
+        }
+    }
+    if (!why && ss <= 0) why = "the vector is all zeros";
+    if (why) {
+        free(e);
+        cJSON_Delete(j);
+        snprintf(msg, sizeof msg, "%s gave no usable embedding: %s", R->ep[q->ep].base, why);
+        remote_stream_finish(R, q, ENGINE_ERROR, msg);
+        return;
+    }
+    float inv = (float)(1.0 / sqrt(ss));
+    for (int i = 0; i < n; i++) e[i] *= inv;
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
+    if (cJSON_IsNumber(pt) && pt->valuedouble >= 0 && pt->valuedouble < 1e9) {
+        q->has_usage = true;
+        q->usage.prompt_tokens = (int32_t)pt->valuedouble;
+    }
+    cJSON_Delete(j);
+    q->embedding = e;
+    q->n_embedding = n;
+    remote_stream_finish(R, q, ENGINE_OK, NULL);
+}
+
 static bool retryable(CURLcode rc)
 {
     return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST;
@@ -466,6 +522,10 @@ void remote_stream_done(struct remote *R, struct rreq *q, CURLcode rc)
     }
     if (q->score) {
         finish_score(R, q);
+        return;
+    }
+    if (q->embed) {
+        finish_embed(R, q);
         return;
     }
     if (!q->has_fin && !q->done_seen) {

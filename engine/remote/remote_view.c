@@ -159,7 +159,9 @@ void remote_info(const struct engine *e, struct engine_info *out)
     out->token_counts = R->tok ? "model tokenizer"
                         : R->server_tokenize ? "server /tokenize"
                                              : "estimate (~4 bytes/token)";
-    out->embd_why = "a remote engine does not relay embeddings";
+    out->n_embd = -1;              /* the server's model decides; known from its answers */
+    out->pooling = ENGINE_POOL_MODEL;
+    out->embd_why = "";
 }
 
 /* POST ROOT/tokenize: llama-server {"content"} -> {"tokens": [...]}; vLLM

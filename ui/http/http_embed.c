@@ -490,12 +490,12 @@ enum MHD_Result http_route_embeddings(struct http_req *r)
                  cJSON_GetObjectItemCaseSensitive(c.body, "model")->valuestring, s->model_id);
         http_metrics_reject(s->metrics, "unknown_model");
         rc = http_send_error(r, 404, msg, "model", "model_not_found", NULL);
-    } else if (in.n_embd <= 0) {
+    } else if (in.n_embd == 0) {
         snprintf(msg, sizeof msg, "this server cannot compute embeddings: %s",
                  in.embd_why && in.embd_why[0] ? in.embd_why : "not supported");
         http_metrics_reject(s->metrics, "bad_request");
         rc = http_send_error(r, 400, msg, "model", "embeddings_not_supported", NULL);
-    } else if (c.dims > in.n_embd) {
+    } else if (in.n_embd > 0 && c.dims > in.n_embd) {
         snprintf(msg, sizeof msg, "dimensions %d is over the model's embedding size %d",
                  c.dims, in.n_embd);
         http_metrics_reject(s->metrics, "bad_request");
