@@ -51,6 +51,7 @@ struct bopts {
     const struct cli *cli;
     unsigned mask;               /* profiles to run */
     long requests, concurrency, threads, ctx, lookup_k;
+    char draft_model[4096];        /* --draft-model, resolved; "" = none */
     double rate, slo_ttft, slo_tpot, scale;
     unsigned long long seed;
     const char *json, *trace, *texts, *db, *backend, *requests_out;
@@ -941,6 +942,7 @@ static int on_opt(int c, const char *arg, void *ud)
         if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
         return 0;
     case CLI_O_LOOKUP_K: return cli_opt_long(cli, CLI_O_LOOKUP_K, arg, &o->lookup_k);
+    case CLI_O_DRAFT_MODEL: return cli_draft_model(cli, arg, o->draft_model, sizeof o->draft_model);
     case CLI_O_BACKEND: {
         enum backend_kind k; /* checked here, named to the engine at open */
         if (cli_backend(cli, arg, &k) != 0) return -1;
@@ -984,7 +986,8 @@ static const char usage[] =
     "@ctx the model's\n"
     "@backend auto\n"
     "@lookup\n"
-    "@lookup-k 6\n"
+    "@lookup-k 6; 4 with --draft-model\n"
+        "@draft-model\n"
     "  -q, --quiet           no per-profile report (with --json)\n"
         "\n" CLI_REMOTE_USAGE;
 
@@ -1008,6 +1011,7 @@ static const struct option longopts[] = {
     CLI_SHARED(CLI_O_BACKEND),
     CLI_SHARED(CLI_O_LOOKUP),
     CLI_SHARED(CLI_O_LOOKUP_K),
+    CLI_SHARED(CLI_O_DRAFT_MODEL),
     {"quiet", no_argument, 0, 'q'},
     {0, 0, 0, 0},
 };
@@ -1101,6 +1105,7 @@ static struct engine *open_engine(const struct cli *cli, const struct bopts *o)
     c.backend.threads = (int)o->threads;
     c.n_ctx = (int32_t)o->ctx;
     c.lookup_k = (int32_t)o->lookup_k;
+    c.draft_model = o->draft_model[0] ? o->draft_model : NULL;
     c.event_limit = EVENT_LIMIT;
     c.slo_ttft_s = o->slo_ttft;
     c.slo_tpot_s = o->slo_tpot;

@@ -294,6 +294,15 @@ void cli_data_dir(char *buf, size_t n)
         snprintf(buf, n, "%s/.local/share/tern", home ? home : ".");
 }
 
+int cli_draft_model(const struct cli *cli, const char *name, char *buf, size_t n)
+{
+    char dir[1024], err[1024];
+    model_name_dir(dir, sizeof dir);
+    if (model_name_resolve(name, dir, buf, n, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "tern %s: --draft-model: %s\n", cli->cmd, err);
+    return -1;
+}
+
 int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t errlen)
 {
     const char *p = cli->model;

@@ -64,6 +64,9 @@ void cli_free(struct cli *cli);
  * model in the data directory. Returns 0, or -1 with a message saying how to
  * get one. */
 int cli_model_path(const struct cli *cli, char *buf, size_t n, char *err, size_t errlen);
+/* --draft-model NAME resolved as -m resolves a name into buf (a path, an
+ * alias, a file in the models folder); says what failed and returns -1. */
+int cli_draft_model(const struct cli *cli, const char *name, char *buf, size_t n);
 /* With --url: sets c->remote from the options and lends c only an explicit
  * -m model file (its tokenizer); prints "insecure" loudly. Returns true when
  * the engine is remote. Without --url: does nothing, returns false. */

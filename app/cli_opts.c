@@ -43,6 +43,9 @@ static const struct cli_optdef table[] = {
      "them in one pass; same output, faster on editing and summaries"},
     {CLI_O_LOOKUP_K, "lookup-k", 0, "N", CLI_K_INT, 1, 32, NULL,
      "tokens guessed per step (implies --lookup)"},
+    {CLI_O_DRAFT_MODEL, "draft-model", 0, "M", CLI_K_TEXT, 0, 0, NULL,
+     "speculative decoding: a smaller model with the same vocabulary guesses tokens, "
+     "verified in one pass; same output (named as -m names)"},
 };
 #define N_TABLE (sizeof table / sizeof table[0])
 

@@ -36,6 +36,7 @@ static const struct option longopts[] = {
     CLI_SHARED(CLI_O_STEP_TOKENS),
     CLI_SHARED(CLI_O_LOOKUP),
     CLI_SHARED(CLI_O_LOOKUP_K),
+    CLI_SHARED(CLI_O_DRAFT_MODEL),
     {"db", required_argument, 0, OPT_DB},
     {"no-color", no_argument, 0, OPT_NO_COLOR},
     {"headless-frames", required_argument, 0, OPT_HEADLESS},
@@ -161,6 +162,7 @@ struct chat_args {
     char *keys;
     const char *attach;          /* --attach URL (a local tern serve by default) */
     unsigned long long kv_mem;   /* --kv-mem */
+    char draft_model[4096];      /* --draft-model, resolved; "" = none */
     struct cli *cli;
     struct ui_app_opts o;
 };
@@ -191,6 +193,10 @@ static int on_opt(int c, const char *arg, void *ud)
     case CLI_O_LOOKUP_K:
         if (cli_opt_long(a->cli, CLI_O_LOOKUP_K, arg, &v) < 0) return -1;
         a->o.engine.lookup_k = (int32_t)v;
+        return 0;
+    case CLI_O_DRAFT_MODEL:
+        if (cli_draft_model(a->cli, arg, a->draft_model, sizeof a->draft_model) != 0) return -1;
+        a->o.engine.draft_model = a->draft_model;
         return 0;
     case OPT_DB:
         a->o.db_path = arg;
@@ -288,7 +294,8 @@ int cmd_chat(int argc, char **argv)
         "@kv-type f16\n"
         "@step-tokens\n"
         "@lookup\n"
-        "@lookup-k 6\n"
+        "@lookup-k 6; 4 with --draft-model\n"
+        "@draft-model\n"
         "      --db PATH            history database (default $XDG_DATA_HOME/tern/history.db)\n"
         "sampling of new sessions (F4 changes them for the open session):\n"
         "@temp 0.8\n"
@@ -321,6 +328,8 @@ int cmd_chat(int argc, char **argv)
     int rc = cli_parse(&cli, argc, argv, "c", longopts, on_opt, &a, use);
     if (rc >= 0) goto done;
     if (a.kv_mem) a.o.engine.backend.kv_bytes = a.kv_mem;
+    /* F4's guesses a step (the TUI asks them per request) */
+    if (a.o.engine.draft_model && !a.o.engine.lookup_k) a.o.engine.lookup_k = ENGINE_DRAFT_K;
     if (cli.argc > 0) {
         fprintf(stderr, "tern chat: unexpected argument '%s' (see 'tern chat --help')\n",
                 cli.argv[0]);

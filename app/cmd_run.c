@@ -33,6 +33,7 @@ struct run_opts {
     char *schema;                 /* its text (read before the model loads) */
     bool raw, verbose, ignore_eos, no_history, cont, json;
     long threads, max_tokens, ctx, step_tokens, lookup_k;
+    char draft_model[4096];        /* --draft-model, resolved; "" = none */
     unsigned long long kv_mem;
     enum kv_type kv_type;
     enum backend_kind backend;
@@ -98,6 +99,7 @@ static int on_opt(int c, const char *arg, void *ud)
         if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
         return 0;
     case CLI_O_LOOKUP_K: return cli_opt_long(o->cli, CLI_O_LOOKUP_K, arg, &o->lookup_k);
+    case CLI_O_DRAFT_MODEL: return cli_draft_model(o->cli, arg, o->draft_model, sizeof o->draft_model);
     }
     return -1;
 }
@@ -331,8 +333,8 @@ static void print_server_view(struct engine *e)
             gen);
 }
 
-static void print_verbose(const struct engine_info *info, double load_s, double tok_s,
-                          const struct engine_metrics *m)
+static void print_verbose(struct engine *e, const struct engine_info *info, double load_s,
+                          double tok_s, const struct engine_metrics *m)
 {
     if (m->remote) /* the server's URL and kind: its model's architecture is not known here */
         fprintf(stderr, "\n%-22s %s\n%-22s %s\n", "model", info->model_name, "server:",
@@ -367,9 +369,16 @@ static void print_verbose(const struct engine_info *info, double load_s, double 
         print_ms("time per token:", m->tpot_s);
         fprintf(stderr, "%-22s %.2f tokens/s\n", "eval rate:", 1.0 / m->tpot_s);
     }
+    if (info->draft.name) {
+        struct engine_stats s;
+        engine_snapshot(e, &s);
+        fprintf(stderr, "%-22s %s (%.1f MiB weights, %.1f MiB KV), %.2f ms in its passes\n",
+                "draft model:", info->draft.name, info->draft.weight_bytes / 1048576.0,
+                info->draft.kv_bytes / 1048576.0, s.draft_s * 1e3);
+    }
     if (m->n_spec_steps > 0)
         fprintf(stderr, "%-22s %d of %d guessed tokens accepted (%.0f %%), %.2f tokens/step\n",
-                "lookup:", m->n_accepted_tokens, m->n_draft_tokens,
+                info->draft.name ? "draft:" : "lookup:", m->n_accepted_tokens, m->n_draft_tokens,
                 m->n_draft_tokens ? 100.0 * m->n_accepted_tokens / m->n_draft_tokens : 0.0,
                 1.0 + (double)m->n_accepted_tokens / m->n_spec_steps);
     print_ms("total duration:", load_s + m->e2e_s);
@@ -560,6 +569,7 @@ static struct engine *run_engine_open(const struct run_opts *o, const struct cli
     cfg.n_ctx = (int32_t)o->ctx;
     if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
     cfg.lookup_k = (int32_t)o->lookup_k;
+    cfg.draft_model = o->draft_model[0] ? o->draft_model : NULL;
     cfg.trace_path = o->trace;
     cli_engine_remote(cli, &cfg);
     double t0 = app_now_s();
@@ -659,7 +669,7 @@ static int run_stream(struct engine *e, uint64_t id, const struct run_opts *o,
     enum engine_status st = fin.status;
     if (fin.metrics) {
         history_finish(hist, e, r->info, model_path, fin.metrics);
-        if (o->verbose) print_verbose(r->info, r->load_s, r->tok_s, fin.metrics);
+        if (o->verbose) print_verbose(e, r->info, r->load_s, r->tok_s, fin.metrics);
         if (o->verbose) print_route(e, fin.metrics->id);
         if (o->verbose) print_server_view(e);
     }
@@ -741,7 +751,8 @@ static const char run_usage[] =
     "@kv-type f16\n"
     "@step-tokens\n"
     "@lookup\n"
-    "@lookup-k 6\n"
+    "@lookup-k 6; 4 with --draft-model\n"
+        "@draft-model\n"
     "      --trace FILE         write a Chrome trace-event JSON of the run\n"
     "      --db PATH            history database (default ~/.local/share/tern/history.db)\n"
     "      --no-history         do not record this exchange in the history\n"
@@ -773,6 +784,7 @@ static const struct option run_longopts[] = {
     CLI_SHARED(CLI_O_STEP_TOKENS),
     CLI_SHARED(CLI_O_LOOKUP),
     CLI_SHARED(CLI_O_LOOKUP_K),
+    CLI_SHARED(CLI_O_DRAFT_MODEL),
     {"trace", required_argument, 0, OPT_TRACE},
     {"db", required_argument, 0, OPT_DB},
     {"no-history", no_argument, 0, OPT_NO_HISTORY},

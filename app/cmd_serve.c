@@ -28,6 +28,7 @@ struct serve_opts {
     struct http_config http;
     const char *db_path, *trace;
     bool no_history;
+    char draft_model[4096];        /* --draft-model, resolved; "" = none */
     long threads, ctx, step_tokens, lookup_k, max_running, max_queue, event_limit, max_conns,
         timeout, max_tokens, port;
     double queue_timeout, drain_timeout;
@@ -56,6 +57,7 @@ static int on_opt(int c, const char *arg, void *ud)
         if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
         return 0;
     case CLI_O_LOOKUP_K: return cli_opt_long(o->cli, CLI_O_LOOKUP_K, arg, &o->lookup_k);
+    case CLI_O_DRAFT_MODEL: return cli_draft_model(o->cli, arg, o->draft_model, sizeof o->draft_model);
     case OPT_MAX_RUNNING: return cli_int(o->cli, "--max-running", arg, 1, 4096, &o->max_running);
     case OPT_MAX_QUEUE: return cli_int(o->cli, "--max-queue", arg, 1, 1 << 20, &o->max_queue);
     case OPT_EVENT_LIMIT: return cli_int(o->cli, "--event-limit", arg, 8, 1 << 24, &o->event_limit);
@@ -176,6 +178,7 @@ static int serve(struct serve_opts *o, const char *model_path)
     cfg.trace_path = o->trace;
     if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
     cfg.lookup_k = (int32_t)o->lookup_k;
+    cfg.draft_model = o->draft_model[0] ? o->draft_model : NULL;
     if (o->max_running) cfg.max_running = (int32_t)o->max_running;
     if (o->max_queue) cfg.max_queue = (int32_t)o->max_queue;
     if (o->event_limit) cfg.event_limit = (int32_t)o->event_limit;
@@ -244,7 +247,8 @@ int cmd_serve(int argc, char **argv)
         "@kv-type f16\n"
         "@step-tokens\n"
         "@lookup\n"
-        "@lookup-k 6\n"
+        "@lookup-k 6; 4 with --draft-model\n"
+        "@draft-model\n"
         "      --max-running N      running sequences cap (default 64)\n"
         "      --max-queue N        waiting queue bound (default 256; over it: 429)\n"
         "      --event-limit N      undrained events before a stream is consumer-stalled\n"
@@ -274,6 +278,7 @@ int cmd_serve(int argc, char **argv)
         CLI_SHARED(CLI_O_STEP_TOKENS),
         CLI_SHARED(CLI_O_LOOKUP),
         CLI_SHARED(CLI_O_LOOKUP_K),
+        CLI_SHARED(CLI_O_DRAFT_MODEL),
         {"max-running", required_argument, 0, OPT_MAX_RUNNING},
         {"max-queue", required_argument, 0, OPT_MAX_QUEUE},
         {"event-limit", required_argument, 0, OPT_EVENT_LIMIT},

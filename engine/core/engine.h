@@ -66,6 +66,12 @@ struct engine_config {
                                         copied from the prompt and reply, verified in one
                                         pass; greedy output unchanged): guesses per decode
                                         step; 0 = off (requests may ask) */
+#define ENGINE_DRAFT_K 4             /* a draft model's guesses per step when lookup_k is 0 */
+    const char *draft_model;         /* speculative decoding with a draft model (draft.h):
+                                        the file of a smaller model with the same
+                                        vocabulary, whose greedy guesses replace the n-gram
+                                        lookup's (lookup_k guesses per step, 4 when 0);
+                                        NULL = none */
     /* Borrowed, pre-opened parts (tests: a fake backend; synthetic models).
      * When set, engine_open uses them instead of opening its own, and
      * engine_close does not close them. tok may be NULL only if every request
@@ -393,6 +399,7 @@ struct engine_stats {
     /* speculative decoding (n-gram lookup): decode steps with guesses,
      * guesses verified, guesses accepted */
     uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
+    double draft_s;                  /* time in the draft model's passes (draft_model) */
     /* requests */
     int32_t running, waiting;
     uint64_t submitted, finished[ENGINE_N_STATUS];
@@ -506,6 +513,12 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m);
 /* Model and backend description for headers and `info`. Strings are owned
  * by the engine and valid until engine_close. */
 struct engine_info {
+    /* Speculative decoding with a draft model (NULL name: none): its file
+     * and resident bytes (its work: engine_stats.draft_s) */
+    struct {
+        const char *name;
+        uint64_t weight_bytes, kv_bytes;
+    } draft;
     const char *model_path;
     const char *model_name;          /* general.name or the file name */
     const char *arch;

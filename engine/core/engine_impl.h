@@ -100,6 +100,7 @@ struct engine_local {
     int32_t n_vocab;
     struct tmpl tmpl;              /* chat template (when has_tmpl) */
     bool has_tmpl;
+    struct draft *draft;           /* speculative decoding's draft model, or NULL */
     int32_t n_embd;                /* hidden size for embeddings; 0 = cannot embed */
     enum engine_pooling pooling;   /* what ENGINE_POOL_MODEL resolves to */
     char embd_why[192];            /* why this engine cannot embed, or "" */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "draft.h"
 #include "engine_impl.h"
 #include "model.h"
 
@@ -131,6 +132,13 @@ static void local_info(const struct engine *base, struct engine_info *out)
     out->n_embd = e->n_embd;
     out->pooling = e->pooling;
     out->embd_why = e->embd_why;
+    if (e->draft) {
+        struct draft_info di;       /* name and sizes: fixed at open */
+        draft_get_info(e->draft, &di);
+        out->draft.name = di.name;
+        out->draft.weight_bytes = di.weight_bytes;
+        out->draft.kv_bytes = di.kv_bytes;
+    }
 }
 
 /* ---- tokens --------------------------------------------------------------------- */
@@ -215,6 +223,31 @@ static int open_parts(struct engine_local *e, const struct engine_config *c, cha
     return 0;
 }
 
+/* The scheduler's proposer when a draft model guesses (draft.h). */
+static int32_t draft_guesses(void *ud, const struct sched_seq *q, int32_t k, int32_t *out)
+{
+    return draft_propose(ud, q->id, q->tokens, q->n_tokens, k, out);
+}
+
+/* The draft model beside the target, on the same kind of backend. */
+static int open_draft(struct engine_local *e, const struct engine_config *c, char *err,
+                      size_t errlen)
+{
+    if (!c->draft_model) return 0;
+    if (!e->tok) {
+        snprintf(err, errlen, "engine: a draft model needs the target's tokenizer");
+        return -1;
+    }
+    struct draft_config dc = {.model_path = c->draft_model, .backend = c->backend,
+                              .max_seqs = e->cfg.max_running, .n_ctx = e->n_ctx};
+    e->draft = draft_open(&dc, e->tok, err, errlen);
+    if (!e->draft) return -1;
+    e->sched.propose = draft_guesses;
+    e->sched.propose_ud = e->draft;
+    if (e->cfg.lookup_k <= 0) e->cfg.lookup_k = ENGINE_DRAFT_K;
+    return 0;
+}
+
 static void fill_defaults(struct engine_config *c)
 {
     struct engine_config d;
@@ -266,6 +299,7 @@ static void local_close(struct engine *base)
     free(e->pub_reqs);
     sched_free(&e->sched);
     kv_free(&e->kv);
+    draft_close(e->draft);
     if (e->own_be) backend_close(e->be);
     if (e->own_tok) tok_close(e->tok);
     if (e->own_model) model_close(e->own_model);
@@ -321,6 +355,7 @@ struct engine *engine_local_new(const struct engine_config *c, char *err, size_t
     }
     if (open_parts(e, c, err, errlen) != 0) goto fail;
     if (setup_serving(e, err, errlen) != 0) goto fail;
+    if (open_draft(e, c, err, errlen) != 0) goto fail;
     if (e->tok && e->model->gguf) {
         if (tmpl_init_model(&e->tmpl, e->model->gguf, e->tok, c->chat_template, err, errlen) != 0)
             goto fail;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "draft.h"
 #include "engine_impl.h"
 
 /* ---- finishing (lock held, engine thread) --------------------------------------- */
@@ -31,6 +32,7 @@ static void finish(struct engine_local *e, struct engine_req *r, enum engine_sta
 {
     double now = engine_now(e);
     if (r->seq.state != SCHED_NEW) sched_remove(&e->sched, &r->seq);
+    if (e->draft) draft_forget(e->draft, r->seq.id);
     r->seq.state = SCHED_DONE;
     if (r->counted_queued) {
         r->counted_queued = false;
@@ -176,6 +178,11 @@ static void publish(struct engine_local *e)
     s->spec_drafts = e->sched.spec_drafts;
     s->spec_draft_tokens = e->sched.spec_draft_tokens;
     s->spec_accepted_tokens = e->sched.spec_accepted;
+    if (e->draft) {
+        struct draft_info di;
+        draft_get_info(e->draft, &di);
+        s->draft_s = di.seconds;
+    }
     s->step_tokens_budget = e->sched.cfg.step_tokens;
     s->max_running = e->sched.cfg.max_running;
     s->max_queue = e->cfg.max_queue;
@@ -410,8 +417,21 @@ static int32_t step(struct engine_local *e)
 {
     double c0 = thread_cpu();
     double t0 = engine_now(e);
+    struct draft_info d0;
+    if (e->draft) draft_get_info(e->draft, &d0);
     int32_t n = sched_plan(&e->sched);
     struct sched_plan *p = &e->sched.plan;
+    if (e->draft && e->trace.f) {
+        /* the draft model's passes run inside the plan, before the step's batch */
+        struct draft_info d1;
+        draft_get_info(e->draft, &d1);
+        if (d1.seconds > d0.seconds) {
+            char args[64];
+            snprintf(args, sizeof args, "\"guessed\":%llu",
+                     (unsigned long long)(d1.tokens - d0.tokens));
+            trace_span(&e->trace, 0, "draft", t0, t0 + (d1.seconds - d0.seconds), args, NULL);
+        }
+    }
     if (n == 0) {
         if (p->n_preempted || p->n_admitted) {
             pthread_mutex_lock(&e->mu);

@@ -260,7 +260,7 @@ static void plan_guesses(struct sched *s, struct sched_seq *q, int32_t n_dec_lef
     if (q->n_limit > 0 && k > q->n_limit - q->n_tokens - 1) k = q->n_limit - q->n_tokens - 1;
     if (k <= 0) return;
     int32_t g[SCHED_MAX_LOOKUP];
-    k = sched_lookup(q->tokens, q->n_tokens, k, g);
+    k = s->propose ? s->propose(s->propose_ud, q, k, g) : sched_lookup(q->tokens, q->n_tokens, k, g);
     if (k <= 0) return;
     /* Guesses never take a block that a later decode of this step needs
      * (that would preempt someone for a guess). */

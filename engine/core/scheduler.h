@@ -95,6 +95,10 @@ struct sched {
     uint64_t spec_drafts;        /* decode steps that carried guesses */
     uint64_t spec_draft_tokens;  /* guesses verified */
     uint64_t spec_accepted;      /* guesses accepted */
+    /* Guesses from a draft model (draft.h) instead of n-gram lookup: when
+     * set, a sequence with lookup_k > 0 gets its guesses from propose. */
+    int32_t (*propose)(void *ud, const struct sched_seq *q, int32_t k, int32_t *out);
+    void *propose_ud;
     struct sched_plan plan;
 };
 
