@@ -1,0 +1,155 @@
+/* test_draft: speculative decoding with a draft model on the real default
+ * model (SmolLM2-135M-Instruct Q4_1, CPU backend). The draft (argv[1]) is
+ * the same weights requantized to Q4_0 by the reference's llama-quantize
+ * (test_draft.sh makes it): the same vocabulary, close but not equal
+ * logits, so some guesses are accepted and some rejected. The oracle is the
+ * same request decoded plainly (guesses off for the request) on the same
+ * engine: token ids and text identical, for prompts alone, in a batch, in a
+ * small KV pool that preempts, and with seeded sampling. Also: the draft
+ * guessed, and both accepted and rejected guesses occurred (so identity is
+ * not the trivial "nothing guessed" or "the draft is the target"); every KV
+ * block comes back; a draft of another vocabulary is refused by name; the
+ * same file as its own draft accepts nearly everything. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "engine_util.h"
+#include "spec_util.h"
+#include "tap.h"
+
+#define GEN 160
+
+int main(int argc, char **argv)
+{
+    static char path[4096], gemma[4096];
+    if (eu_model_path("smollm2", path, sizeof path) != 0)
+        return tap_bail("default model unavailable (packaging/fetch-model --print-path)");
+    if (argc < 2) return tap_bail("usage: test_draft DRAFT.gguf (test_draft.sh makes it)");
+    const char *draft = argv[1];
+
+    struct engine_message msgs[3][1] = {
+        {{"user", "Write a long story about a lighthouse keeper and a storm."}},
+        {{"user", "Explain how a hash table works, with an example in C."}},
+        {{"user", "List the numbers from 1 to 60, one per line, each with its square."}},
+    };
+    enum { NP = 3 };
+    struct engine_config cfg;
+    engine_config_default(&cfg);
+    cfg.model_path = path;
+    cfg.backend.kind = BACKEND_CPU;
+    cfg.backend.threads = 1;
+    cfg.n_ctx = 1024;
+    cfg.draft_model = draft;
+    char err[512];
+    struct engine *e = engine_open(&cfg, err, sizeof err);
+    if (!e) return tap_bail("engine_open with draft %s: %s", draft, err);
+    struct engine_info info;
+    engine_info(e, &info);
+    ok(info.draft.name && strstr(draft, info.draft.name) && info.draft.weight_bytes > 0,
+       "engine_info names the draft (%s, %.1f MiB)", info.draft.name ? info.draft.name : "-",
+       info.draft.weight_bytes / 1048576.0);
+
+    static struct res plain[NP], one[NP], many[NP];
+    struct engine_request q[NP];
+    for (int i = 0; i < NP; i++) {
+        memset(&q[i], 0, sizeof q[i]);
+        q[i].messages = msgs[i];
+        q[i].n_messages = 1;
+        q[i].max_tokens = GEN;
+        q[i].ignore_eos = true;
+        engine_sampling_greedy(&q[i].sampling);
+    }
+    for (int i = 0; i < NP; i++) {
+        q[i].lookup_k = -1;
+        run_many(e, &q[i], 1, &plain[i]);
+        q[i].lookup_k = 0;
+        ok(plain[i].n_tok == GEN && plain[i].m.n_spec_steps == 0,
+           "plain %d: %d tokens, no guesses", i, plain[i].n_tok);
+    }
+    int guessed = 0, accepted = 0;
+    for (int i = 0; i < NP; i++) {
+        run_many(e, &q[i], 1, &one[i]);
+        const struct engine_metrics *m = &one[i].m;
+        ok(same(&one[i], &plain[i]), "draft, alone, prompt %d: identical (%d tokens; first diff %d)",
+           i, one[i].n_tok, first_diff(&one[i], &plain[i]));
+        tap_diag("prompt %d: %d steps with guesses, %d guessed, %d accepted (%.0f %%)", i,
+                 m->n_spec_steps, m->n_draft_tokens, m->n_accepted_tokens,
+                 m->n_draft_tokens ? 100.0 * m->n_accepted_tokens / m->n_draft_tokens : 0.0);
+        guessed += m->n_draft_tokens;
+        accepted += m->n_accepted_tokens;
+    }
+    ok(accepted >= GEN / 2 && accepted < guessed,
+       "the Q4_0 draft: guesses accepted (%d) and rejected (%d)", accepted, guessed - accepted);
+    run_many(e, q, NP, many);
+    for (int i = 0; i < NP; i++)
+        ok(same(&many[i], &plain[i]), "draft, %d in a batch, prompt %d: identical (first diff %d)",
+           NP, i, first_diff(&many[i], &plain[i]));
+    for (int i = 0; i < 2; i++) {
+        struct engine_request qt = q[i];
+        engine_sampling_default(&qt.sampling);
+        qt.sampling.temp = 0.8f;
+        qt.sampling.seed = 77 + (uint64_t)i;
+        struct res a, b;
+        qt.lookup_k = -1;
+        run_many(e, &qt, 1, &a);
+        qt.lookup_k = 0;
+        run_many(e, &qt, 1, &b);
+        ok(same(&a, &b) && a.n_tok == GEN && b.m.n_draft_tokens > 0,
+           "sampled (temperature 0.8, seed %d): same draws (first diff %d, %d of %d accepted)",
+           77 + i, first_diff(&a, &b), b.m.n_accepted_tokens, b.m.n_draft_tokens);
+    }
+    struct engine_stats st;
+    engine_snapshot(e, &st);
+    ok(st.kv_used == 0 && st.spec_accepted_tokens > 0 && st.draft_s > 0,
+       "stats: every block back (used %d), %llu accepted, %.0f ms in the draft", st.kv_used,
+       (unsigned long long)st.spec_accepted_tokens, st.draft_s * 1e3);
+    uint64_t per_tok = info.kv_bytes_per_token;
+    engine_close(e);
+
+    /* A small pool: the batch preempts and recomputes, drafts in flight. */
+    cfg.backend.kv_bytes = (uint64_t)28 * 16 * per_tok;
+    cfg.n_ctx = 0;
+    e = engine_open(&cfg, err, sizeof err);
+    if (!e) return tap_bail("engine_open (small pool): %s", err);
+    run_many(e, q, NP, many);
+    int pre = 0;
+    for (int i = 0; i < NP; i++) {
+        pre += many[i].m.n_preempted;
+        ok(same(&many[i], &plain[i]), "small pool, prompt %d: identical (first diff %d, preempted %d)",
+           i, first_diff(&many[i], &plain[i]), many[i].m.n_preempted);
+    }
+    ok(pre > 0, "small pool: the batch was preempted (%d times)", pre);
+    engine_snapshot(e, &st);
+    ok(st.kv_used == 0, "small pool: every block back (used %d)", st.kv_used);
+    engine_close(e);
+
+    /* The target as its own draft: the same logits, nearly every guess kept. */
+    cfg.backend.kv_bytes = 0;
+    cfg.n_ctx = 1024;
+    cfg.draft_model = path;
+    e = engine_open(&cfg, err, sizeof err);
+    if (!e) return tap_bail("engine_open (self draft): %s", err);
+    run_many(e, &q[0], 1, &one[0]);
+    ok(same(&one[0], &plain[0]) &&
+           one[0].m.n_accepted_tokens * 10 >= one[0].m.n_draft_tokens * 9,
+       "self draft: identical, %d of %d guesses accepted", one[0].m.n_accepted_tokens,
+       one[0].m.n_draft_tokens);
+    engine_close(e);
+
+    /* Another vocabulary: refused at open, naming it. */
+    if (eu_model_path("gemma3-270m", gemma, sizeof gemma) == 0) {
+        cfg.draft_model = gemma;
+        e = engine_open(&cfg, err, sizeof err);
+        ok(!e && strstr(err, "vocabulary"), "a Gemma 3 draft for SmolLM2: refused (%s)", err);
+        if (e) engine_close(e);
+    } else {
+        ok(0, "Gemma 3 model unavailable (packaging/fetch-model --model gemma3-270m)");
+    }
+    cfg.draft_model = "/nonexistent/draft.gguf";
+    e = engine_open(&cfg, err, sizeof err);
+    ok(!e && strstr(err, "draft model"), "a missing draft file: refused (%s)", err);
+    if (e) engine_close(e);
+    return tap_done();
+}
