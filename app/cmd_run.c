@@ -419,6 +419,7 @@ static void print_json(const struct run_result *r)
     cJSON_AddStringToObject(o, "backend", in->backend.name ? in->backend.name : "");
     cJSON_AddStringToObject(o, "device", in->backend.device);
     if (in->remote_url) cJSON_AddStringToObject(o, "url", in->remote_url);
+    if (in->draft.name) cJSON_AddStringToObject(o, "draft_model", in->draft.name);
     cJSON_AddBoolToObject(o, "chat_template", r->templated);
     cJSON_AddNumberToObject(o, "max_tokens", r->max_tokens);
     cJSON_AddStringToObject(o, "reply", r->reply ? r->reply : "");
