@@ -37,6 +37,28 @@ struct tmpl_msg {
     const char *content;
 };
 
+/* Tool calling. engine/wire passes an OpenAI conversation's tools, calls
+ * and results as messages with three structured roles, whose content is
+ * JSON (engine/core carries role/content only):
+ *   TMPL_ROLE_TOOLS       the request's "tools" array (OpenAI form), once
+ *   TMPL_ROLE_TOOL_CALLS  an assistant turn that calls:
+ *                         {"content": text or null, "tool_calls": [OpenAI calls]}
+ *   TMPL_ROLE_TOOL        a result: {"tool_call_id": id (optional), "content": text}
+ * Families with a native tool format render them as their template does
+ * (Llama 3.1-3.3: tools in the first user message, "Environment: ipython",
+ * calls as {"name", "parameters"} JSON, results in the ipython role;
+ * Mistral v3 tekken: [AVAILABLE_TOOLS] before the last user message,
+ * [TOOL_CALLS] with 9-character ids, [TOOL_RESULTS]); every other family
+ * gets the generic Hermes text (docs/SERVING.md): the tools in <tools> in
+ * the system message, calls as <tool_call> blocks in the assistant text,
+ * results as a user turn of <tool_response> blocks. A call's "arguments"
+ * JSON string is rendered as the object it holds (as vLLM does). */
+#define TMPL_ROLE_TOOLS "tools"
+#define TMPL_ROLE_TOOL_CALLS "tool_calls"
+#define TMPL_ROLE_TOOL "tool"
+/* True for those three roles. */
+bool tmpl_role_is_tool(const char *role);
+
 /* Family of a Jinja template from its markers; TMPL_UNKNOWN when none match
  * (or jinja is NULL). */
 enum tmpl_family tmpl_detect(const char *jinja);
@@ -57,6 +79,11 @@ struct tmpl {
                               * conversation has none (SmolLM2, Qwen), or NULL */
     bool phi3_v1;            /* first Phi-3 template: BOS, no system turns, and
                               * <|assistant|> after every user turn */
+    bool llama31;            /* Llama 3.1-3.3: system header with the dates, native tools */
+    bool llama3_today;       /* ... whose "Today Date" is the current date (3.2) */
+    bool mistral_tools;      /* Mistral v3 (tekken, Nemo): [AVAILABLE_TOOLS] etc. */
+    const char *today;       /* "%d %b %Y" date for llama3_today; NULL: the current
+                              * local date (tests fix it; not owned) */
 };
 
 /* Resolves jinja (may be NULL) or, when override is non-NULL, the named

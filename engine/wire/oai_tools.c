@@ -143,38 +143,6 @@ static int parse_choice(const cJSON *root, struct oai_tools *out, char *msg, siz
     return 0;
 }
 
-/* The system text: the tools in <tools></tools> and how to call them. */
-static char *system_text(const cJSON *tools)
-{
-    static const char head[] =
-        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-    static const char tail[] =
-        "\n</tools>\n\nFor each function call, return a json object with function name and "
-        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
-        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
-    int n = cJSON_GetArraySize(tools), i = 0;
-    char **lines = calloc((size_t)(n ? n : 1), sizeof *lines);
-    char *out = NULL;
-    size_t need = sizeof head + sizeof tail;
-    const cJSON *t;
-    if (!lines) return NULL;
-    cJSON_ArrayForEach(t, tools) {
-        if (i >= n || !(lines[i] = cJSON_PrintUnformatted(t))) goto done;
-        need += strlen(lines[i++]) + 1;
-    }
-    out = malloc(need);
-    if (out) {
-        size_t len = (size_t)snprintf(out, need, "%s", head);
-        for (int k = 0; k < n; k++) len += (size_t)snprintf(out + len, need - len, "\n%s", lines[k]);
-        snprintf(out + len, need - len, "%s", tail);
-    }
-done:
-    for (int k = 0; k < n; k++) free(lines[k]);
-    free(lines);
-    return out;
-}
-
 /* Moves each tool's $defs / definitions to the top of the call schema so
  * that its "#/$defs/.." references resolve there. */
 static void hoist_defs(cJSON *params, cJSON *defs)
@@ -300,7 +268,7 @@ int oai_tools_parse(const cJSON *root, struct oai_tools *out, char **system, cha
     }
     if (parse_choice(root, out, msg, ml, param, pl) != 0) return -1;
     if (out->choice == OAI_TOOLS_NONE) return 0;
-    *system = system_text(tools);
+    *system = cJSON_PrintUnformatted(tools);
     if (out->choice >= OAI_TOOLS_REQUIRED) {
         *schema = forced_schema(tools, out);
         char err[320];
@@ -315,7 +283,7 @@ int oai_tools_parse(const cJSON *root, struct oai_tools *out, char **system, cha
     return 0;
 }
 
-/* ---- history as text ------------------------------------------------------------ */
+/* ---- history as text (the generic format; the templates render it, template_tools.c) ---- */
 
 char *oai_tools_render_calls(const cJSON *calls, char *msg, size_t ml)
 {
@@ -368,14 +336,6 @@ char *oai_tools_render_calls(const cJSON *calls, char *msg, size_t ml)
         free(j);
         i++;
     }
-    return out;
-}
-
-char *oai_tools_render_result(const char *content)
-{
-    size_t n = strlen(content) + 40;
-    char *out = malloc(n);
-    if (out) snprintf(out, n, "<tool_response>\n%s\n</tool_response>", content);
     return out;
 }
 

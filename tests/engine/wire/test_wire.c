@@ -10,6 +10,7 @@
 #include "oai_response.h"
 #include "oai_think.h"
 #include "sse.h"
+#include "template.h"
 #include "tap.h"
 
 static int parse(const char *body, enum oai_kind k, struct oai_request *r, struct oai_error *e)
@@ -510,17 +511,60 @@ static void test_tool_history(void)
     tap_ok(rc == 0, "a conversation with tool calls and results parses (%s)", e.message);
     if (rc != 0) return;
     const struct engine_message *m = r.req.messages;
-    tap_ok(r.req.n_messages == 4 && strcmp(m[0].role, "system") == 0 &&
-               strstr(m[0].content, "<tools>\n{\"type\":\"function\"") != NULL,
-           "the tools open a system message (%d messages)", r.req.n_messages);
-    tap_ok(strcmp(m[2].role, "assistant") == 0 &&
-               strcmp(m[2].content, "<tool_call>\n{\"name\":\"w\",\"arguments\":{\"city\":\"Oslo\"}}"
-                                    "\n</tool_call>") == 0,
-           "the assistant's call as text: %s", m[2].content);
-    tap_ok(strcmp(m[3].role, "user") == 0 &&
-               strcmp(m[3].content, "<tool_response>\n-3 C\n</tool_response>\n<tool_response>\nsnow\n"
-                                    "</tool_response>") == 0,
-           "two results share one user turn: %s", m[3].content);
+    tap_ok(r.req.n_messages == 5 && strcmp(m[0].role, TMPL_ROLE_TOOLS) == 0 &&
+               strncmp(m[0].content, "[{\"type\":\"function\"", 19) == 0 &&
+               strcmp(m[2].role, TMPL_ROLE_TOOL_CALLS) == 0 && strcmp(m[3].role, "tool") == 0 &&
+               strcmp(m[3].content, "{\"tool_call_id\":\"c1\",\"content\":\"-3 C\"}") == 0,
+           "tools, calls and results go to the template in its structured roles (%d messages)",
+           r.req.n_messages);
+    /* rendered for a family without a native format: the generic text */
+    struct tmpl_msg tm[8];
+    for (int32_t i = 0; i < r.req.n_messages && i < 8; i++)
+        tm[i] = (struct tmpl_msg){m[i].role, m[i].content};
+    char *out = NULL, err[256];
+    const char *want =
+        "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the "
+        "user query.\n\nYou are provided with function signatures within <tools></tools> XML "
+        "tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"w\", \"parameters\": "
+        "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": "
+        "[\"city\"]}}}\n</tools>\n\nFor each function call, return a json object with function name "
+        "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": "
+        "\"w\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+        "<tool_response>\n-3 C\n</tool_response>\n<tool_response>\nsnow\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n";
+    int trc = tmpl_render(TMPL_CHATML, tm, (size_t)r.req.n_messages, true, &out, err, sizeof err);
+    tap_ok(trc == 0 && strcmp(out, want) == 0, "generic format: tools in the system message, "
+           "<tool_call> text, two results in one user turn (%s)", trc ? err : out);
+    free(out);
+    /* Llama 3.1: native */
+    struct tmpl t;
+    out = NULL;
+    trc = tmpl_init(&t, "<|start_header_id|><|end_header_id|> Environment: ipython Cutting "
+                    "Knowledge Date", NULL, "<|begin_of_text|>", "<|eot_id|>", err, sizeof err);
+    if (trc == 0) trc = tmpl_apply(&t, tm, (size_t)r.req.n_messages, true, &out, err, sizeof err);
+    tap_ok(trc == 0 && strstr(out, "Environment: ipython\nCutting Knowledge Date: December 2023\n"
+                                   "Today Date: 26 Jul 2024\n\n<|eot_id|>") &&
+               strstr(out, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"w\", "
+                           "\"parameters\": {\"city\": \"Oslo\"}}<|eot_id|><|start_header_id|>"
+                           "ipython<|end_header_id|>\n\n\"-3 C\"<|eot_id|><|start_header_id|>ipython"),
+           "Llama 3.1: the call as {name, parameters}, results in ipython turns (%s)",
+           trc ? err : out);
+    free(out);
+    tmpl_free(&t);
+    /* the remote client sends them back in OpenAI's form */
+    char *body2 = oai_request_build(OAI_CHAT, NULL, &r.req, false, false);
+    struct oai_request r2;
+    int rc2 = body2 ? parse(body2, OAI_CHAT, &r2, &e) : -1;
+    bool same = rc2 == 0 && r2.req.n_messages == r.req.n_messages;
+    for (int32_t i = 0; same && i < r.req.n_messages; i++)
+        same = strcmp(r2.req.messages[i].role, m[i].role) == 0 &&
+               strcmp(r2.req.messages[i].content, m[i].content) == 0;
+    tap_ok(same, "build then parse gives the tools, calls and results back (%s)",
+           body2 ? body2 : "no body");
+    if (rc2 == 0) oai_request_free(&r2);
+    free(body2);
     tap_ok(r.tools.choice == OAI_TOOLS_REQUIRED && !r.tools.parallel && r.req.json_schema &&
                strstr(r.req.json_schema, "\"const\":\"w\""),
            "required: the call's grammar (%s)", r.req.json_schema ? r.req.json_schema : "none");
