@@ -398,34 +398,101 @@ static void text_add(char **buf, size_t *len, const char *s, size_t n)
     *buf = nb;
 }
 
-cJSON *oai_tools_parse_reply(const struct oai_tools *t, const char *text, const char *id_prefix,
-                             char **content)
+/* Calls between open and close tags (<tool_call> for Hermes and Qwen,
+ * <|tool_call|> for Phi-4): each block's JSON, one call or an array; the
+ * text outside the blocks (and blocks that are not calls) goes to *rest. */
+static void tagged_calls(const struct oai_tools *t, const char *text, const char *open,
+                         const char *close, const char *id_prefix, cJSON *calls, char **rest,
+                         size_t *rl)
 {
-    static const char open[] = "<tool_call>", close[] = "</tool_call>";
-    cJSON *calls = cJSON_CreateArray();
-    char *rest = NULL;
-    size_t rl = 0;
+    size_t ol = strlen(open), cl = strlen(close);
     const char *p = text;
-    *content = NULL;
-    if (!calls) return NULL;
     for (;;) {
         const char *a = strstr(p, open);
         if (!a) {
-            text_add(&rest, &rl, p, strlen(p));
+            text_add(rest, rl, p, strlen(p));
             break;
         }
-        text_add(&rest, &rl, p, (size_t)(a - p));
-        const char *body = a + sizeof open - 1, *b = strstr(body, close);
+        text_add(rest, rl, p, (size_t)(a - p));
+        const char *body = a + ol, *b = strstr(body, close);
         size_t bl = b ? (size_t)(b - body) : strlen(body);
         cJSON *j = cJSON_ParseWithLength(body, bl);
         int before = cJSON_GetArraySize(calls);
         if (j) add_calls(t, j, id_prefix, calls);
         cJSON_Delete(j);
-        if (cJSON_GetArraySize(calls) == before) text_add(&rest, &rl, a, (size_t)(body - a) + bl);
-        p = b ? b + sizeof close - 1 : body + bl;
+        if (cJSON_GetArraySize(calls) == before) text_add(rest, rl, a, (size_t)(body - a) + bl);
+        p = b ? b + cl : body + bl;
+    }
+}
+
+/* Mistral's [TOOL_CALLS]: a JSON array of calls (v3, tekken) or, in the
+ * newer tokenizers, name[ARGS]{..} one after the other. Text before the
+ * marker goes to *rest. */
+static void mistral_calls(const struct oai_tools *t, const char *text, const char *id_prefix,
+                          cJSON *calls, char **rest, size_t *rl)
+{
+    static const char mark[] = "[TOOL_CALLS]";
+    const char *a = strstr(text, mark);
+    if (!a) return;
+    text_add(rest, rl, text, (size_t)(a - text));
+    for (const char *s = skip_ws(a + sizeof mark - 1); *s;) {
+        const char *end = NULL, *args = strstr(s, "[ARGS]");
+        cJSON *j = NULL;
+        if (*s == '[' || *s == '{') {
+            j = cJSON_ParseWithOpts(s, &end, false);
+        } else if (args && args > s) {
+            cJSON *args_j = cJSON_ParseWithOpts(args + 6, &end, false);
+            if (args_j) {
+                j = cJSON_CreateObject();
+                char *name = strndup(s, (size_t)(args - s));
+                if (j && name) {
+                    cJSON_AddStringToObject(j, "name", name);
+                    cJSON_AddItemToObject(j, "arguments", args_j);
+                    args_j = NULL;
+                }
+                free(name);
+                cJSON_Delete(args_j);
+            }
+        }
+        if (!j) break;
+        add_calls(t, j, id_prefix, calls);
+        cJSON_Delete(j);
+        s = skip_ws(end);
+        if (strncmp(s, mark, sizeof mark - 1) == 0) s = skip_ws(s + sizeof mark - 1);
+    }
+}
+
+cJSON *oai_tools_parse_reply(const struct oai_tools *t, const char *text, const char *id_prefix,
+                             char **content)
+{
+    static const char *const tags[][2] = {{"<tool_call>", "</tool_call>"},
+                                          {"<|tool_call|>", "<|/tool_call|>"}};
+    cJSON *calls = cJSON_CreateArray();
+    char *rest = NULL;
+    size_t rl = 0;
+    *content = NULL;
+    if (!calls) return NULL;
+    for (size_t k = 0; k < 2 && cJSON_GetArraySize(calls) == 0; k++) {
+        free(rest);
+        rest = NULL;
+        rl = 0;
+        tagged_calls(t, text, tags[k][0], tags[k][1], id_prefix, calls, &rest, &rl);
     }
     if (cJSON_GetArraySize(calls) == 0) {
-        /* a bare JSON call (Llama 3.1 style), or an array of them */
+        free(rest);
+        rest = NULL;
+        rl = 0;
+        mistral_calls(t, text, id_prefix, calls, &rest, &rl);
+        if (cJSON_GetArraySize(calls) == 0) {
+            free(rest);
+            rest = NULL;
+            rl = 0;
+            text_add(&rest, &rl, text, strlen(text));
+        }
+    }
+    if (cJSON_GetArraySize(calls) == 0) {
+        /* a bare JSON call (Llama 3.1 style), or an array of them (Mistral
+         * when its [TOOL_CALLS] token is not in the text) */
         const char *s = skip_ws(text);
         if (strncmp(s, "<|python_tag|>", 14) == 0) s = skip_ws(s + 14);
         const char *end = NULL;
@@ -509,7 +576,8 @@ char *oai_tools_chunk_from(const char *json, cJSON *calls, int first)
 
 bool oai_tools_maybe_call(const char *text, size_t len)
 {
-    static const char *const marks[] = {"<tool_call>", "<|python_tag|>", "{", "["};
+    static const char *const marks[] = {"<tool_call>", "<|tool_call|>", "[TOOL_CALLS]",
+                                        "<|python_tag|>", "{", "["};
     size_t i = 0;
     while (i < len && isspace((unsigned char)text[i])) i++;
     if (i == len) return true; /* nothing yet */
@@ -606,17 +674,36 @@ void oai_tools_forced_progress(const char *t, size_t len, char **name, size_t *f
 int oai_tools_stream_progress(const struct oai_tools *t, const char *text, size_t len,
                               struct oai_call_progress *out, int max)
 {
+    static const char *const tags[][2] = {{"<tool_call>", "</tool_call>"},
+                                          {"<|tool_call|>", "<|/tool_call|>"}};
     size_t i = 0, j;
     int n = 0;
+    const char *open = NULL, *close = NULL; /* the blocks' tags, when tagged */
+    bool array = false;                     /* calls in a JSON array ([TOOL_CALLS]) */
     while (n < max) {
-        bool tagged = false;
-        if ((j = lit_at(text, i, len, "<tool_call>"))) {
-            tagged = true;
+        if (n == 0) {
+            for (size_t k = 0; k < 2 && !open; k++)
+                if ((j = lit_at(text, i, len, tags[k][0]))) {
+                    open = tags[k][0];
+                    close = tags[k][1];
+                    i = j;
+                }
+            if (!open) {
+                if ((j = lit_at(text, i, len, "[TOOL_CALLS]"))) i = j;
+                else if ((j = lit_at(text, i, len, "<|python_tag|>"))) i = j;
+                if ((j = lit_at(text, i, len, "["))) {
+                    array = true;
+                    i = j;
+                }
+            }
+        } else if (open) {
+            if (!(j = lit_at(text, i, len, open))) break; /* only another block is a call */
             i = j;
-        } else if (n > 0) {
-            break; /* after a call, only another <tool_call> block is one */
-        } else if ((j = lit_at(text, i, len, "<|python_tag|>"))) {
+        } else if (array) {
+            if (!(j = lit_at(text, i, len, ","))) break;
             i = j;
+        } else {
+            break;
         }
         struct oai_call_progress p = {0};
         call_at(text, i, len, &p.name, &p.args_from, &p.args_to, &p.done);
@@ -628,9 +715,9 @@ int oai_tools_stream_progress(const struct oai_tools *t, const char *text, size_
         out[n++] = p;
         /* its end: the object's brace, then the closing tag of a block */
         if (!p.done || !(j = lit_at(text, p.args_to, len, "}"))) break;
-        if (tagged && !(j = lit_at(text, j, len, "</tool_call>"))) break;
+        if (open && !(j = lit_at(text, j, len, close))) break;
         out[n - 1].end = j;
-        if (!tagged || !t->parallel) break;
+        if ((!open && !array) || !t->parallel) break;
         i = j;
     }
     return n;

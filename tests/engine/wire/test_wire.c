@@ -388,6 +388,24 @@ static void test_tool_replies(void)
         {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa", 0, NULL, NULL},
         {"{\"name\": \"rm_rf\", \"arguments\": {}}", 0, NULL, NULL},
         {"The weather is fine.", 0, NULL, NULL},
+        /* Mistral v3 tekken, as its template writes calls (ids included) */
+        {"[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Z\u00fcrich\"}, "
+         "\"id\": \"a1B2c3D4e\"}, {\"name\": \"get_time\", \"arguments\": {}, \"id\": "
+         "\"xYz987Abc\"}]", 2, "{\"city\":\"Zürich\"}", NULL},
+        {"Checking. [TOOL_CALLS] [{\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}}]", 1,
+         "{\"tz\":\"UTC\"}", "Checking."},
+        /* newer Mistral tokenizers: name[ARGS]{..} */
+        {"[TOOL_CALLS]get_time[ARGS]{\"tz\": \"UTC\"}[TOOL_CALLS]get_weather[ARGS]{}", 2,
+         "{\"tz\":\"UTC\"}", NULL},
+        /* Phi-4 mini */
+        {"<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]"
+         "<|/tool_call|>", 1, "{\"city\":\"Oslo\"}", NULL},
+        {"Sure.<|tool_call|>{\"name\": \"get_time\", \"arguments\": {}}<|/tool_call|>", 1, "{}",
+         "Sure."},
+        /* Llama 3.1-3.3, as its template writes calls */
+        {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"days\": 3}}", 1,
+         "{\"city\":\"Oslo\",\"days\":3}", NULL},
+        {"[TOOL_CALLS][{\"name\": \"rm_rf\", \"arguments\": {}}]", 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *content = NULL;
@@ -483,6 +501,29 @@ static void test_stream_progress(void)
     k = oai_tools_stream_progress(&t, bare, strlen(bare), p, 4);
     tap_ok(k == 1 && p[0].done && p[0].end == strlen(bare), "a bare call after <|python_tag|>");
     oai_tools_progress_free(p, k);
+    /* Mistral's [TOOL_CALLS] array and Phi-4's <|tool_call|> blocks stream too */
+    const char *other[] = {
+        "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}, "
+        "{\"name\": \"get_time\", \"arguments\": {}}]",
+        "<|tool_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}<|/tool_call|>"
+        "<|tool_call|>{\"name\": \"get_time\", \"arguments\": {}}<|/tool_call|>"};
+    for (int f = 0; f < 2; f++) {
+        size_t len = strlen(other[f]), a1 = (size_t)(strstr(other[f], "{\"city") - other[f]);
+        size_t n1 = (size_t)(strstr(other[f], "\"get_weather\"") - other[f]) + 13;
+        size_t n2 = (size_t)(strstr(other[f], "\"get_time\"") - other[f]) + 10;
+        bool good = true;
+        for (size_t cut = 0; cut <= len && good; cut++) {
+            int kk = oai_tools_stream_progress(&t, other[f], cut, p, 4);
+            int want_calls = cut >= n2 ? 2 : cut >= n1 ? 1 : 0;
+            good = kk == want_calls && (kk == 0 || strcmp(p[0].name, "get_weather") == 0) &&
+                   (kk < 2 || strcmp(p[1].name, "get_time") == 0) &&
+                   (kk == 0 || cut <= a1 || (p[0].args_from == a1 && p[0].args_to <= cut));
+            if (!good) tap_diag("  cut %zu: %d calls (want %d)", cut, kk, want_calls);
+            oai_tools_progress_free(p, kk);
+        }
+        tap_ok(good, "auto calls' progress at every cut of %s", f ? "<|tool_call|> blocks"
+                                                                 : "a [TOOL_CALLS] array");
+    }
     const char *none[] = {"<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>",
                           "{\"arguments\": {}, \"name\": \"get_time\"}", "Hello <tool_call>"};
     for (int i = 0; i < 3; i++) {
