@@ -410,6 +410,7 @@ int tmpl_render_family(const struct tmpl *t, const struct tmpl_msg *msgs, size_t
     if (t->llama31 && t->family == TMPL_LLAMA3) return tmpl_llama31(t, msgs, n, agp, b, err, errlen);
     if (t->mistral_tools && t->family == TMPL_MISTRAL)
         return tmpl_mistral_v3(t, msgs, n, agp, b, err, errlen);
+    if (t->phi4 && t->family == TMPL_PHI3) return tmpl_phi4(t, msgs, n, agp, b, err, errlen);
 #endif
     return renderers[t->family](t, msgs, n, agp, b, err, errlen);
 }
@@ -523,6 +524,8 @@ int tmpl_init(struct tmpl *t, const char *jinja, const char *override, const cha
         t->mistral_tools = has(jinja, "[AVAILABLE_TOOLS][") && has(jinja, "[TOOL_RESULTS]");
     if (t->family == TMPL_PHI3 && jinja && !override)
         t->phi3_v1 = !has(jinja, "<|system|>") && has(jinja, "'<|assistant|>'");
+    if (t->family == TMPL_PHI3 && jinja && !override && !t->phi3_v1)
+        t->phi4 = has(jinja, "<|tool|>") || has(jinja, "<|tool_call|>");
     t->bos = dup_or_empty(bos);
     t->eos = dup_or_empty(eos);
     if (!t->bos || !t->eos) {

@@ -48,7 +48,10 @@ struct tmpl_msg {
  * (Llama 3.1-3.3: tools in the first user message, "Environment: ipython",
  * calls as {"name", "parameters"} JSON, results in the ipython role;
  * Mistral v3 tekken: [AVAILABLE_TOOLS] before the last user message,
- * [TOOL_CALLS] with 9-character ids, [TOOL_RESULTS]); every other family
+ * [TOOL_CALLS] with 9-character ids, [TOOL_RESULTS]; Phi-4 mini: each
+ * tool's function in <|tool|>..<|/tool|> in the system message, calls in
+ * <|tool_call|>..<|/tool_call|>, results in <|tool_response|>, as llama.cpp's
+ * fixed Phi-4 mini template has them); every other family
  * gets the generic Hermes text (docs/SERVING.md): the tools in <tools> in
  * the system message, calls as <tool_call> blocks in the assistant text,
  * results as a user turn of <tool_response> blocks. A call's "arguments"
@@ -82,6 +85,7 @@ struct tmpl {
     bool llama31;            /* Llama 3.1-3.3: system header with the dates, native tools */
     bool llama3_today;       /* ... whose "Today Date" is the current date (3.2) */
     bool mistral_tools;      /* Mistral v3 (tekken, Nemo): [AVAILABLE_TOOLS] etc. */
+    bool phi4;               /* Phi-4 mini: no newlines after the role tags, <|tool|> */
     const char *today;       /* "%d %b %Y" date for llama3_today; NULL: the current
                               * local date (tests fix it; not owned) */
 };

@@ -27,9 +27,11 @@ int tmpl_render_family(const struct tmpl *t, const struct tmpl_msg *msgs, size_t
                        struct sb *b, char *err, size_t errlen);
 
 /* The native tool formats (template_tools.c, built with cJSON): the whole
- * Llama 3.1-3.3 and Mistral v3 tekken templates, tool roles or not. */
+ * Llama 3.1-3.3, Mistral v3 tekken and Phi-4 mini templates, tool roles or not. */
 int tmpl_llama31(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
                  struct sb *b, char *err, size_t errlen);
+int tmpl_phi4(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp, struct sb *b,
+              char *err, size_t errlen);
 int tmpl_mistral_v3(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
                     struct sb *b, char *err, size_t errlen);
 

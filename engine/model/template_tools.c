@@ -526,6 +526,61 @@ static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b,
     return 0;
 }
 
+/* --- Phi-4 mini ------------------------------------------------------------------------------ */
+
+/* Python truthiness of a content: None and "" are false. */
+static bool truthy(const struct xmsg *m)
+{
+    return !m->content_null && m->content[0];
+}
+
+static int phi4(const struct tmpl *t, const struct xconv *x, bool agp, struct sb *b, char *err,
+                size_t errlen)
+{
+    if (x->n == 0) return raise(err, errlen, "phi4", "the conversation has no messages");
+    bool sys0 = strcmp(x->m[0].role, "system") == 0;
+    if (sys0 || x->tools) {
+        const char *sys = sys0 ? x->m[0].content : "";
+        tsb_add(b, "<|system|>");
+        tsb_add(b, sys);
+        if (x->tools) {
+            const cJSON *tl;
+            cJSON_ArrayForEach(tl, x->tools) {
+                tsb_add(b, "<|tool|>");
+                py_dump(b, cJSON_GetObjectItemCaseSensitive(tl, "function"), 0, 0);
+                tsb_add(b, "<|/tool|>");
+            }
+            if (!strstr(sys, "<|tool_call|>"))
+                tsb_add(b, "You are a helpful assistant with some tools.\nTo use a tool, respond "
+                           "in this format: <|tool_call|>{\"name\": \"foo\", \"arguments\": "
+                           "{\"a\": 1}}<|/tool_call|>");
+        }
+        tsb_add(b, "<|end|>");
+    }
+    for (size_t i = 0; i < x->n; i++) {
+        const struct xmsg *m = &x->m[i];
+        if (strcmp(m->role, TMPL_ROLE_TOOL) == 0) {
+            tsb_add(b, "<|tool_response|>");
+            py_str(b, m->content);
+            tsb_add(b, "<|end|>");
+        } else if (strcmp(m->role, "system") != 0) {
+            tsb_add(b, "<|");
+            tsb_add(b, m->calls ? "assistant" : m->role);
+            tsb_add(b, "|>");
+            if (truthy(m)) tsb_add(b, m->content);
+            const cJSON *c;
+            cJSON_ArrayForEach(c, m->calls) {
+                tsb_add(b, "<|tool_call|>");
+                py_dump(b, cJSON_GetObjectItemCaseSensitive(c, "function"), 0, 0);
+                tsb_add(b, "<|/tool_call|>");
+            }
+            tsb_add(b, "<|end|>");
+        }
+    }
+    tsb_add(b, agp ? "<|assistant|>" : t->eos);
+    return 0;
+}
+
 /* --- entry points ------------------------------------------------------------------------------ */
 
 int tmpl_llama31(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
@@ -549,9 +604,20 @@ int tmpl_mistral_v3(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bo
     return rc;
 }
 
+int tmpl_phi4(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp, struct sb *b,
+              char *err, size_t errlen)
+{
+    struct xconv x;
+    if (xconv_read(m, n, &x, err, errlen)) return -1;
+    int rc = phi4(t, &x, agp, b, err, errlen);
+    xconv_free(&x);
+    return rc;
+}
+
 int tmpl_apply_tools(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n, bool agp,
                      struct sb *b, char *err, size_t errlen)
 {
+    if (t->phi4 && t->family == TMPL_PHI3) return tmpl_phi4(t, msgs, n, agp, b, err, errlen);
     if (t->llama31 && t->family == TMPL_LLAMA3) return tmpl_llama31(t, msgs, n, agp, b, err, errlen);
     if (t->mistral_tools && t->family == TMPL_MISTRAL)
         return tmpl_mistral_v3(t, msgs, n, agp, b, err, errlen);

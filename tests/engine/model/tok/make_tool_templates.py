@@ -9,6 +9,9 @@ models/templates/):
     llama3.2.jinja       meta-llama/Llama-3.2-3B-Instruct (3.1 and 3.3 differ only in the
                          date line and built-in tools, which tern never sets)
     mistral-nemo.jinja   mistralai/Mistral-Nemo-Instruct-2407 (Mistral v3 tekken)
+    phi4-mini.jinja      llama.cpp's models/templates/llama-cpp-microsoft-Phi-4-mini-instruct.jinja
+                         (microsoft/Phi-4-mini-instruct's own template renders neither
+                         calls nor results; this fixed one is what llama.cpp serves)
 Each is rendered as Hugging Face renders chat templates (sandboxed, trim_blocks,
 lstrip_blocks, raise_exception, its tojson: json.dumps with ensure_ascii=False)
 with the tools and messages as vLLM passes them (a call's "arguments" JSON
@@ -30,6 +33,8 @@ TEMPLATES = {
                  '<|start_header_id|><|end_header_id|> Environment: ipython '
                  'Cutting Knowledge Date strftime_now'),
     'mistral-nemo': ('mistral', '<s>', '</s>', '[INST] [AVAILABLE_TOOLS][ [TOOL_RESULTS]'),
+    'phi4-mini': ('phi3', '<|endoftext|>', '<|endoftext|>',
+                  '<|system|> <|assistant|> <|end|> <|tool|> <|tool_call|>'),
 }
 
 WEATHER = {'type': 'function', 'function': {
