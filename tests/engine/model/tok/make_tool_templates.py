@@ -42,7 +42,7 @@ WEATHER = {'type': 'function', 'function': {
     'parameters': {'type': 'object', 'properties': {
         'city': {'type': 'string', 'description': 'City name, e.g. "Paris"'},
         'unit': {'type': 'string', 'enum': ['celsius', 'fahrenheit']},
-        'days': {'type': 'integer', 'minimum': 1, 'maximum': 7.5}},
+        'days': {'type': 'integer', 'enum': [1, 3, 7]}},
         'required': ['city'], 'additionalProperties': False}}}
 TIME = {'type': 'function', 'function': {'name': 'get_time', 'parameters': {
     'type': 'object', 'properties': {'tz': {'type': 'string'}}}}}
