@@ -273,10 +273,17 @@ static void hermes_calls(struct sb *b, const cJSON *calls)
     }
 }
 
+static int tmpl_raise(char *err, size_t errlen, const char *fam, const char *msg)
+{
+    snprintf(err, errlen, "template %s: %s", fam, msg);
+    return -1;
+}
+
 /* The conversation as role/content text, then the family's renderer. */
 static int r_hermes(const struct tmpl *t, const struct xconv *x, bool agp, struct sb *b, char *err,
                     size_t errlen)
 {
+    if (x->n == 0) return tmpl_raise(err, errlen, "tools", "the conversation has no messages");
     size_t n = x->n + 1;
     struct tmpl_msg *m = calloc(n, sizeof *m);
     struct sb *texts = calloc(n, sizeof *texts);
@@ -330,16 +337,10 @@ done:
 
 /* --- Llama 3.1-3.3 ------------------------------------------------------------------------ */
 
-static int raise(char *err, size_t errlen, const char *fam, const char *msg)
-{
-    snprintf(err, errlen, "template %s: %s", fam, msg);
-    return -1;
-}
-
 static int llama31(const struct tmpl *t, const struct xconv *x, bool agp, struct sb *b, char *err,
                    size_t errlen)
 {
-    if (x->n == 0) return raise(err, errlen, "llama3", "the conversation has no messages");
+    if (x->n == 0) return tmpl_raise(err, errlen, "llama3", "the conversation has no messages");
     tsb_add(b, t->bos);
     size_t i = 0;
     const char *system = "";
@@ -362,7 +363,7 @@ static int llama31(const struct tmpl *t, const struct xconv *x, bool agp, struct
     tsb_add(b, "<|eot_id|>");
     if (x->tools) {
         if (i >= x->n)
-            return raise(err, errlen, "llama3", "tools go into the first user message, and "
+            return tmpl_raise(err, errlen, "llama3", "tools go into the first user message, and "
                          "there is none");
         tsb_add(b, "<|start_header_id|>user<|end_header_id|>\n\n"
                    "Given the following functions, please respond with a JSON for a function "
@@ -381,7 +382,7 @@ static int llama31(const struct tmpl *t, const struct xconv *x, bool agp, struct
         const struct xmsg *m = &x->m[i];
         if (m->calls) {
             if (cJSON_GetArraySize(m->calls) != 1)
-                return raise(err, errlen, "llama3", "this model only supports single tool-calls "
+                return tmpl_raise(err, errlen, "llama3", "this model only supports single tool-calls "
                              "at once");
             const cJSON *fn = cJSON_GetObjectItemCaseSensitive(m->calls->child, "function");
             const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
@@ -389,7 +390,7 @@ static int llama31(const struct tmpl *t, const struct xconv *x, bool agp, struct
             tsb_add(b, call_name(m->calls->child));
             tsb_add(b, "\", \"parameters\": ");
             if (args) py_dump(b, args, 0, 0);
-            else return raise(err, errlen, "llama3", "a tool call has no arguments");
+            else return tmpl_raise(err, errlen, "llama3", "a tool call has no arguments");
             tsb_add(b, "}<|eot_id|>");
         } else if (strcmp(m->role, TMPL_ROLE_TOOL) == 0) {
             /* a string is iterable in Jinja: the result goes in as a JSON string */
@@ -416,7 +417,7 @@ static int mistral_id(const char *id, char out[10], char *err, size_t errlen)
 {
     size_t n = id ? strlen(id) : 0;
     if (n < 9)
-        return raise(err, errlen, "mistral", "tool call ids must be alphanumeric strings of "
+        return tmpl_raise(err, errlen, "mistral", "tool call ids must be alphanumeric strings of "
                      "length 9");
     memcpy(out, id + n - 9, 10);
     return 0;
@@ -454,7 +455,7 @@ static void mistral_tools(struct sb *b, const cJSON *tools)
 static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b, char *err,
                       size_t errlen)
 {
-    if (x->n == 0) return raise(err, errlen, "mistral", "the conversation has no messages");
+    if (x->n == 0) return tmpl_raise(err, errlen, "mistral", "the conversation has no messages");
     size_t first = 0;
     const char *system = NULL;
     if (strcmp(x->m[0].role, "system") == 0) {
@@ -468,7 +469,7 @@ static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b,
         if (strcmp(m->role, "user") == 0) last_user = m;
         if (m->calls || strcmp(m->role, TMPL_ROLE_TOOL) == 0) continue;
         if ((strcmp(m->role, "user") == 0) != (idx++ % 2 == 0))
-            return raise(err, errlen, "mistral", "after the optional system message, roles must "
+            return tmpl_raise(err, errlen, "mistral", "after the optional system message, roles must "
                          "alternate user/assistant/user/...");
     }
     tsb_add(b, t->bos);
@@ -519,7 +520,7 @@ static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b,
             tsb_add(b, id);
             tsb_add(b, "\"}[/TOOL_RESULTS]");
         } else {
-            return raise(err, errlen, "mistral", "only user and assistant roles are supported, "
+            return tmpl_raise(err, errlen, "mistral", "only user and assistant roles are supported, "
                          "after an optional first system message");
         }
     }
@@ -537,7 +538,7 @@ static bool truthy(const struct xmsg *m)
 static int phi4(const struct tmpl *t, const struct xconv *x, bool agp, struct sb *b, char *err,
                 size_t errlen)
 {
-    if (x->n == 0) return raise(err, errlen, "phi4", "the conversation has no messages");
+    if (x->n == 0) return tmpl_raise(err, errlen, "phi4", "the conversation has no messages");
     bool sys0 = strcmp(x->m[0].role, "system") == 0;
     if (sys0 || x->tools) {
         const char *sys = sys0 ? x->m[0].content : "";

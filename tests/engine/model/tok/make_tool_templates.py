@@ -9,6 +9,7 @@ models/templates/):
     llama3.2.jinja       meta-llama/Llama-3.2-3B-Instruct (3.1 and 3.3 differ only in the
                          date line and built-in tools, which tern never sets)
     mistral-nemo.jinja   mistralai/Mistral-Nemo-Instruct-2407 (Mistral v3 tekken)
+    qwen2.5.jinja        Qwen/Qwen2.5-7B-Instruct (the generic Hermes format is its own)
     phi4-mini.jinja      llama.cpp's models/templates/llama-cpp-microsoft-Phi-4-mini-instruct.jinja
                          (microsoft/Phi-4-mini-instruct's own template renders neither
                          calls nor results; this fixed one is what llama.cpp serves)
@@ -33,6 +34,9 @@ TEMPLATES = {
                  '<|start_header_id|><|end_header_id|> Environment: ipython '
                  'Cutting Knowledge Date strftime_now'),
     'mistral-nemo': ('mistral', '<s>', '</s>', '[INST] [AVAILABLE_TOOLS][ [TOOL_RESULTS]'),
+    'qwen2.5': ('chatml', '', '<|im_end|>',
+                "<|im_start|> '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
+                "You are a helpful assistant.<|im_end|>\\n'"),
     'phi4-mini': ('phi3', '<|endoftext|>', '<|endoftext|>',
                   '<|system|> <|assistant|> <|end|> <|tool|> <|tool_call|>'),
 }
