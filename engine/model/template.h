@@ -62,6 +62,20 @@ struct tmpl_msg {
 /* True for those three roles. */
 bool tmpl_role_is_tool(const char *role);
 
+/* A conversation with those roles written out in the generic format as
+ * plain system/user/assistant messages: what a server that applies its own
+ * template is sent (the remote engine). msgs[] points into texts; roles of
+ * plain messages are the caller's. Free with tmpl_plain_free. */
+struct tmpl_plain {
+    struct tmpl_msg *msgs;
+    size_t n;
+    char **texts;
+    size_t n_texts;
+};
+int tmpl_tools_plain(const struct tmpl_msg *msgs, size_t n, struct tmpl_plain *out, char *err,
+                     size_t errlen);
+void tmpl_plain_free(struct tmpl_plain *p);
+
 /* Family of a Jinja template from its markers; TMPL_UNKNOWN when none match
  * (or jinja is NULL). */
 enum tmpl_family tmpl_detect(const char *jinja);

@@ -279,21 +279,21 @@ static int tmpl_raise(char *err, size_t errlen, const char *fam, const char *msg
     return -1;
 }
 
-/* The conversation as role/content text, then the family's renderer. */
-static int r_hermes(const struct tmpl *t, const struct xconv *x, bool agp, struct sb *b, char *err,
-                    size_t errlen)
+/* The conversation as role/content text in the generic format; the
+ * default system prompt opens the system message when there is none. */
+static int hermes_plain(const char *default_system, const struct xconv *x, struct tmpl_plain *out,
+                        char *err, size_t errlen)
 {
+    memset(out, 0, sizeof *out);
     if (x->n == 0) return tmpl_raise(err, errlen, "tools", "the conversation has no messages");
-    size_t n = x->n + 1;
+    size_t n = x->n + 1, k = 0;
     struct tmpl_msg *m = calloc(n, sizeof *m);
     struct sb *texts = calloc(n, sizeof *texts);
-    size_t k = 0;
-    int rc = -1;
-    if (!m || !texts) goto done;
-    bool sys0 = x->n > 0 && strcmp(x->m[0].role, "system") == 0;
+    if (!m || !texts) goto oom;
+    bool sys0 = strcmp(x->m[0].role, "system") == 0;
     if (x->tools) {
         /* Qwen2.5 opens with its default system prompt when there is none */
-        const char *sys = sys0 ? x->m[0].content : t->default_system ? t->default_system : "";
+        const char *sys = sys0 ? x->m[0].content : default_system ? default_system : "";
         tsb_add(&texts[k], sys);
         if (sys[0]) tsb_add(&texts[k], "\n\n");
         hermes_system(&texts[k], x->tools);
@@ -320,18 +320,56 @@ static int r_hermes(const struct tmpl *t, const struct xconv *x, bool agp, struc
             m[k++].role = s->role;
         }
     }
-    bool oom = false;
-    for (size_t i = 0; i < k; i++) {
-        oom |= texts[i].oom;
+    out->texts = calloc(n, sizeof *out->texts);
+    bool bad = !out->texts;
+    for (size_t i = 0; i < n; i++) {
+        bad |= texts[i].oom;
+        if (out->texts) out->texts[i] = texts[i].p;
+        else free(texts[i].p);
         m[i].content = texts[i].p ? texts[i].p : "";
     }
-    if (oom) goto done;
-    rc = tmpl_render_family(t, m, k, agp, b, err, errlen);
-done:
-    if (!m || !texts) snprintf(err, errlen, "template: out of memory");
-    for (size_t i = 0; texts && i < n; i++) free(texts[i].p);
     free(texts);
+    out->msgs = m;
+    out->n = k;
+    out->n_texts = n;
+    if (!bad) return 0;
+    tmpl_plain_free(out);
+    m = NULL;
+    texts = NULL;
+oom:
     free(m);
+    free(texts);
+    snprintf(err, errlen, "template: out of memory");
+    return -1;
+}
+
+void tmpl_plain_free(struct tmpl_plain *p)
+{
+    for (size_t i = 0; p->texts && i < p->n_texts; i++) free(p->texts[i]);
+    free(p->texts);
+    free(p->msgs);
+    memset(p, 0, sizeof *p);
+}
+
+/* The generic format, then the family's renderer. */
+static int r_hermes(const struct tmpl *t, const struct xconv *x, bool agp, struct sb *b, char *err,
+                    size_t errlen)
+{
+    struct tmpl_plain p;
+    if (hermes_plain(t->default_system, x, &p, err, errlen)) return -1;
+    int rc = tmpl_render_family(t, p.msgs, p.n, agp, b, err, errlen);
+    tmpl_plain_free(&p);
+    return rc;
+}
+
+int tmpl_tools_plain(const struct tmpl_msg *msgs, size_t n, struct tmpl_plain *out, char *err,
+                     size_t errlen)
+{
+    struct xconv x;
+    memset(out, 0, sizeof *out);
+    if (xconv_read(msgs, n, &x, err, errlen)) return -1;
+    int rc = hermes_plain(NULL, &x, out, err, errlen);
+    xconv_free(&x);
     return rc;
 }
 

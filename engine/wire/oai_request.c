@@ -646,44 +646,41 @@ static bool build_prompt(cJSON *o, enum oai_kind kind, const struct engine_reque
 {
     if (kind == OAI_CHAT) {
         if (!r->messages || r->n_messages <= 0) return false;
-        cJSON *arr = cJSON_AddArrayToObject(o, "messages");
-        if (!arr) return false;
+        /* Tools, calls and results go out in the generic format as plain
+         * messages: the server applies its own template, and its reply's
+         * calls come back as text, which the caller reads (oai_tools). */
+        struct tmpl_msg *tm = malloc((size_t)r->n_messages * sizeof *tm);
+        if (!tm) return false;
+        bool tools = false;
         for (int32_t i = 0; i < r->n_messages; i++) {
-            cJSON *m = cJSON_CreateObject();
-            if (!m || !cJSON_AddItemToArray(arr, m)) {
-                cJSON_Delete(m);
-                return false;
-            }
-            const char *content = r->messages[i].content ? r->messages[i].content : "";
-            const char *role = r->messages[i].role;
-            if (tmpl_role_is_tool(role)) {
-                /* the template's structured roles back into OpenAI's form */
-                cJSON *j = cJSON_Parse(content);
-                if (!j) return false;
-                if (strcmp(role, TMPL_ROLE_TOOLS) == 0) {
-                    cJSON_DetachItemViaPointer(arr, m);
-                    cJSON_Delete(m);
-                    if (!cJSON_AddItemToObject(o, "tools", j)) {
-                        cJSON_Delete(j);
-                        return false;
-                    }
-                    continue;
-                }
-                if (!cJSON_ReplaceItemInArray(arr, cJSON_GetArraySize(arr) - 1, j)) {
-                    cJSON_Delete(j);
-                    return false;
-                }
-                m = j; /* the empty object it replaced is freed */
-                if (!cJSON_AddStringToObject(m, "role", strcmp(role, TMPL_ROLE_TOOL) == 0
-                                                            ? "tool" : "assistant"))
-                    return false;
-                continue;
-            }
-            if (!cJSON_AddStringToObject(m, "role", role) ||
-                !cJSON_AddStringToObject(m, "content", content))
-                return false;
+            tm[i].role = r->messages[i].role;
+            tm[i].content = r->messages[i].content ? r->messages[i].content : "";
+            tools |= tmpl_role_is_tool(tm[i].role);
         }
-        return true;
+        struct tmpl_plain plain = {.msgs = tm, .n = (size_t)r->n_messages};
+        char err[160];
+        if (tools) {
+            /* the plain messages' roles and texts do not point into tm */
+            int rc = tmpl_tools_plain(tm, (size_t)r->n_messages, &plain, err, sizeof err);
+            free(tm);
+            tm = NULL;
+            if (rc) return false;
+        }
+        bool ok = true;
+        cJSON *arr = cJSON_AddArrayToObject(o, "messages");
+        for (size_t i = 0; ok && arr && i < plain.n; i++) {
+            cJSON *m = cJSON_CreateObject();
+            if (m && !cJSON_AddItemToArray(arr, m)) {
+                cJSON_Delete(m);
+                m = NULL;
+            }
+            ok = m &&
+                 cJSON_AddStringToObject(m, "role", plain.msgs[i].role) &&
+                 cJSON_AddStringToObject(m, "content", plain.msgs[i].content);
+        }
+        if (tools) tmpl_plain_free(&plain);
+        else free(tm);
+        return ok && arr;
     }
     if (r->prompt) return cJSON_AddStringToObject(o, "prompt", r->prompt) != NULL;
     if (!r->prompt_tokens || r->n_prompt_tokens <= 0) return false;
