@@ -520,8 +520,10 @@ int tmpl_init(struct tmpl *t, const char *jinja, const char *override, const cha
         t->llama31 = has(jinja, "Environment: ipython") && has(jinja, "Cutting Knowledge Date");
         t->llama3_today = t->llama31 && has(jinja, "strftime_now");
     }
-    if (t->family == TMPL_MISTRAL && jinja && !override)
-        t->mistral_tools = has(jinja, "[AVAILABLE_TOOLS][") && has(jinja, "[TOOL_RESULTS]");
+    if (t->family == TMPL_MISTRAL && jinja && !override) {
+        t->mistral_tools = has(jinja, "[AVAILABLE_TOOLS]") && has(jinja, "[TOOL_RESULTS]");
+        t->mistral_spaced = t->mistral_tools && has(jinja, "[AVAILABLE_TOOLS] [");
+    }
     if (t->family == TMPL_PHI3 && jinja && !override)
         t->phi3_v1 = !has(jinja, "<|system|>") && has(jinja, "'<|assistant|>'");
     if (t->family == TMPL_PHI3 && jinja && !override && !t->phi3_v1)

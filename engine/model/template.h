@@ -47,7 +47,7 @@ struct tmpl_msg {
  * Families with a native tool format render them as their template does
  * (Llama 3.1-3.3: tools in the first user message, "Environment: ipython",
  * calls as {"name", "parameters"} JSON, results in the ipython role;
- * Mistral v3 tekken: [AVAILABLE_TOOLS] before the last user message,
+ * Mistral v3 (7B v0.3, tekken Nemo): [AVAILABLE_TOOLS] before the last user message,
  * [TOOL_CALLS] with 9-character ids, [TOOL_RESULTS]; Phi-4 mini: each
  * tool's function in <|tool|>..<|/tool|> in the system message, calls in
  * <|tool_call|>..<|/tool_call|>, results in <|tool_response|>, as llama.cpp's
@@ -98,7 +98,9 @@ struct tmpl {
                               * <|assistant|> after every user turn */
     bool llama31;            /* Llama 3.1-3.3: system header with the dates, native tools */
     bool llama3_today;       /* ... whose "Today Date" is the current date (3.2) */
-    bool mistral_tools;      /* Mistral v3 (tekken, Nemo): [AVAILABLE_TOOLS] etc. */
+    bool mistral_tools;      /* Mistral v3: [AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS] */
+    bool mistral_spaced;     /* ... as v0.3 writes them ("[INST] ", "[TOOL_CALLS] ["), not
+                              * as tekken (Nemo) does */
     bool phi4;               /* Phi-4 mini: no newlines after the role tags, <|tool|> */
     const char *today;       /* "%d %b %Y" date for llama3_today; NULL: the current
                               * local date (tests fix it; not owned) */

@@ -447,7 +447,7 @@ static int llama31(const struct tmpl *t, const struct xconv *x, bool agp, struct
     return 0;
 }
 
-/* --- Mistral v3 tekken (Nemo) --------------------------------------------------------------- */
+/* --- Mistral v3: tekken (Nemo) and v0.3 (7B) --------------------------------------------------------------- */
 
 /* The template wants alphanumeric ids of 9 characters; longer OpenAI ids
  * (call_...) keep their last 9, as vLLM does. */
@@ -461,9 +461,9 @@ static int mistral_id(const char *id, char out[10], char *err, size_t errlen)
     return 0;
 }
 
-static void mistral_tools(struct sb *b, const cJSON *tools)
+static void mistral_tools(struct sb *b, const cJSON *tools, bool spaced)
 {
-    tsb_add(b, "[AVAILABLE_TOOLS][");
+    tsb_add(b, spaced ? "[AVAILABLE_TOOLS] [" : "[AVAILABLE_TOOLS][");
     const cJSON *tl;
     cJSON_ArrayForEach(tl, tools) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tl, "function"), *kv;
@@ -510,14 +510,16 @@ static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b,
             return tmpl_raise(err, errlen, "mistral", "after the optional system message, roles must "
                          "alternate user/assistant/user/...");
     }
+    bool sp = t->mistral_spaced; /* v0.3 puts spaces after the markers */
     tsb_add(b, t->bos);
     for (size_t i = first; i < x->n; i++) {
         const struct xmsg *m = &x->m[i];
         char id[10];
         if (strcmp(m->role, "user") == 0) {
             /* message == user_messages[-1] compares by value */
-            if (x->tools && strcmp(m->content, last_user->content) == 0) mistral_tools(b, x->tools);
-            tsb_add(b, "[INST]");
+            if (x->tools && strcmp(m->content, last_user->content) == 0)
+                mistral_tools(b, x->tools, sp);
+            tsb_add(b, sp ? "[INST] " : "[INST]");
             if (i + 1 == x->n && system) {
                 tsb_add(b, system);
                 tsb_add(b, "\n\n");
@@ -525,7 +527,7 @@ static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b,
             tsb_add(b, m->content);
             tsb_add(b, "[/INST]");
         } else if (m->calls) {
-            tsb_add(b, "[TOOL_CALLS][");
+            tsb_add(b, sp ? "[TOOL_CALLS] [" : "[TOOL_CALLS][");
             const cJSON *c;
             cJSON_ArrayForEach(c, m->calls) {
                 const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
@@ -547,10 +549,15 @@ static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b,
                 }
             }
         } else if (strcmp(m->role, "assistant") == 0) {
-            tsb_add(b, m->content);
+            if (sp) {
+                tsb_add(b, " ");
+                tsb_add_trim(b, m->content);
+            } else {
+                tsb_add(b, m->content);
+            }
             tsb_add(b, t->eos);
         } else if (strcmp(m->role, TMPL_ROLE_TOOL) == 0) {
-            tsb_add(b, "[TOOL_RESULTS]{\"content\": ");
+            tsb_add(b, sp ? "[TOOL_RESULTS] {\"content\": " : "[TOOL_RESULTS]{\"content\": ");
             tsb_add(b, m->content);
             tsb_add(b, ", ");
             if (mistral_id(m->call_id, id, err, errlen)) return -1;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gguf.h"
 #include "template.h"
@@ -120,6 +121,53 @@ static size_t tool_msgs(const cJSON *tools, const cJSON *conv, struct tmpl_msg *
     return n;
 }
 
+/* What the goldens cannot show: OpenAI's long call ids on Mistral, Llama
+ * 3.2's date of today, malformed tool roles. */
+static void tool_edges(void)
+{
+    char err[256], *out = NULL;
+    struct tmpl t;
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]";
+    struct tmpl_msg m[4] = {
+        {TMPL_ROLE_TOOLS, tools},
+        {"user", "hi"},
+        {TMPL_ROLE_TOOL_CALLS, "{\"tool_calls\":[{\"id\":\"call_abc_0123456789\",\"type\":"
+                               "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}],"
+                               "\"content\":null}"},
+        {TMPL_ROLE_TOOL, "{\"tool_call_id\":\"call_abc_0123456789\",\"content\":\"42\"}"},
+    };
+    tmpl_init(&t, "[INST] [AVAILABLE_TOOLS][ [TOOL_RESULTS]", NULL, "<s>", "</s>", err, sizeof err);
+    int rc = tmpl_apply(&t, m, 4, false, &out, err, sizeof err);
+    ok(rc == 0 && strstr(out, "\"id\": \"123456789\"}]</s>[TOOL_RESULTS]{\"content\": 42, "
+                              "\"call_id\": \"123456789\"}"),
+       "Mistral: a long OpenAI call id keeps its last 9 characters (%s)", rc ? err : out);
+    free(out);
+    m[3].content = "{\"tool_call_id\":\"c1\",\"content\":\"42\"}";
+    ok(tmpl_apply(&t, m, 4, false, &out, err, sizeof err) == -1 && strstr(err, "length 9"),
+       "Mistral: a short id is an error, as the template raises: %s", err);
+    tmpl_free(&t);
+    tmpl_init(&t, "<|start_header_id|><|end_header_id|> Environment: ipython Cutting Knowledge "
+              "Date strftime_now", NULL, "<|begin_of_text|>", "<|eot_id|>", err, sizeof err);
+    char want[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(want, sizeof want, "Today Date: %d %b %Y\n", &tm);
+    rc = tmpl_apply(&t, m, 2, true, &out, err, sizeof err);
+    ok(rc == 0 && t.llama3_today && strstr(out, want), "Llama 3.2: %s", want);
+    free(out);
+    m[0].content = "{\"not\": \"an array\"}";
+    ok(tmpl_apply(&t, m, 2, true, &out, err, sizeof err) == -1 && strstr(err, "tools array"),
+       "a malformed tools message is an error: %s", err);
+    tmpl_free(&t);
+    ok(tmpl_render(TMPL_CHATML, m + 1, 3, true, &out, err, sizeof err) == 0 &&
+           strstr(out, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}"
+                       "\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n42\n"
+                       "</tool_response><|im_end|>"),
+       "no tools offered (tool_choice none): past calls and results still rendered");
+    free(out);
+}
+
 /* golden_tools.json (make_tool_templates.py): the native tool formats. */
 static void golden_tool_cases(const char *src)
 {
@@ -170,7 +218,7 @@ static void golden_tool_cases(const char *src)
         for (size_t i = 0; i < n; i++) free(keep[i]);
         tmpl_free(&t);
     }
-    ok(n_cases >= 64 && n_raise > 0 && n_raise < n_cases && n_ok == n_cases,
+    ok(n_cases >= 80 && n_raise > 0 && n_raise < n_cases && n_ok == n_cases,
        "%d/%d jinja2 renderings with tools reproduced exactly (%d raise)", n_ok, n_cases, n_raise);
     cJSON_Delete(root);
 }
@@ -274,6 +322,7 @@ int main(void)
     if (!src) return tap_bail("TERN_SRC is not set");
     golden_cases(src);
     golden_tool_cases(src);
+    tool_edges();
     fallback_and_names(src);
     model_file(src, "smollm2", TMPL_CHATML, false, "smollm2");
     model_file(src, "gemma3-270m", TMPL_GEMMA, true, "gemma");

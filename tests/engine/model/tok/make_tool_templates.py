@@ -9,6 +9,9 @@ models/templates/):
     llama3.2.jinja       meta-llama/Llama-3.2-3B-Instruct (3.1 and 3.3 differ only in the
                          date line and built-in tools, which tern never sets)
     mistral-nemo.jinja   mistralai/Mistral-Nemo-Instruct-2407 (Mistral v3 tekken)
+    mistral-v0.3.jinja   mistralai/Mistral-7B-Instruct-v0.3 (the same with spaces after
+                         [INST], [AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS] and a trimmed,
+                         space-led assistant turn)
     qwen2.5.jinja        Qwen/Qwen2.5-7B-Instruct (the generic Hermes format is its own)
     phi4-mini.jinja      llama.cpp's models/templates/llama-cpp-microsoft-Phi-4-mini-instruct.jinja
                          (microsoft/Phi-4-mini-instruct's own template renders neither
@@ -37,6 +40,7 @@ TEMPLATES = {
     'qwen2.5': ('chatml', '', '<|im_end|>',
                 "<|im_start|> '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
                 "You are a helpful assistant.<|im_end|>\\n'"),
+    'mistral-v0.3': ('mistral', '<s>', '</s>', '[INST] [AVAILABLE_TOOLS] [ [TOOL_RESULTS]'),
     'phi4-mini': ('phi3', '<|endoftext|>', '<|endoftext|>',
                   '<|system|> <|assistant|> <|end|> <|tool|> <|tool_call|>'),
 }
