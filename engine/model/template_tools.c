@@ -357,6 +357,27 @@ static int r_hermes(const struct tmpl *t, const struct xconv *x, bool agp, struc
 {
     struct tmpl_plain p;
     if (hermes_plain(t->default_system, x, &p, err, errlen)) return -1;
+    /* Mistral's first templates have no system role: the tools lead the
+     * first user message instead (a system message of the request's own
+     * is still refused, as the template refuses it) */
+    bool sys0 = strcmp(x->m[0].role, "system") == 0;
+    if (t->family == TMPL_MISTRAL && x->tools && !sys0 && p.n > 1 &&
+        strcmp(p.msgs[1].role, "user") == 0) {
+        struct sb u = {0};
+        tsb_add(&u, p.msgs[0].content);
+        tsb_add(&u, "\n\n");
+        tsb_add(&u, p.msgs[1].content);
+        if (u.oom) {
+            free(u.p);
+            tmpl_plain_free(&p);
+            return tmpl_raise(err, errlen, "tools", "out of memory");
+        }
+        free(p.texts[1]);
+        p.texts[1] = u.p;
+        p.msgs[1].content = u.p;
+        memmove(p.msgs, p.msgs + 1, (p.n - 1) * sizeof *p.msgs);
+        p.n--;
+    }
     int rc = tmpl_render_family(t, p.msgs, p.n, agp, b, err, errlen);
     tmpl_plain_free(&p);
     return rc;

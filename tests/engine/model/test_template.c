@@ -166,6 +166,13 @@ static void tool_edges(void)
                        "</tool_response><|im_end|>"),
        "no tools offered (tool_choice none): past calls and results still rendered");
     free(out);
+    m[0].content = tools;
+    rc = tmpl_render(TMPL_MISTRAL, m, 2, true, &out, err, sizeof err);
+    ok(rc == 0 && strncmp(out, "<s>[INST] # Tools\n", 18) == 0 &&
+           strstr(out, "</tool_call>\n\nhi [/INST]"),
+       "Mistral before v0.3 (no system role): the generic tools lead the first user message (%s)",
+       rc ? err : out);
+    free(out);
 }
 
 /* golden_tools.json (make_tool_templates.py): the native tool formats. */
