@@ -615,8 +615,8 @@ static size_t string_end(const char *t, size_t i, size_t len)
     return 0;
 }
 
-/* One call object {"name": .., "arguments": ..} from t[at..len), as far as
- * it goes (see oai_tools_forced_progress). */
+/* One call object {"name": .., "arguments" | "parameters": ..} from
+ * t[at..len), as far as it goes (see oai_tools_forced_progress). */
 static void call_at(const char *t, size_t at, size_t len, char **name, size_t *from, size_t *to,
                     bool *done)
 {
@@ -634,7 +634,10 @@ static void call_at(const char *t, size_t at, size_t len, char **name, size_t *f
     if (cJSON_IsString(s)) *name = strdup(s->valuestring);
     cJSON_Delete(s);
     i = lit_at(t, e, len, ",");
-    if (i) i = lit_at(t, i, len, "\"arguments\"");
+    if (i) { /* "parameters" as Llama 3.1-3.3's template writes calls */
+        size_t a = lit_at(t, i, len, "\"arguments\"");
+        i = a ? a : lit_at(t, i, len, "\"parameters\"");
+    }
     if (i) i = lit_at(t, i, len, ":");
     if (!i) return;
     i = ws_at(t, i, len);
