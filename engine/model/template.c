@@ -408,7 +408,7 @@ int tmpl_render_family(const struct tmpl *t, const struct tmpl_msg *msgs, size_t
 {
 #ifdef TERN_TMPL_TOOLS
     if (t->llama31 && t->family == TMPL_LLAMA3) return tmpl_llama31(t, msgs, n, agp, b, err, errlen);
-    if (t->mistral_tools && t->family == TMPL_MISTRAL)
+    if ((t->mistral_tools || t->mistral_v7) && t->family == TMPL_MISTRAL)
         return tmpl_mistral_v3(t, msgs, n, agp, b, err, errlen);
     if (t->phi4 && t->family == TMPL_PHI3) return tmpl_phi4(t, msgs, n, agp, b, err, errlen);
 #endif
@@ -491,6 +491,44 @@ static char *default_system(const char *j)
     return NULL;
 }
 
+/* A Jinja string literal (double-quoted) right after the text key in j,
+ * unescaped as Jinja does (Python's unicode-escape: a backslash-newline is
+ * dropped); with second, the literal after it that follows the first
+ * (kept in *tail). NULL when absent or out of memory. */
+static char *literal_at(const char *p, const char **end)
+{
+    if (*p != '"') return NULL;
+    struct sb b = {0};
+    tsb_add(&b, "");
+    for (p++; *p && *p != '"'; p++) {
+        char c = *p;
+        if (c == '\\' && p[1]) {
+            char x = *++p;
+            if (x == '\n') continue;
+            c = x == 'n' ? '\n' : x == 't' ? '\t' : x == 'r' ? '\r' : x;
+        }
+        tsb_addn(&b, &c, 1);
+    }
+    if (*p != '"' || b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *end = p + 1;
+    return b.p;
+}
+
+static char *jinja_literal(const char *j, const char *key, char **tail, const char *second)
+{
+    const char *p = strstr(j, key), *end = NULL;
+    if (tail) *tail = NULL;
+    if (!p) return NULL;
+    char *head = literal_at(p + strlen(key), &end);
+    if (!head || !tail) return head;
+    if (strncmp(end, second, strlen(second)) == 0)
+        *tail = literal_at(end + strlen(second), &end);
+    return head;
+}
+
 static char *dup_or_empty(const char *s)
 {
     return strdup(s ? s : "");
@@ -520,7 +558,18 @@ int tmpl_init(struct tmpl *t, const char *jinja, const char *override, const cha
         t->llama31 = has(jinja, "Environment: ipython") && has(jinja, "Cutting Knowledge Date");
         t->llama3_today = t->llama31 && has(jinja, "strftime_now");
     }
-    if (t->family == TMPL_MISTRAL && jinja && !override) {
+    if (t->family == TMPL_MISTRAL && jinja && !override && has(jinja, "[SYSTEM_PROMPT]") &&
+        has(jinja, "[AVAILABLE_TOOLS]")) {
+        /* the default system prompt (around " + today + ") and the tool prompt
+         * are the template's own string literals */
+        t->v7_sys_head = jinja_literal(jinja, "set default_system_message = ", &t->v7_sys_tail,
+                                       " + today + ");
+        t->v7_tool_prompt = jinja_literal(jinja, "set parallel_tool_prompt = ", NULL, NULL);
+        t->v7_tool_sep = jinja_literal(jinja, "set system_message = parallel_tool_prompt + ", NULL,
+                                       NULL);
+        t->mistral_v7 = t->v7_sys_head && t->v7_sys_tail && t->v7_tool_prompt && t->v7_tool_sep;
+    }
+    if (t->family == TMPL_MISTRAL && jinja && !override && !t->mistral_v7) {
         t->mistral_tools = has(jinja, "[AVAILABLE_TOOLS]") && has(jinja, "[TOOL_RESULTS]");
         t->mistral_spaced = t->mistral_tools && has(jinja, "[AVAILABLE_TOOLS] [");
     }
@@ -559,6 +608,10 @@ int tmpl_init_model(struct tmpl *t, const struct gguf_ctx *g, const struct tok *
 
 void tmpl_free(struct tmpl *t)
 {
+    free(t->v7_sys_head);
+    free(t->v7_sys_tail);
+    free(t->v7_tool_prompt);
+    free(t->v7_tool_sep);
     free(t->bos);
     free(t->eos);
     free(t->default_system);

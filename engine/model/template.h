@@ -47,7 +47,8 @@ struct tmpl_msg {
  * Families with a native tool format render them as their template does
  * (Llama 3.1-3.3: tools in the first user message, "Environment: ipython",
  * calls as {"name", "parameters"} JSON, results in the ipython role;
- * Mistral v3 (7B v0.3, tekken Nemo): [AVAILABLE_TOOLS] before the last user message,
+ * Mistral v3 (7B v0.3, tekken Nemo) and v7 (Small 3.x, [SYSTEM_PROMPT]):
+ * [AVAILABLE_TOOLS] before the last user message,
  * [TOOL_CALLS] with 9-character ids, [TOOL_RESULTS]; Phi-4 mini: each
  * tool's function in <|tool|>..<|/tool|> in the system message, calls in
  * <|tool_call|>..<|/tool_call|>, results in <|tool_response|>, as llama.cpp's
@@ -102,8 +103,11 @@ struct tmpl {
     bool mistral_spaced;     /* ... as v0.3 writes them ("[INST] ", "[TOOL_CALLS] ["), not
                               * as tekken (Nemo) does */
     bool phi4;               /* Phi-4 mini: no newlines after the role tags, <|tool|> */
-    const char *today;       /* "%d %b %Y" date for llama3_today; NULL: the current
-                              * local date (tests fix it; not owned) */
+    bool mistral_v7;         /* Mistral v7 (Small 3.x): [SYSTEM_PROMPT], tools as v0.3 */
+    char *v7_sys_head, *v7_sys_tail; /* its default system prompt around today's date */
+    char *v7_tool_prompt, *v7_tool_sep; /* what leads the system prompt with tools */
+    long long today;         /* the date templates print (seconds since the epoch, shown
+                              * in local time); 0: now (tests fix it) */
 };
 
 /* Resolves jinja (may be NULL) or, when override is non-NULL, the named

@@ -394,6 +394,15 @@ int tmpl_tools_plain(const struct tmpl_msg *msgs, size_t n, struct tmpl_plain *o
     return rc;
 }
 
+/* Today's date (t->today when set) in local time as strftime_now(fmt) writes it. */
+static void today_text(const struct tmpl *t, const char *fmt, char *out, size_t cap)
+{
+    time_t now = t->today ? (time_t)t->today : time(NULL);
+    struct tm tm;
+    out[0] = 0;
+    if (localtime_r(&now, &tm)) strftime(out, cap, fmt, &tm);
+}
+
 /* --- Llama 3.1-3.3 ------------------------------------------------------------------------ */
 
 static int llama31(const struct tmpl *t, const struct xconv *x, bool agp, struct sb *b, char *err,
@@ -405,14 +414,7 @@ static int llama31(const struct tmpl *t, const struct xconv *x, bool agp, struct
     const char *system = "";
     if (strcmp(x->m[0].role, "system") == 0) system = x->m[i++].content;
     char date[32] = "26 Jul 2024";
-    if (t->llama3_today) {
-        if (t->today) snprintf(date, sizeof date, "%s", t->today);
-        else {
-            time_t now = time(NULL);
-            struct tm tm;
-            if (localtime_r(&now, &tm)) strftime(date, sizeof date, "%d %b %Y", &tm);
-        }
-    }
+    if (t->llama3_today) today_text(t, "%d %b %Y", date, sizeof date);
     tsb_add(b, "<|start_header_id|>system<|end_header_id|>\n\n");
     if (x->tools) tsb_add(b, "Environment: ipython\n");
     tsb_add(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
@@ -531,8 +533,29 @@ static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b,
             return tmpl_raise(err, errlen, "mistral", "after the optional system message, roles must "
                          "alternate user/assistant/user/...");
     }
-    bool sp = t->mistral_spaced; /* v0.3 puts spaces after the markers */
+    bool v7 = t->mistral_v7;
+    bool sp = t->mistral_spaced || v7; /* v0.3 puts spaces after the markers, v7 after some */
     tsb_add(b, t->bos);
+    if (v7) {
+        /* [SYSTEM_PROMPT]: the request's, else the default one with today's
+         * date; the tool prompt leads it when there are tools */
+        tsb_add(b, "[SYSTEM_PROMPT]");
+        if (x->tools) {
+            tsb_add(b, t->v7_tool_prompt);
+            tsb_add(b, t->v7_tool_sep);
+        }
+        if (system) {
+            tsb_add(b, system);
+        } else {
+            char date[32];
+            today_text(t, "%Y-%m-%d", date, sizeof date);
+            tsb_add(b, t->v7_sys_head);
+            tsb_add(b, date);
+            tsb_add(b, t->v7_sys_tail);
+        }
+        tsb_add(b, "[/SYSTEM_PROMPT]");
+        system = NULL;
+    }
     for (size_t i = first; i < x->n; i++) {
         const struct xmsg *m = &x->m[i];
         char id[10];
@@ -540,7 +563,7 @@ static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b,
             /* message == user_messages[-1] compares by value */
             if (x->tools && strcmp(m->content, last_user->content) == 0)
                 mistral_tools(b, x->tools, sp);
-            tsb_add(b, sp ? "[INST] " : "[INST]");
+            tsb_add(b, sp && !v7 ? "[INST] " : "[INST]");
             if (i + 1 == x->n && system) {
                 tsb_add(b, system);
                 tsb_add(b, "\n\n");
@@ -570,7 +593,7 @@ static int mistral_v3(const struct tmpl *t, const struct xconv *x, struct sb *b,
                 }
             }
         } else if (strcmp(m->role, "assistant") == 0) {
-            if (sp) {
+            if (sp && !v7) {
                 tsb_add(b, " ");
                 tsb_add_trim(b, m->content);
             } else {
@@ -686,7 +709,7 @@ int tmpl_apply_tools(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n
 {
     if (t->phi4 && t->family == TMPL_PHI3) return tmpl_phi4(t, msgs, n, agp, b, err, errlen);
     if (t->llama31 && t->family == TMPL_LLAMA3) return tmpl_llama31(t, msgs, n, agp, b, err, errlen);
-    if (t->mistral_tools && t->family == TMPL_MISTRAL)
+    if ((t->mistral_tools || t->mistral_v7) && t->family == TMPL_MISTRAL)
         return tmpl_mistral_v3(t, msgs, n, agp, b, err, errlen);
     struct xconv x;
     if (xconv_read(msgs, n, &x, err, errlen)) return -1;

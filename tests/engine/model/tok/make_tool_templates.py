@@ -12,6 +12,9 @@ models/templates/):
     mistral-v0.3.jinja   mistralai/Mistral-7B-Instruct-v0.3 (the same with spaces after
                          [INST], [AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS] and a trimmed,
                          space-led assistant turn)
+    mistral-small3.1.jinja  mistralai/Mistral-Small-3.1-24B-Instruct-2503 (v7: [SYSTEM_PROMPT];
+                         tern reads its default system prompt and tool prompt from the
+                         template text, so its markers are those literals: see V7_MARKERS)
     qwen2.5.jinja        Qwen/Qwen2.5-7B-Instruct (the generic Hermes format is its own)
     phi4-mini.jinja      llama.cpp's models/templates/llama-cpp-microsoft-Phi-4-mini-instruct.jinja
                          (microsoft/Phi-4-mini-instruct's own template renders neither
@@ -41,6 +44,7 @@ TEMPLATES = {
                 "<|im_start|> '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
                 "You are a helpful assistant.<|im_end|>\\n'"),
     'mistral-v0.3': ('mistral', '<s>', '</s>', '[INST] [AVAILABLE_TOOLS] [ [TOOL_RESULTS]'),
+    'mistral-small3.1': ('mistral', '<s>', '</s>', None),
     'phi4-mini': ('phi3', '<|endoftext|>', '<|endoftext|>',
                   '<|system|> <|assistant|> <|end|> <|tool|> <|tool_call|>'),
 }
@@ -55,6 +59,13 @@ WEATHER = {'type': 'function', 'function': {
 TIME = {'type': 'function', 'function': {'name': 'get_time', 'parameters': {
     'type': 'object', 'properties': {'tz': {'type': 'string'}}}}}
 NOARGS = {'type': 'function', 'function': {'name': 'ping'}}
+
+
+def v7_markers(text):
+    """The lines of the v7 template tern reads (its two prompts' literals) and its markers."""
+    keep = [l for l in text.split('{%-') if 'set default_system_message' in l or
+            'set parallel_tool_prompt' in l or 'set system_message = parallel_tool_prompt' in l]
+    return '[SYSTEM_PROMPT] [INST] [AVAILABLE_TOOLS] [TOOL_RESULTS] ' + '{%-'.join([''] + keep)
 
 
 def call(cid, name, args):
@@ -113,6 +124,8 @@ def main():
     cases, sums = [], {}
     for name, (family, bos, eos, markers) in TEMPLATES.items():
         text = open(os.path.join(tdir, name + '.jinja')).read()
+        if markers is None:
+            markers = v7_markers(text)
         sums[name] = hashlib.sha256(text.encode()).hexdigest()
         tmpl = env.from_string(text)
         for ci, (tools, conv) in enumerate(CASES):
