@@ -194,12 +194,10 @@ static int tool_text(struct parse_ctx *c, const cJSON *m, bool has_content, cons
             return fail(c, param, "'%s.tool_calls' is only for assistant messages", param);
         }
         const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-        char *calls = oai_tools_render_calls(tc, msg, sizeof msg); /* validates */
-        if (!calls) {
+        if (oai_tools_check_calls(tc, msg, sizeof msg) != 0) {
             cJSON_Delete(o);
             return fail(c, param, "'%s': %s", param, msg);
         }
-        free(calls);
         if (ok) ok = cJSON_AddItemToObject(o, "tool_calls", cJSON_Duplicate(tc, true));
     }
     if (ok) ok = (has_content ? cJSON_AddStringToObject(o, "content", *text)

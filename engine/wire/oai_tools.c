@@ -283,60 +283,33 @@ int oai_tools_parse(const cJSON *root, struct oai_tools *out, char **system, cha
     return 0;
 }
 
-/* ---- history as text (the generic format; the templates render it, template_tools.c) ---- */
+/* ---- history (the templates render it: template_tools.c) ------------------------ */
 
-char *oai_tools_render_calls(const cJSON *calls, char *msg, size_t ml)
+int oai_tools_check_calls(const cJSON *calls, char *msg, size_t ml)
 {
     if (!cJSON_IsArray(calls)) {
         snprintf(msg, ml, "'tool_calls' must be an array");
-        return NULL;
+        return -1;
     }
-    size_t cap = 64, len = 0;
-    char *out = calloc(1, cap);
     const cJSON *c;
     int i = 0;
     cJSON_ArrayForEach(c, calls) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
         if (!cJSON_IsString(name) || (args && !cJSON_IsString(args) && !cJSON_IsObject(args))) {
             snprintf(msg, ml, "'tool_calls[%d]' must have function.name and function.arguments "
                      "(a JSON string)", i);
-            free(out);
-            return NULL;
+            return -1;
         }
-        /* arguments travel as a JSON string: written as the object it holds */
-        cJSON *a = args && cJSON_IsString(args) ? cJSON_Parse(args->valuestring)
-                   : args                       ? cJSON_Duplicate(args, true)
-                                                : cJSON_CreateObject();
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", name->valuestring);
-        if (a) cJSON_AddItemToObject(o, "arguments", a);
-        else cJSON_AddStringToObject(o, "arguments", args->valuestring);
-        char *j = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        size_t need = len + (j ? strlen(j) : 0) + 32;
-        if (need > cap) {
-            char *nb = realloc(out, need * 2);
-            if (!nb) {
-                free(j);
-                free(out);
-                return NULL;
-            }
-            out = nb;
-            cap = need * 2;
+        if (id && !cJSON_IsString(id) && !cJSON_IsNull(id)) {
+            snprintf(msg, ml, "'tool_calls[%d].id' must be a string", i);
+            return -1;
         }
-        if (!out || !j) {
-            free(j);
-            free(out);
-            snprintf(msg, ml, "out of memory");
-            return NULL;
-        }
-        len += (size_t)sprintf(out + len, "%s<tool_call>\n%s\n</tool_call>", i ? "\n" : "", j);
-        free(j);
         i++;
     }
-    return out;
+    return 0;
 }
 
 /* ---- the reply back ------------------------------------------------------------- */

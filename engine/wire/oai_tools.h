@@ -57,10 +57,10 @@ struct oai_tools *oai_tools_dup(const struct oai_tools *t);
 int oai_tools_parse(const struct cJSON *root, struct oai_tools *out, char **system,
                     char **schema, char *msg, size_t msglen, char *param, size_t paramlen);
 
-/* An assistant message's tool_calls checked (each with function.name and
- * function.arguments, a JSON string or object) and written as generic
- * <tool_call> text. malloc'd; NULL with msg on a malformed entry. */
-char *oai_tools_render_calls(const struct cJSON *tool_calls, char *msg, size_t msglen);
+/* An assistant message's tool_calls checked: an array, each with
+ * function.name and function.arguments (a JSON string or object), id a
+ * string if given. Returns 0, or -1 with msg. */
+int oai_tools_check_calls(const struct cJSON *tool_calls, char *msg, size_t msglen);
 
 /* Parses a reply: the calls it makes as an OpenAI "tool_calls" array (each
  * {id: id_prefix + index, type: "function", function: {name, arguments: JSON
