@@ -30,7 +30,7 @@ static void test_chat_roundtrip(void)
         "\"seed\":42,\"stop\":[\"\\n\\n\",\"END\"],\"stream\":true,"
         "\"stream_options\":{\"include_usage\":true},\"n\":1,\"user\":\"u1\",\"logprobs\":false}";
     struct oai_request a, b;
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     tap_ok(parse(body, OAI_CHAT, &a, &e) == 0, "chat request parses (%s)", e.message);
     tap_ok(a.req.n_messages == 4 && strcmp(a.req.messages[1].content, "Hello w\xc3\xb6rld") == 0,
            "text parts joined, \\u escape decoded: '%s'", a.req.messages[1].content);
@@ -64,7 +64,7 @@ static void test_chat_roundtrip(void)
 static void test_completion_roundtrip(void)
 {
     struct oai_request a, b;
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     tap_ok(parse("{\"prompt\":[\"Once upon\"],\"max_tokens\":3,\"stop\":\"x\"}", OAI_COMPLETION,
                  &a, &e) == 0 && strcmp(a.req.prompt, "Once upon") == 0 && a.req.n_stop == 1,
            "completion prompt ['text'] parses");
@@ -179,7 +179,7 @@ static void test_errors(void)
                "400 for %s: param '%s' message '%s'", cases[i].body, e.param, e.message);
     }
     struct oai_request r;
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     const char bad[] = "{\"prompt\":\"a\xff\xfe\"}";
     tap_ok(oai_request_parse(bad, sizeof bad - 1, OAI_COMPLETION, NULL, &r, &e) == -1 &&
                strstr(e.message, "UTF-8"),
@@ -309,7 +309,7 @@ static void test_response_format(void)
         "\"json_schema\",\"json_schema\":{\"name\":\"p\",\"strict\":true,\"schema\":{\"type\":"
         "\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}}}";
     struct oai_request a = {0}, b = {0};
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     tap_ok(parse(body, OAI_CHAT, &a, &e) == 0 && a.req.json_schema &&
                strstr(a.req.json_schema, "\"required\":[\"n\"]") && !a.req.json_object,
            "json_schema parsed into the request (%s)", a.req.json_schema ? a.req.json_schema : e.message);
@@ -340,7 +340,7 @@ static void test_response_format(void)
 static void test_template_kwargs(void)
 {
     struct oai_request a = {0}, b = {0};
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
                        "\"chat_template_kwargs\":{\"enable_thinking\":false,\"other\":1}}";
     tap_ok(parse(body, OAI_CHAT, &a, &e) == 0 && a.req.no_think, "enable_thinking false: no_think");
