@@ -8,6 +8,7 @@
 
 #include "gguf.h"
 #include "template.h"
+#include "template_impl.h"
 #include "tok.h"
 
 static const char *const family_names[TMPL_N_FAMILIES] = {
@@ -64,13 +65,7 @@ const char *tmpl_family_names(void)
 
 /* --- output buffer --------------------------------------------------------------- */
 
-struct sb {
-    char *p;
-    size_t n, cap;
-    bool oom;
-};
-
-static void sb_addn(struct sb *b, const char *s, size_t n)
+void tsb_addn(struct sb *b, const char *s, size_t n)
 {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
@@ -89,9 +84,9 @@ static void sb_addn(struct sb *b, const char *s, size_t n)
     b->p[b->n] = 0;
 }
 
-static void sb_add(struct sb *b, const char *s)
+void tsb_add(struct sb *b, const char *s)
 {
-    sb_addn(b, s ? s : "", s ? strlen(s) : 0);
+    tsb_addn(b, s ? s : "", s ? strlen(s) : 0);
 }
 
 /* Python's str.strip() whitespace (what Jinja's trim filter and .strip() use). */
@@ -111,7 +106,7 @@ static size_t space_at(const char *s, size_t n)
     return 0;
 }
 
-static void sb_add_trim(struct sb *b, const char *s)
+void tsb_add_trim(struct sb *b, const char *s)
 {
     size_t n = s ? strlen(s) : 0, i = 0, k;
     while (i < n && (k = space_at(s + i, n - i)) > 0) i += k;
@@ -123,7 +118,7 @@ static void sb_add_trim(struct sb *b, const char *s)
         if (space_at(s + st, e - st) != e - st) break;
         e = st;
     }
-    sb_addn(b, s + i, e - i);
+    tsb_addn(b, s + i, e - i);
 }
 
 static bool role_is(const struct tmpl_msg *m, const char *r)
@@ -152,17 +147,17 @@ static int r_chatml(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bo
     (void)err, (void)errlen;
     for (size_t i = 0; i < n; i++) {
         if (i == 0 && t->default_system && !role_is(&m[0], "system")) {
-            sb_add(b, "<|im_start|>system\n");
-            sb_add(b, t->default_system);
-            sb_add(b, "<|im_end|>\n");
+            tsb_add(b, "<|im_start|>system\n");
+            tsb_add(b, t->default_system);
+            tsb_add(b, "<|im_end|>\n");
         }
-        sb_add(b, "<|im_start|>");
-        sb_add(b, m[i].role);
-        sb_add(b, "\n");
-        sb_add(b, m[i].content);
-        sb_add(b, "<|im_end|>\n");
+        tsb_add(b, "<|im_start|>");
+        tsb_add(b, m[i].role);
+        tsb_add(b, "\n");
+        tsb_add(b, m[i].content);
+        tsb_add(b, "<|im_end|>\n");
     }
-    if (agp) sb_add(b, "<|im_start|>assistant\n");
+    if (agp) tsb_add(b, "<|im_start|>assistant\n");
     return 0;
 }
 
@@ -171,14 +166,14 @@ static int r_llama3(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bo
 {
     (void)err, (void)errlen;
     for (size_t i = 0; i < n; i++) {
-        if (i == 0) sb_add(b, t->bos);
-        sb_add(b, "<|start_header_id|>");
-        sb_add(b, m[i].role);
-        sb_add(b, "<|end_header_id|>\n\n");
-        sb_add_trim(b, m[i].content);
-        sb_add(b, "<|eot_id|>");
+        if (i == 0) tsb_add(b, t->bos);
+        tsb_add(b, "<|start_header_id|>");
+        tsb_add(b, m[i].role);
+        tsb_add(b, "<|end_header_id|>\n\n");
+        tsb_add_trim(b, m[i].content);
+        tsb_add(b, "<|eot_id|>");
     }
-    if (agp) sb_add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    if (agp) tsb_add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     return 0;
 }
 
@@ -202,22 +197,22 @@ static int r_llama2(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bo
         if (check_alternation(&m[i], j, "llama2", err, errlen)) return -1;
         struct sb c = {0};
         if (j == 0 && sys) {
-            sb_add(&c, "<<SYS>>\n");
-            sb_add(&c, sys);
-            sb_add(&c, "\n<</SYS>>\n\n");
+            tsb_add(&c, "<<SYS>>\n");
+            tsb_add(&c, sys);
+            tsb_add(&c, "\n<</SYS>>\n\n");
         }
-        sb_add(&c, m[i].content);
+        tsb_add(&c, m[i].content);
         if (c.oom) b->oom = true;
         if (role_is(&m[i], "user")) {
-            sb_add(b, t->bos);
-            sb_add(b, "[INST] ");
-            sb_add_trim(b, c.p);
-            sb_add(b, " [/INST]");
+            tsb_add(b, t->bos);
+            tsb_add(b, "[INST] ");
+            tsb_add_trim(b, c.p);
+            tsb_add(b, " [/INST]");
         } else if (role_is(&m[i], "assistant")) {
-            sb_add(b, " ");
-            sb_add_trim(b, c.p);
-            sb_add(b, " ");
-            sb_add(b, t->eos);
+            tsb_add(b, " ");
+            tsb_add_trim(b, c.p);
+            tsb_add(b, " ");
+            tsb_add(b, t->eos);
         }
         free(c.p);
     }
@@ -228,16 +223,16 @@ static int r_mistral(const struct tmpl *t, const struct tmpl_msg *m, size_t n, b
                      struct sb *b, char *err, size_t errlen)
 {
     (void)agp;
-    sb_add(b, t->bos);
+    tsb_add(b, t->bos);
     for (size_t i = 0; i < n; i++) {
         if (check_alternation(&m[i], i, "mistral", err, errlen)) return -1;
         if (role_is(&m[i], "user")) {
-            sb_add(b, "[INST] ");
-            sb_add(b, m[i].content);
-            sb_add(b, " [/INST]");
+            tsb_add(b, "[INST] ");
+            tsb_add(b, m[i].content);
+            tsb_add(b, " [/INST]");
         } else if (role_is(&m[i], "assistant")) {
-            sb_add(b, m[i].content);
-            sb_add(b, t->eos);
+            tsb_add(b, m[i].content);
+            tsb_add(b, t->eos);
         } else {
             snprintf(err, errlen, "template mistral: only user and assistant roles are supported "
                      "(message %zu is '%s')", i, m[i].role ? m[i].role : "(null)");
@@ -251,38 +246,38 @@ static int r_gemma(const struct tmpl *t, const struct tmpl_msg *m, size_t n, boo
                    struct sb *b, char *err, size_t errlen)
 {
     if (need_one(n, "gemma", err, errlen)) return -1;
-    sb_add(b, t->bos);
+    tsb_add(b, t->bos);
     const char *sys = n > 0 && role_is(&m[0], "system") ? m[0].content : NULL;
     size_t first = sys ? 1 : 0;
     for (size_t i = first; i < n; i++) {
         size_t j = i - first;
         if (check_alternation(&m[i], j, "gemma", err, errlen)) return -1;
-        sb_add(b, "<start_of_turn>");
-        sb_add(b, role_is(&m[i], "assistant") ? "model" : m[i].role);
-        sb_add(b, "\n");
+        tsb_add(b, "<start_of_turn>");
+        tsb_add(b, role_is(&m[i], "assistant") ? "model" : m[i].role);
+        tsb_add(b, "\n");
         if (j == 0 && sys) {
-            sb_add(b, sys);
-            sb_add(b, "\n\n");
+            tsb_add(b, sys);
+            tsb_add(b, "\n\n");
         }
-        sb_add_trim(b, m[i].content);
-        sb_add(b, "<end_of_turn>\n");
+        tsb_add_trim(b, m[i].content);
+        tsb_add(b, "<end_of_turn>\n");
     }
-    if (agp) sb_add(b, "<start_of_turn>model\n");
+    if (agp) tsb_add(b, "<start_of_turn>model\n");
     return 0;
 }
 
 /* The first Phi-3 mini template (as in the suite's vocabulary file). */
 static void r_phi3_v1(const struct tmpl *t, const struct tmpl_msg *m, size_t n, struct sb *b)
 {
-    sb_add(b, t->bos);
+    tsb_add(b, t->bos);
     for (size_t i = 0; i < n; i++) {
         if (role_is(&m[i], "user")) {
-            sb_add(b, "<|user|>\n");
-            sb_add(b, m[i].content);
-            sb_add(b, "<|end|>\n<|assistant|>\n");
+            tsb_add(b, "<|user|>\n");
+            tsb_add(b, m[i].content);
+            tsb_add(b, "<|end|>\n<|assistant|>\n");
         } else if (role_is(&m[i], "assistant")) {
-            sb_add(b, m[i].content);
-            sb_add(b, "<|end|>\n");
+            tsb_add(b, m[i].content);
+            tsb_add(b, "<|end|>\n");
         }
     }
 }
@@ -300,11 +295,11 @@ static int r_phi3(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool
                           : role_is(&m[i], "user") ? "<|user|>\n"
                           : role_is(&m[i], "assistant") ? "<|assistant|>\n" : NULL;
         if (!tag) continue;
-        sb_add(b, tag);
-        sb_add(b, m[i].content);
-        sb_add(b, "<|end|>\n");
+        tsb_add(b, tag);
+        tsb_add(b, m[i].content);
+        tsb_add(b, "<|end|>\n");
     }
-    sb_add(b, agp ? "<|assistant|>\n" : t->eos);
+    tsb_add(b, agp ? "<|assistant|>\n" : t->eos);
     return 0;
 }
 
@@ -317,12 +312,12 @@ static int r_zephyr(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bo
                           : role_is(&m[i], "system") ? "<|system|>\n"
                           : role_is(&m[i], "assistant") ? "<|assistant|>\n" : NULL;
         if (tag) {
-            sb_add(b, tag);
-            sb_add(b, m[i].content);
-            sb_add(b, t->eos);
-            sb_add(b, "\n");
+            tsb_add(b, tag);
+            tsb_add(b, m[i].content);
+            tsb_add(b, t->eos);
+            tsb_add(b, "\n");
         }
-        if (i + 1 == n && agp) sb_add(b, "<|assistant|>\n");
+        if (i + 1 == n && agp) tsb_add(b, "<|assistant|>\n");
     }
     return 0;
 }
@@ -331,42 +326,42 @@ static int r_deepseek(const struct tmpl *t, const struct tmpl_msg *m, size_t n, 
                       struct sb *b, char *err, size_t errlen)
 {
     (void)err, (void)errlen;
-    sb_add(b, t->bos);
+    tsb_add(b, t->bos);
     for (size_t i = 0; i < n; i++) {
         if (role_is(&m[i], "user")) {
-            sb_add(b, "User: ");
-            sb_add(b, m[i].content);
-            sb_add(b, "\n\n");
+            tsb_add(b, "User: ");
+            tsb_add(b, m[i].content);
+            tsb_add(b, "\n\n");
         } else if (role_is(&m[i], "assistant")) {
-            sb_add(b, "Assistant: ");
-            sb_add(b, m[i].content);
-            sb_add(b, t->eos);
+            tsb_add(b, "Assistant: ");
+            tsb_add(b, m[i].content);
+            tsb_add(b, t->eos);
         } else if (role_is(&m[i], "system")) {
-            sb_add(b, m[i].content);
-            sb_add(b, "\n\n");
+            tsb_add(b, m[i].content);
+            tsb_add(b, "\n\n");
         }
     }
-    if (agp) sb_add(b, "Assistant:");
+    if (agp) tsb_add(b, "Assistant:");
     return 0;
 }
 
 /* Gemma 4's strip_thinking: drop each "<|channel>...<channel|>" span, then trim. */
-static void sb_add_unthought(struct sb *b, const char *s)
+static void tsb_add_unthought(struct sb *b, const char *s)
 {
     struct sb r = {0};
-    sb_add(&r, "");
+    tsb_add(&r, "");
     /* Bounded by the content: each step consumes up to the next "<channel|>". */
     for (const char *p = s;;) {
         const char *end = strstr(p, "<channel|>");
         size_t n = end ? (size_t)(end - p) : strlen(p);
         const char *open = strstr(p, "<|channel>");
         if (open && open < p + n) n = (size_t)(open - p);
-        sb_addn(&r, p, n);
+        tsb_addn(&r, p, n);
         if (!end) break;
         p = end + strlen("<channel|>");
     }
     if (r.oom) b->oom = true;
-    sb_add_trim(b, r.p);
+    tsb_add_trim(b, r.p);
     free(r.p);
 }
 
@@ -374,25 +369,31 @@ static int r_gemma4(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bo
                     struct sb *b, char *err, size_t errlen)
 {
     if (need_one(n, "gemma4", err, errlen)) return -1;
-    sb_add(b, t->bos);
+    tsb_add(b, t->bos);
     size_t first = 0;
     if (role_is(&m[0], "system") || role_is(&m[0], "developer")) {
-        sb_add(b, "<|turn>system\n");
-        sb_add_trim(b, m[0].content);
-        sb_add(b, "<turn|>\n");
+        tsb_add(b, "<|turn>system\n");
+        tsb_add_trim(b, m[0].content);
+        tsb_add(b, "<turn|>\n");
         first = 1;
     }
     for (size_t i = first; i < n; i++) {
         bool model = role_is(&m[i], "assistant");
-        sb_add(b, "<|turn>");
-        sb_add(b, model ? "model" : m[i].role);
-        sb_add(b, "\n");
-        if (model) sb_add_unthought(b, m[i].content);
-        else sb_add_trim(b, m[i].content);
-        sb_add(b, "<turn|>\n");
+        tsb_add(b, "<|turn>");
+        tsb_add(b, model ? "model" : m[i].role);
+        tsb_add(b, "\n");
+        if (model) tsb_add_unthought(b, m[i].content);
+        else tsb_add_trim(b, m[i].content);
+        tsb_add(b, "<turn|>\n");
     }
-    if (agp) sb_add(b, "<|turn>model\n<|channel>thought\n<channel|>");
+    if (agp) tsb_add(b, "<|turn>model\n<|channel>thought\n<channel|>");
     return 0;
+}
+
+bool tmpl_role_is_tool(const char *role)
+{
+    return role && (strcmp(role, TMPL_ROLE_TOOLS) == 0 || strcmp(role, TMPL_ROLE_TOOL_CALLS) == 0 ||
+                    strcmp(role, TMPL_ROLE_TOOL) == 0);
 }
 
 typedef int (*render_fn)(const struct tmpl *, const struct tmpl_msg *, size_t, bool, struct sb *,
@@ -401,6 +402,29 @@ static const render_fn renderers[TMPL_N_FAMILIES] = {
     r_chatml, r_llama3, r_llama2, r_mistral, r_gemma, r_phi3, r_zephyr, r_deepseek, r_gemma4,
     r_chatml,
 };
+
+int tmpl_render_family(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n, bool agp,
+                       struct sb *b, char *err, size_t errlen)
+{
+#ifdef TERN_TMPL_TOOLS
+    if (t->llama31 && t->family == TMPL_LLAMA3) return tmpl_llama31(t, msgs, n, agp, b, err, errlen);
+    if ((t->mistral_tools || t->mistral_v7) && t->family == TMPL_MISTRAL)
+        return tmpl_mistral_v3(t, msgs, n, agp, b, err, errlen);
+    if (t->phi4 && t->family == TMPL_PHI3) return tmpl_phi4(t, msgs, n, agp, b, err, errlen);
+#endif
+    return renderers[t->family](t, msgs, n, agp, b, err, errlen);
+}
+
+#ifndef TERN_TMPL_TOOLS
+/* engine-only builds (no cJSON, no wire layer): tool roles never arrive. */
+int tmpl_apply_tools(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n, bool agp,
+                     struct sb *b, char *err, size_t errlen)
+{
+    (void)t, (void)msgs, (void)n, (void)agp, (void)b;
+    snprintf(err, errlen, "template: tool calling is not built in (no cJSON)");
+    return -1;
+}
+#endif
 
 int tmpl_apply(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n,
                bool add_generation_prompt, char **out, char *err, size_t errlen)
@@ -413,8 +437,11 @@ int tmpl_apply(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n,
                      msgs[i].role ? "content" : "role");
             return -1;
         }
-    sb_add(&b, ""); /* an empty conversation still gives a string */
-    if (renderers[t->family](t, msgs, n, add_generation_prompt, &b, err, errlen)) {
+    tsb_add(&b, ""); /* an empty conversation still gives a string */
+    bool tools = false;
+    for (size_t i = 0; i < n && !tools; i++) tools = tmpl_role_is_tool(msgs[i].role);
+    if (tools ? tmpl_apply_tools(t, msgs, n, add_generation_prompt, &b, err, errlen)
+              : tmpl_render_family(t, msgs, n, add_generation_prompt, &b, err, errlen)) {
         free(b.p);
         return -1;
     }
@@ -446,14 +473,14 @@ static char *default_system(const char *j)
         while (lit_end < (e ? e : s) && !(*lit_end == quote && lit_end[-1] != '\\')) lit_end++;
         if (!e || lit_end < e) continue; /* the literal ends first: built from a message */
         struct sb b = {0};
-        sb_add(&b, "");
+        tsb_add(&b, "");
         for (const char *q = s; q < e; q++) {
             char c = *q;
             if (c == '\\' && q + 1 < e) {
                 char x = *++q;
                 c = x == 'n' ? '\n' : x == 't' ? '\t' : x == 'r' ? '\r' : x;
             }
-            sb_addn(&b, &c, 1);
+            tsb_addn(&b, &c, 1);
         }
         if (b.oom) {
             free(b.p);
@@ -462,6 +489,44 @@ static char *default_system(const char *j)
         return b.p;
     }
     return NULL;
+}
+
+/* A Jinja string literal (double-quoted) right after the text key in j,
+ * unescaped as Jinja does (Python's unicode-escape: a backslash-newline is
+ * dropped); with second, the literal after it that follows the first
+ * (kept in *tail). NULL when absent or out of memory. */
+static char *literal_at(const char *p, const char **end)
+{
+    if (*p != '"') return NULL;
+    struct sb b = {0};
+    tsb_add(&b, "");
+    for (p++; *p && *p != '"'; p++) {
+        char c = *p;
+        if (c == '\\' && p[1]) {
+            char x = *++p;
+            if (x == '\n') continue;
+            c = x == 'n' ? '\n' : x == 't' ? '\t' : x == 'r' ? '\r' : x;
+        }
+        tsb_addn(&b, &c, 1);
+    }
+    if (*p != '"' || b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *end = p + 1;
+    return b.p;
+}
+
+static char *jinja_literal(const char *j, const char *key, char **tail, const char *second)
+{
+    const char *p = strstr(j, key), *end = NULL;
+    if (tail) *tail = NULL;
+    if (!p) return NULL;
+    char *head = literal_at(p + strlen(key), &end);
+    if (!head || !tail) return head;
+    if (strncmp(end, second, strlen(second)) == 0)
+        *tail = literal_at(end + strlen(second), &end);
+    return head;
 }
 
 static char *dup_or_empty(const char *s)
@@ -489,8 +554,29 @@ int tmpl_init(struct tmpl *t, const char *jinja, const char *override, const cha
         t->fallback = true;
     }
     if (t->family == TMPL_CHATML && jinja && !t->fallback) t->default_system = default_system(jinja);
+    if (t->family == TMPL_LLAMA3 && jinja && !override) {
+        t->llama31 = has(jinja, "Environment: ipython") && has(jinja, "Cutting Knowledge Date");
+        t->llama3_today = t->llama31 && has(jinja, "strftime_now");
+    }
+    if (t->family == TMPL_MISTRAL && jinja && !override && has(jinja, "[SYSTEM_PROMPT]") &&
+        has(jinja, "[AVAILABLE_TOOLS]")) {
+        /* the default system prompt (around " + today + ") and the tool prompt
+         * are the template's own string literals */
+        t->v7_sys_head = jinja_literal(jinja, "set default_system_message = ", &t->v7_sys_tail,
+                                       " + today + ");
+        t->v7_tool_prompt = jinja_literal(jinja, "set parallel_tool_prompt = ", NULL, NULL);
+        t->v7_tool_sep = jinja_literal(jinja, "set system_message = parallel_tool_prompt + ", NULL,
+                                       NULL);
+        t->mistral_v7 = t->v7_sys_head && t->v7_sys_tail && t->v7_tool_prompt && t->v7_tool_sep;
+    }
+    if (t->family == TMPL_MISTRAL && jinja && !override && !t->mistral_v7) {
+        t->mistral_tools = has(jinja, "[AVAILABLE_TOOLS]") && has(jinja, "[TOOL_RESULTS]");
+        t->mistral_spaced = t->mistral_tools && has(jinja, "[AVAILABLE_TOOLS] [");
+    }
     if (t->family == TMPL_PHI3 && jinja && !override)
         t->phi3_v1 = !has(jinja, "<|system|>") && has(jinja, "'<|assistant|>'");
+    if (t->family == TMPL_PHI3 && jinja && !override && !t->phi3_v1)
+        t->phi4 = has(jinja, "<|tool|>") || has(jinja, "<|tool_call|>");
     t->bos = dup_or_empty(bos);
     t->eos = dup_or_empty(eos);
     if (!t->bos || !t->eos) {
@@ -522,6 +608,10 @@ int tmpl_init_model(struct tmpl *t, const struct gguf_ctx *g, const struct tok *
 
 void tmpl_free(struct tmpl *t)
 {
+    free(t->v7_sys_head);
+    free(t->v7_sys_tail);
+    free(t->v7_tool_prompt);
+    free(t->v7_tool_sep);
     free(t->bos);
     free(t->eos);
     free(t->default_system);

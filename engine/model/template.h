@@ -37,6 +37,46 @@ struct tmpl_msg {
     const char *content;
 };
 
+/* Tool calling. engine/wire passes an OpenAI conversation's tools, calls
+ * and results as messages with three structured roles, whose content is
+ * JSON (engine/core carries role/content only):
+ *   TMPL_ROLE_TOOLS       the request's "tools" array (OpenAI form), once
+ *   TMPL_ROLE_TOOL_CALLS  an assistant turn that calls:
+ *                         {"content": text or null, "tool_calls": [OpenAI calls]}
+ *   TMPL_ROLE_TOOL        a result: {"tool_call_id": id (optional), "content": text}
+ * Families with a native tool format render them as their template does
+ * (Llama 3.1-3.3: tools in the first user message, "Environment: ipython",
+ * calls as {"name", "parameters"} JSON, results in the ipython role;
+ * Mistral v3 (7B v0.3, tekken Nemo) and v7 (Small 3.x, [SYSTEM_PROMPT]):
+ * [AVAILABLE_TOOLS] before the last user message,
+ * [TOOL_CALLS] with 9-character ids, [TOOL_RESULTS]; Phi-4 mini: each
+ * tool's function in <|tool|>..<|/tool|> in the system message, calls in
+ * <|tool_call|>..<|/tool_call|>, results in <|tool_response|>, as llama.cpp's
+ * fixed Phi-4 mini template has them); every other family
+ * gets the generic Hermes text (docs/SERVING.md): the tools in <tools> in
+ * the system message, calls as <tool_call> blocks in the assistant text,
+ * results as a user turn of <tool_response> blocks. A call's "arguments"
+ * JSON string is rendered as the object it holds (as vLLM does). */
+#define TMPL_ROLE_TOOLS "tools"
+#define TMPL_ROLE_TOOL_CALLS "tool_calls"
+#define TMPL_ROLE_TOOL "tool"
+/* True for those three roles. */
+bool tmpl_role_is_tool(const char *role);
+
+/* A conversation with those roles written out in the generic format as
+ * plain system/user/assistant messages: what a server that applies its own
+ * template is sent (the remote engine). msgs[] points into texts; roles of
+ * plain messages are the caller's. Free with tmpl_plain_free. */
+struct tmpl_plain {
+    struct tmpl_msg *msgs;
+    size_t n;
+    char **texts;
+    size_t n_texts;
+};
+int tmpl_tools_plain(const struct tmpl_msg *msgs, size_t n, struct tmpl_plain *out, char *err,
+                     size_t errlen);
+void tmpl_plain_free(struct tmpl_plain *p);
+
 /* Family of a Jinja template from its markers; TMPL_UNKNOWN when none match
  * (or jinja is NULL). */
 enum tmpl_family tmpl_detect(const char *jinja);
@@ -57,6 +97,17 @@ struct tmpl {
                               * conversation has none (SmolLM2, Qwen), or NULL */
     bool phi3_v1;            /* first Phi-3 template: BOS, no system turns, and
                               * <|assistant|> after every user turn */
+    bool llama31;            /* Llama 3.1-3.3: system header with the dates, native tools */
+    bool llama3_today;       /* ... whose "Today Date" is the current date (3.2) */
+    bool mistral_tools;      /* Mistral v3: [AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS] */
+    bool mistral_spaced;     /* ... as v0.3 writes them ("[INST] ", "[TOOL_CALLS] ["), not
+                              * as tekken (Nemo) does */
+    bool phi4;               /* Phi-4 mini: no newlines after the role tags, <|tool|> */
+    bool mistral_v7;         /* Mistral v7 (Small 3.x): [SYSTEM_PROMPT], tools as v0.3 */
+    char *v7_sys_head, *v7_sys_tail; /* its default system prompt around today's date */
+    char *v7_tool_prompt, *v7_tool_sep; /* what leads the system prompt with tools */
+    long long today;         /* the date templates print (seconds since the epoch, shown
+                              * in local time); 0: now (tests fix it) */
 };
 
 /* Resolves jinja (may be NULL) or, when override is non-NULL, the named

@@ -2,6 +2,7 @@
  * The parser is the trust boundary for request bodies: UTF-8 is checked on
  * the raw bytes before cJSON sees them, every field's type and range after. */
 #include "oai_request.h"
+#include "template.h"
 
 #include "jsg.h"
 
@@ -171,50 +172,50 @@ static int parse_content(struct parse_ctx *c, const cJSON *v, const char *param,
     return 0;
 }
 
-/* A tool result as a <tool_response> block, or an assistant message's
- * tool_calls appended to its text (oai_tools.h). */
-static int tool_text(struct parse_ctx *c, const cJSON *m, const char *role, const char *param,
-                     const char **text)
+/* A tool result or an assistant turn's calls as the template's structured
+ * role (template.h): its content becomes the JSON the template reads. */
+static int tool_text(struct parse_ctx *c, const cJSON *m, bool has_content, const char *role,
+                     const char *param, const char **text)
 {
-    char *t, msg[160];
+    char msg[160];
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o != NULL;
     if (strcmp(role, "tool") == 0) {
-        t = oai_tools_render_result(*text);
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+        if (id && !cJSON_IsNull(id) && !cJSON_IsString(id)) {
+            cJSON_Delete(o);
+            return fail(c, param, "'%s.tool_call_id' must be a string", param);
+        }
+        if (ok && cJSON_IsString(id))
+            ok = cJSON_AddStringToObject(o, "tool_call_id", id->valuestring) != NULL;
     } else {
-        if (strcmp(role, "assistant") != 0)
+        if (strcmp(role, "assistant") != 0) {
+            cJSON_Delete(o);
             return fail(c, param, "'%s.tool_calls' is only for assistant messages", param);
-        char *calls = oai_tools_render_calls(cJSON_GetObjectItemCaseSensitive(m, "tool_calls"),
-                                             msg, sizeof msg);
-        if (!calls) return fail(c, param, "'%s': %s", param, msg);
-        size_t n = strlen(*text) + strlen(calls) + 2;
-        t = malloc(n);
-        if (t) snprintf(t, n, "%s%s%s", *text, (*text)[0] ? "\n" : "", calls);
-        free(calls);
+        }
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (oai_tools_check_calls(tc, msg, sizeof msg) != 0) {
+            cJSON_Delete(o);
+            return fail(c, param, "'%s': %s", param, msg);
+        }
+        if (ok) ok = cJSON_AddItemToObject(o, "tool_calls", cJSON_Duplicate(tc, true));
     }
+    if (ok) ok = (has_content ? cJSON_AddStringToObject(o, "content", *text)
+                              : cJSON_AddNullToObject(o, "content")) != NULL;
+    char *t = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
     if (!t) return fail(c, param, "out of memory");
     *text = keep(c->r, t, strlen(t));
     free(t);
     return *text ? 0 : fail(c, param, "out of memory");
 }
 
-/* Appends a tool result to the previous message (both results). */
-static int join_prev(struct parse_ctx *c, int at, const char *text, const char *param)
-{
-    const char *prev = c->r->msgs[at].content;
-    size_t n = strlen(prev) + strlen(text) + 2;
-    char *t = malloc(n);
-    if (!t) return fail(c, param, "out of memory");
-    snprintf(t, n, "%s\n%s", prev, text);
-    c->r->msgs[at].content = keep(c->r, t, strlen(t));
-    free(t);
-    return c->r->msgs[at].content ? 0 : fail(c, param, "out of memory");
-}
-
-/* tools / tool_choice / parallel_tool_calls (chat): the tools go into the
- * system message; a forced call's grammar into json_schema. */
+/* tools / tool_choice / parallel_tool_calls (chat): the tools go first as
+ * the template's "tools" message; a forced call's grammar into json_schema. */
 static int parse_tools(struct parse_ctx *c, const cJSON *root)
 {
     struct oai_request *r = c->r;
-    char *system = NULL, *schema = NULL, msg[400], param[64];
+    char *system = NULL /* the tools' JSON */, *schema = NULL, msg[400], param[64];
     if (r->kind != OAI_CHAT) {
         const cJSON *tl = field(root, "tools");
         if (tl) return fail(c, "tools", "'tools' is for /v1/chat/completions");
@@ -233,26 +234,16 @@ static int parse_tools(struct parse_ctx *c, const cJSON *root)
     if (rc == 0 && schema && !(r->req.json_schema = keep(r, schema, strlen(schema))))
         rc = fail(c, "tools", "out of memory");
     if (rc == 0 && system) {
-        struct engine_message *m = r->msgs;
-        if (r->req.n_messages > 0 && strcmp(m[0].role, "system") == 0) {
-            size_t n = strlen(m[0].content) + strlen(system) + 3;
-            char *t = malloc(n);
-            if (t) snprintf(t, n, "%s%s%s", m[0].content, m[0].content[0] ? "\n\n" : "", system);
-            m[0].content = t ? keep(r, t, strlen(t)) : NULL;
-            free(t);
-            if (!m[0].content) rc = fail(c, "tools", "out of memory");
-        } else {
-            m = realloc(r->msgs, (size_t)(r->req.n_messages + 1) * sizeof *m);
-            if (!m) rc = fail(c, "tools", "out of memory");
-            else {
-                memmove(m + 1, m, (size_t)r->req.n_messages * sizeof *m);
-                m[0].role = keep(r, "system", 6);
-                m[0].content = keep(r, system, strlen(system));
-                r->msgs = m;
-                r->req.messages = m;
-                r->req.n_messages++;
-                if (!m[0].role || !m[0].content) rc = fail(c, "tools", "out of memory");
-            }
+        struct engine_message *m = realloc(r->msgs, (size_t)(r->req.n_messages + 1) * sizeof *m);
+        if (!m) rc = fail(c, "tools", "out of memory");
+        else {
+            memmove(m + 1, m, (size_t)r->req.n_messages * sizeof *m);
+            m[0].role = keep(r, TMPL_ROLE_TOOLS, strlen(TMPL_ROLE_TOOLS));
+            m[0].content = keep(r, system, strlen(system));
+            r->msgs = m;
+            r->req.messages = m;
+            r->req.n_messages++;
+            if (!m[0].role || !m[0].content) rc = fail(c, "tools", "out of memory");
         }
     }
     free(system);
@@ -273,7 +264,6 @@ static int parse_messages(struct parse_ctx *c, const cJSON *root)
     c->r->msgs = calloc((size_t)n, sizeof *c->r->msgs);
     if (!c->r->msgs) return fail(c, "messages", "out of memory");
     int i = 0, k = 0;
-    bool prev_tool = false;
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
         char param[64];
@@ -297,18 +287,13 @@ static int parse_messages(struct parse_ctx *c, const cJSON *root)
             return fail(c, cparam, "'%s' is required", cparam);
         const char *text;
         if (parse_content(c, content, cparam, &text) != 0) return -1;
-        if (strcmp(rs, "tool") == 0 || cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) {
-            if (tool_text(c, m, rs, param, &text) != 0) return -1;
-            /* results go back as a user turn; consecutive ones share it */
-            if (strcmp(rs, "tool") == 0) {
-                rs = "user";
-                if (i > 0 && c->r->msgs[i - 1].role && prev_tool) {
-                    if (join_prev(c, i - 1, text, param) != 0) return -1;
-                    continue;
-                }
-            }
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (tc && (cJSON_IsNull(tc) || (cJSON_IsArray(tc) && cJSON_GetArraySize(tc) == 0)))
+            tc = NULL; /* clients send null or [] on turns without calls */
+        if (strcmp(rs, "tool") == 0 || tc) {
+            if (tool_text(c, m, content != NULL, rs, param, &text) != 0) return -1;
+            if (strcmp(rs, "tool") != 0) rs = TMPL_ROLE_TOOL_CALLS;
         }
-        prev_tool = strcmp(role->valuestring, "tool") == 0;
         c->r->msgs[i].role = keep(c->r, rs, strlen(rs));
         if (!c->r->msgs[i].role) return fail(c, param, "out of memory");
         c->r->msgs[i].content = text;
@@ -659,20 +644,41 @@ static bool build_prompt(cJSON *o, enum oai_kind kind, const struct engine_reque
 {
     if (kind == OAI_CHAT) {
         if (!r->messages || r->n_messages <= 0) return false;
-        cJSON *arr = cJSON_AddArrayToObject(o, "messages");
-        if (!arr) return false;
+        /* Tools, calls and results go out in the generic format as plain
+         * messages: the server applies its own template, and its reply's
+         * calls come back as text, which the caller reads (oai_tools). */
+        struct tmpl_msg *tm = malloc((size_t)r->n_messages * sizeof *tm);
+        if (!tm) return false;
+        bool tools = false;
         for (int32_t i = 0; i < r->n_messages; i++) {
-            cJSON *m = cJSON_CreateObject();
-            if (!m || !cJSON_AddItemToArray(arr, m)) {
-                cJSON_Delete(m);
-                return false;
-            }
-            const char *content = r->messages[i].content ? r->messages[i].content : "";
-            if (!cJSON_AddStringToObject(m, "role", r->messages[i].role) ||
-                !cJSON_AddStringToObject(m, "content", content))
-                return false;
+            tm[i].role = r->messages[i].role;
+            tm[i].content = r->messages[i].content ? r->messages[i].content : "";
+            tools |= tmpl_role_is_tool(tm[i].role);
         }
-        return true;
+        struct tmpl_plain plain = {.msgs = tm, .n = (size_t)r->n_messages};
+        char err[160];
+        if (tools) {
+            /* the plain messages' roles and texts do not point into tm */
+            int rc = tmpl_tools_plain(tm, (size_t)r->n_messages, &plain, err, sizeof err);
+            free(tm);
+            tm = NULL;
+            if (rc) return false;
+        }
+        bool ok = true;
+        cJSON *arr = cJSON_AddArrayToObject(o, "messages");
+        for (size_t i = 0; ok && arr && i < plain.n; i++) {
+            cJSON *m = cJSON_CreateObject();
+            if (m && !cJSON_AddItemToArray(arr, m)) {
+                cJSON_Delete(m);
+                m = NULL;
+            }
+            ok = m &&
+                 cJSON_AddStringToObject(m, "role", plain.msgs[i].role) &&
+                 cJSON_AddStringToObject(m, "content", plain.msgs[i].content);
+        }
+        if (tools) tmpl_plain_free(&plain);
+        else free(tm);
+        return ok && arr;
     }
     if (r->prompt) return cJSON_AddStringToObject(o, "prompt", r->prompt) != NULL;
     if (!r->prompt_tokens || r->n_prompt_tokens <= 0) return false;

@@ -143,38 +143,6 @@ static int parse_choice(const cJSON *root, struct oai_tools *out, char *msg, siz
     return 0;
 }
 
-/* The system text: the tools in <tools></tools> and how to call them. */
-static char *system_text(const cJSON *tools)
-{
-    static const char head[] =
-        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-    static const char tail[] =
-        "\n</tools>\n\nFor each function call, return a json object with function name and "
-        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
-        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
-    int n = cJSON_GetArraySize(tools), i = 0;
-    char **lines = calloc((size_t)(n ? n : 1), sizeof *lines);
-    char *out = NULL;
-    size_t need = sizeof head + sizeof tail;
-    const cJSON *t;
-    if (!lines) return NULL;
-    cJSON_ArrayForEach(t, tools) {
-        if (i >= n || !(lines[i] = cJSON_PrintUnformatted(t))) goto done;
-        need += strlen(lines[i++]) + 1;
-    }
-    out = malloc(need);
-    if (out) {
-        size_t len = (size_t)snprintf(out, need, "%s", head);
-        for (int k = 0; k < n; k++) len += (size_t)snprintf(out + len, need - len, "\n%s", lines[k]);
-        snprintf(out + len, need - len, "%s", tail);
-    }
-done:
-    for (int k = 0; k < n; k++) free(lines[k]);
-    free(lines);
-    return out;
-}
-
 /* Moves each tool's $defs / definitions to the top of the call schema so
  * that its "#/$defs/.." references resolve there. */
 static void hoist_defs(cJSON *params, cJSON *defs)
@@ -300,7 +268,7 @@ int oai_tools_parse(const cJSON *root, struct oai_tools *out, char **system, cha
     }
     if (parse_choice(root, out, msg, ml, param, pl) != 0) return -1;
     if (out->choice == OAI_TOOLS_NONE) return 0;
-    *system = system_text(tools);
+    *system = cJSON_PrintUnformatted(tools);
     if (out->choice >= OAI_TOOLS_REQUIRED) {
         *schema = forced_schema(tools, out);
         char err[320];
@@ -315,68 +283,33 @@ int oai_tools_parse(const cJSON *root, struct oai_tools *out, char **system, cha
     return 0;
 }
 
-/* ---- history as text ------------------------------------------------------------ */
+/* ---- history (the templates render it: template_tools.c) ------------------------ */
 
-char *oai_tools_render_calls(const cJSON *calls, char *msg, size_t ml)
+int oai_tools_check_calls(const cJSON *calls, char *msg, size_t ml)
 {
     if (!cJSON_IsArray(calls)) {
         snprintf(msg, ml, "'tool_calls' must be an array");
-        return NULL;
+        return -1;
     }
-    size_t cap = 64, len = 0;
-    char *out = calloc(1, cap);
     const cJSON *c;
     int i = 0;
     cJSON_ArrayForEach(c, calls) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
         if (!cJSON_IsString(name) || (args && !cJSON_IsString(args) && !cJSON_IsObject(args))) {
             snprintf(msg, ml, "'tool_calls[%d]' must have function.name and function.arguments "
                      "(a JSON string)", i);
-            free(out);
-            return NULL;
+            return -1;
         }
-        /* arguments travel as a JSON string: written as the object it holds */
-        cJSON *a = args && cJSON_IsString(args) ? cJSON_Parse(args->valuestring)
-                   : args                       ? cJSON_Duplicate(args, true)
-                                                : cJSON_CreateObject();
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", name->valuestring);
-        if (a) cJSON_AddItemToObject(o, "arguments", a);
-        else cJSON_AddStringToObject(o, "arguments", args->valuestring);
-        char *j = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        size_t need = len + (j ? strlen(j) : 0) + 32;
-        if (need > cap) {
-            char *nb = realloc(out, need * 2);
-            if (!nb) {
-                free(j);
-                free(out);
-                return NULL;
-            }
-            out = nb;
-            cap = need * 2;
+        if (id && !cJSON_IsString(id) && !cJSON_IsNull(id)) {
+            snprintf(msg, ml, "'tool_calls[%d].id' must be a string", i);
+            return -1;
         }
-        if (!out || !j) {
-            free(j);
-            free(out);
-            snprintf(msg, ml, "out of memory");
-            return NULL;
-        }
-        len += (size_t)sprintf(out + len, "%s<tool_call>\n%s\n</tool_call>", i ? "\n" : "", j);
-        free(j);
         i++;
     }
-    return out;
-}
-
-char *oai_tools_render_result(const char *content)
-{
-    size_t n = strlen(content) + 40;
-    char *out = malloc(n);
-    if (out) snprintf(out, n, "<tool_response>\n%s\n</tool_response>", content);
-    return out;
+    return 0;
 }
 
 /* ---- the reply back ------------------------------------------------------------- */
@@ -438,34 +371,101 @@ static void text_add(char **buf, size_t *len, const char *s, size_t n)
     *buf = nb;
 }
 
-cJSON *oai_tools_parse_reply(const struct oai_tools *t, const char *text, const char *id_prefix,
-                             char **content)
+/* Calls between open and close tags (<tool_call> for Hermes and Qwen,
+ * <|tool_call|> for Phi-4): each block's JSON, one call or an array; the
+ * text outside the blocks (and blocks that are not calls) goes to *rest. */
+static void tagged_calls(const struct oai_tools *t, const char *text, const char *open,
+                         const char *close, const char *id_prefix, cJSON *calls, char **rest,
+                         size_t *rl)
 {
-    static const char open[] = "<tool_call>", close[] = "</tool_call>";
-    cJSON *calls = cJSON_CreateArray();
-    char *rest = NULL;
-    size_t rl = 0;
+    size_t ol = strlen(open), cl = strlen(close);
     const char *p = text;
-    *content = NULL;
-    if (!calls) return NULL;
     for (;;) {
         const char *a = strstr(p, open);
         if (!a) {
-            text_add(&rest, &rl, p, strlen(p));
+            text_add(rest, rl, p, strlen(p));
             break;
         }
-        text_add(&rest, &rl, p, (size_t)(a - p));
-        const char *body = a + sizeof open - 1, *b = strstr(body, close);
+        text_add(rest, rl, p, (size_t)(a - p));
+        const char *body = a + ol, *b = strstr(body, close);
         size_t bl = b ? (size_t)(b - body) : strlen(body);
         cJSON *j = cJSON_ParseWithLength(body, bl);
         int before = cJSON_GetArraySize(calls);
         if (j) add_calls(t, j, id_prefix, calls);
         cJSON_Delete(j);
-        if (cJSON_GetArraySize(calls) == before) text_add(&rest, &rl, a, (size_t)(body - a) + bl);
-        p = b ? b + sizeof close - 1 : body + bl;
+        if (cJSON_GetArraySize(calls) == before) text_add(rest, rl, a, (size_t)(body - a) + bl);
+        p = b ? b + cl : body + bl;
+    }
+}
+
+/* Mistral's [TOOL_CALLS]: a JSON array of calls (v3, tekken) or, in the
+ * newer tokenizers, name[ARGS]{..} one after the other. Text before the
+ * marker goes to *rest. */
+static void mistral_calls(const struct oai_tools *t, const char *text, const char *id_prefix,
+                          cJSON *calls, char **rest, size_t *rl)
+{
+    static const char mark[] = "[TOOL_CALLS]";
+    const char *a = strstr(text, mark);
+    if (!a) return;
+    text_add(rest, rl, text, (size_t)(a - text));
+    for (const char *s = skip_ws(a + sizeof mark - 1); *s;) {
+        const char *end = NULL, *args = strstr(s, "[ARGS]");
+        cJSON *j = NULL;
+        if (*s == '[' || *s == '{') {
+            j = cJSON_ParseWithOpts(s, &end, false);
+        } else if (args && args > s) {
+            cJSON *args_j = cJSON_ParseWithOpts(args + 6, &end, false);
+            if (args_j) {
+                j = cJSON_CreateObject();
+                char *name = strndup(s, (size_t)(args - s));
+                if (j && name) {
+                    cJSON_AddStringToObject(j, "name", name);
+                    cJSON_AddItemToObject(j, "arguments", args_j);
+                    args_j = NULL;
+                }
+                free(name);
+                cJSON_Delete(args_j);
+            }
+        }
+        if (!j) break;
+        add_calls(t, j, id_prefix, calls);
+        cJSON_Delete(j);
+        s = skip_ws(end);
+        if (strncmp(s, mark, sizeof mark - 1) == 0) s = skip_ws(s + sizeof mark - 1);
+    }
+}
+
+cJSON *oai_tools_parse_reply(const struct oai_tools *t, const char *text, const char *id_prefix,
+                             char **content)
+{
+    static const char *const tags[][2] = {{"<tool_call>", "</tool_call>"},
+                                          {"<|tool_call|>", "<|/tool_call|>"}};
+    cJSON *calls = cJSON_CreateArray();
+    char *rest = NULL;
+    size_t rl = 0;
+    *content = NULL;
+    if (!calls) return NULL;
+    for (size_t k = 0; k < 2 && cJSON_GetArraySize(calls) == 0; k++) {
+        free(rest);
+        rest = NULL;
+        rl = 0;
+        tagged_calls(t, text, tags[k][0], tags[k][1], id_prefix, calls, &rest, &rl);
     }
     if (cJSON_GetArraySize(calls) == 0) {
-        /* a bare JSON call (Llama 3.1 style), or an array of them */
+        free(rest);
+        rest = NULL;
+        rl = 0;
+        mistral_calls(t, text, id_prefix, calls, &rest, &rl);
+        if (cJSON_GetArraySize(calls) == 0) {
+            free(rest);
+            rest = NULL;
+            rl = 0;
+            text_add(&rest, &rl, text, strlen(text));
+        }
+    }
+    if (cJSON_GetArraySize(calls) == 0) {
+        /* a bare JSON call (Llama 3.1 style), or an array of them (Mistral
+         * when its [TOOL_CALLS] token is not in the text) */
         const char *s = skip_ws(text);
         if (strncmp(s, "<|python_tag|>", 14) == 0) s = skip_ws(s + 14);
         const char *end = NULL;
@@ -549,7 +549,8 @@ char *oai_tools_chunk_from(const char *json, cJSON *calls, int first)
 
 bool oai_tools_maybe_call(const char *text, size_t len)
 {
-    static const char *const marks[] = {"<tool_call>", "<|python_tag|>", "{", "["};
+    static const char *const marks[] = {"<tool_call>", "<|tool_call|>", "[TOOL_CALLS]",
+                                        "<|python_tag|>", "{", "["};
     size_t i = 0;
     while (i < len && isspace((unsigned char)text[i])) i++;
     if (i == len) return true; /* nothing yet */
@@ -587,8 +588,8 @@ static size_t string_end(const char *t, size_t i, size_t len)
     return 0;
 }
 
-/* One call object {"name": .., "arguments": ..} from t[at..len), as far as
- * it goes (see oai_tools_forced_progress). */
+/* One call object {"name": .., "arguments" | "parameters": ..} from
+ * t[at..len), as far as it goes (see oai_tools_forced_progress). */
 static void call_at(const char *t, size_t at, size_t len, char **name, size_t *from, size_t *to,
                     bool *done)
 {
@@ -606,7 +607,10 @@ static void call_at(const char *t, size_t at, size_t len, char **name, size_t *f
     if (cJSON_IsString(s)) *name = strdup(s->valuestring);
     cJSON_Delete(s);
     i = lit_at(t, e, len, ",");
-    if (i) i = lit_at(t, i, len, "\"arguments\"");
+    if (i) { /* "parameters" as Llama 3.1-3.3's template writes calls */
+        size_t a = lit_at(t, i, len, "\"arguments\"");
+        i = a ? a : lit_at(t, i, len, "\"parameters\"");
+    }
     if (i) i = lit_at(t, i, len, ":");
     if (!i) return;
     i = ws_at(t, i, len);
@@ -646,17 +650,36 @@ void oai_tools_forced_progress(const char *t, size_t len, char **name, size_t *f
 int oai_tools_stream_progress(const struct oai_tools *t, const char *text, size_t len,
                               struct oai_call_progress *out, int max)
 {
+    static const char *const tags[][2] = {{"<tool_call>", "</tool_call>"},
+                                          {"<|tool_call|>", "<|/tool_call|>"}};
     size_t i = 0, j;
     int n = 0;
+    const char *open = NULL, *close = NULL; /* the blocks' tags, when tagged */
+    bool array = false;                     /* calls in a JSON array ([TOOL_CALLS]) */
     while (n < max) {
-        bool tagged = false;
-        if ((j = lit_at(text, i, len, "<tool_call>"))) {
-            tagged = true;
+        if (n == 0) {
+            for (size_t k = 0; k < 2 && !open; k++)
+                if ((j = lit_at(text, i, len, tags[k][0]))) {
+                    open = tags[k][0];
+                    close = tags[k][1];
+                    i = j;
+                }
+            if (!open) {
+                if ((j = lit_at(text, i, len, "[TOOL_CALLS]"))) i = j;
+                else if ((j = lit_at(text, i, len, "<|python_tag|>"))) i = j;
+                if ((j = lit_at(text, i, len, "["))) {
+                    array = true;
+                    i = j;
+                }
+            }
+        } else if (open) {
+            if (!(j = lit_at(text, i, len, open))) break; /* only another block is a call */
             i = j;
-        } else if (n > 0) {
-            break; /* after a call, only another <tool_call> block is one */
-        } else if ((j = lit_at(text, i, len, "<|python_tag|>"))) {
+        } else if (array) {
+            if (!(j = lit_at(text, i, len, ","))) break;
             i = j;
+        } else {
+            break;
         }
         struct oai_call_progress p = {0};
         call_at(text, i, len, &p.name, &p.args_from, &p.args_to, &p.done);
@@ -668,9 +691,9 @@ int oai_tools_stream_progress(const struct oai_tools *t, const char *text, size_
         out[n++] = p;
         /* its end: the object's brace, then the closing tag of a block */
         if (!p.done || !(j = lit_at(text, p.args_to, len, "}"))) break;
-        if (tagged && !(j = lit_at(text, j, len, "</tool_call>"))) break;
+        if (open && !(j = lit_at(text, j, len, close))) break;
         out[n - 1].end = j;
-        if (!tagged || !t->parallel) break;
+        if ((!open && !array) || !t->parallel) break;
         i = j;
     }
     return n;

@@ -1,14 +1,13 @@
 /* oai_tools: OpenAI tool calling on the wire, for every chat template.
  *
- * tern's chat templates render role/content messages only, so tools travel
- * as text in the generic format of docs/SERVING.md, the one Qwen2.5/Qwen3
- * (Hermes) are trained on:
- *   - the tool list goes into the system message, inside <tools></tools>,
- *     with the instruction to answer a call as
- *     <tool_call>\n{"name": .., "arguments": {..}}\n</tool_call>;
- *   - an assistant message's tool_calls are written back the same way;
- *   - role "tool" results become a user turn of <tool_response> blocks
- *     (consecutive results share one turn).
+ * The tools, an assistant message's tool_calls and role "tool" results go
+ * to the chat template as its structured roles (template.h: "tools",
+ * "tool_calls", "tool" with JSON content), which renders them in the
+ * family's native format (Llama 3.1-3.3, Mistral v3 tekken) or else in the
+ * generic format of docs/SERVING.md, the one Qwen2.5/Qwen3 (Hermes) are
+ * trained on: the tools in <tools></tools> in the system message, calls as
+ * <tool_call>\n{"name": .., "arguments": {..}}\n</tool_call>, results as a
+ * user turn of <tool_response> blocks.
  * The reply is parsed back: <tool_call> blocks, or a bare JSON call
  * ({"name", "arguments" | "parameters"}, as Llama 3.1 answers, an optional
  * <|python_tag|> first), or an array of them; only names of the request's
@@ -51,17 +50,17 @@ struct oai_tools *oai_tools_dup(const struct oai_tools *t);
  * description?, parameters?, strict?}}; names [A-Za-z0-9_-]{1,64}, unique;
  * parameters a schema the grammar enforces) and tool_choice /
  * parallel_tool_calls of root. Fills out (zeroed first) and *system, the
- * malloc'd text to add to the system message (NULL when none), and
+ * tools array as compact JSON for the template's "tools" message (NULL
+ * when the tools are not offered: none given, or tool_choice "none"), and
  * *schema, the malloc'd JSON Schema of a forced call (NULL unless
  * required/named). Returns 0, or -1 with msg and param (the field). */
 int oai_tools_parse(const struct cJSON *root, struct oai_tools *out, char **system,
                     char **schema, char *msg, size_t msglen, char *param, size_t paramlen);
 
-/* An assistant message's tool_calls as text (appended to content), or a
- * tool result as a <tool_response> block. malloc'd; NULL with msg on a
- * malformed entry. */
-char *oai_tools_render_calls(const struct cJSON *tool_calls, char *msg, size_t msglen);
-char *oai_tools_render_result(const char *content);
+/* An assistant message's tool_calls checked: an array, each with
+ * function.name and function.arguments (a JSON string or object), id a
+ * string if given. Returns 0, or -1 with msg. */
+int oai_tools_check_calls(const struct cJSON *tool_calls, char *msg, size_t msglen);
 
 /* Parses a reply: the calls it makes as an OpenAI "tool_calls" array (each
  * {id: id_prefix + index, type: "function", function: {name, arguments: JSON

@@ -12,6 +12,7 @@
 #include "oai_request.h"
 #include "oai_response.h"
 #include "sse.h"
+#include "template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -26,11 +27,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void same(const struct oai_request *a, const struct oai_request *b)
 {
-    CHECK(a->req.n_messages == b->req.n_messages);
+    /* tools, calls and results travel as plain messages in the generic
+     * format (oai_request_build): b has a's in that form */
+    struct tmpl_msg *tm = calloc((size_t)a->req.n_messages + 1, sizeof *tm);
+    CHECK(tm);
+    bool tools = false;
     for (int32_t i = 0; i < a->req.n_messages; i++) {
-        CHECK(strcmp(a->req.messages[i].role, b->req.messages[i].role) == 0);
-        CHECK(strcmp(a->req.messages[i].content, b->req.messages[i].content) == 0);
+        tm[i] = (struct tmpl_msg){a->req.messages[i].role, a->req.messages[i].content};
+        tools |= tmpl_role_is_tool(tm[i].role);
     }
+    struct tmpl_plain plain = {.msgs = tm, .n = (size_t)a->req.n_messages};
+    char err[160];
+    if (tools) CHECK(tmpl_tools_plain(tm, (size_t)a->req.n_messages, &plain, err, sizeof err) == 0);
+    CHECK((size_t)b->req.n_messages == plain.n);
+    for (size_t i = 0; i < plain.n; i++) {
+        CHECK(strcmp(plain.msgs[i].role, b->req.messages[i].role) == 0);
+        CHECK(strcmp(plain.msgs[i].content, b->req.messages[i].content) == 0);
+    }
+    if (tools) tmpl_plain_free(&plain);
+    free(tm);
     CHECK(!a->req.prompt == !b->req.prompt);
     if (a->req.prompt) CHECK(strcmp(a->req.prompt, b->req.prompt) == 0);
     CHECK(a->req.n_prompt_tokens == b->req.n_prompt_tokens);

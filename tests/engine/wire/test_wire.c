@@ -10,6 +10,7 @@
 #include "oai_response.h"
 #include "oai_think.h"
 #include "sse.h"
+#include "template.h"
 #include "tap.h"
 
 static int parse(const char *body, enum oai_kind k, struct oai_request *r, struct oai_error *e)
@@ -29,7 +30,7 @@ static void test_chat_roundtrip(void)
         "\"seed\":42,\"stop\":[\"\\n\\n\",\"END\"],\"stream\":true,"
         "\"stream_options\":{\"include_usage\":true},\"n\":1,\"user\":\"u1\",\"logprobs\":false}";
     struct oai_request a, b;
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     tap_ok(parse(body, OAI_CHAT, &a, &e) == 0, "chat request parses (%s)", e.message);
     tap_ok(a.req.n_messages == 4 && strcmp(a.req.messages[1].content, "Hello w\xc3\xb6rld") == 0,
            "text parts joined, \\u escape decoded: '%s'", a.req.messages[1].content);
@@ -63,7 +64,7 @@ static void test_chat_roundtrip(void)
 static void test_completion_roundtrip(void)
 {
     struct oai_request a, b;
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     tap_ok(parse("{\"prompt\":[\"Once upon\"],\"max_tokens\":3,\"stop\":\"x\"}", OAI_COMPLETION,
                  &a, &e) == 0 && strcmp(a.req.prompt, "Once upon") == 0 && a.req.n_stop == 1,
            "completion prompt ['text'] parses");
@@ -178,7 +179,7 @@ static void test_errors(void)
                "400 for %s: param '%s' message '%s'", cases[i].body, e.param, e.message);
     }
     struct oai_request r;
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     const char bad[] = "{\"prompt\":\"a\xff\xfe\"}";
     tap_ok(oai_request_parse(bad, sizeof bad - 1, OAI_COMPLETION, NULL, &r, &e) == -1 &&
                strstr(e.message, "UTF-8"),
@@ -308,7 +309,7 @@ static void test_response_format(void)
         "\"json_schema\",\"json_schema\":{\"name\":\"p\",\"strict\":true,\"schema\":{\"type\":"
         "\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}}}";
     struct oai_request a = {0}, b = {0};
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     tap_ok(parse(body, OAI_CHAT, &a, &e) == 0 && a.req.json_schema &&
                strstr(a.req.json_schema, "\"required\":[\"n\"]") && !a.req.json_object,
            "json_schema parsed into the request (%s)", a.req.json_schema ? a.req.json_schema : e.message);
@@ -339,7 +340,7 @@ static void test_response_format(void)
 static void test_template_kwargs(void)
 {
     struct oai_request a = {0}, b = {0};
-    struct oai_error e;
+    struct oai_error e = {{0}, {0}};
     const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
                        "\"chat_template_kwargs\":{\"enable_thinking\":false,\"other\":1}}";
     tap_ok(parse(body, OAI_CHAT, &a, &e) == 0 && a.req.no_think, "enable_thinking false: no_think");
@@ -387,6 +388,24 @@ static void test_tool_replies(void)
         {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa", 0, NULL, NULL},
         {"{\"name\": \"rm_rf\", \"arguments\": {}}", 0, NULL, NULL},
         {"The weather is fine.", 0, NULL, NULL},
+        /* Mistral v3 tekken, as its template writes calls (ids included) */
+        {"[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Z\u00fcrich\"}, "
+         "\"id\": \"a1B2c3D4e\"}, {\"name\": \"get_time\", \"arguments\": {}, \"id\": "
+         "\"xYz987Abc\"}]", 2, "{\"city\":\"Zürich\"}", NULL},
+        {"Checking. [TOOL_CALLS] [{\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}}]", 1,
+         "{\"tz\":\"UTC\"}", "Checking."},
+        /* newer Mistral tokenizers: name[ARGS]{..} */
+        {"[TOOL_CALLS]get_time[ARGS]{\"tz\": \"UTC\"}[TOOL_CALLS]get_weather[ARGS]{}", 2,
+         "{\"tz\":\"UTC\"}", NULL},
+        /* Phi-4 mini */
+        {"<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]"
+         "<|/tool_call|>", 1, "{\"city\":\"Oslo\"}", NULL},
+        {"Sure.<|tool_call|>{\"name\": \"get_time\", \"arguments\": {}}<|/tool_call|>", 1, "{}",
+         "Sure."},
+        /* Llama 3.1-3.3, as its template writes calls */
+        {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"days\": 3}}", 1,
+         "{\"city\":\"Oslo\",\"days\":3}", NULL},
+        {"[TOOL_CALLS][{\"name\": \"rm_rf\", \"arguments\": {}}]", 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *content = NULL;
@@ -482,6 +501,32 @@ static void test_stream_progress(void)
     k = oai_tools_stream_progress(&t, bare, strlen(bare), p, 4);
     tap_ok(k == 1 && p[0].done && p[0].end == strlen(bare), "a bare call after <|python_tag|>");
     oai_tools_progress_free(p, k);
+    /* Mistral's [TOOL_CALLS] array and Phi-4's <|tool_call|> blocks stream too */
+    const char *other[] = {
+        "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\"}}",
+        "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}, "
+        "{\"name\": \"get_time\", \"arguments\": {}}]",
+        "<|tool_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}<|/tool_call|>"
+        "<|tool_call|>{\"name\": \"get_time\", \"arguments\": {}}<|/tool_call|>"};
+    for (int f = 0; f < 3; f++) {
+        size_t len = strlen(other[f]), a1 = (size_t)(strstr(other[f], "{\"city") - other[f]);
+        size_t n1 = (size_t)(strstr(other[f], "\"get_weather\"") - other[f]) + 13;
+        const char *t2 = strstr(other[f], "\"get_time\"");
+        size_t n2 = t2 ? (size_t)(t2 - other[f]) + 10 : len + 1;
+        bool good = true;
+        for (size_t cut = 0; cut <= len && good; cut++) {
+            int kk = oai_tools_stream_progress(&t, other[f], cut, p, 4);
+            int want_calls = cut >= n2 ? 2 : cut >= n1 ? 1 : 0;
+            good = kk == want_calls && (kk == 0 || strcmp(p[0].name, "get_weather") == 0) &&
+                   (kk < 2 || strcmp(p[1].name, "get_time") == 0) &&
+                   (kk == 0 || cut <= a1 || (p[0].args_from == a1 && p[0].args_to <= cut));
+            if (!good) tap_diag("  cut %zu: %d calls (want %d)", cut, kk, want_calls);
+            oai_tools_progress_free(p, kk);
+        }
+        tap_ok(good, "auto calls' progress at every cut of %s",
+               f == 0 ? "Llama's {name, parameters}" : f == 1 ? "a [TOOL_CALLS] array"
+                                                           : "<|tool_call|> blocks");
+    }
     const char *none[] = {"<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>",
                           "{\"arguments\": {}, \"name\": \"get_time\"}", "Hello <tool_call>"};
     for (int i = 0; i < 3; i++) {
@@ -510,17 +555,64 @@ static void test_tool_history(void)
     tap_ok(rc == 0, "a conversation with tool calls and results parses (%s)", e.message);
     if (rc != 0) return;
     const struct engine_message *m = r.req.messages;
-    tap_ok(r.req.n_messages == 4 && strcmp(m[0].role, "system") == 0 &&
-               strstr(m[0].content, "<tools>\n{\"type\":\"function\"") != NULL,
-           "the tools open a system message (%d messages)", r.req.n_messages);
-    tap_ok(strcmp(m[2].role, "assistant") == 0 &&
-               strcmp(m[2].content, "<tool_call>\n{\"name\":\"w\",\"arguments\":{\"city\":\"Oslo\"}}"
-                                    "\n</tool_call>") == 0,
-           "the assistant's call as text: %s", m[2].content);
-    tap_ok(strcmp(m[3].role, "user") == 0 &&
-               strcmp(m[3].content, "<tool_response>\n-3 C\n</tool_response>\n<tool_response>\nsnow\n"
-                                    "</tool_response>") == 0,
-           "two results share one user turn: %s", m[3].content);
+    tap_ok(r.req.n_messages == 5 && strcmp(m[0].role, TMPL_ROLE_TOOLS) == 0 &&
+               strncmp(m[0].content, "[{\"type\":\"function\"", 19) == 0 &&
+               strcmp(m[2].role, TMPL_ROLE_TOOL_CALLS) == 0 && strcmp(m[3].role, "tool") == 0 &&
+               strcmp(m[3].content, "{\"tool_call_id\":\"c1\",\"content\":\"-3 C\"}") == 0,
+           "tools, calls and results go to the template in its structured roles (%d messages)",
+           r.req.n_messages);
+    /* rendered for a family without a native format: the generic text */
+    struct tmpl_msg tm[8];
+    for (int32_t i = 0; i < r.req.n_messages && i < 8; i++)
+        tm[i] = (struct tmpl_msg){m[i].role, m[i].content};
+    char *out = NULL, err[256];
+    const char *want =
+        "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the "
+        "user query.\n\nYou are provided with function signatures within <tools></tools> XML "
+        "tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"w\", \"parameters\": "
+        "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": "
+        "[\"city\"]}}}\n</tools>\n\nFor each function call, return a json object with function name "
+        "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": "
+        "\"w\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+        "<tool_response>\n-3 C\n</tool_response>\n<tool_response>\nsnow\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n";
+    int trc = tmpl_render(TMPL_CHATML, tm, (size_t)r.req.n_messages, true, &out, err, sizeof err);
+    tap_ok(trc == 0 && strcmp(out, want) == 0, "generic format: tools in the system message, "
+           "<tool_call> text, two results in one user turn (%s)", trc ? err : out);
+    free(out);
+    /* Llama 3.1: native */
+    struct tmpl t;
+    out = NULL;
+    trc = tmpl_init(&t, "<|start_header_id|><|end_header_id|> Environment: ipython Cutting "
+                    "Knowledge Date", NULL, "<|begin_of_text|>", "<|eot_id|>", err, sizeof err);
+    if (trc == 0) trc = tmpl_apply(&t, tm, (size_t)r.req.n_messages, true, &out, err, sizeof err);
+    tap_ok(trc == 0 && strstr(out, "Environment: ipython\nCutting Knowledge Date: December 2023\n"
+                                   "Today Date: 26 Jul 2024\n\n<|eot_id|>") &&
+               strstr(out, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"w\", "
+                           "\"parameters\": {\"city\": \"Oslo\"}}<|eot_id|><|start_header_id|>"
+                           "ipython<|end_header_id|>\n\n\"-3 C\"<|eot_id|><|start_header_id|>ipython"),
+           "Llama 3.1: the call as {name, parameters}, results in ipython turns (%s)",
+           trc ? err : out);
+    free(out);
+    tmpl_free(&t);
+    /* the remote client sends them as plain messages in the generic format
+     * (the server applies its own template; its calls come back as text) */
+    char *body2 = oai_request_build(OAI_CHAT, NULL, &r.req, false, false);
+    struct oai_request r2;
+    int rc2 = body2 ? parse(body2, OAI_CHAT, &r2, &e) : -1;
+    const struct engine_message *m2 = rc2 == 0 ? r2.req.messages : NULL;
+    tap_ok(rc2 == 0 && !strstr(body2, "\"tools\"") && r2.req.n_messages == 4 &&
+               strcmp(m2[0].role, "system") == 0 && strstr(m2[0].content, "<tools>\n{\"type\": ") &&
+               strcmp(m2[2].role, "assistant") == 0 &&
+               strcmp(m2[2].content, "<tool_call>\n{\"name\": \"w\", \"arguments\": {\"city\": "
+                                     "\"Oslo\"}}\n</tool_call>") == 0 &&
+               strcmp(m2[3].role, "user") == 0 && strstr(m2[3].content, "</tool_response>\n<tool_response>"),
+           "the remote client sends them as plain messages in the generic format (%s)",
+           body2 ? body2 : "no body");
+    if (rc2 == 0) oai_request_free(&r2);
+    free(body2);
     tap_ok(r.tools.choice == OAI_TOOLS_REQUIRED && !r.tools.parallel && r.req.json_schema &&
                strstr(r.req.json_schema, "\"const\":\"w\""),
            "required: the call's grammar (%s)", r.req.json_schema ? r.req.json_schema : "none");
