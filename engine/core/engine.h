@@ -530,6 +530,8 @@ struct engine_info {
     bool has_chat_template;
     const char *chat_template;       /* template family ("chatml", "gemma", ...) or NULL */
     bool chat_template_fallback;     /* the model's template was not recognised: ChatML used */
+    bool chat_template_opens_think;  /* its generation prompt opens <think> (DeepSeek-R1): a
+                                        chat reply starts inside the thinking */
     bool chat_template_from_vocab;   /* the file has no template (a base model): the family
                                         was chosen from its vocabulary */
     struct backend_info backend;     /* remote: name "remote", device = URL and server kind */

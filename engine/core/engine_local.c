@@ -127,6 +127,7 @@ static void local_info(const struct engine *base, struct engine_info *out)
     out->chat_template = e->has_tmpl ? tmpl_family_name(e->tmpl.family) : NULL;
     out->chat_template_fallback = e->has_tmpl && e->tmpl.fallback;
     out->chat_template_from_vocab = e->has_tmpl && e->tmpl.from_vocab;
+    out->chat_template_opens_think = e->has_tmpl && e->tmpl.think_open;
     out->backend = e->binfo;
     out->token_counts = "model tokenizer";
     out->n_embd = e->n_embd;

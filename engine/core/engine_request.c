@@ -147,8 +147,11 @@ static int build_prompt(struct engine_local *e, struct engine_req *r, const stru
     int rc = encode_into(e, r, text, ENGINE_CHAT_TOK_FLAGS, err, errlen);
     free(text);
     /* the empty thinking block goes after the opened turn, parsed as the
-     * template's own text is (its tags are special tokens where the model has them) */
-    if (rc == 0 && q->no_think) rc = encode_into(e, r, "<think>\n\n</think>\n\n", TOK_PARSE_SPECIAL, err, errlen);
+     * template's own text is (its tags are special tokens where the model has
+     * them); a template that opened the thinking itself (DeepSeek-R1) gets
+     * only the close, as llama.cpp's R1 template with enable_thinking does */
+    const char *empty = e->has_tmpl && e->tmpl.think_open ? "</think>" : "<think>\n\n</think>\n\n";
+    if (rc == 0 && q->no_think) rc = encode_into(e, r, empty, TOK_PARSE_SPECIAL, err, errlen);
     return rc;
 }
 

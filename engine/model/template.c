@@ -13,17 +13,21 @@
 
 static const char *const family_names[TMPL_N_FAMILIES] = {
     "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "deepseek", "gemma4",
-    "unknown",
+    "deepseek-r1", "unknown",
 };
 
 /* Usual BOS/EOS texts of each family, for tmpl_render without a model. */
 static const char *const family_bos[TMPL_N_FAMILIES] = {
     "", "<|begin_of_text|>", "<s>", "<s>", "<bos>", "<s>", "<s>",
-    "<\xef\xbd\x9c" "begin\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "<bos>", ""};
+    "<\xef\xbd\x9c" "begin\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "<bos>",
+    "<\xef\xbd\x9c" "begin\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", ""};
 static const char *const family_eos[TMPL_N_FAMILIES] = {
     "<|im_end|>", "<|eot_id|>", "</s>", "</s>", "<eos>", "<|endoftext|>", "</s>",
     "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "<eos>",
-    "<|im_end|>"};
+    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "<|im_end|>"};
+/* DeepSeek-R1 / V3's turn markers (fullwidth vertical bars) */
+#define DS_USER "<\xef\xbd\x9cUser\xef\xbd\x9c>"
+#define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
 
 static bool has(const char *s, const char *needle)
 {
@@ -40,6 +44,7 @@ enum tmpl_family tmpl_detect(const char *j)
     if (has(j, "<|turn>")) return TMPL_GEMMA4;
     if (has(j, "<start_of_turn>")) return TMPL_GEMMA;
     if (has(j, "<|start_header_id|>") && has(j, "<|end_header_id|>")) return TMPL_LLAMA3;
+    if (has(j, DS_USER) && has(j, DS_ASSISTANT)) return TMPL_DEEPSEEK_R1;
     if (has(j, "'Assistant: ' + message['content'] + eos_token") ||
         (has(j, "'User: '") && has(j, "'Assistant:'")))
         return TMPL_DEEPSEEK;
@@ -60,7 +65,7 @@ int tmpl_family_from_name(const char *name)
 
 const char *tmpl_family_names(void)
 {
-    return "chatml, llama3, llama2, mistral, gemma, phi3, zephyr, deepseek, gemma4";
+    return "chatml, llama3, llama2, mistral, gemma, phi3, zephyr, deepseek, gemma4, deepseek-r1";
 }
 
 /* --- output buffer --------------------------------------------------------------- */
@@ -345,6 +350,40 @@ static int r_deepseek(const struct tmpl *t, const struct tmpl_msg *m, size_t n, 
     return 0;
 }
 
+/* DeepSeek-R1 (and its Qwen and Llama distills, V3): BOS, the last system
+ * message's text, then each turn after its marker; an assistant turn keeps
+ * only what follows its last </think> (earlier thinking is not shown to the
+ * model again). The generation prompt opens the thinking where the
+ * template does (think_open). */
+static int r_deepseek_r1(const struct tmpl *t, const struct tmpl_msg *m, size_t n, bool agp,
+                         struct sb *b, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    tsb_add(b, t->bos);
+    for (size_t i = n; i-- > 0;)
+        if (role_is(&m[i], "system")) {
+            tsb_add(b, m[i].content);
+            break;
+        }
+    for (size_t i = 0; i < n; i++) {
+        if (role_is(&m[i], "user")) {
+            tsb_add(b, DS_USER);
+            tsb_add(b, m[i].content);
+        } else if (role_is(&m[i], "assistant")) {
+            const char *c = m[i].content;
+            for (const char *p; (p = strstr(c, "</think>")) != NULL;) c = p + strlen("</think>");
+            tsb_add(b, DS_ASSISTANT);
+            tsb_add(b, c);
+            tsb_add(b, t->eos);
+        }
+    }
+    if (agp) {
+        tsb_add(b, DS_ASSISTANT);
+        if (t->think_open) tsb_add(b, "<think>\n");
+    }
+    return 0;
+}
+
 /* Gemma 4's strip_thinking: drop each "<|channel>...<channel|>" span, then trim. */
 static void tsb_add_unthought(struct sb *b, const char *s)
 {
@@ -400,7 +439,7 @@ typedef int (*render_fn)(const struct tmpl *, const struct tmpl_msg *, size_t, b
                          char *, size_t);
 static const render_fn renderers[TMPL_N_FAMILIES] = {
     r_chatml, r_llama3, r_llama2, r_mistral, r_gemma, r_phi3, r_zephyr, r_deepseek, r_gemma4,
-    r_chatml,
+    r_deepseek_r1, r_chatml,
 };
 
 int tmpl_render_family(const struct tmpl *t, const struct tmpl_msg *msgs, size_t n, bool agp,
@@ -573,6 +612,9 @@ int tmpl_init(struct tmpl *t, const char *jinja, const char *override, const cha
         t->mistral_tools = has(jinja, "[AVAILABLE_TOOLS]") && has(jinja, "[TOOL_RESULTS]");
         t->mistral_spaced = t->mistral_tools && has(jinja, "[AVAILABLE_TOOLS] [");
     }
+    /* The Jinja source writes the prompt's newline as the two characters \n. */
+    if (t->family == TMPL_DEEPSEEK_R1)
+        t->think_open = !jinja || override || has(jinja, DS_ASSISTANT "<think>\\n");
     if (t->family == TMPL_PHI3 && jinja && !override)
         t->phi3_v1 = !has(jinja, "<|system|>") && has(jinja, "'<|assistant|>'");
     if (t->family == TMPL_PHI3 && jinja && !override && !t->phi3_v1)

@@ -27,6 +27,7 @@ enum tmpl_family {
     TMPL_ZEPHYR,   /* <|user|> ... </s> */
     TMPL_DEEPSEEK, /* User: ... Assistant: ...<｜end▁of▁sentence｜> */
     TMPL_GEMMA4,   /* <|turn>user ... <turn|> (thinking off) */
+    TMPL_DEEPSEEK_R1, /* <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜> (R1, V3) */
     TMPL_UNKNOWN,  /* not recognised: rendered as ChatML */
     TMPL_N_FAMILIES
 };
@@ -103,6 +104,9 @@ struct tmpl {
     bool mistral_spaced;     /* ... as v0.3 writes them ("[INST] ", "[TOOL_CALLS] ["), not
                               * as tekken (Nemo) does */
     bool phi4;               /* Phi-4 mini: no newlines after the role tags, <|tool|> */
+    bool think_open;         /* the generation prompt opens the thinking ("<think>\n",
+                              * DeepSeek-R1 and its distills): the reply starts
+                              * inside it and has only the closing tag */
     bool mistral_v7;         /* Mistral v7 (Small 3.x): [SYSTEM_PROMPT], tools as v0.3 */
     char *v7_sys_head, *v7_sys_tail; /* its default system prompt around today's date */
     char *v7_tool_prompt, *v7_tool_sep; /* what leads the system prompt with tools */

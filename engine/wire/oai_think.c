@@ -7,6 +7,7 @@
 
 enum {
     T_START,    /* before any visible byte: may open with <think> */
+    T_OPENED,   /* the prompt opened it: inside, unless a repeated <think> comes first */
     T_THINK,    /* inside: until </think> */
     T_AFTER,    /* after </think>: its leading whitespace is dropped */
     T_ANSWER    /* everything else is content */
@@ -19,6 +20,12 @@ void oai_think_init(struct oai_think *t)
     memset(t, 0, sizeof *t);
 }
 
+void oai_think_init_open(struct oai_think *t)
+{
+    memset(t, 0, sizeof *t);
+    t->state = T_OPENED;
+}
+
 static void add(struct sse_buf *b, const char *s, size_t n)
 {
     if (n) sse_buf_add(b, s, n);
@@ -29,6 +36,23 @@ static void add(struct sse_buf *b, const char *s, size_t n)
 static void push_byte(struct oai_think *t, char c, struct sse_buf *r, struct sse_buf *a)
 {
     switch (t->state) {
+    case T_OPENED:
+        if (t->n_hold == 0 && isspace((unsigned char)c)) return; /* leading whitespace */
+        t->hold[t->n_hold++] = c;
+        if (memcmp(t->hold, open_tag, t->n_hold) != 0) {
+            /* thinking text: the held bytes go through the thinking state,
+             * where they may begin </think> */
+            char held[sizeof t->hold];
+            size_t n = t->n_hold;
+            memcpy(held, t->hold, n);
+            t->n_hold = 0;
+            t->state = T_THINK;
+            for (size_t i = 0; i < n; i++) push_byte(t, held[i], r, a);
+        } else if (t->n_hold == sizeof open_tag - 1) {
+            t->n_hold = 0;
+            t->state = T_THINK;
+        }
+        return;
     case T_START:
         if (t->n_hold == 0 && isspace((unsigned char)c)) return; /* leading whitespace */
         t->hold[t->n_hold++] = c;
@@ -70,7 +94,7 @@ void oai_think_push(struct oai_think *t, const char *s, size_t n, struct sse_buf
 
 void oai_think_flush(struct oai_think *t, struct sse_buf *r, struct sse_buf *a)
 {
-    add(t->state == T_THINK ? r : a, t->hold, t->n_hold);
+    add(t->state == T_THINK || t->state == T_OPENED ? r : a, t->hold, t->n_hold);
     t->n_hold = 0;
 }
 

@@ -18,6 +18,10 @@ struct oai_think {
     size_t n_hold;
 };
 void oai_think_init(struct oai_think *t);
+/* For a reply whose prompt opened the thinking (the template wrote <think>,
+ * engine_info.chat_template_opens_think): it starts inside it; a <think>
+ * the model writes again first is dropped. */
+void oai_think_init_open(struct oai_think *t);
 /* Splits s[0..n) into the reasoning and content buffers (appended). */
 void oai_think_push(struct oai_think *t, const char *s, size_t n, struct sse_buf *reasoning,
                     struct sse_buf *content);

@@ -547,6 +547,13 @@ static struct http_stream *stream_new(struct http_req *r, const struct oai_reque
     st->t0 = r->t0;
     st->t_keepalive = http_now();
     st->route = kind == OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
+    struct engine *e = atomic_load(&s->engine);
+    if (kind == OAI_CHAT && e && !q->req.no_think) {
+        /* a template that opened <think> in the prompt: the reply starts inside it */
+        struct engine_info in;
+        engine_info(e, &in);
+        if (in.chat_template_opens_think) oai_think_init_open(&st->think);
+    }
     snprintf(st->model, sizeof st->model, "%s", s->model_id);
     snprintf(st->request_id, sizeof st->request_id, "%s", r->request_id);
     snprintf(st->tenant, sizeof st->tenant, "%s", r->tenant->name);

@@ -223,6 +223,7 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     st->ctx_dirty = true;
     /* no template in the file: a base model, which continues text */
     b->base_model = !info.has_chat_template || info.chat_template_from_vocab;
+    b->opens_think = info.chat_template_opens_think;
     st->base_model = b->base_model;
     if (b->base_model)
         ui_state_set_status(st, false,
@@ -891,6 +892,12 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         break;
     case ENGINE_EV_TOKEN: {
         size_t n = ev->text ? strlen(ev->text) : 0;
+        if (ph->n_generated == 0 && m->len == 0 && b->opens_think && !b->base_model) {
+            /* the prompt opened the thought: the reply's text holds it whole,
+             * so the fold, the history and the copy treat it as any other */
+            ui_msg_append(m, "<think>", 7);
+            if (b->db && m->key) store_reply_append(b->db, m->key, "<think>", 7);
+        }
         ui_msg_append(m, ev->text ? ev->text : "", n);
         if (b->db && m->key && n) store_reply_append(b->db, m->key, ev->text, n);
         m->status = UI_MSG_STREAMING;

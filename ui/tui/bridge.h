@@ -39,6 +39,8 @@ struct ui_bridge {
     char model_file[256]; /* basename, the store's model name */
     int32_t ctx_limit;    /* tokens one sequence can hold (context or KV pool) */
     bool base_model;      /* no chat template: prompts are the plain conversation text */
+    bool opens_think;     /* the template opens <think> in the prompt (DeepSeek-R1): a reply
+                             starts inside its thinking, so its text gets the tag first */
     int32_t max_tokens_cap; /* the server's cap of new tokens per request (--url); 0 = none */
     struct limits limits;   /* this machine's (set by the loader for a CPU engine) */
     bool have_limits;

@@ -624,14 +624,20 @@ static void test_think(void)
 {
     struct {
         const char *reply, *reasoning, *content;
+        bool opened;             /* the prompt opened it (DeepSeek-R1's template) */
     } cases[] = {
-        {"<think>Snow is white.</think>White", "Snow is white.", "White"},
+        {"<think>Snow is white.</think>White", "Snow is white.", "White", false},
         {"\n <think>\na < b, </thin is not the end\n</think>\n\nAnswer: yes", "\na < b, </thin is not "
-         "the end\n", "Answer: yes"},
-        {"No thinking here <think>x</think>", "", "No thinking here <think>x</think>"},
-        {"<thinking>x", "", "<thinking>x"},
-        {"<think>cut by max_tokens", "cut by max_tokens", ""},
-        {"<think></think>", "", ""},
+         "the end\n", "Answer: yes", false},
+        {"No thinking here <think>x</think>", "", "No thinking here <think>x</think>", false},
+        {"<thinking>x", "", "<thinking>x", false},
+        {"<think>cut by max_tokens", "cut by max_tokens", "", false},
+        {"<think></think>", "", "", false},
+        {"Snow is white.\n</think>\n\nWhite", "Snow is white.\n", "White", true},
+        {"\n<think>\nagain</think>ok", "\nagain", "ok", true},
+        {"<thin air, a < b</think>", "<thin air, a < b", "", true},
+        {"cut by max_tokens </thi", "cut by max_tokens </thi", "", true},
+        {"</think>Only the answer", "", "Only the answer", true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *s = cases[i].reply;
@@ -641,7 +647,8 @@ static void test_think(void)
         for (size_t cut = 0; cut <= n + 1; cut++) {
             struct oai_think t;
             struct sse_buf r = {0}, a = {0};
-            oai_think_init(&t);
+            if (cases[i].opened) oai_think_init_open(&t);
+            else oai_think_init(&t);
             if (cut <= n) {
                 oai_think_push(&t, s, cut, &r, &a);
                 oai_think_push(&t, s + cut, n - cut, &r, &a);
@@ -657,8 +664,9 @@ static void test_think(void)
             sse_buf_free(&r);
             sse_buf_free(&a);
         }
-        tap_ok(all, "think split %zu at every cut: reasoning '%s', content '%s'", i,
-               cases[i].reasoning, cases[i].content);
+        tap_ok(all, "think split %zu%s at every cut: reasoning '%s', content '%s'", i,
+               cases[i].opened ? " (opened by the prompt)" : "", cases[i].reasoning,
+               cases[i].content);
     }
     char *j = oai_think_response("{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":"
                                  "\"x\"}}]}", "why", "White");

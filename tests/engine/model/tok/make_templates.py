@@ -6,7 +6,8 @@
 Reads tests/engine/model/tok/templates/*.jinja (one example template per family, and
 smollm2.jinja and phi3-v1.jinja written here from the tokenizer.chat_template
 of the SmolLM2 GGUF and of the shared suite's Phi-3 vocabulary; gemma4.jinja
-is the template of llama.cpp's models/ggml-vocab-gemma-4.gguf;
+is the template of llama.cpp's models/ggml-vocab-gemma-4.gguf; deepseek-r1.jinja is
+DeepSeek-R1-Distill-Llama-8B's, as llama.cpp's models/templates keeps it;
 the Gemma 3 GGUF carries no template, so gemma.jinja is Gemma 3's published
 one) and renders each conversation below with and without
 add_generation_prompt, in the environment Hugging Face uses for chat
@@ -38,6 +39,7 @@ TEMPLATES = {
     'zephyr': ('zephyr', '<s>', '</s>'),
     'deepseek': ('deepseek', BEGIN_DS, END_DS),
     'gemma4': ('gemma4', '<bos>', '<eos>'),
+    'deepseek-r1': ('deepseek-r1', BEGIN_DS, END_DS),
 }
 CONVS = [
     [{'role': 'user', 'content': 'Hello!'}],
@@ -51,6 +53,9 @@ CONVS = [
     [{'role': 'user', 'content': 'Why?'},
      {'role': 'assistant', 'content': '<|channel>thought\nLet me think.<channel|> Because. '},
      {'role': 'user', 'content': 'OK'}],
+    [{'role': 'system', 'content': 'Think first.'}, {'role': 'user', 'content': '2+2?'},
+     {'role': 'assistant', 'content': '<think>\nadd them\n</think>\n\n4'},
+     {'role': 'user', 'content': 'And 3+3?'}],
 ]
 
 
