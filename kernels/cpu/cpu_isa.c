@@ -29,18 +29,20 @@ static bool has_avxvnni(void)
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
 }
 
-/* AMX-TILE and AMX-INT8 in cpuid, the tile state in XCR0 (bits 17-18), and
+/* AMX-TILE, AMX-INT8 and AMX-BF16 in cpuid (every AMX CPU so far has all
+ * three; the level uses int8 and bf16 tiles), the tile state in XCR0 (bits 17-18), and
  * the process's permission to use it (Linux 5.16 and later grant it on
  * request; the request is idempotent, so asking every time is harmless). */
 bool cpu_amx_usable(char *why, size_t whylen)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) { /* xgetbv needs OSXSAVE */
-        if (why) snprintf(why, whylen, "this CPU has no AMX int8 tiles");
+        if (why) snprintf(why, whylen, "this CPU has no AMX int8 and bf16 tiles");
         return false;
     }
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) {
-        if (why) snprintf(why, whylen, "this CPU has no AMX int8 tiles");
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)) ||
+        !(d & (1u << 22))) {
+        if (why) snprintf(why, whylen, "this CPU has no AMX int8 and bf16 tiles");
         return false;
     }
     if ((xgetbv0() & 0x60000) != 0x60000) {

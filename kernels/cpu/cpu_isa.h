@@ -6,8 +6,8 @@
  * AVX2 plus the VEX-encoded vpdpbusd on ymm (Alder Lake and later, Zen 5),
  * which some AVX-512 CPUs (Ice Lake, Zen 4) lack: cpu_isa_runs says whether
  * a level can run here; a cap of avxvnni on such a CPU gives avx2. amx is
- * AVX-512 plus Intel AMX's int8 tiles (Sapphire Rapids and later) for the
- * prefill products; Linux faults tile instructions until the process asks
+ * AVX-512 plus Intel AMX's int8 and bf16 tiles (Sapphire Rapids and later)
+ * for the prefill products; Linux faults tile instructions until the process asks
  * for them (arch_prctl ARCH_REQ_XCOMP_PERM), which detection does once. */
 #ifndef TERN_CPU_ISA_H
 #define TERN_CPU_ISA_H
@@ -34,7 +34,7 @@ bool cpu_isa_capped(const char *cap, enum cpu_isa *out);
 /* cpu_isa_capped(getenv("TERN_ISA")), an invalid value ignored (the
  * backend reports it; tests and benchmarks just need the level). */
 enum cpu_isa cpu_isa_best(void);
-/* Whether AMX int8 tiles run here; if not, why (one line into why: no AMX in
+/* Whether AMX int8 and bf16 tiles run here; if not, why (one line into why: no AMX in
  * this CPU, the kernel does not enable its state, or the permission request
  * was refused). Asks the kernel for the tile state once per process. */
 bool cpu_amx_usable(char *why, size_t whylen);

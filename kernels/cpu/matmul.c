@@ -43,6 +43,22 @@ void mm_scratch_free(struct mm_scratch *s)
     free(s->buf);
     s->buf = NULL;
     s->cap = 0;
+    free(s->xb);
+    s->xb = NULL;
+    s->xb_cap = 0;
+}
+
+/* The bf16 tiles of x for the AMX-BF16 kernels: NULL when out of memory
+ * (the kernels then take the f32 path). */
+static uint16_t *xb_reserve(struct mm_scratch *s, int64_t n, int64_t cols)
+{
+    const size_t need = mm_bf16_x_bytes(n, cols);
+    if (s->xb_cap < need) {
+        free(s->xb);
+        s->xb = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        s->xb_cap = s->xb ? need : 0;
+    }
+    return s->xb;
 }
 
 /* Bytes per weight row; 0 for types without a kernel. */
@@ -528,6 +544,16 @@ static void quant_tokens(const struct mm_job *job, int64_t j0, int64_t j1)
     }
 }
 
+#ifdef __x86_64__
+static void xb_worker(void *arg, int ith, int nth)
+{
+    const struct mm_job *job = arg;
+    int64_t lo, hi;
+    range_for((job->n + 31) / 32 * 2, ith, nth, &lo, &hi);
+    mm_amx_bf16_x(job->x, job->cols, job->n, lo, hi, (uint16_t *)job->t[0].xb);
+}
+#endif
+
 static void quant_worker(void *arg, int ith, int nth)
 {
     const struct mm_job *job = arg;
@@ -604,9 +630,26 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
         if (n >= MM_PAR_QUANT_MIN_N && tp_n_threads(tp) > 1) tp_run(tp, quant_worker, &job);
         else quant_tokens(&job, 0, n);
     }
+    bool tiles16 = n >= MM_FINE_N;
+#ifdef __x86_64__
+    bool want_xb = false;
+    for (int k = 0; k < job.n_ops; k++)
+        want_xb |= (job.t[k].wtype == QT_F16 || job.t[k].wtype == QT_BF16);
+    if (want_xb && isa == CPU_ISA_AMX && n >= MM_BF16_MIN_N && cols % 32 == 0 && scratch) {
+        const uint16_t *xb = xb_reserve(scratch, n, cols);
+        for (int k = 0; k < job.n_ops; k++) job.t[k].xb = xb;
+        /* chunks of whole 16-row tiles: which rows take the tiles (all but
+         * the matrix's last rows % 16) then does not depend on the threads */
+        tiles16 = true;
+        if (xb) {
+            if (tp_n_threads(tp) > 1) tp_run(tp, xb_worker, &job);
+            else mm_amx_bf16_x(x, cols, n, 0, (n + 31) / 32 * 2, (uint16_t *)xb);
+        }
+    }
+#endif
     int64_t nth = tp_n_threads(tp);
     const int64_t per = n >= MM_FINE_N ? MM_FINE_CHUNKS_PER_THREAD : MM_CHUNKS_PER_THREAD;
-    const int64_t align = n >= MM_FINE_N ? MM_FINE_ROW_ALIGN : MM_ROW_ALIGN;
+    const int64_t align = tiles16 ? MM_FINE_ROW_ALIGN : MM_ROW_ALIGN;
     job.chunk = nth == 1 ? total_rows : (total_rows + nth * per - 1) / (nth * per);
     job.chunk = (job.chunk + align - 1) / align * align;
     job.first_chunk[0] = 0;

@@ -19,6 +19,8 @@ struct threadpool;
 struct mm_scratch {
     void *buf;
     size_t cap;
+    void *xb;        /* x as bf16 tiles (AMX-BF16 prefill of F16 / BF16 weights) */
+    size_t xb_cap;
 };
 void mm_scratch_free(struct mm_scratch *s);
 /* Grows the scratch for up to n tokens of cols; false when out of memory.

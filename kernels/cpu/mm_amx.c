@@ -1,6 +1,7 @@
 /* mm_amx: the AVX-512 kernels (mm_simd.inc) with the packed prefill tiles'
  * integer sums on Intel AMX int8 tiles (tile_pt16, MM_AMX), for Sapphire
- * Rapids and later once the process has the tile state (cpu_amx_usable).
+ * Rapids and later once the process has the tile state (cpu_amx_usable),
+ * and the F16 / BF16 weights' prefill on AMX-BF16 tiles (mm_bf16_amx.inc).
  * Everything else, decode included, is the AVX-512 code compiled again. */
 #include "cpu/mm_impl.h"
 

@@ -63,6 +63,9 @@ struct mm_task {
     const float *x;     /* n × cols f32 (used by F32/F16/BF16 weights) */
     struct mm_xq xq;    /* quantized x (used by the block-quantized types) */
     float *y;           /* n × rows */
+    /* x as bf16 VNNI tiles for the AMX-BF16 kernels of F16 / BF16 weights
+     * (mm_bf16_amx.inc), NULL where they are not used (then the f32 path) */
+    const uint16_t *xb;
 };
 
 /* Computes y[j][r] for r in [r0, r1) and every token j. */
@@ -114,6 +117,17 @@ void mm_avxvnni_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_
 mm_kernel_fn mm_avx512_kernel(uint32_t wtype);
 /* AVX-512 with the packed prefill products on AMX int8 tiles (mm_amx.c) */
 mm_kernel_fn mm_amx_kernel(uint32_t wtype);
+/* AMX-BF16 prefill of F16 / BF16 weights (mm_bf16_amx.inc): from this many
+ * tokens on, with cols a multiple of 32, the dispatcher converts x into
+ * bf16 tiles (mm_amx_bf16_x, token tiles T0 .. T1 of 16, zero past n, the
+ * tile count rounded up to even: mm_bf16_x_bytes) and the F16 / BF16
+ * kernels multiply on tiles. */
+#define MM_BF16_MIN_N 32
+static inline size_t mm_bf16_x_bytes(int64_t n, int64_t cols)
+{
+    return (size_t)((n + 31) / 32) * 32 * (size_t)cols * 2;
+}
+void mm_amx_bf16_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, uint16_t *xb);
 /* mm_amx.c's copies of the AVX-512 quantizers (matmul.c uses mm_avx512's) */
 void mm_amx_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 void mm_amx_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);

@@ -50,6 +50,9 @@ static const struct bench_case cases[] = {
     { "q5_1 1536x576", QT_Q5_1, 1536, 576 },
     { "q5_K 640x2048", QT_Q5_K, 640, 2048 },
     { "f16 1536x576", QT_F16, 1536, 576 },
+    /* the 1B shape's FFN in F16: AMX-BF16 tiles against the f32 FMA path */
+    { "llama1b-f16 ffn_up", QT_F16, 8192, 2048 },
+    { "llama1b-f16 ffn_down", QT_F16, 2048, 8192 },
     { "bf16 1536x576", QT_BF16, 1536, 576 },
     { "f32 1536x576", QT_F32, 1536, 576 },
     /* mm_lowbit: Qwen3-30B-A3B expert widths (n_embd 2048, expert ff 768) */

@@ -41,7 +41,17 @@ struct oracle {
     double *y;      /* n × rows, f64 dot of dequantized W with x */
     double *tol;    /* n × rows, bound for the scalar path */
     double *mag;    /* n × rows, Σ|w_i x_i| */
+    double *tol_bf16;   /* n × rows, the AMX-BF16 bound: (2^-7 + 1e-5) · Σ|w_i x_i| + 1e-6 */
 };
+
+/* F16 / BF16 weights on AMX-BF16 tiles (prefill): weights and activations
+ * rounded to bf16 (relative error ≤ 2^-8 each), so a product is off by at
+ * most 2^-7 of itself; f32 sums. Bound: (2^-7 + 1e-5) · Σ|w_i x_i| + 1e-6. */
+static bool amx_bf16_case(enum cpu_isa isa, uint32_t wtype, const struct shape *s)
+{
+    return isa == CPU_ISA_AMX && (wtype == QT_F16 || wtype == QT_BF16) && s->n >= MM_BF16_MIN_N &&
+           s->cols % 32 == 0;
+}
 
 static void oracle_run(uint32_t wtype, const uint8_t *w, const struct shape *s,
                        const float *x, struct oracle *o)
@@ -76,6 +86,7 @@ static void oracle_run(uint32_t wtype, const uint8_t *w, const struct shape *s,
             o->y[j * s->rows + r] = acc;
             o->mag[j * s->rows + r] = mag;
             o->tol[j * s->rows + r] = bound + 1e-5 * mag + 1e-6;
+            o->tol_bf16[j * s->rows + r] = (0x1p-7 + 1e-5) * mag + 1e-6;
         }
     }
     free(dhalf);
@@ -107,7 +118,7 @@ static void check_case(uint32_t wtype, const struct shape *s, struct threadpool 
     float *x = malloc(sizeof(float) * (size_t)(s->n * s->cols));
     float *ys = malloc(sizeof(float) * ny), *yv = malloc(sizeof(float) * ny);
     struct oracle o = { malloc(sizeof(double) * ny), malloc(sizeof(double) * ny),
-                        malloc(sizeof(double) * ny) };
+                        malloc(sizeof(double) * ny), malloc(sizeof(double) * ny) };
     double *simd_tol = malloc(sizeof(double) * ny), *ys_d = malloc(sizeof(double) * ny);
     td_weights(wtype, w, s->rows, s->cols, seed);
     td_acts(x, s->n, s->cols, seed);
@@ -129,6 +140,13 @@ static void check_case(uint32_t wtype, const struct shape *s, struct threadpool 
         if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
         for (size_t i = 0; i < ny; i++) yv[i] = NAN;
         cpu_matmul(tp, (enum cpu_isa)isa, scr, wtype, w, s->rows, s->cols, x, s->n, yv);
+        if (amx_bf16_case((enum cpu_isa)isa, wtype, s)) {   /* bf16 products: the oracle's bound */
+            r = worst_ratio(yv, o.y, o.tol_bf16, (int64_t)ny, &at);
+            if (!ok(r <= 1.0, "%s %lldx%lld n=%lld t=%d amx-bf16 vs f64 oracle (worst %.3f of 2^-7 bound)",
+                    qtype_name(wtype), (long long)s->rows, (long long)s->cols, (long long)s->n, nth, r))
+                tap_diag("  at %lld: got %.9g want %.9g", (long long)at, yv[at], o.y[at]);
+            continue;
+        }
         r = worst_ratio(yv, ys_d, simd_tol, (int64_t)ny, &at);
         if (!ok(r <= 1.0, "%s %lldx%lld n=%lld t=%d %s vs scalar (worst %.3f of tolerance)",
                 qtype_name(wtype), (long long)s->rows, (long long)s->cols, (long long)s->n, nth,
@@ -136,7 +154,7 @@ static void check_case(uint32_t wtype, const struct shape *s, struct threadpool 
             tap_diag("  at %lld: got %.9g want %.9g", (long long)at, yv[at], ys[at]);
     }
     free(simd_tol); free(ys_d);
-    free(o.y); free(o.tol); free(o.mag);
+    free(o.y); free(o.tol); free(o.mag); free(o.tol_bf16);
     free(w); free(x); free(ys); free(yv);
 }
 
@@ -403,6 +421,63 @@ static void check_extremes(struct mm_scratch *scr, uint64_t *seed)
     free(x); free(y0); free(y1); free(w);
 }
 
+/* AMX-BF16 prefill of F16 / BF16 weights: 32- and 16-row tile strips and
+ * the rows after them (f32 path), token counts that leave partial tiles and
+ * span two 256-token blocks, columns over several 512-column chunks and a
+ * partial one; within the bf16 bound of the f64 oracle, the same on 1 and 3
+ * threads bit for bit, and different from the f32 path (the tiles ran). */
+static void check_amx_bf16(struct threadpool *tp3, struct mm_scratch *scr, uint64_t *seed)
+{
+    char why[128];
+    if (cpu_isa_best() != CPU_ISA_AMX) {
+        if (cpu_amx_usable(why, sizeof why)) snprintf(why, sizeof why, "TERN_ISA caps it");
+        char msg[200];
+        snprintf(msg, sizeof msg, "AMX-BF16 F16/BF16 prefill: %s", why);
+        tap_skip(msg);
+        return;
+    }
+    static const struct shape sh[] = { { 64, 512, 32 }, { 48, 1088, 37 }, { 77, 256, 300 },
+                                       { 16, 32, 33 }, { 96, 2048, 64 } };
+    static const uint32_t wt[] = { QT_F16, QT_BF16 };
+    for (size_t k = 0; k < 2; k++)
+        for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++) {
+            const struct shape *s = &sh[si];
+            const size_t ny = (size_t)(s->n * s->rows);
+            uint8_t *w = malloc(qtype_row_bytes(wt[k], (uint64_t)s->cols) * (size_t)s->rows);
+            float *x = malloc(sizeof(float) * (size_t)(s->n * s->cols));
+            float *y1 = malloc(sizeof(float) * ny), *y3 = malloc(sizeof(float) * ny);
+            float *yf = malloc(sizeof(float) * ny);
+            struct oracle o = { malloc(sizeof(double) * ny), malloc(sizeof(double) * ny),
+                                malloc(sizeof(double) * ny), malloc(sizeof(double) * ny) };
+            td_weights(wt[k], w, s->rows, s->cols, seed);
+            td_acts(x, s->n, s->cols, seed);
+            oracle_run(wt[k], w, s, x, &o);
+            cpu_matmul(NULL, CPU_ISA_AMX, scr, wt[k], w, s->rows, s->cols, x, s->n, y1);
+            cpu_matmul(tp3, CPU_ISA_AMX, scr, wt[k], w, s->rows, s->cols, x, s->n, y3);
+            cpu_matmul(NULL, CPU_ISA_AVX512, scr, wt[k], w, s->rows, s->cols, x, s->n, yf);
+            int64_t at;
+            double r = worst_ratio(y1, o.y, o.tol_bf16, (int64_t)ny, &at);
+            size_t differ = 0;
+            double rel = 0.0;   /* largest |amx - f32 path| / Σ|w x| */
+            for (size_t i = 0; i < ny; i++) {
+                differ += y1[i] != yf[i];
+                double e = fabs((double)y1[i] - yf[i]) / (o.mag[i] + 1e-30);
+                if (e > rel) rel = e;
+            }
+            if (!ok(r <= 1.0, "%s %lldx%lld n=%lld amx-bf16 vs f64 oracle: worst %.3f of the 2^-7 bound "
+                    "(largest |amx - avx512| = %.2g of Σ|w x|)", qtype_name(wt[k]), (long long)s->rows,
+                    (long long)s->cols, (long long)s->n, r, rel))
+                tap_diag("  at %lld: got %.9g want %.9g", (long long)at, y1[at], o.y[at]);
+            ok(memcmp(y1, y3, sizeof(float) * ny) == 0, "%s %lldx%lld n=%lld amx-bf16: 3 threads equal 1",
+               qtype_name(wt[k]), (long long)s->rows, (long long)s->cols, (long long)s->n);
+            ok(differ > 0, "%s %lldx%lld n=%lld amx-bf16: the tile path ran (%zu of %zu outputs differ "
+               "from the f32 path)", qtype_name(wt[k]), (long long)s->rows, (long long)s->cols,
+               (long long)s->n, differ, ny);
+            free(o.y); free(o.tol); free(o.mag); free(o.tol_bf16);
+            free(w); free(x); free(y1); free(y3); free(yf);
+        }
+}
+
 int main(void)
 {
     uint64_t seed = 12345;
@@ -434,6 +509,7 @@ int main(void)
     check_packed(NULL, &scr, &seed);
     check_packed(tp3, &scr, &seed);
     check_extremes(&scr, &seed);
+    check_amx_bf16(tp3, &scr, &seed);
     tp_close(tp3);
     mm_scratch_free(&scr);
     return tap_done();
