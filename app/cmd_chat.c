@@ -334,9 +334,13 @@ int cmd_chat(int argc, char **argv)
     char kvdir[4200];
     cli_data_dir(kvdir, sizeof kvdir - 16);
     strcat(kvdir, "/kvcache");
+    FILE *kvlog = NULL;
     if (!a.set_kv_disk || a.kv_disk) { /* the disk prompt cache: on unless 0 */
         a.o.engine.kv_disk_dir = kvdir;
         a.o.engine.kv_disk_cap = a.kv_disk;
+        /* Its notes (an entry ignored) are said after the screen is restored. */
+        kvlog = tmpfile();
+        a.o.engine.kv_disk_log = kvlog;
     }
     if (cli.argc > 0) {
         fprintf(stderr, "tern chat: unexpected argument '%s' (see 'tern chat --help')\n",
@@ -360,6 +364,12 @@ int cmd_chat(int argc, char **argv)
     a.o.open_ud = &cli;
     rc = ui_app_run(&a.o, err, sizeof err);
     if (rc != 0) fprintf(stderr, "tern chat: %s\n", err);
+    if (kvlog) {
+        char line[512];
+        rewind(kvlog);
+        while (fgets(line, sizeof line, kvlog)) fprintf(stderr, "tern chat: %s", line);
+        fclose(kvlog);
+    }
 done:
     free(a.keys);
     cli_free(&cli);
