@@ -14,6 +14,8 @@
 
 #define HEAD_TOKENS 32
 
+static void publish_disk(struct engine_local *e);
+
 static uint64_t mix(uint64_t h, uint64_t v)
 {
     return kvd_hash(&v, sizeof v, h);
@@ -57,7 +59,7 @@ void engine_cache_open(struct engine_local *e)
         return;
     }
     e->kvd_on = true;
-    engine_cache_publish(e);
+    publish_disk(e);
 }
 
 void engine_cache_close(struct engine_local *e)
@@ -111,12 +113,16 @@ static void publish_disk(struct engine_local *e)
 
 void engine_cache_publish(struct engine_local *e)
 {
+    /* Walking every recent prefix's blocks costs up to a millisecond at long
+     * contexts: at most once a second, not at every step. */
+    double now = engine_now(e);
+    if (e->n_recent == 0 || now - e->recent_checked < 1.0) return;
+    e->recent_checked = now;
     int32_t dummy;
     for (int32_t i = 0; i < e->n_recent; i++) {
         struct engine_recent *r = &e->recent[i];
         r->resident = kv_peek_match(&e->kv, r->tokens, r->n, &dummy);
     }
-    publish_disk(e);
 }
 
 void engine_cache_record(struct engine_local *e, struct engine_req *r)

@@ -140,6 +140,7 @@ struct engine_local {
     char kvd_save_err[256];
     struct engine_recent recent[ENGINE_RECENT];
     int32_t n_recent;
+    double recent_checked;         /* engine time of the last resident count */
     struct engine_cache_entry *pub_disk;
     int32_t *pub_disk_head;        /* [n_pub_disk][32] opening tokens (text on request) */
     int32_t n_pub_disk;

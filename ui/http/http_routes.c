@@ -170,6 +170,18 @@ static enum MHD_Result cache(struct http_req *r)
     return send_cjson(r, 200, j);
 }
 
+enum MHD_Result http_route_cache_save(struct http_req *r)
+{
+    struct engine *e = atomic_load(&r->srv->engine);
+    if (!e) return http_send_error(r, 503, "the model is loading", NULL, "not_ready", "1");
+    char err[256];
+    int n = engine_cache_save(e, err, sizeof err);
+    if (n < 0) return http_send_error(r, 409, err, NULL, "no_disk_cache", NULL);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "saved", n);
+    return send_cjson(r, 200, j);
+}
+
 /* The server's own version, in vLLM's shape (no key needed, as /health):
  * what a bench's environment record asks a server for. */
 static enum MHD_Result version(struct http_req *r)

@@ -46,6 +46,8 @@ def kv_lines(s):
 s = Server(env=ENV)
 ok(s.ready(), "server without --kv-disk up")
 cold, c0 = ask(s.base, MSGS)
+st, _, out = request(s.base, "POST", "/v1/tern/cache/save", b"{}")
+ok(st == 409 and b"no disk prompt cache" in out, f"save without --kv-disk: {st}")
 ok(cold is not None and c0 == 0, f"cold reply: {cold!r}")
 j, _ = listing(s.base)
 ok(j is not None and any(e["where"] == "memory" and e["tokens"] >= 1000 for e in j["data"]),
@@ -64,6 +66,9 @@ ok(len(mem) == 1 and mem[0]["tokens"] >= 1000 and len(mem[0]["hash"]) == 16 and
    mem[0]["bytes"] > 0 and mem[0]["made_by"] and "text" not in mem[0] and
    j["text_shown"] is False, f"listed: {mem}")
 ok(b"GNU" not in raw and b"licen" not in raw.lower(), "no prompt text in the listing by default")
+st, _, out = request(s.base, "POST", "/v1/tern/cache/save", b"{}")
+ok(st == 200 and json.loads(out)["saved"] == 1 and len(glob.glob(os.path.join(KVDIR, "*.tkv"))) == 1,
+   f"POST /v1/tern/cache/save writes it while serving: {st} {out[:80]!r}")
 s.stop()
 files = glob.glob(os.path.join(KVDIR, "*.tkv"))
 ok(len(files) == 1, f"saved at exit: {[os.path.basename(f) for f in files]}")
