@@ -241,8 +241,11 @@ static void index_file(struct kvd *d, const char *name)
     fclose(f);
     if (why) {
         free(tokens);
-        note(d, "kv cache: %s: %s; ignored (removed), the prompt is prefilled", name, why);
-        unlink(path);
+        /* Another version's file is left to it; a broken one goes. */
+        bool keep = strcmp(why, "another format version") == 0;
+        note(d, "kv cache: %s: %s; ignored%s, the prompt is prefilled", name, why,
+             keep ? "" : " (removed)");
+        if (!keep) unlink(path);
         return;
     }
     double used = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec * 1e-9;

@@ -97,17 +97,18 @@ static void unit_files(void)
     kvd_close(&d);
 
     ok(kvd_open(&d, dir, 1 << 20, &id, NULL, err, sizeof err) == 0 && d.n == 1, "reopen indexes it");
-    int32_t nm;
-    ok(kvd_find(&d, t, 8 * BT - 1, 0, &nm) == 0 && nm == 7 * BT,
-       "a shorter prompt shares its whole blocks (%d tokens)", nm);
+    int32_t nm, i;
+    i = kvd_find(&d, t, 8 * BT - 1, 0, &nm);
+    ok(i == 0 && nm == 7 * BT, "a shorter prompt shares its whole blocks (%d tokens)", nm);
     ok(kvd_find(&d, t, 8 * BT - 1, 8 * BT, &nm) == -1, "... not when asked for more");
-    int32_t i = kvd_find(&d, t, 200, 0, &nm);
+    i = kvd_find(&d, t, 200, 0, &nm);
     ok(i == 0 && nm == 128 && d.e[0].n_tokens == 128 && strcmp(d.e[0].h.tag, "session 7") == 0,
        "a longer prompt with the prefix matches it whole (%d)", nm);
     int32_t t2[256];
     memcpy(t2, t, sizeof t2);
     t2[100] ^= 1;
-    ok(kvd_find(&d, t2, 200, 0, &nm) == 0 && nm == 96,
+    i = kvd_find(&d, t2, 200, 0, &nm);
+    ok(i == 0 && nm == 96,
        "one token changed inside the prefix: the blocks before it (%d)", nm);
     t2[3] ^= 1;
     ok(kvd_find(&d, t2, 200, 0, &nm) == -1, "changed in the first block: no match");
