@@ -25,6 +25,7 @@ enum {
     OPT_ATTACH,
     OPT_CTX_POLICY,
     OPT_CONTINUE,
+    OPT_KV_DISK,
 };
 
 static const struct option longopts[] = {
@@ -49,6 +50,7 @@ static const struct option longopts[] = {
     {"attach", optional_argument, 0, OPT_ATTACH},
     {"context-policy", required_argument, 0, OPT_CTX_POLICY},
     {"continue", no_argument, 0, OPT_CONTINUE},
+    {"kv-disk", required_argument, 0, OPT_KV_DISK},
     CLI_SHARED(CLI_O_TOP_K),
     CLI_SHARED(CLI_O_MIN_P),
     CLI_SHARED(CLI_O_REPEAT_PENALTY),
@@ -163,6 +165,8 @@ struct chat_args {
     const char *attach;          /* --attach URL (a local tern serve by default) */
     unsigned long long kv_mem;   /* --kv-mem */
     char draft_model[4096];      /* --draft-model, resolved; "" = none */
+    unsigned long long kv_disk;  /* --kv-disk: the disk prompt cache's cap */
+    bool set_kv_disk;
     struct cli *cli;
     struct ui_app_opts o;
 };
@@ -201,6 +205,9 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_DB:
         a->o.db_path = arg;
         return 0;
+    case OPT_KV_DISK:
+        a->set_kv_disk = true;
+        return cli_size(a->cli, "--kv-disk", arg, &a->kv_disk);
     case CLI_O_TEMP:
         if (cli_opt_double(a->cli, CLI_O_TEMP, arg, &a->o.temp) < 0) return -1;
         a->o.set_temp = true;
@@ -297,6 +304,9 @@ int cmd_chat(int argc, char **argv)
         "@lookup-k 6; 4 with --draft-model\n"
         "@draft-model\n"
         "      --db PATH            history database (default $XDG_DATA_HOME/tern/history.db)\n"
+        "      --kv-disk SIZE       disk prompt cache: a session's KV is kept at exit so that\n"
+        "                           reopening it (-c, F5) skips its prefill; at most SIZE in\n"
+        "                           $XDG_DATA_HOME/tern/kvcache (default 2G; 0 = off)\n"
         "sampling of new sessions (F4 changes them for the open session):\n"
         "@temp 0.8\n"
         "@top-p 0.95\n"
@@ -330,6 +340,17 @@ int cmd_chat(int argc, char **argv)
     if (a.kv_mem) a.o.engine.backend.kv_bytes = a.kv_mem;
     /* F4's guesses a step (the TUI asks them per request) */
     if (a.o.engine.draft_model && !a.o.engine.lookup_k) a.o.engine.lookup_k = ENGINE_DRAFT_K;
+    char kvdir[4200];
+    cli_data_dir(kvdir, sizeof kvdir - 16);
+    strcat(kvdir, "/kvcache");
+    FILE *kvlog = NULL;
+    if (!a.set_kv_disk || a.kv_disk) { /* the disk prompt cache: on unless 0 */
+        a.o.engine.kv_disk_dir = kvdir;
+        a.o.engine.kv_disk_cap = a.kv_disk;
+        /* Its notes (an entry ignored) are said after the screen is restored. */
+        kvlog = tmpfile();
+        a.o.engine.kv_disk_log = kvlog;
+    }
     if (cli.argc > 0) {
         fprintf(stderr, "tern chat: unexpected argument '%s' (see 'tern chat --help')\n",
                 cli.argv[0]);
@@ -352,6 +373,12 @@ int cmd_chat(int argc, char **argv)
     a.o.open_ud = &cli;
     rc = ui_app_run(&a.o, err, sizeof err);
     if (rc != 0) fprintf(stderr, "tern chat: %s\n", err);
+    if (kvlog) {
+        char line[512];
+        rewind(kvlog);
+        while (fgets(line, sizeof line, kvlog)) fprintf(stderr, "tern chat: %s", line);
+        fclose(kvlog);
+    }
 done:
     free(a.keys);
     cli_free(&cli);

@@ -20,7 +20,7 @@
 enum {
     OPT_HOST = CLI_OPT_CMD, OPT_PORT, OPT_KEYS, OPT_INSECURE, OPT_ACCESS_LOG, OPT_LOG_CONTENT,
     OPT_NO_HISTORY, OPT_DB, OPT_MAX_RUNNING, OPT_MAX_QUEUE, OPT_EVENT_LIMIT, OPT_QUEUE_TIMEOUT, OPT_DRAIN,
-    OPT_MAX_BODY, OPT_MAX_CONNS, OPT_TIMEOUT, OPT_TRACE
+    OPT_MAX_BODY, OPT_MAX_CONNS, OPT_TIMEOUT, OPT_TRACE, OPT_KV_DISK, OPT_CACHE_TEXT
 };
 
 struct serve_opts {
@@ -32,7 +32,7 @@ struct serve_opts {
     long threads, ctx, step_tokens, lookup_k, max_running, max_queue, event_limit, max_conns,
         timeout, max_tokens, port;
     double queue_timeout, drain_timeout;
-    unsigned long long kv_mem, max_body;
+    unsigned long long kv_mem, max_body, kv_disk;
     enum kv_type kv_type;
     enum backend_kind backend;
 };
@@ -50,6 +50,8 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_NO_HISTORY: o->no_history = true; return 0;
     case OPT_DB: o->db_path = arg; return 0;
     case OPT_TRACE: o->trace = arg; return 0;
+    case OPT_KV_DISK: return cli_size(o->cli, "--kv-disk", arg, &o->kv_disk);
+    case OPT_CACHE_TEXT: o->http.cache_text = true; return 0;
     case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
     case CLI_O_CTX: return cli_opt_long(o->cli, CLI_O_CTX, arg, &o->ctx);
     case CLI_O_STEP_TOKENS: return cli_opt_long(o->cli, CLI_O_STEP_TOKENS, arg, &o->step_tokens);
@@ -176,6 +178,15 @@ static int serve(struct serve_opts *o, const char *model_path)
     cfg.backend.kv_bytes = o->kv_mem;
     cfg.n_ctx = (int32_t)o->ctx;
     cfg.trace_path = o->trace;
+    char kvdir[4200];
+    cli_data_dir(kvdir, sizeof kvdir - 16);
+    strcat(kvdir, "/kvcache");
+    if (o->kv_disk) { /* the disk prompt cache: asked for (a server's clients' prompts
+                         stay off the disk unless the operator says so) */
+        cfg.kv_disk_dir = kvdir;
+        cfg.kv_disk_cap = o->kv_disk;
+        cfg.kv_disk_log = stderr;
+    }
     if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
     cfg.lookup_k = (int32_t)o->lookup_k;
     cfg.draft_model = o->draft_model[0] ? o->draft_model : NULL;
@@ -253,6 +264,11 @@ int cmd_serve(int argc, char **argv)
         "      --max-queue N        waiting queue bound (default 256; over it: 429)\n"
         "      --event-limit N      undrained events before a stream is consumer-stalled\n"
         "      --trace FILE         Chrome trace-event JSON (spans tagged with request id, tenant)\n"
+        "      --kv-disk SIZE       disk prompt cache: recent prefixes' KV kept at exit, and a\n"
+        "                           prompt beginning with one loads it instead of prefilling;\n"
+        "                           at most SIZE in $XDG_DATA_HOME/tern/kvcache (default off);\n"
+        "                           GET /v1/tern/cache lists the cache (hashes and counts)\n"
+        "      --cache-text         /v1/tern/cache also shows each prefix's opening text\n"
         "      --route T1,T2,...    serve through a fallback route (local and/or replica URLs)\n"
         "      --route-ttft MS      route: move on when no first token after MS ms\n";
     static const struct option longopts[] = {
@@ -283,6 +299,8 @@ int cmd_serve(int argc, char **argv)
         {"max-queue", required_argument, 0, OPT_MAX_QUEUE},
         {"event-limit", required_argument, 0, OPT_EVENT_LIMIT},
         {"trace", required_argument, 0, OPT_TRACE},
+        {"kv-disk", required_argument, 0, OPT_KV_DISK},
+        {"cache-text", no_argument, 0, OPT_CACHE_TEXT},
         {0, 0, 0, 0},
     };
     struct cli cli;

@@ -79,6 +79,10 @@ struct backend_ops {
                    char *err, size_t errlen);
     void (*get_info)(struct backend *be, struct backend_info *out);
     void (*close)(struct backend *be);
+    /* Copies KV block `block` (every layer's K then V rows, kv_bytes_per_token
+     * * kv_block_tokens bytes) out to buf, or in from it when write is set:
+     * the disk prefix cache (engine/core/kvdisk.h). NULL: not supported. */
+    int (*kv_block_io)(struct backend *be, int32_t block, void *buf, bool write);
 };
 
 struct backend {

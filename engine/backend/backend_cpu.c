@@ -793,7 +793,22 @@ static int cpu_forward(struct backend *be, const struct fwd_batch *b, float *log
     return 0;
 }
 
+static int cpu_kv_block_io(struct backend *be, int32_t block, void *buf, bool write)
+{
+    struct cpu_be *c = be->impl;
+    if (block < 0 || block >= be->kv_n_blocks) return -1;
+    const size_t n = (size_t)be->kv_block_tokens * c->kv_row;
+    char *p = buf;
+    for (int32_t l = 0; l < 2 * be->model->hp.n_layer; l++, p += n) {
+        char *src = c->kv + (size_t)l * c->kv_pool + (size_t)block * n;
+        if (write) memcpy(src, p, n);
+        else memcpy(p, src, n);
+    }
+    return 0;
+}
+
 static const struct backend_ops cpu_ops = {
+    .kv_block_io = cpu_kv_block_io,
     .name = "cpu",
     .forward = cpu_forward,
     .get_info = cpu_info,

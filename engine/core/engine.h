@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backend.h"
 
@@ -72,6 +73,12 @@ struct engine_config {
                                         vocabulary, whose greedy guesses replace the n-gram
                                         lookup's (lookup_k guesses per step, 4 when 0);
                                         NULL = none */
+    /* Disk prefix cache (kvdisk.h): recent prefixes' KV blocks saved at close
+     * (and by engine_cache_save), restored for a prompt that begins with one
+     * instead of prefilling it. Needs model_path (its identity). */
+    const char *kv_disk_dir;         /* its directory; NULL = off */
+    uint64_t kv_disk_cap;            /* size cap in bytes, LRU eviction; 0 = default (2 GiB) */
+    FILE *kv_disk_log;               /* its notes (an ignored entry: one line); NULL = none */
     /* Borrowed, pre-opened parts (tests: a fake backend; synthetic models).
      * When set, engine_open uses them instead of opening its own, and
      * engine_close does not close them. tok may be NULL only if every request
@@ -468,6 +475,28 @@ struct engine_stats {
     } server;
 };
 void engine_snapshot(struct engine *e, struct engine_stats *out);
+
+/* ---- the prompt cache ----------------------------------------------------------- */
+
+#define ENGINE_CACHE_TEXT 200
+struct engine_cache_entry {
+    bool on_disk;                    /* a saved file; else a recent prefix held in the KV pool */
+    uint64_t hash;                   /* the prefix's hash: identifies it without its text */
+    int32_t tokens;                  /* its tokens (memory: those whose blocks are resident) */
+    uint64_t bytes;                  /* KV bytes (disk: the file's size) */
+    uint32_t hits;                   /* restores (disk) or follow-ups that reused it (memory) */
+    double age_s, idle_s;            /* since made, since last used */
+    char made_by[40];                /* the request's trace id, or "request N" */
+    bool usable;                     /* disk: made under this model, tokenizer, template and
+                                        KV type (else it is never used) */
+    char text[ENGINE_CACHE_TEXT];    /* its opening text, only when asked (privacy) */
+};
+/* Lists the cached prefixes, recent in-memory ones then disk entries, into
+ * out[max]; returns how many (0 on a remote engine). */
+int engine_cache_list(struct engine *e, struct engine_cache_entry *out, int max, bool with_text);
+/* Saves the recent prefixes to the disk cache now (engine_close does too).
+ * Returns the entries written or refreshed, or -1 with err. */
+int engine_cache_save(struct engine *e, char *err, size_t errlen);
 
 /* Bits of engine_stats.unknown: what the engine could not measure. The local
  * engine knows everything (0); a remote one knows what its server exports. */

@@ -56,6 +56,20 @@ int engine_requests(struct engine *e, struct engine_req_info *out, int max)
 
 void engine_info(const struct engine *e, struct engine_info *out) { e->ops->info(e, out); }
 
+int engine_cache_list(struct engine *e, struct engine_cache_entry *out, int max, bool with_text)
+{
+    return e->ops->cache_list ? e->ops->cache_list(e, out, max, with_text) : 0;
+}
+
+int engine_cache_save(struct engine *e, char *err, size_t errlen)
+{
+    if (!e->ops->cache_save) {
+        snprintf(err, errlen, "this engine has no disk prompt cache");
+        return -1;
+    }
+    return e->ops->cache_save(e, err, errlen);
+}
+
 int64_t engine_count_tokens(const struct engine *e, const char *text, size_t len, char *err,
                             size_t errlen)
 {

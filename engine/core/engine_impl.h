@@ -22,6 +22,7 @@
 #include "evq.h"
 #include "jsg.h"
 #include "kv.h"
+#include "kvdisk.h"
 #include "metrics.h"
 #include "scheduler.h"
 #include "template.h"
@@ -76,11 +77,26 @@ struct engine_req {
 
     /* engine thread only */
     bool admitted_once, prefill_done, counted_queued;
+    bool cache_checked;            /* the disk cache was asked for its prompt */
     struct tok_stream ts;
     char *hold;                    /* decoded text not yet released (stop strings) */
     size_t hold_len, hold_cap;
     int32_t token_cap;
     struct engine_metrics m;       /* m.token_t grows with each token */
+};
+
+/* A recent request's computed prefix (whole blocks): what engine_cache_save
+ * writes to disk and the cache listing shows. */
+#define ENGINE_RECENT 8
+/* Shorter prefixes are not worth a file: their prefill is fast. */
+#define ENGINE_DISK_MIN_TOKENS 128
+struct engine_recent {
+    int32_t *tokens, n;
+    uint64_t hash;
+    double t_made, t_used;         /* engine time */
+    uint32_t hits;
+    int32_t resident;              /* tokens whose blocks are still in the pool (publish) */
+    char made_by[40];
 };
 
 struct engine_local {
@@ -115,6 +131,20 @@ struct engine_local {
     struct tmask_vocab *gvocab;    /* the token trie of structured output (built on the
                                       engine thread at the first such request) */
     int32_t rows_cap;
+
+    /* disk prefix cache: kvd belongs to the engine thread (and to close);
+     * recent[] and pub_disk[] are under mu */
+    struct kvd kvd;
+    bool kvd_on;
+    bool kvd_save_req;             /* engine_cache_save waits for the engine thread */
+    int kvd_save_rc;
+    char kvd_save_err[256];
+    struct engine_recent recent[ENGINE_RECENT];
+    int32_t n_recent;
+    double recent_checked;         /* engine time of the last resident count */
+    struct engine_cache_entry *pub_disk;
+    int32_t *pub_disk_head;        /* [n_pub_disk][32] opening tokens (text on request) */
+    int32_t n_pub_disk;
 
     /* shared, under mu */
     pthread_mutex_t mu;
@@ -152,6 +182,21 @@ static inline const struct engine_local *engine_local_cof(const struct engine *e
 {
     return (const struct engine_local *)e;
 }
+
+/* engine_cache.c: the prompt cache. open: after the template (its identity);
+ * record: a finished request's prefix (lock held, before its blocks go);
+ * restore: loads disk entries for waiting prompts (engine thread, no lock);
+ * save: writes the recent prefixes (engine thread or after it stopped, no
+ * lock); publish: resident counts (lock held). */
+void engine_cache_open(struct engine_local *e);
+void engine_cache_close(struct engine_local *e);
+void engine_cache_record(struct engine_local *e, struct engine_req *r);
+void engine_cache_restore(struct engine_local *e);
+int engine_cache_save_now(struct engine_local *e, char *err, size_t errlen);
+void engine_cache_publish(struct engine_local *e);
+int engine_local_cache_list(struct engine *base, struct engine_cache_entry *out, int max,
+                            bool with_text);
+int engine_local_cache_save(struct engine *base, char *err, size_t errlen);
 
 /* engine_loop.c: the engine thread. start publishes the first statistics. */
 int engine_thread_start(struct engine_local *e, char *err, size_t errlen);

@@ -292,6 +292,11 @@ static void local_close(struct engine *base)
 {
     struct engine_local *e = engine_local_of(base);
     engine_thread_stop(e);
+    if (e->kvd_on) { /* the session's prefixes outlive it */
+        char err[256];
+        engine_cache_save_now(e, err, sizeof err);
+    }
+    engine_cache_close(e);
     evq_free(&e->evq, release_event);
     trace_close(&e->trace);
     free(e->logits);
@@ -328,6 +333,8 @@ static const struct engine_ops local_ops = {
     .count_tokens = local_count_tokens,
     .count_chat_tokens = local_count_chat_tokens,
     .token_bytes = local_token_bytes,
+    .cache_list = engine_local_cache_list,
+    .cache_save = engine_local_cache_save,
     .close = local_close,
 };
 
@@ -362,6 +369,7 @@ struct engine *engine_local_new(const struct engine_config *c, char *err, size_t
             goto fail;
         e->has_tmpl = true;
     }
+    engine_cache_open(e);
     if (engine_thread_start(e, err, errlen) != 0) goto fail;
     return &e->base;
 fail:

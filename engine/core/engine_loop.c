@@ -31,6 +31,7 @@ static void emit_text(struct engine_local *e, struct engine_req *r, char *text, 
 static void finish(struct engine_local *e, struct engine_req *r, enum engine_status st, const char *msg)
 {
     double now = engine_now(e);
+    if (st != ENGINE_ERROR && r->seq.state != SCHED_NEW) engine_cache_record(e, r);
     if (r->seq.state != SCHED_NEW) sched_remove(&e->sched, &r->seq);
     if (e->draft) draft_forget(e->draft, r->seq.id);
     r->seq.state = SCHED_DONE;
@@ -162,6 +163,7 @@ static void publish_reqs(struct engine_local *e)
 static void publish(struct engine_local *e)
 {
     publish_reqs(e);
+    engine_cache_publish(e);
     struct engine_stats *s = &e->stats;
     s->kv_block_tokens = e->kv.block_tokens;
     s->kv_total = e->kv.n_blocks;
@@ -498,6 +500,16 @@ static void *engine_main(void *arg)
         intake(e);
         sweep(e, engine_now(e));
         if (e->stop) break;
+        if (e->kvd_save_req) { /* engine_cache_save */
+            pthread_mutex_unlock(&e->mu);
+            char err[256] = "";
+            int rc = engine_cache_save_now(e, err, sizeof err);
+            pthread_mutex_lock(&e->mu);
+            e->kvd_save_rc = rc;
+            snprintf(e->kvd_save_err, sizeof e->kvd_save_err, "%s", err);
+            e->kvd_save_req = false;
+            pthread_cond_broadcast(&e->ev_cond);
+        }
         publish(e);
         if (e->sched.n_running == 0 && e->sched.n_waiting == 0) {
             pthread_cond_wait(&e->work_cond, &e->mu);
@@ -509,6 +521,7 @@ static void *engine_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&e->mu);
+        engine_cache_restore(e);
         int32_t n = step(e);
         pthread_mutex_lock(&e->mu);
         if (n == 0 && !e->stop && !e->inbox_head) {

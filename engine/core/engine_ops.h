@@ -27,6 +27,8 @@ struct engine_ops {
     int64_t (*count_chat_tokens)(const struct engine *e, const struct engine_message *msgs,
                                  int32_t n, char *err, size_t errlen);
     int (*token_bytes)(const struct engine *e, int32_t id, char *out, size_t cap);
+    int (*cache_list)(struct engine *e, struct engine_cache_entry *out, int max, bool with_text);
+    int (*cache_save)(struct engine *e, char *err, size_t errlen);   /* NULL: not supported */
     void (*close)(struct engine *e);
 };
 

@@ -256,6 +256,72 @@ void kv_seq_commit(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32
     }
 }
 
+int32_t kv_prefix_blocks(const struct kv *kv, const int32_t *tokens, int32_t max_tokens,
+                         int32_t *blocks)
+{
+    uint64_t h = 0;
+    int32_t n = 0, bt = kv->block_tokens;
+    while (n + bt <= max_tokens) {
+        h = block_hash(h, tokens + n, bt);
+        int32_t b = hash_find(kv, h, tokens + n);
+        if (b < 0) break;
+        blocks[n / bt] = b;
+        n += bt;
+    }
+    return n;
+}
+
+static void block_register(struct kv *kv, int32_t b, uint64_t h, const int32_t *tk)
+{
+    struct kv_block *k = &kv->blocks[b];
+    k->hash = h;
+    k->hashed = true;
+    memcpy(kv->tokens + (size_t)b * (size_t)kv->block_tokens, tk,
+           (size_t)kv->block_tokens * sizeof *tk);
+    int32_t *head = &kv->htab[h & (uint64_t)(kv->n_hash - 1)];
+    k->hnext = *head;
+    *head = b;
+}
+
+int kv_seq_adopt(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32_t n_blocks,
+                 bool *fresh)
+{
+    const int32_t bt = kv->block_tokens;
+    uint64_t *hs = malloc((size_t)(n_blocks > 0 ? n_blocks : 1) * sizeof *hs);
+    if (!hs || seq_grow(s, n_blocks) != 0) {
+        free(hs);
+        return -1;
+    }
+    /* Share the blocks already registered first, so that taking fresh ones
+     * cannot evict a later block of this same prefix. */
+    int32_t missing = 0;
+    uint64_t h = 0;
+    for (int32_t k = 0; k < n_blocks; k++) {
+        const int32_t *tk = tokens + (size_t)k * bt;
+        hs[k] = h = block_hash(h, tk, bt);
+        int32_t b = hash_find(kv, h, tk);
+        fresh[k] = b < 0;
+        s->blocks[k] = b;
+        if (b >= 0) block_share(kv, b);
+        else missing++;
+    }
+    if (missing > kv_available(kv)) {
+        for (int32_t k = n_blocks - 1; k >= 0; k--)
+            if (!fresh[k]) block_release(kv, s->blocks[k]);
+        free(hs);
+        return -1;
+    }
+    for (int32_t k = 0; k < n_blocks; k++)
+        if (fresh[k]) {
+            s->blocks[k] = block_take(kv);
+            block_register(kv, s->blocks[k], hs[k], tokens + (size_t)k * bt);
+        }
+    s->n_blocks = s->n_hashed = n_blocks;
+    s->last_hash = h;
+    free(hs);
+    return 0;
+}
+
 int kv_check(const struct kv *kv, char *err, size_t errlen)
 {
     int32_t used = 0, cached = 0, nfree = 0, nlru = 0;

@@ -85,6 +85,23 @@ void kv_seq_trim(struct kv *kv, struct kv_seq *s, int64_t n_tokens);
  * now all computed, so that other sequences can reuse them. */
 void kv_seq_commit(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32_t n_computed);
 
+/* The registered blocks holding the longest whole-block prefix of
+ * tokens[0 .. max_tokens): their ids go to blocks[] (room for max_tokens /
+ * block_tokens); returns the tokens they cover. Changes nothing (the disk
+ * cache saves them). */
+int32_t kv_prefix_blocks(const struct kv *kv, const int32_t *tokens, int32_t max_tokens,
+                         int32_t *blocks);
+
+/* Disk restore: s (no blocks yet) takes the n_blocks whole blocks of
+ * tokens[0 ..) as registered prefix blocks: those already registered are
+ * shared (fresh[k] = false), the others are taken from the pool (free ones
+ * first, then LRU eviction) and registered (fresh[k] = true: the caller
+ * writes their K/V before the next step). kv_seq_free(kv, s) then leaves
+ * them cached for the request that wants them. Returns 0, or -1 when the
+ * pool cannot supply them (nothing taken). */
+int kv_seq_adopt(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32_t n_blocks,
+                 bool *fresh);
+
 /* Self-check of the counters and lists; returns 0 or -1 with err. */
 int kv_check(const struct kv *kv, char *err, size_t errlen);
 

@@ -97,6 +97,8 @@ enum MHD_Result http_send_error(struct http_req *r, unsigned status, const char 
 void http_log_simple(struct http_req *r, unsigned status, const char *error);
 
 /* http_routes.c */
+/* POST /v1/tern/cache/save: the prompt cache's recent prefixes to disk now. */
+enum MHD_Result http_route_cache_save(struct http_req *r);
 enum MHD_Result http_route_get(struct http_req *r);
 /* http_stream.c: the completion routes (body complete). */
 enum MHD_Result http_route_completion(struct http_req *r, enum oai_kind kind);

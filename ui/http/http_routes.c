@@ -1,5 +1,5 @@
 /* http_routes: the GET routes (/health, /ready, /metrics, /version,
- * /v1/models, /v1/tern/status). */
+ * /v1/models, /v1/tern/status, /v1/tern/cache). */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +117,71 @@ static enum MHD_Result status(struct http_req *r)
     return send_cjson(r, 200, j);
 }
 
+/* The prompt cache (issue 39): the recent prefixes held in the KV pool and
+ * the disk entries, by hash and counts; their opening text only when the
+ * server was started with --cache-text (prompts are private by default). */
+static enum MHD_Result cache(struct http_req *r)
+{
+    struct http_server *s = r->srv;
+    struct engine *e = atomic_load(&s->engine);
+    if (!e) return http_send_error(r, 503, "the model is loading", NULL, "not_ready", "1");
+    enum { MAX = 256 };
+    struct engine_cache_entry *ce = malloc(MAX * sizeof *ce);
+    if (!ce) return http_send_error(r, 500, "out of memory", NULL, NULL, NULL);
+    const bool text = s->cfg.cache_text;
+    int n = engine_cache_list(e, ce, MAX, text);
+    struct engine_stats st;
+    engine_snapshot(e, &st);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "object", "list");
+    cJSON_AddBoolToObject(j, "text_shown", text);
+    cJSON *mem = cJSON_AddObjectToObject(j, "memory");
+    cJSON_AddNumberToObject(mem, "block_tokens", st.kv_block_tokens);
+    cJSON_AddNumberToObject(mem, "cached_blocks", st.kv_cached);
+    cJSON_AddNumberToObject(mem, "used_blocks", st.kv_used);
+    cJSON_AddNumberToObject(mem, "hit_tokens", (double)st.prefix_hit_tokens);
+    cJSON_AddNumberToObject(mem, "query_tokens", (double)st.prefix_query_tokens);
+    cJSON *arr = cJSON_AddArrayToObject(j, "data");
+    uint64_t disk_bytes = 0;
+    int n_disk = 0;
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        char h[24];
+        snprintf(h, sizeof h, "%016llx", (unsigned long long)ce[i].hash);
+        cJSON_AddStringToObject(o, "hash", h);
+        cJSON_AddStringToObject(o, "where", ce[i].on_disk ? "disk" : "memory");
+        cJSON_AddNumberToObject(o, "tokens", ce[i].tokens);
+        cJSON_AddNumberToObject(o, "bytes", (double)ce[i].bytes);
+        cJSON_AddNumberToObject(o, "hits", ce[i].hits);
+        cJSON_AddNumberToObject(o, "age_s", ce[i].age_s);
+        cJSON_AddNumberToObject(o, "idle_s", ce[i].idle_s);
+        cJSON_AddStringToObject(o, "made_by", ce[i].made_by);
+        cJSON_AddBoolToObject(o, "usable", ce[i].usable);
+        if (text) cJSON_AddStringToObject(o, "text", ce[i].text);
+        cJSON_AddItemToArray(arr, o);
+        if (ce[i].on_disk) {
+            disk_bytes += ce[i].bytes;
+            n_disk++;
+        }
+    }
+    cJSON_AddNumberToObject(j, "disk_entries", n_disk);
+    cJSON_AddNumberToObject(j, "disk_bytes", (double)disk_bytes);
+    free(ce);
+    return send_cjson(r, 200, j);
+}
+
+enum MHD_Result http_route_cache_save(struct http_req *r)
+{
+    struct engine *e = atomic_load(&r->srv->engine);
+    if (!e) return http_send_error(r, 503, "the model is loading", NULL, "not_ready", "1");
+    char err[256];
+    int n = engine_cache_save(e, err, sizeof err);
+    if (n < 0) return http_send_error(r, 409, err, NULL, "no_disk_cache", NULL);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "saved", n);
+    return send_cjson(r, 200, j);
+}
+
 /* The server's own version, in vLLM's shape (no key needed, as /health):
  * what a bench's environment record asks a server for. */
 static enum MHD_Result version(struct http_req *r)
@@ -136,6 +201,7 @@ enum MHD_Result http_route_get(struct http_req *r)
     if (strcmp(u, "/version") == 0) return version(r);
     if (strcmp(u, "/v1/models") == 0) return models(r);
     if (strcmp(u, "/v1/tern/status") == 0) return status(r);
+    if (strcmp(u, "/v1/tern/cache") == 0) return cache(r);
     if (strncmp(u, "/v1/models/", 11) == 0) {
         if (strcmp(u + 11, r->srv->model_id) == 0) return models(r);
         return http_send_error(r, 404, "unknown model", "model", "model_not_found", NULL);

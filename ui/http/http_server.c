@@ -65,6 +65,10 @@ static enum MHD_Result dispatch(struct http_req *r)
         if (!post) return http_send_error(r, 405, "use POST", NULL, "method_not_allowed", NULL);
         return http_route_embeddings(r);
     }
+    if (strcmp(r->url, "/v1/tern/cache/save") == 0) {
+        if (!post) return http_send_error(r, 405, "use POST", NULL, "method_not_allowed", NULL);
+        return http_route_cache_save(r);
+    }
     if (get) return http_route_get(r);
     return http_send_error(r, 404, "unknown route", NULL, "not_found", NULL);
 }

@@ -44,6 +44,7 @@ struct http_config {
     int conn_timeout_s;         /* idle / slow client drop; default 15 */
     double queue_timeout_s;     /* engine admission wait; default 60 (504 after) */
     int32_t max_tokens_default; /* when a request gives none; default 0 (context limit) */
+    bool cache_text;            /* GET /v1/tern/cache shows prefixes' opening text */
 };
 
 int http_server_open(struct http_server **out, const struct http_config *c, char *err,

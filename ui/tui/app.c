@@ -42,6 +42,7 @@ struct app {
     struct ui_view view;
     bool dirty, quit;
     struct ui_rect overlay; /* the popup box of the last frame (h 0: none) */
+    struct ui_cache_view cache; /* the F7 overlay's rows */
     /* the model picker's files (F6), and the one a question waits on */
     struct ui_model_entry *models;
     int n_models, switch_to;
@@ -483,6 +484,31 @@ static void toggle_pane(struct app *a, bool *show, const char *name, int which)
     if (*show) say_if_hidden(a, name, which);
 }
 
+/* The prompt cache as the engine lists it now (F7). */
+static void cache_fill(struct app *a)
+{
+    struct ui_cache_view *c = &a->cache;
+    static struct engine_cache_entry ce[UI_CACHE_MAX];
+    c->n = 0;
+    c->remote = false;
+    if (!a->br.eng) return;
+    struct engine_info info;
+    engine_info(a->br.eng, &info);
+    int n = engine_cache_list(a->br.eng, ce, UI_CACHE_MAX, false);
+    c->remote = n == 0 && info.remote_url != NULL;
+    for (int i = 0; i < n; i++) {
+        struct ui_cache_row *r = &c->rows[c->n++];
+        r->disk = ce[i].on_disk;
+        r->usable = ce[i].usable;
+        r->hash = ce[i].hash;
+        r->tokens = ce[i].tokens;
+        r->bytes = ce[i].bytes;
+        r->hits = ce[i].hits;
+        r->age_s = ce[i].age_s;
+        snprintf(r->made_by, sizeof r->made_by, "%s", ce[i].made_by);
+    }
+}
+
 /* Runs a command of the keymap (a key or a slash command); false when cmd
  * is no command this handles. */
 static bool run_cmd(struct app *a, enum ui_cmd cmd)
@@ -544,6 +570,11 @@ static bool run_cmd(struct app *a, enum ui_cmd cmd)
     case UI_CMD_QUIT:
         request_quit(a);
         return true;
+    case UI_CMD_CACHE:
+        cache_fill(a);
+        v->cache = &a->cache;
+        v->show_cache = true;
+        return true;
     default:
         return false;
     }
@@ -604,6 +635,10 @@ static void handle_key(struct app *a, const struct ui_key *k)
     a->dirty = true;
     if (k->fn == KEY_RESIZE) {
         ui_term_resize(&a->term);
+        return;
+    }
+    if (a->view.show_cache) { /* any key closes the cache overlay */
+        a->view.show_cache = false;
         return;
     }
     if (a->view.show_help) {

@@ -28,6 +28,7 @@ enum ui_cmd {
     UI_CMD_THINK,
     UI_CMD_REDRAW,
     UI_CMD_QUIT,
+    UI_CMD_CACHE,
     UI_CMD_DOC, /* a line of the help only: keys the input or a pane handles */
 };
 

@@ -69,6 +69,10 @@ void ui_screen_draw(WINDOW *w, int rows, int cols, struct ui_view *v)
         v->help_more = ui_help_draw(w, all, t, &v->help_top, &v->overlay);
         v->cursor = false;
     }
+    if (v->show_cache && v->cache) {
+        ui_cache_draw(w, all, t, v->cache, &v->overlay);
+        v->cursor = false;
+    }
     if (v->dlg && v->dlg->kind != UI_DLG_NONE) {
         struct ui_rect box;
         v->cursor = v->dlg->kind != UI_DLG_CONFIRM && v->dlg->kind != UI_DLG_LIST;

@@ -9,6 +9,7 @@
 
 #include "dialog.h"
 #include "input.h"
+#include "cachepane.h"
 #include "layout.h"
 #include "state.h"
 #include "theme.h"
@@ -19,6 +20,8 @@ struct ui_view {
     struct ui_dialog *dlg;
     const struct ui_theme *theme;
     bool show_sessions, show_instruments, show_timeline, show_help;
+    bool show_cache;                    /* the F7 overlay */
+    const struct ui_cache_view *cache;  /* what it lists (the app fills it) */
     bool focus_sessions;
     /* filled by ui_screen_draw */
     struct ui_layout layout;

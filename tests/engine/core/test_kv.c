@@ -97,5 +97,35 @@ int main(void)
     kv_seq_free(&kv, &s1);
     check(&kv, "after duplicate");
     kv_free(&kv);
+
+    /* Disk restore: adopt shares what is registered, takes and registers
+     * the rest, leaves them cached; a later match reuses them all. */
+    if (kv_init(&kv, 6, 4, err, sizeof err) != 0) return tap_bail("%s", err);
+    int32_t d[16], ids[4];
+    bool fresh[4];
+    fill(d, 16, 500);
+    struct kv_seq ra, rb;
+    kv_seq_init(&ra);
+    kv_seq_match(&kv, &ra, d, 16, 0);
+    kv_seq_reserve(&kv, &ra, 4);
+    kv_seq_commit(&kv, &ra, d, 4); /* block 0 of d registered */
+    kv_seq_free(&kv, &ra);
+    kv_seq_init(&ra);
+    ok(kv_seq_adopt(&kv, &ra, d, 4, fresh) == 0 && !fresh[0] && fresh[1] && fresh[2] && fresh[3],
+       "adopt: the registered block shared, three fresh ones");
+    kv_seq_free(&kv, &ra);
+    check(&kv, "after adopt");
+    ok(kv.n_cached == 4 && kv_prefix_blocks(&kv, d, 16, ids) == 16, "adopted blocks cached, found");
+    kv_seq_init(&rb);
+    ok(kv_seq_match(&kv, &rb, d, 16, 16) == 16, "a match reuses all 16 adopted tokens");
+    kv_seq_init(&ra);
+    int32_t e2[20];
+    fill(e2, 20, 900);
+    ok(kv_seq_adopt(&kv, &ra, e2, 5, fresh) == -1 && ra.n_blocks == 0,
+       "adopt refused when the pool cannot supply it (2 available, 5 wanted)");
+    kv_seq_free(&kv, &ra);
+    kv_seq_free(&kv, &rb);
+    check(&kv, "after refusal");
+    kv_free(&kv);
     return tap_done();
 }
