@@ -8,7 +8,8 @@
  * BENCH_BATCHES="1,8" limits the decode batches, BENCH_NO_PREFILL=1 skips
  * prefill, BENCH_NO_KERNELS=1 the kernel figures (the ablation runs),
  * BENCH_PROFILE_STEP=S brackets decode step S with cudaProfilerStart/Stop,
- * BENCH_CTX=N starts the decode steps at position N (long-context decode).
+ * BENCH_CTX=N starts the decode steps at position N (long-context decode),
+ * BENCH_KV=q8_0|q4_0 stores the KV cache quantized (default f16).
  * Decode: B sequences from position 0, steps 16..ST timed; bytes per step =
  * every weight matrix once (all but the embedding table) + the KV read. */
 #include <stdio.h>
@@ -211,7 +212,7 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
         !cudaMemset(q, 0, (size_t)nh * hd * 4) &&
         !cudaMemcpy(meta, hmeta, sizeof hmeta, cudaMemcpyHostToDevice)) {
         const struct cu_attn_batch ab = { 1, meta, meta + 1, meta + 2, meta + 3, meta + 4 };
-        const struct cu_attn_shape sh = { nh, nkv, hd, hd, bt, 0, 1.0f / 11.3f };
+        const struct cu_attn_shape sh = { nh, nkv, hd, hd, bt, 0, 1.0f / 11.3f, CU_KV_F16 };
         float ms;
         TIME_MS(50, ms, cu_attn_decode(q, kc, vc, &ab, &sh, splits, ws, out, 0));
         at_ms = cudaGetLastError() == cudaSuccess ? ms : -1;
@@ -286,8 +287,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_batches; i++) max_b = batches[i] > max_b ? batches[i] : max_b;
     const int per = (ctx + STEPS + BT) / BT; /* blocks per sequence */
     const int32_t n_blocks = max_b * per > 1024 ? max_b * per : 1024;
-    const uint64_t kv_tok = 2ull * m->hp.n_layer * m->hp.n_head_kv * m->hp.head_dim * 2;
-    struct backend_config cfg = { .kind = BACKEND_CUDA, .kv_type = KV_F16, .kv_block_tokens = BT,
+    const char *kvs = getenv("BENCH_KV") ? getenv("BENCH_KV") : "f16";
+    const enum kv_type kvt = strcmp(kvs, "q8_0") == 0 ? KV_Q8_0 : strcmp(kvs, "q4_0") == 0 ? KV_Q4_0 : KV_F16;
+    if (kvt == KV_F16 && strcmp(kvs, "f16") != 0) {
+        fprintf(stderr, "bench_cuda: BENCH_KV must be f16, q8_0 or q4_0\n");
+        return 2;
+    }
+    const uint64_t kv_tok = 2ull * m->hp.n_layer * m->hp.n_head_kv * cuda_kv_head_bytes(kvt, m->hp.head_dim);
+    struct backend_config cfg = { .kind = BACKEND_CUDA, .kv_type = kvt, .kv_block_tokens = BT,
                                   .kv_bytes = kv_tok * BT * n_blocks, .max_batch_tokens = 4096,
                                   .max_seqs = 64 };
     struct backend *be = backend_cuda_open(m, &cfg, err, sizeof err);
@@ -304,13 +311,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_blocks; i++) tables[i] = i;
     const uint64_t wstep = step_weight_bytes(m);
     FILE *js = argc > 3 ? fopen(argv[3], "w") : NULL;
-    printf("bench %s %s on %s: load %.1f s (weights generated on the device), weights %.2f GiB, "
-           "copy bandwidth %.0f GB/s, streaming read %.0f GB/s\n", argv[1], qtype_name(type), info.device, t_load,
+    printf("bench %s %s (KV %s) on %s: load %.1f s (weights generated on the device), weights %.2f GiB, "
+           "copy bandwidth %.0f GB/s, streaming read %.0f GB/s\n", argv[1], qtype_name(type), kvs, info.device, t_load,
            info.weight_bytes / 1073741824.0, bw, rbw);
     if (js)
-        fprintf(js, "{\"model\": \"%s\", \"type\": \"%s\", \"device\": \"%s\", \"copy_gbps\": %.1f, "
+        fprintf(js, "{\"model\": \"%s\", \"type\": \"%s\", \"kv_type\": \"%s\", \"device\": \"%s\", \"copy_gbps\": %.1f, "
                 "\"read_gbps\": %.1f, \"load_s\": %.2f, \"weight_bytes\": %llu, \"step_weight_bytes\": %llu, "
-                "\"decode\": [", argv[1], qtype_name(type), info.device, bw, rbw, t_load,
+                "\"decode\": [", argv[1], qtype_name(type), kvs, info.device, bw, rbw, t_load,
                 (unsigned long long)info.weight_bytes, (unsigned long long)step_weight_bytes(m));
 
     double tps1 = 0;
