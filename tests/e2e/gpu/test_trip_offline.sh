@@ -26,7 +26,7 @@ cat > "$logs/bench_q4_0.json" <<'J'
             {"batch": 64, "tok_s": 5260.0, "roofline_pct": 9.2, "graph_nodes": 738}],
  "f16_copy_bytes": 15032385536,
  "prefill": [{"tokens": 512, "tok_s": 16355, "gemm_pct": 32.9}, {"tokens": 4096, "tok_s": 6306, "gemm_pct": 11.3}],
- "kernels": {"matvec_gbps": 1284.0}, "ok": true}
+ "kernels": {"matvec_gbps": 1284.0, "attn4k_us": 68.0, "attn4k_gbps": 278.0, "attn4k_q8_0_us": 41.5, "attn4k_q4_0_us": 30.2}, "ok": true}
 J
 # one decode step profiled kernel by kernel (ncu --csv; units as ncu prints them)
 cat > "$logs/ncu_step.log" <<'C'
@@ -51,6 +51,8 @@ assert t["batch64_x_batch1"]["met"] is True and abs(t["batch64_x_batch1"]["value
 assert t["prefill4096_gemm_pct"]["met"] is False
 assert s["steps"]["memcheck_kernels"]["memcheck_errors"] == 0' "$tmp/gpu.json"
 grep -q "bench q4_0" "$tmp/gpu.txt"; ok $? "the printed summary has the bench line"
+grep -q "attn4k 278 (68.0 us; KV q8_0 41.5 us, q4_0 30.2 us)" "$tmp/gpu.txt"
+ok $? "and the decode attention kernel's time at 4k per KV type"
 grep -q "kv decode from 4096: f16 b1 212.0 tok/s b8 509.0 tok/s | q8_0 b1 231.5 tok/s b8 640.2 tok/s" "$tmp/gpu.txt"
 ok $? "the printed summary has decode tok/s with the KV cache in q8_0 beside f16"
 

@@ -140,7 +140,9 @@ def main():
             k = b.get("kernels", {})
             print("  bench %-5s copy %.0f read %.0f GB/s | %s | %s | f16 copies %.1f GiB | mv %.0f GB/s dq %.0f attn4k %.0f"
                   % (t, b.get("copy_gbps", 0), b.get("read_gbps", 0), d, p, b.get("f16_copy_bytes", 0) / 2**30,
-                     k.get("matvec_gbps", 0), k.get("dequant_gbps", 0), k.get("attn4k_gbps", 0)))
+                     k.get("matvec_gbps", 0), k.get("dequant_gbps", 0), k.get("attn4k_gbps", 0))
+                  + (" (%.1f us; KV q8_0 %.1f us, q4_0 %.1f us)" % (k["attn4k_us"], k["attn4k_q8_0_us"], k["attn4k_q4_0_us"])
+                     if "attn4k_q8_0_us" in k and "attn4k_us" in k and "attn4k_q4_0_us" in k else ""))
         if kvd:
             print("  kv decode from 4096: " + " | ".join(
                 "%s %s" % (k, " ".join("b%s %.1f tok/s" % (b, v) for b, v in sorted(d.items(), key=lambda x: x[0])

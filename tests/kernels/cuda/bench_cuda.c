@@ -192,9 +192,11 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     cudaFree(deq);
     cudaFree(x);
     cudaFree(y);
-    /* attention: one token at position 4095 over a 4096-token sequence */
+    /* attention: one token at position 4095 over a 4096-token sequence, the
+     * KV pool in f16, then q8_0 and q4_0 (the same kernel on fewer bytes) */
     const int ctx = 4096, bt = 16, nb = ctx / bt, hd = hp->head_dim, nkv = hp->n_head_kv, nh = hp->n_head;
     const size_t kvb = (size_t)ctx * nkv * hd * 2;
+    double atq_ms[3] = { 0, 0, 0 }; /* f16, q8_0, q4_0 */
     void *kc = NULL, *vc = NULL;
     float *q = NULL, *out = NULL, *ws = NULL;
     int32_t *meta = NULL;
@@ -212,10 +214,13 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
         !cudaMemset(q, 0, (size_t)nh * hd * 4) &&
         !cudaMemcpy(meta, hmeta, sizeof hmeta, cudaMemcpyHostToDevice)) {
         const struct cu_attn_batch ab = { 1, meta, meta + 1, meta + 2, meta + 3, meta + 4 };
-        const struct cu_attn_shape sh = { nh, nkv, hd, hd, bt, 0, 1.0f / 11.3f, CU_KV_F16 };
-        float ms;
-        TIME_MS(50, ms, cu_attn_decode(q, kc, vc, &ab, &sh, splits, ws, out, 0));
-        at_ms = cudaGetLastError() == cudaSuccess ? ms : -1;
+        for (int kt = CU_KV_F16; kt <= CU_KV_Q4_0; kt++) { /* the f16 pool holds the others' bytes */
+            const struct cu_attn_shape sh = { nh, nkv, hd, hd, bt, 0, 1.0f / 11.3f, kt };
+            float ms;
+            TIME_MS(50, ms, cu_attn_decode(q, kc, vc, &ab, &sh, splits, ws, out, 0));
+            atq_ms[kt] = cudaGetLastError() == cudaSuccess ? ms : -1;
+        }
+        at_ms = atq_ms[CU_KV_F16];
     }
     cudaFree(kc);
     cudaFree(vc);
@@ -231,10 +236,17 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     printf("  kernels: matvec %lldx%lld batch 1 %.1f us = %.0f GB/s; dequant to f16 %.0f GB/s (read + write); "
            "decode attention at %d tokens (%d splits) %.1f us = %.0f GB/s of KV\n",
            (long long)rows, (long long)cols, mv_ms * 1e3, mv_gbps, dq_gbps, ctx, splits, at_ms * 1e3, at_gbps);
+    /* KV bytes of the quantized pools: 34 and 18 per 32 values against 64 */
+    const double q8_kvb = kvb * 34.0 / 64, q4_kvb = kvb * 18.0 / 64;
+    printf("  kernels: decode attention at %d tokens, KV q8_0 %.1f us = %.0f GB/s, q4_0 %.1f us = %.0f GB/s of KV "
+           "(f16 %.1f us)\n", ctx, atq_ms[1] * 1e3, atq_ms[1] > 0 ? 2 * q8_kvb / (atq_ms[1] * 1e-3) / 1e9 : 0,
+           atq_ms[2] * 1e3, atq_ms[2] > 0 ? 2 * q4_kvb / (atq_ms[2] * 1e-3) / 1e9 : 0, at_ms * 1e3);
     if (js)
         fprintf(js, ", \"kernels\": {\"matvec_us\": %.2f, \"matvec_gbps\": %.1f, \"dequant_gbps\": %.1f, "
-                "\"attn4k_us\": %.2f, \"attn4k_gbps\": %.1f, \"matvec_q8_us\": %.2f, \"matvec_q8_gbps\": %.1f}",
-                mv_ms * 1e3, mv_gbps, dq_gbps, at_ms * 1e3, at_gbps, q8_ms * 1e3, q8_gbps);
+                "\"attn4k_us\": %.2f, \"attn4k_gbps\": %.1f, \"attn4k_q8_0_us\": %.2f, \"attn4k_q4_0_us\": %.2f, "
+                "\"matvec_q8_us\": %.2f, \"matvec_q8_gbps\": %.1f}",
+                mv_ms * 1e3, mv_gbps, dq_gbps, at_ms * 1e3, at_gbps, atq_ms[1] * 1e3, atq_ms[2] * 1e3, q8_ms * 1e3,
+                q8_gbps);
 }
 
 int main(int argc, char **argv)
