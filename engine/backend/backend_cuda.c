@@ -1,6 +1,6 @@
 /* backend_cuda: the CUDA backend (host side). Plans device memory, uploads
  * the weights once in their GGUF formats (or generates synthetic ones on the
- * device), owns the paged f16 KV pool, and runs the layer loop by launching
+ * device), owns the paged KV pool (f16, q8_0 or q4_0), and runs the layer loop by launching
  * the kernels of kernels/cuda; decode steps are captured as CUDA graphs per
  * batch-size bucket. The planning and batch logic at the top is plain C and
  * compiled in every build; the rest only when TERN_HAVE_CUDA. */
@@ -146,15 +146,16 @@ int cuda_plan_compute(const struct model *m, const struct backend_config *cfg,
                  hp->head_dim, hp->n_head, hp->n_head_kv);
         return -1;
     }
-    if (cfg->kv_type != KV_F16) {
+    if (cuda_kv_head_bytes(cfg->kv_type, hp->head_dim) == 0) {
         static const char *const names[] = { [KV_F16] = "f16", [KV_F32] = "f32",
                                              [KV_Q8_0] = "q8_0", [KV_Q4_0] = "q4_0" };
         const unsigned t = (unsigned)cfg->kv_type;
-        snprintf(err, errlen, "CUDA backend stores the KV cache as f16 only: it has no %s KV "
+        snprintf(err, errlen, "CUDA backend stores the KV cache as f16, q8_0 or q4_0: it has no %s KV "
                  "store or attention kernel (use --backend cpu for --kv-type %s)",
                  t <= KV_Q4_0 ? names[t] : "?", t <= KV_Q4_0 ? names[t] : "?");
         return -1;
     }
+    p->kv_type = cfg->kv_type;
     if (cuda_weight_bytes(m, &p->weight_bytes, err, errlen) != 0) return -1;
     p->kv_block_tokens = cfg->kv_block_tokens > 0 ? cfg->kv_block_tokens : 16;
     p->max_batch_tokens = cfg->max_batch_tokens > 0 ? cfg->max_batch_tokens : 512;
@@ -165,7 +166,7 @@ int cuda_plan_compute(const struct model *m, const struct backend_config *cfg,
     cuda_ws_size(hp, p->max_batch_tokens, p->max_seqs, p->max_blocks_per_seq, &ws);
     p->workspace_bytes = ws.total;
     p->reserve_bytes = 512ull << 20;
-    p->kv_bytes_per_token = 2ull * hp->n_layer * hp->n_head_kv * hp->head_dim * 2;
+    p->kv_bytes_per_token = 2ull * hp->n_layer * hp->n_head_kv * cuda_kv_head_bytes(cfg->kv_type, hp->head_dim);
     const uint64_t block_bytes = p->kv_bytes_per_token * (uint64_t)p->kv_block_tokens;
     const uint64_t fixed = p->weight_bytes + p->workspace_bytes + p->reserve_bytes;
     uint64_t kv = cfg->kv_bytes;
@@ -188,13 +189,24 @@ int cuda_plan_compute(const struct model *m, const struct backend_config *cfg,
     return 0;
 }
 
+uint64_t cuda_kv_head_bytes(int32_t t, int32_t head_dim)
+{
+    if (head_dim <= 0) return 0;
+    if (t == KV_F16) return (uint64_t)head_dim * 2;
+    if (head_dim % 32) return 0;
+    if (t == KV_Q8_0) return (uint64_t)head_dim / 32 * 34;
+    if (t == KV_Q4_0) return (uint64_t)head_dim / 32 * 18;
+    return 0;
+}
+
 void cuda_plan_format(const struct cuda_plan *p, char *out, size_t outlen)
 {
     snprintf(out, outlen,
-             "weights %.2f GiB + KV %.2f GiB (%d blocks x %d tokens = %lld tokens) + workspace "
+             "weights %.2f GiB + KV %.2f GiB (%d blocks x %d tokens = %lld tokens, %s) + workspace "
              "%.2f GiB + reserve %.2f GiB of %.2f GiB free (%.2f GiB total)",
              p->weight_bytes / CUDA_GIB, p->kv_bytes / CUDA_GIB, p->kv_n_blocks, p->kv_block_tokens,
-             (long long)p->kv_n_blocks * p->kv_block_tokens, p->workspace_bytes / CUDA_GIB,
+             (long long)p->kv_n_blocks * p->kv_block_tokens,
+             p->kv_type == KV_Q8_0 ? "q8_0" : p->kv_type == KV_Q4_0 ? "q4_0" : "f16", p->workspace_bytes / CUDA_GIB,
              p->reserve_bytes / CUDA_GIB, p->free_bytes / CUDA_GIB, p->total_bytes / CUDA_GIB);
 }
 

@@ -22,7 +22,8 @@ struct cuda_plan {
     uint64_t workspace_bytes;           /* activations, dequant tile, logits, cuBLAS */
     uint64_t reserve_bytes;             /* left free */
     uint64_t kv_bytes;                  /* KV pool */
-    uint64_t kv_bytes_per_token;        /* all layers, K and V, f16 */
+    uint64_t kv_bytes_per_token;        /* all layers, K and V, in kv_type */
+    int32_t kv_type;                    /* enum kv_type: f16, q8_0 or q4_0 */
     int32_t kv_block_tokens, kv_n_blocks;
     int32_t max_batch_tokens, max_seqs;
     int32_t max_blocks_per_seq;         /* block-table capacity per sequence */
@@ -42,6 +43,10 @@ struct cuda_plan {
 int cuda_plan_compute(const struct model *m, const struct backend_config *cfg,
                       uint64_t free_bytes, uint64_t total_bytes, struct cuda_plan *p,
                       char *err, size_t errlen);
+/* Bytes of one head's K (or V) row of head_dim values in KV format t (enum
+ * kv_type): f16 2 per value, q8_0 and q4_0 34 and 18 per block of 32 (the
+ * CPU backend's blocks); 0 for a format the CUDA pool does not hold (f32). */
+uint64_t cuda_kv_head_bytes(int32_t t, int32_t head_dim);
 /* One line: "weights 4.34 GiB + KV 60.00 GiB (491520 tokens) + workspace ... of free ...". */
 void cuda_plan_format(const struct cuda_plan *p, char *out, size_t outlen);
 

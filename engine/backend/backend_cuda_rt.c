@@ -85,7 +85,7 @@ struct cuda_be {
     uint64_t weights_used;
     void *h16;                      /* f16 copies of the quantized matrices (GEMM path), or NULL */
     uint64_t h16_bytes;
-    void *kv;                       /* [n_layer][K, V][n_blocks][bt][n_kv][hd] f16 */
+    void *kv;                       /* [n_layer][K, V][n_blocks][bt][n_kv][hd] f16, q8_0 or q4_0 */
     uint64_t kv_layer_bytes;        /* one of K or V of one layer */
     void *ws;                       /* workspace arena */
     struct cuda_ws wsz;
@@ -419,7 +419,10 @@ static int cu_layers(struct cuda_be *c, int32_t n, bool prefill, int32_t n_tiles
         const struct cu_attn_shape sh = { hp->n_head, hp->n_head_kv, hd,
                                           hp->n_rot > 0 ? hp->n_rot : hd, c->plan.kv_block_tokens,
                                           L->swa ? hp->sliding_window : 0,
-                                          hp->query_scale > 0 ? hp->query_scale : 1.0f / sqrtf((float)hd) };
+                                          hp->query_scale > 0 ? hp->query_scale : 1.0f / sqrtf((float)hd),
+                                          c->plan.kv_type == KV_Q8_0   ? CU_KV_Q8_0
+                                          : c->plan.kv_type == KV_Q4_0 ? CU_KV_Q4_0
+                                                                       : CU_KV_F16 };
         void *kc = (uint8_t *)c->kv + (size_t)(2 * l) * c->kv_layer_bytes;
         void *vc = (uint8_t *)c->kv + (size_t)(2 * l + 1) * c->kv_layer_bytes;
         if (n <= c->mv_max && L->qkv_fused) {

@@ -1,4 +1,11 @@
-// attention.cu: attention over the paged f16 KV pool.
+// attention.cu: attention over the paged KV pool, f16 or quantized.
+//
+// The KV format is a template parameter (KT, enum cu_kv_type): f16, or the
+// CPU backend's Q8_0 / Q4_0 blocks of 32 along each head's row (34 and 18
+// bytes, 2-aligned: 16-bit loads), read and dequantized in the tiles
+// directly. Q4_0's K and V are stored rotated by a Walsh-Hadamard matrix
+// (cu_rope_store), so its queries are rotated on load here and the outputs
+// rotated back (H = H^-1), as kernels/cpu/attention.c does.
 //
 // Decode: one block per (token, KV head, key split); the G = n_head/n_head_kv
 // query heads sharing a KV head are handled together so each K/V row is read
@@ -64,6 +71,67 @@ __device__ __forceinline__ void at_load(const __half *p, float *f)
     }
 }
 
+// Bytes of one head's K (or V) row of HD elements in format KT.
+template <int HD, int KT>
+__host__ __device__ constexpr int at_row_bytes()
+{
+    return KT == CU_KV_F16 ? HD * 2 : KT == CU_KV_Q8_0 ? HD / 32 * 34 : HD / 32 * 18;
+}
+
+// Head kh's row of key kp of sequence s in the pool `cache`.
+template <int HD, int KT>
+__device__ __forceinline__ const uint8_t *at_row(const uint8_t *cache, const cu_attn_batch &b,
+                                                 const cu_attn_shape &sh, int32_t s, int32_t kp, int kh)
+{
+    return cache + (at_slot(b, sh, s, kp) + kh) * (size_t)at_row_bytes<HD, KT>();
+}
+
+// Elements [u * E, u * E + E) of a row (E = 2, 4 or 8: never across a
+// quantization block, nor across Q4_0's low/high nibble halves).
+template <int KT, int E>
+__device__ __forceinline__ void at_ld(const uint8_t *row, int u, float *f)
+{
+    const int o = u * E;
+    if (KT == CU_KV_F16) {
+        at_load<E>((const __half *)row + o, f);
+    } else if (KT == CU_KV_Q8_0) {
+        const uint8_t *blk = row + (o / 32) * 34;
+        const float d = cu_h2f(*(const unsigned short *)blk);
+        const unsigned short *qp = (const unsigned short *)(blk + 2 + o % 32);
+#pragma unroll
+        for (int i = 0; i < E / 2; i++) {
+            const uint32_t w = qp[i];
+            f[2 * i] = (float)(int8_t)(w & 0xffu) * d;
+            f[2 * i + 1] = (float)(int8_t)(w >> 8) * d;
+        }
+    } else {
+        const uint8_t *blk = row + (o / 32) * 18;
+        const float d = cu_h2f(*(const unsigned short *)blk);
+        const int j = o % 32, sh = j >= 16 ? 4 : 0; // elements 16..31: high nibbles
+        const unsigned short *qp = (const unsigned short *)(blk + 2 + j % 16);
+#pragma unroll
+        for (int i = 0; i < E / 2; i++) {
+            const uint32_t w = qp[i];
+            f[2 * i] = (float)((int)((w >> sh) & 15u) - 8) * d;
+            f[2 * i + 1] = (float)((int)((w >> (8 + sh)) & 15u) - 8) * d;
+        }
+    }
+}
+
+// Element i of a row.
+template <int KT>
+__device__ __forceinline__ float at_elem(const uint8_t *row, int i)
+{
+    if (KT == CU_KV_F16) return __half2float(((const __half *)row)[i]);
+    if (KT == CU_KV_Q8_0) {
+        const uint8_t *blk = row + (i / 32) * 34;
+        return cu_h2f(*(const unsigned short *)blk) * (float)(int8_t)blk[2 + i % 32];
+    }
+    const uint8_t *blk = row + (i / 32) * 18;
+    const int j = i % 32, qb = blk[2 + j % 16];
+    return cu_h2f(*(const unsigned short *)blk) * (float)((j < 16 ? qb & 15 : qb >> 4) - 8);
+}
+
 extern "C" size_t cu_attn_decode_ws(int32_t n_tokens, int32_t n_head, int32_t head_dim,
                                     int32_t n_split)
 {
@@ -115,10 +183,10 @@ __device__ __forceinline__ void at_merge_warps(const float (&m)[AT_GMAX], const 
     }
 }
 
-template <int HD>
+template <int HD, int KT>
 __global__ void __launch_bounds__(AT_WARPS * 32)
-k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
-              const __half *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
+k_attn_decode(const float *__restrict__ q, const uint8_t *__restrict__ kc,
+              const uint8_t *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
               int n_split, float *__restrict__ ws)
 {
     pdl_trigger();
@@ -132,6 +200,16 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
     int32_t k0 = 0, k1 = 0; // this split's keys [k0, k1)
     at_split_keys(s, p, sh.window, n_split, sp, k0, k1);
     float qf[AT_GMAX][E], acc[AT_GMAX][E], m[AT_GMAX], l[AT_GMAX];
+    if (KT == CU_KV_Q4_0) { // the group's queries rotated as K was stored
+        __shared__ float s_qr[AT_GMAX * HD];
+        for (int i = threadIdx.x; i < G * HD; i += blockDim.x)
+            s_qr[i] = q[((size_t)t * sh.n_head + kh * G) * HD + i] * sh.scale;
+        blk_hadamard(s_qr, G * HD, cu_kv_rot_k(HD));
+#pragma unroll
+        for (int g = 0; g < AT_GMAX; g++)
+#pragma unroll
+            for (int e = 0; e < E; e++) qf[g][e] = g < G ? s_qr[g * HD + lane * E + e] : 0.0f;
+    }
 #pragma unroll
     for (int g = 0; g < AT_GMAX; g++) {
         m[g] = -CUDART_INF_F;
@@ -139,15 +217,15 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
 #pragma unroll
         for (int e = 0; e < E; e++) {
             acc[g][e] = 0.0f;
-            qf[g][e] = g < G ? q[((size_t)t * sh.n_head + kh * G + g) * HD + lane * E + e] * sh.scale
-                             : 0.0f;
+            if (KT != CU_KV_Q4_0)
+                qf[g][e] = g < G ? q[((size_t)t * sh.n_head + kh * G + g) * HD + lane * E + e] * sh.scale
+                                 : 0.0f;
         }
     }
     for (int32_t kp = k0 + warp; kp < k1; kp += AT_WARPS) {
-        const size_t off = (at_slot(b, sh, s, kp) + kh) * HD + lane * E;
         float kf[E], vf[E];
-        at_load<E>(kc + off, kf);
-        at_load<E>(vc + off, vf);
+        at_ld<KT, E>(at_row<HD, KT>(kc, b, sh, s, kp, kh), lane, kf);
+        at_ld<KT, E>(at_row<HD, KT>(vc, b, sh, s, kp, kh), lane, vf);
 #pragma unroll
         for (int g = 0; g < AT_GMAX; g++) {
             if (g >= G) break;
@@ -175,10 +253,10 @@ k_attn_decode(const float *__restrict__ q, const __half *__restrict__ kc,
 // its E dims of the 32 V rows with the weights passed through shared memory.
 // The row-per-warp kernel above spends ~600 cycles of shuffles a key at 4k
 // context (278 GB/s of KV on the H200).
-template <int HD>
+template <int HD, int KT>
 __global__ void __launch_bounds__(AT_WARPS * 32)
-k_attn_decode_lk(const float *__restrict__ q, const __half *__restrict__ kc,
-                 const __half *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
+k_attn_decode_lk(const float *__restrict__ q, const uint8_t *__restrict__ kc,
+                 const uint8_t *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
                  int n_split, float *__restrict__ ws)
 {
     pdl_trigger();
@@ -194,6 +272,7 @@ k_attn_decode_lk(const float *__restrict__ q, const __half *__restrict__ kc,
     at_split_keys(s, p, sh.window, n_split, sp, k0, k1);
     for (int i = threadIdx.x; i < G * HD; i += blockDim.x)
         s_q[i / HD][i % HD] = q[((size_t)t * sh.n_head + kh * G + i / HD) * HD + i % HD] * sh.scale;
+    if (KT == CU_KV_Q4_0) blk_hadamard(&s_q[0][0], G * HD, cu_kv_rot_k(HD)); // as K was stored
     __syncthreads();
     float acc[AT_GMAX][E], m[AT_GMAX], l[AT_GMAX];
 #pragma unroll
@@ -211,11 +290,11 @@ k_attn_decode_lk(const float *__restrict__ q, const __half *__restrict__ kc,
 #pragma unroll
         for (int g = 0; g < AT_GMAX; g++) sc[g] = 0.0f;
         if (live) {
-            const uint4 *kr = (const uint4 *)(kc + (at_slot(b, sh, s, kp) + kh) * HD);
+            const uint8_t *kr = at_row<HD, KT>(kc, b, sh, s, kp, kh);
 #pragma unroll 4
             for (int c = 0; c < HD / 8; c++) {
                 float kf[8];
-                cu_unpack8<false>(kr[c], kf);
+                at_ld<KT, 8>(kr, c, kf);
 #pragma unroll
                 for (int g = 0; g < AT_GMAX; g++) {
                     if (g >= G) break;
@@ -241,9 +320,8 @@ k_attn_decode_lk(const float *__restrict__ q, const __half *__restrict__ kc,
         }
         __syncwarp();
         for (int j = 0; j < nk; j++) {
-            const size_t off = (at_slot(b, sh, s, base + j) + kh) * HD + lane * E;
             float vf[E];
-            at_load<E>(vc + off, vf);
+            at_ld<KT, E>(at_row<HD, KT>(vc, b, sh, s, base + j, kh), lane, vf);
 #pragma unroll
             for (int g = 0; g < AT_GMAX; g++) {
                 if (g >= G) break;
@@ -263,7 +341,8 @@ extern "C" void cu_set_attn_lanes(bool on) { g_attn_lanes = on; }
 
 // xq (optional): the output also as int8 blocks for the q8 matvec of wo
 // (a warp's 32 lanes are one block: HD is a multiple of 32).
-template <int HD>
+// ROT (Q4_0): the output rotated back by the V rotation (pieces of 64).
+template <int HD, bool ROT>
 __global__ void k_attn_merge(const float *__restrict__ ws, const cu_attn_batch b, int n_head,
                              int n_split, float *__restrict__ out, void *xq)
 {
@@ -286,34 +365,53 @@ __global__ void k_attn_merge(const float *__restrict__ ws, const cu_attn_batch b
         }
         r = L > 0.0f ? A / L : 0.0f;
     }
+    if (ROT) {
+        __shared__ float s_o[HD];
+        s_o[d] = r;
+        blk_hadamard(s_o, HD, CU_KV_ROT_V);
+        r = s_o[d];
+    }
     out[e] = r;
     if (xq)
         q8_block(r, d % 32, (int8_t *)xq, q8_scales(xq, (int64_t)gridDim.x * n_head * HD / 32),
                  (int64_t)(e / 32));
 }
 
-template <int HD>
+template <int HD, int KT>
 static cudaError_t decode_launch(const float *q, const void *kc, const void *vc,
                                  const cu_attn_batch &b, const cu_attn_shape &sh, int n_split,
                                  float *ws, float *out, void *xq, cudaStream_t st)
 {
     const dim3 g1(b.n_tokens, sh.n_head_kv, n_split);
     if (g_attn_lanes)
-        CU_LAUNCH(k_attn_decode_lk<HD>, g1, AT_WARPS * 32, 0, st, q, (const __half *)kc, (const __half *)vc,
-                  b, sh, n_split, ws);
+        CU_LAUNCH((k_attn_decode_lk<HD, KT>), g1, AT_WARPS * 32, 0, st, q, (const uint8_t *)kc,
+                  (const uint8_t *)vc, b, sh, n_split, ws);
     else
-        CU_LAUNCH(k_attn_decode<HD>, g1, AT_WARPS * 32, 0, st, q, (const __half *)kc, (const __half *)vc,
-                  b, sh, n_split, ws);
+        CU_LAUNCH((k_attn_decode<HD, KT>), g1, AT_WARPS * 32, 0, st, q, (const uint8_t *)kc,
+                  (const uint8_t *)vc, b, sh, n_split, ws);
     const dim3 g2(b.n_tokens, sh.n_head);
-    CU_LAUNCH(k_attn_merge<HD>, g2, HD, 0, st, ws, b, sh.n_head, n_split, out, xq);
+    CU_LAUNCH((k_attn_merge<HD, KT == CU_KV_Q4_0>), g2, HD, 0, st, ws, b, sh.n_head, n_split, out, xq);
     return cudaGetLastError();
+}
+
+template <int HD>
+static cudaError_t decode_kv(const float *q, const void *kc, const void *vc, const cu_attn_batch &b,
+                             const cu_attn_shape &sh, int n_split, float *ws, float *out, void *xq,
+                             cudaStream_t st)
+{
+    switch (sh.kv_type) {
+    case CU_KV_Q8_0: return decode_launch<HD, CU_KV_Q8_0>(q, kc, vc, b, sh, n_split, ws, out, xq, st);
+    case CU_KV_Q4_0: return decode_launch<HD, CU_KV_Q4_0>(q, kc, vc, b, sh, n_split, ws, out, xq, st);
+    default: return decode_launch<HD, CU_KV_F16>(q, kc, vc, b, sh, n_split, ws, out, xq, st);
+    }
 }
 
 static bool at_shape_ok(const cu_attn_shape &sh)
 {
     return sh.n_head_kv > 0 && sh.n_head % sh.n_head_kv == 0 &&
            sh.n_head / sh.n_head_kv <= AT_GMAX &&
-           (sh.head_dim == 64 || sh.head_dim == 128 || sh.head_dim == 256);
+           (sh.head_dim == 64 || sh.head_dim == 128 || sh.head_dim == 256) &&
+           (sh.kv_type == CU_KV_F16 || sh.kv_type == CU_KV_Q8_0 || sh.kv_type == CU_KV_Q4_0);
 }
 
 extern "C" cudaError_t cu_attn_decode(const float *q, const void *k_cache, const void *v_cache,
@@ -330,9 +428,9 @@ extern "C" cudaError_t cu_attn_decode_q8(const float *q, const void *k_cache, co
     if (!at_shape_ok(*sh) || n_split < 1) return cudaErrorInvalidValue;
     if (b->n_tokens <= 0) return cudaSuccess;
     switch (sh->head_dim) {
-    case 64: return decode_launch<64>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
-    case 128: return decode_launch<128>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
-    default: return decode_launch<256>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
+    case 64: return decode_kv<64>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
+    case 128: return decode_kv<128>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
+    default: return decode_kv<256>(q, k_cache, v_cache, *b, *sh, n_split, ws, out, xq, st);
     }
 }
 
@@ -349,10 +447,10 @@ static size_t prefill_smem(int hd)
     return sizeof(float) * ((size_t)AT_QROWS * hd + (size_t)AT_KT * (hd + 1) + (size_t)AT_KT * hd);
 }
 
-template <int HD>
+template <int HD, int KT>
 __global__ void __launch_bounds__(AT_WARPS * 32)
-k_attn_prefill(const float *__restrict__ q, const __half *__restrict__ kc,
-               const __half *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
+k_attn_prefill(const float *__restrict__ q, const uint8_t *__restrict__ kc,
+               const uint8_t *__restrict__ vc, const cu_attn_batch b, const cu_attn_shape sh,
                const int32_t *__restrict__ tiles, float *__restrict__ out)
 {
     constexpr int E = HD / 32, RPW = AT_QROWS / AT_WARPS; // rows per warp
@@ -388,6 +486,7 @@ k_attn_prefill(const float *__restrict__ q, const __half *__restrict__ kc,
         const int32_t tok = r_tok[r];
         Qs[i] = tok >= 0 ? q[((size_t)tok * sh.n_head + kh * G + r % G) * HD + d] * sh.scale : 0.0f;
     }
+    if (KT == CU_KV_Q4_0) blk_hadamard(Qs, AT_QROWS * HD, cu_kv_rot_k(HD)); // as K was stored
 
     float acc[RPW][E], m[RPW], l[RPW];
 #pragma unroll
@@ -404,9 +503,8 @@ k_attn_prefill(const float *__restrict__ q, const __half *__restrict__ kc,
             const int32_t kp = kb + j;
             float kv = 0.0f, vv = 0.0f;
             if (kp <= kmax) {
-                const size_t off = (at_slot(b, sh, s, kp) + kh) * HD + d;
-                kv = __half2float(kc[off]);
-                vv = __half2float(vc[off]);
+                kv = at_elem<KT>(at_row<HD, KT>(kc, b, sh, s, kp, kh), d);
+                vv = at_elem<KT>(at_row<HD, KT>(vc, b, sh, s, kp, kh), d);
             }
             Ks[j * (HD + 1) + d] = kv;
             Vs[j * HD + d] = vv;
@@ -440,6 +538,16 @@ k_attn_prefill(const float *__restrict__ q, const __half *__restrict__ kc,
             m[i] = mn;
         }
     }
+    if (KT == CU_KV_Q4_0) {
+        // rotated back as V was stored: the rows through Qs (no longer read)
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < RPW; i++)
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                Qs[(warp * RPW + i) * HD + lane + 32 * e] = l[i] > 0.0f ? acc[i][e] / l[i] : 0.0f;
+        blk_hadamard(Qs, AT_QROWS * HD, CU_KV_ROT_V);
+    }
 #pragma unroll
     for (int i = 0; i < RPW; i++) {
         const int r = warp * RPW + i;
@@ -447,22 +555,44 @@ k_attn_prefill(const float *__restrict__ q, const __half *__restrict__ kc,
         if (tok < 0) continue;
         float *o = out + ((size_t)tok * sh.n_head + kh * G + r % G) * HD;
 #pragma unroll
-        for (int e = 0; e < E; e++) o[lane + 32 * e] = l[i] > 0.0f ? acc[i][e] / l[i] : 0.0f;
+        for (int e = 0; e < E; e++)
+            o[lane + 32 * e] = KT == CU_KV_Q4_0 ? Qs[r * HD + lane + 32 * e]
+                                                : l[i] > 0.0f ? acc[i][e] / l[i] : 0.0f;
+    }
+}
+
+template <int HD>
+static cudaError_t prefill_attr()
+{
+    const int bytes = (int)prefill_smem(HD);
+    cudaError_t e = cudaFuncSetAttribute(k_attn_prefill<HD, CU_KV_F16>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_attn_prefill<HD, CU_KV_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_attn_prefill<HD, CU_KV_Q4_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return e;
+}
+
+template <int HD>
+static void prefill_kv(const float *q, const uint8_t *kc, const uint8_t *vc, const cu_attn_batch &b,
+                       const cu_attn_shape &sh, const int32_t *tiles, dim3 grid, size_t smem, float *out,
+                       cudaStream_t st)
+{
+    switch (sh.kv_type) {
+    case CU_KV_Q8_0: k_attn_prefill<HD, CU_KV_Q8_0><<<grid, AT_WARPS * 32, smem, st>>>(q, kc, vc, b, sh, tiles, out); break;
+    case CU_KV_Q4_0: k_attn_prefill<HD, CU_KV_Q4_0><<<grid, AT_WARPS * 32, smem, st>>>(q, kc, vc, b, sh, tiles, out); break;
+    default: k_attn_prefill<HD, CU_KV_F16><<<grid, AT_WARPS * 32, smem, st>>>(q, kc, vc, b, sh, tiles, out); break;
     }
 }
 
 extern "C" cudaError_t cu_attn_prefill_init(int32_t head_dim)
 {
-    const int bytes = (int)prefill_smem(head_dim);
     switch (head_dim) {
-    case 64:
-        return cudaFuncSetAttribute(k_attn_prefill<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    case 128:
-        return cudaFuncSetAttribute(k_attn_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    case 256:
-        return cudaFuncSetAttribute(k_attn_prefill<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    default:
-        return cudaErrorInvalidValue;
+    case 64: return prefill_attr<64>();
+    case 128: return prefill_attr<128>();
+    case 256: return prefill_attr<256>();
+    default: return cudaErrorInvalidValue;
     }
 }
 
@@ -475,11 +605,11 @@ extern "C" cudaError_t cu_attn_prefill(const float *q, const void *k_cache, cons
     if (n_tiles <= 0) return cudaSuccess;
     const dim3 grid(n_tiles, sh->n_head_kv);
     const size_t smem = prefill_smem(sh->head_dim);
-    const __half *kc = (const __half *)k_cache, *vc = (const __half *)v_cache;
+    const uint8_t *kc = (const uint8_t *)k_cache, *vc = (const uint8_t *)v_cache;
     switch (sh->head_dim) {
-    case 64: k_attn_prefill<64><<<grid, AT_WARPS * 32, smem, st>>>(q, kc, vc, *b, *sh, tiles, out); break;
-    case 128: k_attn_prefill<128><<<grid, AT_WARPS * 32, smem, st>>>(q, kc, vc, *b, *sh, tiles, out); break;
-    default: k_attn_prefill<256><<<grid, AT_WARPS * 32, smem, st>>>(q, kc, vc, *b, *sh, tiles, out); break;
+    case 64: prefill_kv<64>(q, kc, vc, *b, *sh, tiles, grid, smem, out, st); break;
+    case 128: prefill_kv<128>(q, kc, vc, *b, *sh, tiles, grid, smem, out, st); break;
+    default: prefill_kv<256>(q, kc, vc, *b, *sh, tiles, grid, smem, out, st); break;
     }
     return cudaGetLastError();
 }

@@ -125,6 +125,36 @@ __device__ __forceinline__ float warp_max(float v)
 #endif
 }
 
+// ---- quantized KV cache (Q4_0): the Walsh-Hadamard rotation ----
+// As kernels/cpu/attention.c (attn_kv_rot, attn_hadamard): K rows (and the
+// queries) in pieces of the largest power of two >= 64 dividing head_dim, V
+// rows (and the outputs) in pieces of 64.
+#define CU_KV_ROT_V 64
+__host__ __device__ constexpr int cu_kv_rot_k(int hd)
+{
+    return hd % 512 == 0 ? 512 : hd % 256 == 0 ? 256 : hd % 128 == 0 ? 128 : 64;
+}
+// x = H.x in place over n floats of shared memory, pieces of r (a power of
+// two dividing n): the CPU's butterflies in its order, then 1/sqrt(r), so
+// the same inputs give the same bits. Every thread of the (1-D) block calls
+// it; it synchronises before and after.
+__device__ __forceinline__ void blk_hadamard(float *x, int n, int r)
+{
+    for (int h = 1; h < r; h *= 2) {
+        __syncthreads();
+        for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {
+            const int j = (p / h) * 2 * h + p % h;
+            const float a = x[j], c = x[j + h];
+            x[j] = a + c;
+            x[j + h] = a - c;
+        }
+    }
+    __syncthreads();
+    const float sc = 1.0f / sqrtf((float)r);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] *= sc;
+    __syncthreads();
+}
+
 // ---- int8 activations (the q8 matvec's input) ----
 // Layout of n rows x cols as int8 blocks of 32 (cu_q8_bytes): all quants,
 // then at a 256-byte boundary one {d, d * sum(q)} per block.

@@ -7,8 +7,8 @@
  * device memory in their GGUF format; Q4_0, Q4_1 and Q8_0 are repacked at
  * upload into split quant/scale arrays (CU_LAYOUT_SPLIT) so a warp reads the
  * quants with 16-byte loads (GGUF blocks of 18 and 34 bytes are not 16-byte
- * aligned). The KV pool is f16: per layer, K then V, each
- * [n_blocks][block_tokens][n_head_kv][head_dim]. */
+ * aligned). The KV pool is f16, Q8_0 or Q4_0 (enum cu_kv_type): per layer,
+ * K then V, each [n_blocks][block_tokens][n_head_kv][head_dim] elements. */
 #ifndef TERN_CUDA_OPS_H
 #define TERN_CUDA_OPS_H
 
@@ -124,6 +124,14 @@ cudaError_t cu_gather_rows(const float *x, const int32_t *idx, int32_t n, int32_
                            cudaStream_t st);
 
 /* ---- attention (attention.cu) ---- */
+/* KV pool formats. Q8_0 and Q4_0: the CPU backend's blocks (kernels/quant.h,
+ * 34 and 18 bytes per 32 values) along each head's row, quantized as its
+ * quant_row_q8_0 / quant_row_q4_0 do; Q4_0's K rows rotated by the
+ * Walsh-Hadamard matrix of kernels/cpu/attention.c (pieces of head_dim up to
+ * 512), its V rows in pieces of 64. The attention kernels read the blocks
+ * directly (Q4_0: rotating the queries, and the outputs back). */
+enum cu_kv_type { CU_KV_F16 = 0, CU_KV_Q8_0 = 1, CU_KV_Q4_0 = 2 };
+
 struct cu_attn_batch {
     int32_t n_tokens;
     const int32_t *pos;        /* [n_tokens]; */
@@ -138,9 +146,10 @@ struct cu_attn_shape {
     int32_t block_tokens;
     int32_t window;            /* 0: full causal; else attends (pos - window, pos] */
     float scale;               /* applied to q.k */
+    int32_t kv_type;           /* enum cu_kv_type of the pool (0: f16) */
 };
 /* Rotates q [n][n_head*hd] in place and k, then stores k and v of each token
- * into its KV slot (f16). inv_freq [n_rot/2]. */
+ * into its KV slot (sh->kv_type: f16, or quantized blocks). inv_freq [n_rot/2]. */
 cudaError_t cu_rope_store(float *q, const float *k, const float *v, const struct cu_attn_batch *b,
                           const struct cu_attn_shape *sh, const float *inv_freq, float pos_scale,
                           bool neox, void *k_cache, void *v_cache, cudaStream_t st);

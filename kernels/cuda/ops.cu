@@ -349,6 +349,82 @@ __global__ void k_rope_store(float *q, const float *__restrict__ k, const float 
     }
 }
 
+// The quantized pools (cu_kv_type): a block per (token, head). Blocks y <
+// n_head rotate q head y; the next n_head_kv rotate and store K head y -
+// n_head, the last n_head_kv store V. A K or V head is staged in shared
+// memory, rotated by the Walsh-Hadamard matrix for Q4_0 (common.cuh), then
+// each thread quantizes 32-value blocks as the CPU's quant_row_q8_0 /
+// quant_row_q4_0 do (same scale, same rounding), so a row matches the CPU
+// backend's bytes for the same inputs. The products are rounded apart
+// (__fmul_rn): a fused multiply-add would round differently from the CPU.
+template <int KT>
+__global__ void k_rope_store_q(float *q, const float *__restrict__ k, const float *__restrict__ v,
+                               cu_attn_batch b, cu_attn_shape sh, const float *__restrict__ inv_freq,
+                               float pos_scale, bool neox, uint8_t *kc, uint8_t *vc)
+{
+    pdl_trigger();
+    pdl_wait();
+    __shared__ float x[256];
+    const int t = blockIdx.x, y = blockIdx.y, hd = sh.head_dim, half = sh.n_rot / 2;
+    const int32_t s = b.seq[t], pos = b.pos[t];
+    const float p = (float)pos * pos_scale;
+    if (y < sh.n_head) {
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            float sn, cs;
+            sincosf(p * inv_freq[i], &sn, &cs);
+            rope_pair(q + ((size_t)t * sh.n_head + y) * hd, i, sh.n_rot, cs, sn, neox);
+        }
+        return;
+    }
+    if (s < 0) return; // padding: nothing stored (the whole block)
+    const bool is_v = y >= sh.n_head + sh.n_head_kv;
+    const int h = (y - sh.n_head) % sh.n_head_kv;
+    const float *src = (is_v ? v : k) + ((size_t)t * sh.n_head_kv + h) * hd;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) x[i] = src[i];
+    __syncthreads();
+    if (!is_v)
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            float sn, cs;
+            sincosf(p * inv_freq[i], &sn, &cs);
+            rope_pair(x, i, sh.n_rot, cs, sn, neox);
+        }
+    if (KT == CU_KV_Q4_0) blk_hadamard(x, hd, is_v ? CU_KV_ROT_V : cu_kv_rot_k(hd));
+    else __syncthreads();
+    const int32_t blk = b.tables[b.table_off[s] + pos / sh.block_tokens];
+    const size_t slot = (size_t)blk * sh.block_tokens + pos % sh.block_tokens;
+    constexpr int BB = KT == CU_KV_Q8_0 ? 34 : 18;
+    uint8_t *row = (is_v ? vc : kc) + (slot * sh.n_head_kv + h) * (size_t)(hd / 32 * BB);
+    for (int qb = threadIdx.x; qb < hd / 32; qb += blockDim.x) {
+        const float *xs = x + 32 * qb;
+        uint8_t *o = row + qb * BB;
+        float d;
+        if (KT == CU_KV_Q8_0) {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xs[j]));
+            d = amax / 127.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            for (int j = 0; j < 32; j++) o[2 + j] = (uint8_t)(int8_t)roundf(__fmul_rn(xs[j], id));
+        } else {
+            float amax = 0.0f, mx = 0.0f; // the signed value of largest magnitude, the first one
+            for (int j = 0; j < 32; j++)
+                if (amax < fabsf(xs[j])) {
+                    amax = fabsf(xs[j]);
+                    mx = xs[j];
+                }
+            d = mx / -8.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            for (int j = 0; j < 16; j++) {
+                const int x0 = min(15, (int)(int8_t)(__fmul_rn(xs[j], id) + 8.5f));
+                const int x1 = min(15, (int)(int8_t)(__fmul_rn(xs[j + 16], id) + 8.5f));
+                o[2 + j] = (uint8_t)(x0 | (x1 << 4));
+            }
+        }
+        const unsigned short dh = __half_as_ushort(__float2half_rn(d));
+        o[0] = (uint8_t)(dh & 0xffu);
+        o[1] = (uint8_t)(dh >> 8);
+    }
+}
+
 extern "C" cudaError_t cu_rope_store(float *q, const float *k, const float *v,
                                      const struct cu_attn_batch *b, const struct cu_attn_shape *sh,
                                      const float *inv_freq, float pos_scale, bool neox,
@@ -356,6 +432,18 @@ extern "C" cudaError_t cu_rope_store(float *q, const float *k, const float *v,
 {
     if (b->n_tokens <= 0) return cudaSuccess;
     if (sh->n_rot < 2 || sh->n_rot > sh->head_dim) return cudaErrorInvalidValue;
+    if (sh->kv_type == CU_KV_Q8_0 || sh->kv_type == CU_KV_Q4_0) {
+        if (sh->head_dim % 32 || sh->head_dim > 256) return cudaErrorInvalidValue;
+        const dim3 grid((unsigned)b->n_tokens, (unsigned)(sh->n_head + 2 * sh->n_head_kv));
+        if (sh->kv_type == CU_KV_Q8_0)
+            CU_LAUNCH(k_rope_store_q<CU_KV_Q8_0>, grid, 64, 0, st, q, k, v, *b, *sh, inv_freq, pos_scale,
+                      neox, (uint8_t *)k_cache, (uint8_t *)v_cache);
+        else
+            CU_LAUNCH(k_rope_store_q<CU_KV_Q4_0>, grid, 64, 0, st, q, k, v, *b, *sh, inv_freq, pos_scale,
+                      neox, (uint8_t *)k_cache, (uint8_t *)v_cache);
+        return cudaGetLastError();
+    }
+    if (sh->kv_type != CU_KV_F16) return cudaErrorInvalidValue;
     const int32_t items = sh->n_head * (sh->n_rot / 2) + sh->n_head_kv * (sh->n_rot / 2) +
                           sh->n_head_kv * (sh->head_dim - sh->n_rot) + sh->n_head_kv * sh->head_dim;
     const dim3 grid((unsigned)b->n_tokens, (unsigned)((items + 255) / 256));

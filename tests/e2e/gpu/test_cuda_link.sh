@@ -18,7 +18,7 @@ if [ "$have_cuda" = 1 ]; then
   # The CUDA half is a module loaded only where a driver exists.
   [ -f "$module" ]; ok $? "CUDA build makes the module libtern_cuda.so"
   nm -C "$module" > "$tmp/msyms" 2>/dev/null; ok $? "nm reads the module"
-  for s in cu_matvec cu_attn_decode cu_attn_prefill cu_dequant_f16 cu_rope_store 'k_matvec<2, 1, true>' 'k_matvec_q8<2, 1>' 'k_matvec<13, 1, true>' 'k_attn_prefill<128>' nvml_open; do
+  for s in cu_matvec cu_attn_decode cu_attn_prefill cu_dequant_f16 cu_rope_store 'k_matvec<2, 1, true>' 'k_matvec_q8<2, 1>' 'k_matvec<13, 1, true>' 'k_attn_prefill<128, 0>' 'k_attn_prefill<128, 2>' 'k_attn_decode<128, 1>' 'k_rope_store_q<1>' nvml_open; do
     grep -q "$s" "$tmp/msyms"; ok $? "the module links $s"
   done
   nm -D --defined-only "$module" | grep -q ' T tern_cuda_module_open$'; ok $? "the module exports tern_cuda_module_open"

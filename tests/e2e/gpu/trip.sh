@@ -11,6 +11,9 @@
 #             packages, no network), sm_90, the GPU targets in one ninja call
 #   kernels   every CUDA kernel against the CPU references
 #   e2e       CPU vs CUDA greedy and teacher-forced on the cut SmolLM2
+#   kvq       the quantized KV cache (q8_0, q4_0) against the CPU backend
+#             with the same type, every layer's hidden state
+#   kv4k_*    decode from position 4096 with the KV cache in f16, q8_0, q4_0
 #   bench_*   synthetic Llama-3-8B: decode at batch 1/8/32/64 against the
 #             copy bandwidth, prefill 512/4096 against cuBLAS's f16 GEMM rate,
 #             the kernels alone, the decode graph's node count
@@ -98,7 +101,7 @@ setup() {
 }
 export -f setup
 # the GPU targets alone, in one call: nothing else can fail them
-gpu_targets="engine/backend/libtern_cuda.so tests/kernels/cuda/test_cuda_kernels tests/engine/backend/test_cuda_e2e tests/engine/backend/test_cuda_embed tests/kernels/cuda/bench_cuda"
+gpu_targets="engine/backend/libtern_cuda.so tests/kernels/cuda/test_cuda_kernels tests/engine/backend/test_cuda_e2e tests/engine/backend/test_cuda_embed tests/engine/backend/test_cuda_kvq tests/kernels/cuda/bench_cuda"
 # shellcheck disable=SC2086
 step setup 90 setup && step build 300 ninja -C "$build" -j "$(nproc)" $gpu_targets
 build_rc=$?
@@ -108,17 +111,24 @@ fi
 
 # ---- GPU steps -------------------------------------------------------------------
 bin=$build/tests/kernels/cuda        # test_cuda_kernels, bench_cuda
-bin_e2e=$build/tests/engine/backend  # test_cuda_e2e, test_cuda_embed
+bin_e2e=$build/tests/engine/backend  # test_cuda_e2e, test_cuda_embed, test_cuda_kvq
 if [ $build_rc -ne 0 ]; then
-  for s in kernels e2e embed bench memcheck ablation; do skip $s "build failed"; done
+  for s in kernels e2e embed kvq bench memcheck ablation; do skip $s "build failed"; done
 elif [ $gpu = 0 ]; then
-  for s in kernels e2e embed bench memcheck ablation; do skip $s "no GPU"; done
+  for s in kernels e2e embed kvq bench memcheck ablation; do skip $s "no GPU"; done
 else
   step kernels 120 "$bin/test_cuda_kernels"
   step e2e 150 "$bin_e2e/test_cuda_e2e" "$model"
   # embeddings' hidden-state rows against the CPU backend's, every layer
   step embed 90 "$bin_e2e/test_cuda_embed" "$model"
+  # the quantized KV cache (q8_0, q4_0) against the CPU's, the hidden state of every depth
+  step kvq 90 "$bin_e2e/test_cuda_kvq" "$model"
   step bench_q4_0 120 "$bin/bench_cuda" llama3-8b q4_0 "$logs/bench_q4_0.json"
+  # decode from position 4096 with the KV cache in f16 and q8_0, side by side (Q4_0 weights)
+  for kv in f16 q8_0; do
+    step "kv4k_$kv" 45 env BENCH_KV="$kv" BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+      "$bin/bench_cuda" llama3-8b q4_0 "$logs/kv4k_$kv.json"
+  done
   if command -v compute-sanitizer > /dev/null; then
     step memcheck_kernels 120 compute-sanitizer --tool memcheck --error-exitcode 3 \
       "$bin/test_cuda_kernels" --no-bandwidth
@@ -158,6 +168,8 @@ else
     step "ctx4k_$t" 40 env BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
       "$bin/bench_cuda" llama3-8b "$t"
   done
+  step kv4k_q4_0 45 env BENCH_KV=q4_0 BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q4_0 "$logs/kv4k_q4_0.json"
   # the same with up to 32 key splits (the decode attention kernel had 1 block of 4 warps per SM at 4k)
   step ctx4k_splits32_q4_0 40 env TERN_CUDA_ATTN_SPLITS=32 BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
     BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0

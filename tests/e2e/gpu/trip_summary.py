@@ -50,7 +50,7 @@ def main():
     except FileNotFoundError:
         pass
     s = {"steps": steps}
-    for name in ("kernels", "e2e", "embed", "memcheck_kernels", "memcheck_e2e"):
+    for name in ("kernels", "e2e", "embed", "kvq", "memcheck_kernels", "memcheck_e2e"):
         t = tap(os.path.join(logs, name + ".log"))
         if t is not None and name in steps:
             steps[name]["tap"] = t
@@ -67,6 +67,16 @@ def main():
             except (ValueError, OSError) as e:
                 bench[fn[6:-5]] = {"ok": False, "error": "unreadable: %s" % e}
     s["bench"] = bench
+    # decode from position 4096 by KV type (kv4k_TYPE.json): tok/s per batch
+    kvd = {}
+    for fn in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+        if fn.startswith("kv4k_") and fn.endswith(".json"):
+            try:
+                j = json.load(open(os.path.join(logs, fn)))
+                kvd[fn[5:-5]] = {str(d["batch"]): d["tok_s"] for d in j.get("decode", [])}
+            except (ValueError, OSError, KeyError, TypeError) as e:
+                kvd[fn[5:-5]] = {"error": "unreadable: %s" % e}
+    s["kv_decode_ctx4096"] = kvd
 
     def passed(name):
         st = steps.get(name)
@@ -79,6 +89,7 @@ def main():
     targets["kernels"] = passed("kernels")
     targets["e2e"] = passed("e2e")
     targets["embed"] = passed("embed")
+    targets["kvq"] = passed("kvq")
     mk, me = passed("memcheck_kernels"), passed("memcheck_e2e")
     targets["memcheck"] = None if mk is None and me is None else bool(mk) and me is not False
     q = bench.get("q4_0", {})
@@ -95,7 +106,7 @@ def main():
         targets["prefill4096_gemm_pct"] = {"value": v, "target": 50, "met": v >= 50}
     s["targets"] = targets
     correct = [targets[k] for k in ("kernels", "e2e", "memcheck")]
-    correct += [targets["embed"]] if targets["embed"] is not None else []
+    correct += [targets[k] for k in ("embed", "kvq") if targets[k] is not None]
     s["ran_on_gpu"] = steps.get("kernels", {}).get("rc") not in (None, "skipped")
     s["ok"] = s["ran_on_gpu"] and all(c is True for c in correct)
     s["built"] = steps.get("build", {}).get("rc") == 0
@@ -129,7 +140,14 @@ def main():
             k = b.get("kernels", {})
             print("  bench %-5s copy %.0f read %.0f GB/s | %s | %s | f16 copies %.1f GiB | mv %.0f GB/s dq %.0f attn4k %.0f"
                   % (t, b.get("copy_gbps", 0), b.get("read_gbps", 0), d, p, b.get("f16_copy_bytes", 0) / 2**30,
-                     k.get("matvec_gbps", 0), k.get("dequant_gbps", 0), k.get("attn4k_gbps", 0)))
+                     k.get("matvec_gbps", 0), k.get("dequant_gbps", 0), k.get("attn4k_gbps", 0))
+                  + (" (%.1f us; KV q8_0 %.1f us, q4_0 %.1f us)" % (k["attn4k_us"], k["attn4k_q8_0_us"], k["attn4k_q4_0_us"])
+                     if "attn4k_q8_0_us" in k and "attn4k_us" in k and "attn4k_q4_0_us" in k else ""))
+        if kvd:
+            print("  kv decode from 4096: " + " | ".join(
+                "%s %s" % (k, " ".join("b%s %.1f tok/s" % (b, v) for b, v in sorted(d.items(), key=lambda x: x[0])
+                                       if not isinstance(v, str)) or d.get("error", "?"))
+                for k, d in sorted(kvd.items())))
         for fn in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
             if fn.startswith(("ab_", "ablation_", "ctx")) and fn.endswith(".log"):
                 for line in open(os.path.join(logs, fn), errors="replace"):

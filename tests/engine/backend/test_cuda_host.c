@@ -198,13 +198,22 @@ static void test_plan(void)
     cfg.kv_bytes = 0;
     rc = cuda_plan_compute(m, &cfg, (uint64_t)(4 * GIB), (uint64_t)(4 * GIB), &p, err, sizeof err);
     ok(rc == -1 && strstr(err, "out of device memory"), "4 GiB device too small for 8B q4_0: %s", err);
+    /* the quantized pools: the CPU backend's blocks, 34 and 18 bytes per 32 values */
     cfg.kv_type = KV_Q8_0;
     rc = cuda_plan_compute(m, &cfg, free_b, total_b, &p, err, sizeof err);
-    ok(rc == -1 && strstr(err, "f16"), "q8_0 KV refused: %s", err);
-    cfg.kv_type = KV_Q4_0;   /* no q4_0 KV store or attention on CUDA: named, and the way out */
+    ok(rc == 0 && p.kv_bytes_per_token == 2ull * 32 * 8 * (128 / 32) * 34 && p.kv_type == KV_Q8_0,
+       "q8_0 KV plans: %llu bytes per token (%s)", (unsigned long long)p.kv_bytes_per_token, rc ? err : "");
+    cuda_plan_format(&p, line, sizeof line);
+    ok(strstr(line, "tokens, q8_0)") != NULL, "the plan line names the KV type: %s", line);
+    cfg.kv_type = KV_Q4_0;
     rc = cuda_plan_compute(m, &cfg, free_b, total_b, &p, err, sizeof err);
-    ok(rc == -1 && strstr(err, "no q4_0 KV") && strstr(err, "--backend cpu"), "q4_0 KV refused: %s",
-       err);
+    ok(rc == 0 && p.kv_bytes_per_token == 2ull * 32 * 8 * (128 / 32) * 18 && p.kv_type == KV_Q4_0,
+       "q4_0 KV plans: %llu bytes per token (%s)", (unsigned long long)p.kv_bytes_per_token, rc ? err : "");
+    cfg.kv_type = KV_F32;   /* no f32 KV store or attention on CUDA: named, and the way out */
+    rc = cuda_plan_compute(m, &cfg, free_b, total_b, &p, err, sizeof err);
+    ok(rc == -1 && strstr(err, "no f32 KV") && strstr(err, "--backend cpu"), "f32 KV refused: %s", err);
+    is_int(cuda_kv_head_bytes(KV_Q8_0, 96), 102, "q8_0 head row of 96 values: 3 blocks of 34 bytes");
+    is_int(cuda_kv_head_bytes(KV_Q4_0, 80), 0, "q4_0 head row of 80 values: not whole blocks, no pool");
     cfg.kv_type = KV_F16;
     m->hp.head_dim = 96;
     rc = cuda_plan_compute(m, &cfg, free_b, total_b, &p, err, sizeof err);

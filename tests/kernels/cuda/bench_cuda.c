@@ -8,7 +8,8 @@
  * BENCH_BATCHES="1,8" limits the decode batches, BENCH_NO_PREFILL=1 skips
  * prefill, BENCH_NO_KERNELS=1 the kernel figures (the ablation runs),
  * BENCH_PROFILE_STEP=S brackets decode step S with cudaProfilerStart/Stop,
- * BENCH_CTX=N starts the decode steps at position N (long-context decode).
+ * BENCH_CTX=N starts the decode steps at position N (long-context decode),
+ * BENCH_KV=q8_0|q4_0 stores the KV cache quantized (default f16).
  * Decode: B sequences from position 0, steps 16..ST timed; bytes per step =
  * every weight matrix once (all but the embedding table) + the KV read. */
 #include <stdio.h>
@@ -191,9 +192,11 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     cudaFree(deq);
     cudaFree(x);
     cudaFree(y);
-    /* attention: one token at position 4095 over a 4096-token sequence */
+    /* attention: one token at position 4095 over a 4096-token sequence, the
+     * KV pool in f16, then q8_0 and q4_0 (the same kernel on fewer bytes) */
     const int ctx = 4096, bt = 16, nb = ctx / bt, hd = hp->head_dim, nkv = hp->n_head_kv, nh = hp->n_head;
     const size_t kvb = (size_t)ctx * nkv * hd * 2;
+    double atq_ms[3] = { 0, 0, 0 }; /* f16, q8_0, q4_0 */
     void *kc = NULL, *vc = NULL;
     float *q = NULL, *out = NULL, *ws = NULL;
     int32_t *meta = NULL;
@@ -211,10 +214,13 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
         !cudaMemset(q, 0, (size_t)nh * hd * 4) &&
         !cudaMemcpy(meta, hmeta, sizeof hmeta, cudaMemcpyHostToDevice)) {
         const struct cu_attn_batch ab = { 1, meta, meta + 1, meta + 2, meta + 3, meta + 4 };
-        const struct cu_attn_shape sh = { nh, nkv, hd, hd, bt, 0, 1.0f / 11.3f };
-        float ms;
-        TIME_MS(50, ms, cu_attn_decode(q, kc, vc, &ab, &sh, splits, ws, out, 0));
-        at_ms = cudaGetLastError() == cudaSuccess ? ms : -1;
+        for (int kt = CU_KV_F16; kt <= CU_KV_Q4_0; kt++) { /* the f16 pool holds the others' bytes */
+            const struct cu_attn_shape sh = { nh, nkv, hd, hd, bt, 0, 1.0f / 11.3f, kt };
+            float ms;
+            TIME_MS(50, ms, cu_attn_decode(q, kc, vc, &ab, &sh, splits, ws, out, 0));
+            atq_ms[kt] = cudaGetLastError() == cudaSuccess ? ms : -1;
+        }
+        at_ms = atq_ms[CU_KV_F16];
     }
     cudaFree(kc);
     cudaFree(vc);
@@ -230,10 +236,17 @@ static void kernel_figures(uint32_t type, const struct model_hparams *hp, FILE *
     printf("  kernels: matvec %lldx%lld batch 1 %.1f us = %.0f GB/s; dequant to f16 %.0f GB/s (read + write); "
            "decode attention at %d tokens (%d splits) %.1f us = %.0f GB/s of KV\n",
            (long long)rows, (long long)cols, mv_ms * 1e3, mv_gbps, dq_gbps, ctx, splits, at_ms * 1e3, at_gbps);
+    /* KV bytes of the quantized pools: 34 and 18 per 32 values against 64 */
+    const double q8_kvb = kvb * 34.0 / 64, q4_kvb = kvb * 18.0 / 64;
+    printf("  kernels: decode attention at %d tokens, KV q8_0 %.1f us = %.0f GB/s, q4_0 %.1f us = %.0f GB/s of KV "
+           "(f16 %.1f us)\n", ctx, atq_ms[1] * 1e3, atq_ms[1] > 0 ? 2 * q8_kvb / (atq_ms[1] * 1e-3) / 1e9 : 0,
+           atq_ms[2] * 1e3, atq_ms[2] > 0 ? 2 * q4_kvb / (atq_ms[2] * 1e-3) / 1e9 : 0, at_ms * 1e3);
     if (js)
         fprintf(js, ", \"kernels\": {\"matvec_us\": %.2f, \"matvec_gbps\": %.1f, \"dequant_gbps\": %.1f, "
-                "\"attn4k_us\": %.2f, \"attn4k_gbps\": %.1f, \"matvec_q8_us\": %.2f, \"matvec_q8_gbps\": %.1f}",
-                mv_ms * 1e3, mv_gbps, dq_gbps, at_ms * 1e3, at_gbps, q8_ms * 1e3, q8_gbps);
+                "\"attn4k_us\": %.2f, \"attn4k_gbps\": %.1f, \"attn4k_q8_0_us\": %.2f, \"attn4k_q4_0_us\": %.2f, "
+                "\"matvec_q8_us\": %.2f, \"matvec_q8_gbps\": %.1f}",
+                mv_ms * 1e3, mv_gbps, dq_gbps, at_ms * 1e3, at_gbps, atq_ms[1] * 1e3, atq_ms[2] * 1e3, q8_ms * 1e3,
+                q8_gbps);
 }
 
 int main(int argc, char **argv)
@@ -286,8 +299,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_batches; i++) max_b = batches[i] > max_b ? batches[i] : max_b;
     const int per = (ctx + STEPS + BT) / BT; /* blocks per sequence */
     const int32_t n_blocks = max_b * per > 1024 ? max_b * per : 1024;
-    const uint64_t kv_tok = 2ull * m->hp.n_layer * m->hp.n_head_kv * m->hp.head_dim * 2;
-    struct backend_config cfg = { .kind = BACKEND_CUDA, .kv_type = KV_F16, .kv_block_tokens = BT,
+    const char *kvs = getenv("BENCH_KV") ? getenv("BENCH_KV") : "f16";
+    const enum kv_type kvt = strcmp(kvs, "q8_0") == 0 ? KV_Q8_0 : strcmp(kvs, "q4_0") == 0 ? KV_Q4_0 : KV_F16;
+    if (kvt == KV_F16 && strcmp(kvs, "f16") != 0) {
+        fprintf(stderr, "bench_cuda: BENCH_KV must be f16, q8_0 or q4_0\n");
+        return 2;
+    }
+    const uint64_t kv_tok = 2ull * m->hp.n_layer * m->hp.n_head_kv * cuda_kv_head_bytes(kvt, m->hp.head_dim);
+    struct backend_config cfg = { .kind = BACKEND_CUDA, .kv_type = kvt, .kv_block_tokens = BT,
                                   .kv_bytes = kv_tok * BT * n_blocks, .max_batch_tokens = 4096,
                                   .max_seqs = 64 };
     struct backend *be = backend_cuda_open(m, &cfg, err, sizeof err);
@@ -304,13 +323,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_blocks; i++) tables[i] = i;
     const uint64_t wstep = step_weight_bytes(m);
     FILE *js = argc > 3 ? fopen(argv[3], "w") : NULL;
-    printf("bench %s %s on %s: load %.1f s (weights generated on the device), weights %.2f GiB, "
-           "copy bandwidth %.0f GB/s, streaming read %.0f GB/s\n", argv[1], qtype_name(type), info.device, t_load,
+    printf("bench %s %s (KV %s) on %s: load %.1f s (weights generated on the device), weights %.2f GiB, "
+           "copy bandwidth %.0f GB/s, streaming read %.0f GB/s\n", argv[1], qtype_name(type), kvs, info.device, t_load,
            info.weight_bytes / 1073741824.0, bw, rbw);
     if (js)
-        fprintf(js, "{\"model\": \"%s\", \"type\": \"%s\", \"device\": \"%s\", \"copy_gbps\": %.1f, "
+        fprintf(js, "{\"model\": \"%s\", \"type\": \"%s\", \"kv_type\": \"%s\", \"device\": \"%s\", \"copy_gbps\": %.1f, "
                 "\"read_gbps\": %.1f, \"load_s\": %.2f, \"weight_bytes\": %llu, \"step_weight_bytes\": %llu, "
-                "\"decode\": [", argv[1], qtype_name(type), info.device, bw, rbw, t_load,
+                "\"decode\": [", argv[1], qtype_name(type), kvs, info.device, bw, rbw, t_load,
                 (unsigned long long)info.weight_bytes, (unsigned long long)step_weight_bytes(m));
 
     double tps1 = 0;

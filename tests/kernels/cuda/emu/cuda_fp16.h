@@ -58,6 +58,7 @@ inline __nv_bfloat16 __float2bfloat16_rn(float v)
     return __nv_bfloat16{ (uint16_t)(u >> 16) };
 }
 inline float __expf(float x) { return expf(x); }
+inline float __fmul_rn(float a, float b) { return a * b; } /* (C++17 ISO mode: never contracted) */
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 template <class T> inline T __ldg(const T *p) { return *p; }
 
