@@ -325,7 +325,10 @@ static int gpu_plan(const char *path, const struct info_opts *o, char *out, size
         return -1;
     }
     struct backend_config cfg = {.kind = BACKEND_CUDA, .gpu = o->gpu, .kv_block_tokens = 16,
-                                 .kv_type = KV_F16, .kv_bytes = o->mem};
+                                 .kv_type = o->kv_type == QT_Q8_0   ? KV_Q8_0
+                                            : o->kv_type == QT_Q4_0 ? KV_Q4_0
+                                                                    : KV_F16,
+                                 .kv_bytes = o->mem};
     int rc = backend_cuda_plan(m, &cfg, out, n);
     model_close(m);
     return rc;

@@ -83,10 +83,12 @@ static void describe(struct entry *e, uint64_t mem, uint32_t kv_qt)
         snprintf(e->gpu_note, sizeof e->gpu_note, "%s", err);
         return;
     }
+    /* the CUDA pool holds f16, q8_0 or q4_0 blocks (f32 is planned as f16) */
     struct backend_config cfg = {.kind = BACKEND_CUDA, .gpu = 0, .kv_block_tokens = 16,
-                                 .kv_type = KV_F16,   /* the CUDA backend's only KV type */
-                                 .kv_bytes = 2ull * e->mi.layers * e->mi.kv_heads *
-                                             (e->mi.key_len + e->mi.val_len) * e->mi.ctx};
+                                 .kv_type = kv_qt == QT_Q8_0   ? KV_Q8_0
+                                            : kv_qt == QT_Q4_0 ? KV_Q4_0
+                                                               : KV_F16,
+                                 .kv_bytes = e->mi.kv_per_token * e->mi.ctx};
     int rc = backend_cuda_plan(m, &cfg, e->gpu_note, sizeof e->gpu_note);
     e->gpu = rc == 0 ? 1 : strncmp(e->gpu_note, "no usable GPU", 13) == 0 ? -1 : 0;
     model_close(m);
