@@ -25,7 +25,7 @@ tern_rate() { # model threads [draft]
 }
 ref_rate() { # model threads [draft]
   local port=$((20000 + RANDOM % 20000)) extra=""
-  [ -n "${3:-}" ] && extra="-md $3 --spec-draft-n-max 4 --spec-draft-n-min 0 -td $2"
+  [ -n "${3:-}" ] && extra="-md $3 --spec-type draft-simple --spec-draft-n-max 4 --spec-draft-n-min 0 -td $2"
   "$ref/llama-server" -m "$1" $extra -t "$2" -c 2048 --port $port >"$out/srv.log" 2>&1 &
   local pid=$!
   for _ in $(seq 300); do curl -sf localhost:$port/health >/dev/null 2>&1 && break; sleep 0.2; done
