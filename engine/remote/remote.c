@@ -198,6 +198,11 @@ struct engine *engine_remote_new(const struct engine_config *c, char *err, size_
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     /* curl_global_init is not thread-safe; do it once per process. */
     pthread_once(&once, global_init);
+    if (c->draft_model) {
+        snprintf(err, errlen, "remote engine: --draft-model runs beside a local model; a server "
+                              "speculates with its own settings (tern serve --draft-model)");
+        return NULL;
+    }
     struct remote *R = calloc(1, sizeof *R);
     if (!R) {
         snprintf(err, errlen, "remote: out of memory");
