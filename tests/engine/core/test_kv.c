@@ -102,7 +102,7 @@ int main(void)
      * the rest, leaves them cached; a later match reuses them all. */
     if (kv_init(&kv, 6, 4, err, sizeof err) != 0) return tap_bail("%s", err);
     int32_t d[16], ids[4];
-    bool fresh[4];
+    bool fresh[8];   /* up to the 5 blocks of the refused adopt below */
     fill(d, 16, 500);
     struct kv_seq ra, rb;
     kv_seq_init(&ra);
