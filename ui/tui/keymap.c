@@ -51,7 +51,7 @@ const struct ui_binding ui_bindings[] = {
     {UI_CMD_MODEL, {FK(6), FN(UI_KEY_ALT_6)}, "/model", "F6, Alt-6, /model",
      "pick the model (reopens the engine on it)", "F6", {"model", "mdl", ""}},
     {UI_CMD_CACHE, {FK(7), FN(UI_KEY_ALT_7)}, "/cache", "F7, Alt-7, /cache",
-     "the prompt cache: prefixes kept in memory and on disk (hashes, sizes, hits)", NULL, {0}},
+     "the prompt cache: prefixes in memory and on disk", NULL, {0}},
     {UI_CMD_NEW, {CH(CTRL('N'))}, "/clear", "Ctrl-N, /clear",
      "new session (the old one stays under F5)", NULL, {0}},
     {UI_CMD_REDRAW, {CH(CTRL('L'))}, NULL, "Ctrl-L", "redraw the screen", NULL, {0}},
