@@ -13,7 +13,9 @@
  * of tokens whose K/V the draft holds; a proposal trims it to the prefix it
  * shares with the sequence (guesses the target rejected fall away), feeds
  * the rest, then decodes k tokens. No state survives a proposal that
- * fails: it proposes nothing and the step runs without guesses.
+ * fails: it proposes nothing and the step runs without guesses. A
+ * sequence's first proposal feeds its whole prompt to the draft inside
+ * that step (a one-time stall of the step at the draft's prompt speed).
  * Engine thread only. */
 #ifndef TERN_DRAFT_H
 #define TERN_DRAFT_H
