@@ -27,6 +27,15 @@ static inline int eu_model_path(const char *which, char *buf, size_t n)
     return rc == 0 && buf[0] ? 0 : -1;
 }
 
+/* A test's MODEL argument: a path, or "--default-model" for the default
+ * model of packaging/fetch-model. 0 on success. */
+static inline int eu_model_arg(const char *arg, char *buf, size_t n)
+{
+    if (strcmp(arg, "--default-model") == 0) return eu_model_path("smollm2", buf, n);
+    snprintf(buf, n, "%s", arg);
+    return 0;
+}
+
 static inline struct backend *eu_cpu(const struct model *m, int threads, int scalar, enum kv_type kv,
                               uint64_t kv_bytes, char *err, size_t errlen)
 {

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "engine_util.h"
 #include "model.h"
 #include "tap.h"
 #include "tok.h"
@@ -249,17 +250,8 @@ int main(int argc, char **argv)
     if (argc > 3) ng = atoi(argv[3]) < 2 ? 2 : atoi(argv[3]) > N_GEN ? N_GEN : atoi(argv[3]);
     const int need = ng < 32 ? ng : 32; /* greedy agreement asked for */
     char path[4096];
-    snprintf(path, sizeof path, "%s", argv[1]);
-    if (strcmp(argv[1], "--default-model") == 0) {
-        char cmd[4200];
-        const char *src = getenv("TERN_SRC");
-        snprintf(cmd, sizeof cmd, "%s/packaging/fetch-model --print-path", src ? src : ".");
-        FILE *f = popen(cmd, "r");
-        char *r = f ? fgets(path, sizeof path, f) : NULL;
-        if (!f || pclose(f) != 0 || !r)
-            return tap_bail("default model unavailable (packaging/fetch-model --print-path)");
-        path[strcspn(path, "\n")] = 0;
-    }
+    if (eu_model_arg(argv[1], path, sizeof path) != 0)
+        return tap_bail("default model unavailable (packaging/fetch-model --print-path)");
     struct model *m = model_open(path, err, sizeof err);
     if (!m) return tap_bail("%s", err);
     if (argc > 4 && atoi(argv[4]) >= 1 && atoi(argv[4]) < m->hp.n_layer) m->hp.n_layer = atoi(argv[4]);

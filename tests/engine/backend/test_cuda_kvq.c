@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "engine_util.h"
 #include "model.h"
 #include "tap.h"
 #include "tok.h"
@@ -76,17 +77,8 @@ int main(int argc, char **argv)
 {
     char err[1024], path[4096];
     if (argc < 2) return tap_bail("usage: test_cuda_kvq MODEL.gguf|--default-model [LAYERS [DECODE]]");
-    snprintf(path, sizeof path, "%s", argv[1]);
-    if (strcmp(argv[1], "--default-model") == 0) {
-        char cmd[4200];
-        const char *src = getenv("TERN_SRC");
-        snprintf(cmd, sizeof cmd, "%s/packaging/fetch-model --print-path", src ? src : ".");
-        FILE *f = popen(cmd, "r");
-        char *r = f ? fgets(path, sizeof path, f) : NULL;
-        if (!f || pclose(f) != 0 || !r)
-            return tap_bail("default model unavailable (packaging/fetch-model --print-path)");
-        path[strcspn(path, "\n")] = 0;
-    }
+    if (eu_model_arg(argv[1], path, sizeof path) != 0)
+        return tap_bail("default model unavailable (packaging/fetch-model --print-path)");
     struct model *m = model_open(path, err, sizeof err);
     if (!m) return tap_bail("%s", err);
     const int32_t n_layer = m->hp.n_layer;

@@ -90,4 +90,32 @@ static inline int first_diff(const struct res *a, const struct res *b)
     return i;
 }
 
+/* n greedy chat requests of one user message each, gen tokens past EOS. */
+static inline void spec_requests(struct engine_request *q, struct engine_message (*msgs)[1], int n,
+                                 int32_t gen)
+{
+    for (int i = 0; i < n; i++) {
+        memset(&q[i], 0, sizeof q[i]);
+        q[i].messages = msgs[i];
+        q[i].n_messages = 1;
+        q[i].max_tokens = gen;
+        q[i].ignore_eos = true;
+        engine_sampling_greedy(&q[i].sampling);
+    }
+}
+
+/* The oracle: each request alone with guesses off for it (lookup_k -1),
+ * then set back to the engine's (0); checks gen tokens and no guesses. */
+static inline void spec_plain(struct engine *e, struct engine_request *q, int n, struct res *plain,
+                              int32_t gen)
+{
+    for (int i = 0; i < n; i++) {
+        q[i].lookup_k = -1;
+        run_many(e, &q[i], 1, &plain[i]);
+        q[i].lookup_k = 0;
+        ok(plain[i].n_tok == gen && plain[i].m.n_spec_steps == 0,
+           "plain %d: %d tokens, no guesses", i, plain[i].n_tok);
+    }
+}
+
 #endif

@@ -180,22 +180,8 @@ int main(void)
 
     static struct res plain[NP], one[NP], many[NP];
     struct engine_request q[NP];
-    for (int i = 0; i < NP; i++) {
-        memset(&q[i], 0, sizeof q[i]);
-        q[i].messages = msgs[i];
-        q[i].n_messages = 1;
-        q[i].max_tokens = GEN;
-        q[i].ignore_eos = true;
-        engine_sampling_greedy(&q[i].sampling);
-    }
-    /* The oracle: each prompt alone, lookup off for the request. */
-    for (int i = 0; i < NP; i++) {
-        q[i].lookup_k = -1;
-        run_many(e, &q[i], 1, &plain[i]);
-        q[i].lookup_k = 0;
-        ok(plain[i].n_tok == GEN && plain[i].m.n_spec_steps == 0,
-           "plain %d: %d tokens, no guesses", i, plain[i].n_tok);
-    }
+    spec_requests(q, msgs, NP, GEN);
+    spec_plain(e, q, NP, plain, GEN);   /* the oracle: each prompt alone, guesses off */
     /* Batch 1 with lookup. */
     for (int i = 0; i < NP; i++) {
         run_many(e, &q[i], 1, &one[i]);
