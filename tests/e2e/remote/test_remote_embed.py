@@ -4,11 +4,15 @@ same vectors as in-process `tern embed` on the same file) and against the
 reference's llama-server --embeddings (the vectors of its own
 llama-embedding), on embed_lib's random-weight Qwen3 file (pooling_type 3,
 last token). Also: pooling asked of a server (refused, naming why),
---dimensions relayed, the server's refusal passed on."""
+--dimensions relayed, the server's refusal passed on, and answers a server
+should not give (fault_server.py's emb-* modes: not JSON, strings, base64,
+all zeros, two vectors, none) each a clear error, an unnormalised one
+normalised."""
 import json
 import os
 import socket
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -70,6 +74,26 @@ r = embed(["--url", url, "--pooling", "mean", "x"])
 ok(r.returncode == 1 and "pools embeddings its own way" in r.stderr,
    f"--pooling with --url: refused, saying why ({r.stderr.strip()[:160]})")
 srv.stop()
+
+# A misbehaving server: every bad answer is a clear error naming it, never a vector.
+fs = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "engine", "remote", "fault_server.py"), "0"],
+    stdout=subprocess.PIPE, text=True)
+try:
+    fport = int(fs.stdout.readline().split()[1])
+    r = embed(["--url", f"http://127.0.0.1:{fport}/emb-ok/v1", "--format", "text", "x"])
+    v = vectors(r.stdout)[0] if r.returncode == 0 else np.zeros(1)
+    ok(r.returncode == 0 and np.allclose(v, [0.6, 0.8]), f"an unnormalised [3, 4] comes out "
+       f"normalised ({r.stdout.strip()} {r.stderr.strip()[:120]})")
+    for mode, want in (("emb-notjson", "not JSON"), ("emb-strings", "finite number"),
+                       ("emb-base64", "base64"), ("emb-zeros", "all zeros"),
+                       ("emb-two", "array of one"), ("emb-empty", "array of one")):
+        r = embed(["--url", f"http://127.0.0.1:{fport}/{mode}/v1", "x"])
+        ok(r.returncode == 1 and want in r.stderr and "no usable embedding" in r.stderr,
+           f"{mode}: refused ({r.stderr.strip()[:160]})")
+finally:
+    fs.kill()
+    fs.wait()
 
 # llama-server: the reference's own server, its /v1/embeddings with the
 # same pooling as the file's (last), against its llama-embedding.

@@ -22,6 +22,10 @@ base URL http://127.0.0.1:PORT/MODE/v1. Modes:
              server's writes; /flood/count tells how streams ended (done, or aborted:
              the client closed the connection), the longest single write's wait and
              how many events the last aborted stream had written
+  emb-ok / emb-notjson / emb-strings / emb-base64 / emb-zeros / emb-two / emb-empty
+             POST /v1/embeddings answers: [3, 4] unnormalised with usage 7; a body that
+             is not JSON; strings for numbers; a base64 string; all zeros; two vectors
+             for one input; no data
 GET /MODE/count: {"posts": N, "done": N, "aborted": N, "blocked_s": S, "aborted_written": N}.
 GET /MODE/metrics serves fixtures/MODE-1.prom, then MODE-2.prom (or MODE.prom).
 Arguments: PORT [CERT KEY] (with a certificate: HTTPS). Prints 'PORT N' once listening. Runs until killed; every socket is bounded."""
@@ -135,6 +139,24 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
         self.wfile.flush()
 
+    def embeddings(self, mode):
+        one = lambda v: {"object": "embedding", "index": 0, "embedding": v}
+        bodies = {
+            "emb-ok": {"object": "list", "data": [one([3, 4])], "model": MODEL,
+                       "usage": {"prompt_tokens": 7, "total_tokens": 7}},
+            "emb-strings": {"object": "list", "data": [one(["3", "4"])]},
+            "emb-base64": {"object": "list", "data": [one("AABAQAAAgEA=")]},
+            "emb-zeros": {"object": "list", "data": [one([0, 0, 0])]},
+            "emb-two": {"object": "list", "data": [one([1, 0]), one([0, 1])]},
+            "emb-empty": {"object": "list", "data": []},
+        }
+        text = b"{not json" if mode == "emb-notjson" else json.dumps(bodies[mode]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(text)))
+        self.end_headers()
+        self.wfile.write(text)
+
     def do_POST(self):
         mode, rest = self.mode()
         with LOCK:
@@ -143,6 +165,8 @@ class H(BaseHTTPRequestHandler):
         body = self.rfile.read(min(n, 1 << 20))
         if not self.authorized(mode):
             return self.error(401, "invalid api key")
+        if rest.endswith("/embeddings") and mode.startswith("emb-"):
+            return self.embeddings(mode)
         if not rest.endswith("/completions"):
             return self.error(404, "no route " + rest)
         try:
