@@ -94,9 +94,13 @@ static inline void cu_launch_ex(void (*k)(KArgs...), dim3 grid, dim3 block, size
 #define CU_QT_Q5_0 6
 #define CU_QT_Q5_1 7
 #define CU_QT_Q8_0 8
+#define CU_QT_Q2_K 10
+#define CU_QT_Q3_K 11
 #define CU_QT_Q4_K 12
 #define CU_QT_Q5_K 13
 #define CU_QT_Q6_K 14
+#define CU_QT_IQ4_NL 20
+#define CU_QT_IQ4_XS 23
 #define CU_QT_BF16 30
 
 __device__ __forceinline__ float cu_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
@@ -238,6 +242,42 @@ __device__ __forceinline__ void cu_k_head(const uint8_t *blk, int j, float &dd, 
     mm = dmin * (float)mn;
 }
 
+// IQ4_NL / IQ4_XS: the 16 levels of kernels/quant.c's qt_iq4nl_values as
+// bytes, 0..7 in the first two words, 8..15 in the last two.
+#define CU_IQ4_T0 0xBFAD9881u
+#define CU_IQ4_T1 0xF6EADDCFu
+#define CU_IQ4_T2 0x26190D01u
+#define CU_IQ4_T3 0x71594535u
+// Four 4-bit indices (one in the low nibble of each byte) to their four
+// int8 levels, packed the same way: two byte permutations (levels 0..7 and
+// 8..15) and a per-byte select on the index's top bit, no memory access.
+__device__ __forceinline__ uint32_t cu_iq4_lookup4(uint32_t idx)
+{
+    const uint32_t lo3 = idx & 0x07070707u, y = lo3 | (lo3 >> 4);
+    const uint32_t sel = (y & 0xffu) | ((y >> 8) & 0xff00u);
+    const uint32_t a = __byte_perm(CU_IQ4_T0, CU_IQ4_T1, sel), b = __byte_perm(CU_IQ4_T2, CU_IQ4_T3, sel);
+    const uint32_t hi = ((idx >> 3) & 0x01010101u) * 0xffu;
+    return (a & ~hi) | (b & hi);
+}
+__device__ __forceinline__ float cu_iq4_level(uint32_t i) { return (float)(int8_t)(cu_iq4_lookup4(i & 15u) & 0xffu); }
+
+// IQ4_XS sub-block ib's scale (ls - 32, 6 bits: low 4 in scales_l, high 2 in scales_h).
+__device__ __forceinline__ int cu_iq4xs_scale(const uint8_t *blk, int ib)
+{
+    const uint32_t sh = __ldg((const unsigned short *)(blk + 2));
+    const uint32_t sl = __ldg(blk + 4 + ib / 2);
+    return (int)(((sl >> (4 * (ib % 2))) & 0xfu) | (((sh >> (2 * ib)) & 3u) << 4)) - 32;
+}
+
+// Q3_K scale s of 16 (6 bits, offset 32): low 4 bits in bytes 0..7 of the
+// 12 scale bytes (s / 8 picks the nibble), high 2 in bytes 8..11.
+__device__ __forceinline__ int cu_q3k_scale(const uint8_t *sc, int s)
+{
+    const uint32_t lo = (__ldg(sc + s % 8) >> (4 * (s / 8))) & 0xfu;
+    const uint32_t hi = (__ldg(sc + 8 + s % 4) >> (2 * (s / 4))) & 3u;
+    return (int)(lo | hi << 4) - 32;
+}
+
 // Dequantizes weights [32u, 32u + 32) of `row` into w. Units never straddle a
 // block: every format's block is 32 or 256 elements.
 template <int T>
@@ -355,6 +395,79 @@ __device__ __forceinline__ void dq32(const cu_tensor &t, int64_t row, int64_t u,
                     const uint32_t hi = (qh[i] >> (8 * k + j)) & 1u;
                     w[16 * h + 4 * i + k] = dd * (float)(lo | hi << 4) - mm;
                 }
+        }
+    } else if (T == CU_QT_IQ4_NL) {
+        // block_iq4_nl: d, qs[16] (18 bytes, 2-aligned): byte j's low nibble
+        // is element j, its high nibble element j + 16, as Q4_0
+        const unsigned short *b = (const unsigned short *)(cu_row(t, row) + (size_t)u * 18);
+        const float d = cu_h2f(__ldg(b));
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t two = __ldg(b + 1 + i);
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                const uint32_t q = (two >> (8 * k)) & 0xffu;
+                w[2 * i + k] = d * cu_iq4_level(q & 15u);
+                w[2 * i + k + 16] = d * cu_iq4_level(q >> 4);
+            }
+        }
+    } else if (T == CU_QT_IQ4_XS) {
+        // block_iq4_xs: d, scales_h, scales_l[4], qs[128]; 136 bytes, 8-aligned.
+        // Sub-block j: scale d * (ls - 32), quants qs[16j..16j+16) as IQ4_NL's
+        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 136;
+        const int j = (int)(u % 8);
+        const float dl = cu_h2f(__ldg((const unsigned short *)blk)) * (float)cu_iq4xs_scale(blk, j);
+        const uint2 *qp = (const uint2 *)(blk + 8 + 16 * j);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint2 v = __ldg(qp + h);
+            const uint32_t q2[2] = { v.x, v.y };
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t q = (q2[i / 4] >> (8 * (i % 4))) & 0xffu;
+                w[8 * h + i] = dl * cu_iq4_level(q & 15u);
+                w[8 * h + i + 16] = dl * cu_iq4_level(q >> 4);
+            }
+        }
+    } else if (T == CU_QT_Q3_K) {
+        // block_q3_K: hmask[32], qs[64], scales[12], d; 110 bytes, 2-aligned.
+        // Sub-block j: 2-bit quants at shift 2 (j % 4) of qs[32 (j / 4) + l],
+        // bit j of hmask[l] set adds 4, then - 4; scales 2j and 2j + 1 (16 each)
+        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 110;
+        const int j = (int)(u % 8), shift = 2 * (j % 4);
+        const float d = cu_h2f(__ldg((const unsigned short *)(blk + 108)));
+        const float s0 = d * (float)cu_q3k_scale(blk + 96, 2 * j), s1 = d * (float)cu_q3k_scale(blk + 96, 2 * j + 1);
+        const unsigned short *qp = (const unsigned short *)(blk + 32 + 32 * (j / 4)), *hp = (const unsigned short *)blk;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const uint32_t q2 = __ldg(qp + i), h2 = __ldg(hp + i);
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                const int l = 2 * i + b;
+                const int q = (int)((q2 >> (8 * b + shift)) & 3u) - (((h2 >> (8 * b + j)) & 1u) ? 0 : 4);
+                w[l] = (l < 16 ? s0 : s1) * (float)q;
+            }
+        }
+    } else if (T == CU_QT_Q2_K) {
+        // block_q2_K: scales[16] (4-bit scale, 4-bit min), qs[64], d, dmin;
+        // 84 bytes, 4-aligned. Sub-block j: quants at shift 2 (j % 4) of
+        // qs[32 (j / 4) + l], scale/min bytes 2j and 2j + 1 (16 each)
+        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 84;
+        const int j = (int)(u % 8), shift = 2 * (j % 4);
+        const uint32_t dm = __ldg((const unsigned int *)(blk + 80));
+        const float d = cu_h2f((uint16_t)(dm & 0xffffu)), dmin = cu_h2f((uint16_t)(dm >> 16));
+        const uint32_t sc0 = __ldg(blk + 2 * j), sc1 = __ldg(blk + 2 * j + 1);
+        const float dl[2] = { d * (float)(sc0 & 15u), d * (float)(sc1 & 15u) };
+        const float ml[2] = { dmin * (float)(sc0 >> 4), dmin * (float)(sc1 >> 4) };
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint32_t *qw = (const uint32_t *)(blk + 16 + 32 * (j / 4) + 16 * h);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t q4 = __ldg((const unsigned int *)qw + i);
+#pragma unroll
+                for (int k = 0; k < 4; k++) w[16 * h + 4 * i + k] = dl[h] * (float)((q4 >> (8 * k + shift)) & 3u) - ml[h];
+            }
         }
     } else if (T == CU_QT_Q6_K) {
         // block_q6_K: ql[128], qh[64], scales[16] (int8), d (half); 210 bytes,

@@ -20,6 +20,8 @@
 #   memcheck  compute-sanitizer on the kernel tests and a short end-to-end run
 #   ncu       Nsight Compute's counters of the batch-1 decode matvecs
 #   ablation  decode without CUDA graphs
+#   bench_{iq4_xs,iq4_nl,q3_k,q2_k}  the low-bit formats of downloaded GGUFs,
+#             on the GPU since issue 40's third session (TRIP_LOWBIT picks them)
 #   ab_*      decode without programmatic dependent launch (TERN_CUDA_NO_PDL),
 #             on the f32 matvec (TERN_CUDA_MV_Q8=0), and the q8 matvec on a
 #             persistent grid prefetching each warp's next pair (TERN_CUDA_MV_PERSIST=1)
@@ -40,6 +42,7 @@ build=${TRIP_BUILD:-$src/build-gpu}
 logs=$build/trip-logs
 model=$trip/smollm2-small.gguf
 types=${TRIP_TYPES:-q4_0 q8_0 q4_k q5_k q6_k f16}
+lowbit=${TRIP_LOWBIT:-iq4_xs iq4_nl q3_k q2_k}
 t0=$(date +%s)
 export PATH=/usr/local/cuda/bin:$PATH
 command -v nvcc > /dev/null || for d in /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && PATH=$d:$PATH; done
@@ -151,6 +154,11 @@ else
     [ "$t" = q4_0 ] && continue
     step "bench_$t" 100 "$bin/bench_cuda" llama3-8b "$t" "$logs/bench_$t.json"
   done
+  # the low-bit formats (before: the whole model on the CPU): decode and
+  # prefill 512 (their f16 copies feed cuBLAS as every format's do)
+  for t in $lowbit; do
+    step "bench_$t" 60 env BENCH_BATCHES=1,8,64 "$bin/bench_cuda" llama3-8b "$t" "$logs/bench_$t.json"
+  done
   step ablation_no_graphs 60 env TERN_CUDA_NO_GRAPHS=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
     BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
   # what this session's decode changes bring, each against the default:
@@ -159,7 +167,7 @@ else
     "$bin/bench_cuda" llama3-8b q4_0
   step ab_no_pdl_q4_k 40 env TERN_CUDA_NO_PDL=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_k
-  for t in q4_0 q4_k q6_k; do
+  for t in q4_0 q4_k q6_k iq4_xs; do
     step "ab_f32_mv_$t" 40 env TERN_CUDA_MV_Q8=0 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
       "$bin/bench_cuda" llama3-8b "$t"
   done
