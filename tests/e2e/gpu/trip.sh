@@ -11,6 +11,8 @@
 #             packages, no network), sm_90, the GPU targets in one ninja call
 #   kernels   every CUDA kernel against the CPU references
 #   e2e       CPU vs CUDA greedy and teacher-forced on the cut SmolLM2
+#   lowbit_e2e  IQ4_XS, IQ4_NL, Q3_K, Q2_K through the backend against the CPU's
+#             (synthetic Llama-3.2-1B, 2 layers)
 #   kvq       the quantized KV cache (q8_0, q4_0) against the CPU backend
 #             with the same type, every layer's hidden state
 #   kv4k_*    decode from position 4096 with the KV cache in f16, q8_0, q4_0
@@ -104,7 +106,7 @@ setup() {
 }
 export -f setup
 # the GPU targets alone, in one call: nothing else can fail them
-gpu_targets="engine/backend/libtern_cuda.so tests/kernels/cuda/test_cuda_kernels tests/engine/backend/test_cuda_e2e tests/engine/backend/test_cuda_embed tests/engine/backend/test_cuda_kvq tests/kernels/cuda/bench_cuda"
+gpu_targets="engine/backend/libtern_cuda.so tests/kernels/cuda/test_cuda_kernels tests/engine/backend/test_cuda_e2e tests/engine/backend/test_cuda_embed tests/engine/backend/test_cuda_kvq tests/engine/backend/test_cuda_lowbit tests/kernels/cuda/bench_cuda"
 # shellcheck disable=SC2086
 step setup 90 setup && step build 300 ninja -C "$build" -j "$(nproc)" $gpu_targets
 build_rc=$?
@@ -116,9 +118,9 @@ fi
 bin=$build/tests/kernels/cuda        # test_cuda_kernels, bench_cuda
 bin_e2e=$build/tests/engine/backend  # test_cuda_e2e, test_cuda_embed, test_cuda_kvq
 if [ $build_rc -ne 0 ]; then
-  for s in kernels e2e embed kvq bench memcheck ablation; do skip $s "build failed"; done
+  for s in kernels e2e embed kvq lowbit_e2e bench memcheck ablation; do skip $s "build failed"; done
 elif [ $gpu = 0 ]; then
-  for s in kernels e2e embed kvq bench memcheck ablation; do skip $s "no GPU"; done
+  for s in kernels e2e embed kvq lowbit_e2e bench memcheck ablation; do skip $s "no GPU"; done
 else
   step kernels 120 "$bin/test_cuda_kernels"
   step e2e 150 "$bin_e2e/test_cuda_e2e" "$model"
@@ -126,6 +128,8 @@ else
   step embed 90 "$bin_e2e/test_cuda_embed" "$model"
   # the quantized KV cache (q8_0, q4_0) against the CPU's, the hidden state of every depth
   step kvq 90 "$bin_e2e/test_cuda_kvq" "$model"
+  # the low-bit formats through the backend (before: refused, the model on the CPU)
+  step lowbit_e2e 60 "$bin_e2e/test_cuda_lowbit" 2 4
   step bench_q4_0 120 "$bin/bench_cuda" llama3-8b q4_0 "$logs/bench_q4_0.json"
   # decode from position 4096 with the KV cache in f16 and q8_0, side by side (Q4_0 weights)
   for kv in f16 q8_0; do
