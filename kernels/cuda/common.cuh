@@ -259,7 +259,6 @@ __device__ __forceinline__ uint32_t cu_iq4_lookup4(uint32_t idx)
     const uint32_t hi = ((idx >> 3) & 0x01010101u) * 0xffu;
     return (a & ~hi) | (b & hi);
 }
-__device__ __forceinline__ float cu_iq4_level(uint32_t i) { return (float)(int8_t)(cu_iq4_lookup4(i & 15u) & 0xffu); }
 
 // IQ4_XS sub-block ib's scale (ls - 32, 6 bits: low 4 in scales_l, high 2 in scales_h).
 __device__ __forceinline__ int cu_iq4xs_scale(const uint8_t *blk, int ib)
@@ -276,6 +275,26 @@ __device__ __forceinline__ int cu_q3k_scale(const uint8_t *sc, int s)
     const uint32_t lo = (__ldg(sc + s % 8) >> (4 * (s / 8))) & 0xfu;
     const uint32_t hi = (__ldg(sc + 8 + s % 4) >> (2 * (s / 4))) & 3u;
     return (int)(lo | hi << 4) - 32;
+}
+
+// IQ4_NL unit u (block u: d, qs[16]; 18 bytes, 2-aligned) or IQ4_XS unit u
+// (sub-block u % 8 of block u / 8: d, scales_h, scales_l[4], qs[128]; 136
+// bytes, 8-aligned): its 16 bytes of nibbles into q (byte b's low nibble is
+// element b, its high nibble element b + 16, as Q4_0), returns its scale.
+template <bool XS>
+__device__ __forceinline__ float cu_iq4_load(const cu_tensor &t, int64_t row, int64_t u, uint32_t (&q)[4])
+{
+    if (!XS) {
+        const unsigned short *b = (const unsigned short *)(cu_row(t, row) + (size_t)u * 18);
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = (uint32_t)__ldg(b + 1 + 2 * i) | (uint32_t)__ldg(b + 2 + 2 * i) << 16;
+        return cu_h2f(__ldg(b));
+    }
+    const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 136;
+    const int j = (int)(u % 8);
+    const uint2 v0 = __ldg((const uint2 *)(blk + 8 + 16 * j)), v1 = __ldg((const uint2 *)(blk + 16 + 16 * j));
+    q[0] = v0.x, q[1] = v0.y, q[2] = v1.x, q[3] = v1.y;
+    return cu_h2f(__ldg((const unsigned short *)blk)) * (float)cu_iq4xs_scale(blk, j);
 }
 
 // Dequantizes weights [32u, 32u + 32) of `row` into w. Units never straddle a
@@ -396,37 +415,17 @@ __device__ __forceinline__ void dq32(const cu_tensor &t, int64_t row, int64_t u,
                     w[16 * h + 4 * i + k] = dd * (float)(lo | hi << 4) - mm;
                 }
         }
-    } else if (T == CU_QT_IQ4_NL) {
-        // block_iq4_nl: d, qs[16] (18 bytes, 2-aligned): byte j's low nibble
-        // is element j, its high nibble element j + 16, as Q4_0
-        const unsigned short *b = (const unsigned short *)(cu_row(t, row) + (size_t)u * 18);
-        const float d = cu_h2f(__ldg(b));
+    } else if (T == CU_QT_IQ4_NL || T == CU_QT_IQ4_XS) {
+        // the 16-level codebook through cu_iq4_lookup4, 4 values at a time
+        uint32_t q[4];
+        const float dl = cu_iq4_load<T == CU_QT_IQ4_XS>(t, row, u, q);
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const uint32_t two = __ldg(b + 1 + i);
+        for (int i = 0; i < 4; i++) {
+            const uint32_t lo = cu_iq4_lookup4(q[i] & 0x0f0f0f0fu), hi = cu_iq4_lookup4((q[i] >> 4) & 0x0f0f0f0fu);
 #pragma unroll
-            for (int k = 0; k < 2; k++) {
-                const uint32_t q = (two >> (8 * k)) & 0xffu;
-                w[2 * i + k] = d * cu_iq4_level(q & 15u);
-                w[2 * i + k + 16] = d * cu_iq4_level(q >> 4);
-            }
-        }
-    } else if (T == CU_QT_IQ4_XS) {
-        // block_iq4_xs: d, scales_h, scales_l[4], qs[128]; 136 bytes, 8-aligned.
-        // Sub-block j: scale d * (ls - 32), quants qs[16j..16j+16) as IQ4_NL's
-        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 136;
-        const int j = (int)(u % 8);
-        const float dl = cu_h2f(__ldg((const unsigned short *)blk)) * (float)cu_iq4xs_scale(blk, j);
-        const uint2 *qp = (const uint2 *)(blk + 8 + 16 * j);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const uint2 v = __ldg(qp + h);
-            const uint32_t q2[2] = { v.x, v.y };
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const uint32_t q = (q2[i / 4] >> (8 * (i % 4))) & 0xffu;
-                w[8 * h + i] = dl * cu_iq4_level(q & 15u);
-                w[8 * h + i + 16] = dl * cu_iq4_level(q >> 4);
+            for (int k = 0; k < 4; k++) {
+                w[4 * i + k] = dl * (float)(int8_t)((lo >> (8 * k)) & 0xffu);
+                w[16 + 4 * i + k] = dl * (float)(int8_t)((hi >> (8 * k)) & 0xffu);
             }
         }
     } else if (T == CU_QT_Q3_K) {

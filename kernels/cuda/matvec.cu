@@ -574,20 +574,8 @@ __device__ __forceinline__ void kq_load(const cu_tensor &t, int64_t row, int64_t
         o.s0 = o.s1 = dd;
         o.m = -mm;
     } else if (T == CU_QT_IQ4_NL || T == CU_QT_IQ4_XS) {
-        // 16 bytes of nibbles: byte b's low nibble element b, high b + 16
         uint32_t q[4];
-        if (T == CU_QT_IQ4_NL) { // 18-byte blocks, 2-aligned
-            const unsigned short *b = (const unsigned short *)(cu_row(t, row) + (size_t)u * 18);
-            o.s0 = cu_h2f(__ldg(b));
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = (uint32_t)__ldg(b + 1 + 2 * i) | (uint32_t)__ldg(b + 2 + 2 * i) << 16;
-        } else {
-            const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * kq_fmt<T>::B;
-            const int j = (int)(u % 8);
-            o.s0 = cu_h2f(__ldg((const unsigned short *)blk)) * (float)cu_iq4xs_scale(blk, j);
-            const uint2 v0 = __ldg((const uint2 *)(blk + 8 + 16 * j)), v1 = __ldg((const uint2 *)(blk + 16 + 16 * j));
-            q[0] = v0.x, q[1] = v0.y, q[2] = v1.x, q[3] = v1.y;
-        }
+        o.s0 = cu_iq4_load<T == CU_QT_IQ4_XS>(t, row, u, q);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             o.w[i] = (int)cu_iq4_lookup4(q[i] & 0x0f0f0f0fu);
