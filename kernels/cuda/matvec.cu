@@ -605,7 +605,9 @@ __device__ __forceinline__ void kq_load(const cu_tensor &t, int64_t row, int64_t
         }
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const uint32_t q4 = (uint32_t)__ldg(qp + 2 * i) | (uint32_t)__ldg(qp + 2 * i + 1) << 16;
+            // Q2_K's blocks are 4-aligned (84 bytes): one 32-bit load per word
+            const uint32_t q4 = T == CU_QT_Q2_K ? __ldg((const unsigned int *)qp + i)
+                                                : (uint32_t)__ldg(qp + 2 * i) | (uint32_t)__ldg(qp + 2 * i + 1) << 16;
             uint32_t v = (q4 >> shift) & 0x03030303u;
             if (T == CU_QT_Q3_K) {
                 const unsigned short *hp = (const unsigned short *)blk;
