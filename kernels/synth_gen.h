@@ -62,6 +62,10 @@ SYNTH_HD static inline uint32_t synth_block_bytes(uint32_t type)
     case 12: return 144;  /* Q4_K */
     case 13: return 176;  /* Q5_K */
     case 14: return 210;  /* Q6_K */
+    case 10: return 84;   /* Q2_K */
+    case 11: return 110;  /* Q3_K */
+    case 20: return 18;   /* IQ4_NL */
+    case 23: return 136;  /* IQ4_XS */
     default: return 0;
     }
 }
@@ -69,8 +73,8 @@ SYNTH_HD static inline uint32_t synth_block_elems(uint32_t type)
 {
     switch (type) {
     case 0: case 1: case 30: return 1;
-    case 2: case 3: case 6: case 7: case 8: return 32;
-    case 12: case 13: case 14: return 256;
+    case 2: case 3: case 6: case 7: case 8: case 20: return 32;
+    case 10: case 11: case 12: case 13: case 14: case 23: return 256;
     default: return 0;
     }
 }
@@ -155,6 +159,38 @@ SYNTH_HD static inline void synth_gen_block(uint64_t seed, uint32_t tid, uint64_
         d = synth_f16(0.00024f * jitter);
         memcpy(out + 208, &d, 2);
         break;
+    case 10: /* Q2_K: d * sc * q - dmin * mn, q in 0..3 (mean 1.5), 4-bit
+              * sc/mn uniform: dmin = 1.5 d keeps the mean near zero */
+        d = synth_f16(0.0015f * jitter);
+        m = synth_f16(0.00225f * jitter);
+        memcpy(out + 80, &d, 2);
+        memcpy(out + 82, &m, 2);
+        break;
+    case 11: /* Q3_K: d * (sc - 32) * q, q in -4..3; every scale's high 2
+              * bits 1 or 2, so sc - 32 is in -16..15 */
+        for (int i = 104; i < 108; i++)
+            out[i] = (uint8_t)(((out[i] & 0x55u) << 1) | (~out[i] & 0x55u));
+        d = synth_f16(0.00095f * jitter);
+        memcpy(out + 108, &d, 2);
+        break;
+    case 20: /* IQ4_NL: d * level, levels -127..113 (rms 67) */
+        d = synth_f16(0.0003f * jitter);
+        memcpy(out, &d, 2);
+        break;
+    case 23: { /* IQ4_XS: d * (ls - 32) * level; ls - 32 kept in -8..7 (high
+                * bits 1 with low 8..15, or 2 with 0..7) so d stays a normal half */
+        uint16_t sh = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            const int hb = (out[2 + ib / 4] >> (2 * (ib % 4))) & 1, sft = 4 * (ib % 2);
+            uint8_t *sl = out + 4 + ib / 2;
+            sh = (uint16_t)(sh | (hb ? 2u : 1u) << (2 * ib));
+            *sl = (uint8_t)((*sl & ~(0xfu << sft)) | ((((*sl >> sft) & 7u) | (hb ? 0u : 8u)) << sft));
+        }
+        memcpy(out + 2, &sh, 2);
+        d = synth_f16(0.00009f * jitter);
+        memcpy(out, &d, 2);
+        break;
+    }
     default:
         break;
     }

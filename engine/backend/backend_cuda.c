@@ -26,7 +26,8 @@ bool cuda_fmt(uint32_t type, uint32_t *block, uint32_t *bytes)
     static const uint32_t t[][3] = { { 0, 1, 4 },     { 1, 1, 2 },      { 30, 1, 2 },
                                      { 2, 32, 18 },   { 3, 32, 20 },    { 6, 32, 22 },
                                      { 7, 32, 24 },   { 8, 32, 34 },    { 12, 256, 144 },
-                                     { 13, 256, 176 }, { 14, 256, 210 } };
+                                     { 13, 256, 176 }, { 14, 256, 210 }, { 10, 256, 84 },
+                                     { 11, 256, 110 }, { 20, 32, 18 },   { 23, 256, 136 } };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i][0] == type) {
             *block = t[i][1];
@@ -48,7 +49,7 @@ static uint64_t cuda_matrix_bytes(const struct wtensor *t, char *err, size_t err
     uint32_t block, bytes;
     if (!cuda_fmt(t->type, &block, &bytes)) {
         snprintf(err, errlen, "tensor %s: type %u not supported by the CUDA kernels "
-                 "(F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)", t->name ? t->name : "?", t->type);
+                 "(F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS)", t->name ? t->name : "?", t->type);
         return 0;
     }
     if (t->cols % 32 != 0 || t->cols % block != 0) {

@@ -182,7 +182,7 @@ struct model *model_open_synthetic_ex(const char *name, uint32_t wtype, uint64_t
     }
     if (!synth_type_ok(wtype)) {
         snprintf(err, errlen, "synthetic model '%s': weight type %s not supported "
-                 "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k)", name, qtype_name(wtype));
+                 "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)", name, qtype_name(wtype));
         return NULL;
     }
     if (s->dim % synth_block_elems(wtype) || s->n_ff % synth_block_elems(wtype)) {

@@ -94,9 +94,13 @@ static inline void cu_launch_ex(void (*k)(KArgs...), dim3 grid, dim3 block, size
 #define CU_QT_Q5_0 6
 #define CU_QT_Q5_1 7
 #define CU_QT_Q8_0 8
+#define CU_QT_Q2_K 10
+#define CU_QT_Q3_K 11
 #define CU_QT_Q4_K 12
 #define CU_QT_Q5_K 13
 #define CU_QT_Q6_K 14
+#define CU_QT_IQ4_NL 20
+#define CU_QT_IQ4_XS 23
 #define CU_QT_BF16 30
 
 __device__ __forceinline__ float cu_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
@@ -238,6 +242,61 @@ __device__ __forceinline__ void cu_k_head(const uint8_t *blk, int j, float &dd, 
     mm = dmin * (float)mn;
 }
 
+// IQ4_NL / IQ4_XS: the 16 levels of kernels/quant.c's qt_iq4nl_values as
+// bytes, 0..7 in the first two words, 8..15 in the last two.
+#define CU_IQ4_T0 0xBFAD9881u
+#define CU_IQ4_T1 0xF6EADDCFu
+#define CU_IQ4_T2 0x26190D01u
+#define CU_IQ4_T3 0x71594535u
+// Four 4-bit indices (one in the low nibble of each byte) to their four
+// int8 levels, packed the same way: two byte permutations (levels 0..7 and
+// 8..15) and a per-byte select on the index's top bit, no memory access.
+__device__ __forceinline__ uint32_t cu_iq4_lookup4(uint32_t idx)
+{
+    const uint32_t lo3 = idx & 0x07070707u, y = lo3 | (lo3 >> 4);
+    const uint32_t sel = (y & 0xffu) | ((y >> 8) & 0xff00u);
+    const uint32_t a = __byte_perm(CU_IQ4_T0, CU_IQ4_T1, sel), b = __byte_perm(CU_IQ4_T2, CU_IQ4_T3, sel);
+    const uint32_t hi = ((idx >> 3) & 0x01010101u) * 0xffu;
+    return (a & ~hi) | (b & hi);
+}
+
+// IQ4_XS sub-block ib's scale (ls - 32, 6 bits: low 4 in scales_l, high 2 in scales_h).
+__device__ __forceinline__ int cu_iq4xs_scale(const uint8_t *blk, int ib)
+{
+    const uint32_t sh = __ldg((const unsigned short *)(blk + 2));
+    const uint32_t sl = __ldg(blk + 4 + ib / 2);
+    return (int)(((sl >> (4 * (ib % 2))) & 0xfu) | (((sh >> (2 * ib)) & 3u) << 4)) - 32;
+}
+
+// Q3_K scale s of 16 (6 bits, offset 32): low 4 bits in bytes 0..7 of the
+// 12 scale bytes (s / 8 picks the nibble), high 2 in bytes 8..11.
+__device__ __forceinline__ int cu_q3k_scale(const uint8_t *sc, int s)
+{
+    const uint32_t lo = (__ldg(sc + s % 8) >> (4 * (s / 8))) & 0xfu;
+    const uint32_t hi = (__ldg(sc + 8 + s % 4) >> (2 * (s / 4))) & 3u;
+    return (int)(lo | hi << 4) - 32;
+}
+
+// IQ4_NL unit u (block u: d, qs[16]; 18 bytes, 2-aligned) or IQ4_XS unit u
+// (sub-block u % 8 of block u / 8: d, scales_h, scales_l[4], qs[128]; 136
+// bytes, 8-aligned): its 16 bytes of nibbles into q (byte b's low nibble is
+// element b, its high nibble element b + 16, as Q4_0), returns its scale.
+template <bool XS>
+__device__ __forceinline__ float cu_iq4_load(const cu_tensor &t, int64_t row, int64_t u, uint32_t (&q)[4])
+{
+    if (!XS) {
+        const unsigned short *b = (const unsigned short *)(cu_row(t, row) + (size_t)u * 18);
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = (uint32_t)__ldg(b + 1 + 2 * i) | (uint32_t)__ldg(b + 2 + 2 * i) << 16;
+        return cu_h2f(__ldg(b));
+    }
+    const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 136;
+    const int j = (int)(u % 8);
+    const uint2 v0 = __ldg((const uint2 *)(blk + 8 + 16 * j)), v1 = __ldg((const uint2 *)(blk + 16 + 16 * j));
+    q[0] = v0.x, q[1] = v0.y, q[2] = v1.x, q[3] = v1.y;
+    return cu_h2f(__ldg((const unsigned short *)blk)) * (float)cu_iq4xs_scale(blk, j);
+}
+
 // Dequantizes weights [32u, 32u + 32) of `row` into w. Units never straddle a
 // block: every format's block is 32 or 256 elements.
 template <int T>
@@ -355,6 +414,59 @@ __device__ __forceinline__ void dq32(const cu_tensor &t, int64_t row, int64_t u,
                     const uint32_t hi = (qh[i] >> (8 * k + j)) & 1u;
                     w[16 * h + 4 * i + k] = dd * (float)(lo | hi << 4) - mm;
                 }
+        }
+    } else if (T == CU_QT_IQ4_NL || T == CU_QT_IQ4_XS) {
+        // the 16-level codebook through cu_iq4_lookup4, 4 values at a time
+        uint32_t q[4];
+        const float dl = cu_iq4_load<T == CU_QT_IQ4_XS>(t, row, u, q);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t lo = cu_iq4_lookup4(q[i] & 0x0f0f0f0fu), hi = cu_iq4_lookup4((q[i] >> 4) & 0x0f0f0f0fu);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                w[4 * i + k] = dl * (float)(int8_t)((lo >> (8 * k)) & 0xffu);
+                w[16 + 4 * i + k] = dl * (float)(int8_t)((hi >> (8 * k)) & 0xffu);
+            }
+        }
+    } else if (T == CU_QT_Q3_K) {
+        // block_q3_K: hmask[32], qs[64], scales[12], d; 110 bytes, 2-aligned.
+        // Sub-block j: 2-bit quants at shift 2 (j % 4) of qs[32 (j / 4) + l],
+        // bit j of hmask[l] set adds 4, then - 4; scales 2j and 2j + 1 (16 each)
+        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 110;
+        const int j = (int)(u % 8), shift = 2 * (j % 4);
+        const float d = cu_h2f(__ldg((const unsigned short *)(blk + 108)));
+        const float s0 = d * (float)cu_q3k_scale(blk + 96, 2 * j), s1 = d * (float)cu_q3k_scale(blk + 96, 2 * j + 1);
+        const unsigned short *qp = (const unsigned short *)(blk + 32 + 32 * (j / 4)), *hp = (const unsigned short *)blk;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const uint32_t q2 = __ldg(qp + i), h2 = __ldg(hp + i);
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                const int l = 2 * i + b;
+                const int q = (int)((q2 >> (8 * b + shift)) & 3u) - (((h2 >> (8 * b + j)) & 1u) ? 0 : 4);
+                w[l] = (l < 16 ? s0 : s1) * (float)q;
+            }
+        }
+    } else if (T == CU_QT_Q2_K) {
+        // block_q2_K: scales[16] (4-bit scale, 4-bit min), qs[64], d, dmin;
+        // 84 bytes, 4-aligned. Sub-block j: quants at shift 2 (j % 4) of
+        // qs[32 (j / 4) + l], scale/min bytes 2j and 2j + 1 (16 each)
+        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * 84;
+        const int j = (int)(u % 8), shift = 2 * (j % 4);
+        const uint32_t dm = __ldg((const unsigned int *)(blk + 80));
+        const float d = cu_h2f((uint16_t)(dm & 0xffffu)), dmin = cu_h2f((uint16_t)(dm >> 16));
+        const uint32_t sc0 = __ldg(blk + 2 * j), sc1 = __ldg(blk + 2 * j + 1);
+        const float dl[2] = { d * (float)(sc0 & 15u), d * (float)(sc1 & 15u) };
+        const float ml[2] = { dmin * (float)(sc0 >> 4), dmin * (float)(sc1 >> 4) };
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint32_t *qw = (const uint32_t *)(blk + 16 + 32 * (j / 4) + 16 * h);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t q4 = __ldg((const unsigned int *)qw + i);
+#pragma unroll
+                for (int k = 0; k < 4; k++) w[16 * h + 4 * i + k] = dl[h] * (float)((q4 >> (8 * k + shift)) & 3u) - ml[h];
+            }
         }
     } else if (T == CU_QT_Q6_K) {
         // block_q6_K: ql[128], qh[64], scales[16] (int8), d (half); 210 bytes,

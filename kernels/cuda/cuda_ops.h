@@ -48,7 +48,8 @@ struct cu_tensor {
     const void *h16;     /* the same weights in f16 (rows x cols) for the GEMM path, or NULL */
 };
 
-/* Whether the kernels handle `type` (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K). */
+/* Whether the kernels handle `type` (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K
+ * Q6_K IQ4_NL IQ4_XS). */
 bool cu_type_supported(uint32_t type);
 /* Layout the upload should use for `type`. */
 int cu_layout_for(uint32_t type);
@@ -86,7 +87,7 @@ cudaError_t cu_matvec_glu(const struct cu_tensor *gate, const struct cu_tensor *
 /* The same over int8 activations (TERN_CUDA_MV_Q8): cu_quant_q8 writes x as
  * int8 blocks of 32 (d = max|x| / 127, the CPU backend's activation format)
  * into xq (cu_q8_bytes), then cu_matvec_q8 multiplies with __dp4a. Q4_0,
- * Q4_1 and Q8_0 weights; glu = 0 (count matrices stacked as in
+ * Q4_1, Q8_0, the K-quants and IQ4_NL/IQ4_XS weights; glu = 0 (count matrices stacked as in
  * cu_matvec_multi), 1 SwiGLU or 2 GEGLU (count = 2: gate, up; y[0] out). */
 size_t cu_q8_bytes(int32_t n, int64_t cols);
 cudaError_t cu_quant_q8(const float *x, int32_t n, int64_t cols, void *xq, cudaStream_t st);

@@ -18,6 +18,10 @@
     case CU_QT_Q4_K: return F<CU_QT_Q4_K>(__VA_ARGS__);             \
     case CU_QT_Q5_K: return F<CU_QT_Q5_K>(__VA_ARGS__);             \
     case CU_QT_Q6_K: return F<CU_QT_Q6_K>(__VA_ARGS__);             \
+    case CU_QT_Q2_K: return F<CU_QT_Q2_K>(__VA_ARGS__);             \
+    case CU_QT_Q3_K: return F<CU_QT_Q3_K>(__VA_ARGS__);             \
+    case CU_QT_IQ4_NL: return F<CU_QT_IQ4_NL>(__VA_ARGS__);         \
+    case CU_QT_IQ4_XS: return F<CU_QT_IQ4_XS>(__VA_ARGS__);         \
     default: return cudaErrorInvalidValue;                          \
     }
 
@@ -29,6 +33,8 @@ static const cu_fmt cu_fmts[] = {
     { CU_QT_Q4_0, 32, 18 }, { CU_QT_Q4_1, 32, 20 }, { CU_QT_Q5_0, 32, 22 },
     { CU_QT_Q5_1, 32, 24 }, { CU_QT_Q8_0, 32, 34 },
     { CU_QT_Q4_K, 256, 144 }, { CU_QT_Q5_K, 256, 176 }, { CU_QT_Q6_K, 256, 210 },
+    { CU_QT_Q2_K, 256, 84 },  { CU_QT_Q3_K, 256, 110 }, { CU_QT_IQ4_NL, 32, 18 },
+    { CU_QT_IQ4_XS, 256, 136 },
 };
 
 static const cu_fmt *cu_fmt_get(uint32_t type)

@@ -339,6 +339,10 @@ static cudaError_t mv_run(const mv_args &a, const float *x, int32_t n, cudaStrea
     case CU_QT_Q4_K: return mv_launch<CU_QT_Q4_K>(a, x, n, st);
     case CU_QT_Q5_K: return mv_launch<CU_QT_Q5_K>(a, x, n, st);
     case CU_QT_Q6_K: return mv_launch<CU_QT_Q6_K>(a, x, n, st);
+    case CU_QT_Q2_K: return mv_launch<CU_QT_Q2_K>(a, x, n, st);
+    case CU_QT_Q3_K: return mv_launch<CU_QT_Q3_K>(a, x, n, st);
+    case CU_QT_IQ4_NL: return mv_launch<CU_QT_IQ4_NL>(a, x, n, st);
+    case CU_QT_IQ4_XS: return mv_launch<CU_QT_IQ4_XS>(a, x, n, st);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -417,7 +421,8 @@ extern "C" cudaError_t cu_quant_q8(const float *x, int32_t n, int64_t cols, void
 extern "C" bool cu_matvec_q8_supported(uint32_t type)
 {
     return type == CU_QT_Q4_0 || type == CU_QT_Q4_1 || type == CU_QT_Q8_0 || type == CU_QT_Q4_K ||
-           type == CU_QT_Q5_K || type == CU_QT_Q6_K;
+           type == CU_QT_Q5_K || type == CU_QT_Q6_K || type == CU_QT_Q2_K || type == CU_QT_Q3_K ||
+           type == CU_QT_IQ4_NL || type == CU_QT_IQ4_XS;
 }
 
 // Token t's int8 activations of unit u (xb = t * units per row + u): its 8
@@ -520,15 +525,19 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
     }
 }
 
-// ---- the K-quants on int8 activations (GGUF layout, 256-element super-blocks) ----
+// ---- the K-quants and IQ4 on int8 activations (GGUF layout) ----
 // A lane owns unit u (32 elements: sub-block u % 8 of super-block u / 8) of
 // both rows, as the split kernel does. Per unit the weights are integers
 // times a sub-block scale (Q4_K/Q5_K: d * sc - dmin * mn; Q6_K: d * sc per 16,
 // values offset by 32), so the products stay in integers (__dp4a on the
 // nibbles, the fifth or the two high bits merged in) and one float step
-// applies the scales, as in dq32's formulas. SU units per round.
+// applies the scales, as in dq32's formulas. SU units per round. The same
+// for Q2_K and Q3_K (2-bit quants, two scales per unit: Q2_K's mins and
+// Q3_K's offset of 4 through sums of x per 16), IQ4_XS (one scale per unit)
+// and IQ4_NL (a block per unit): their levels are looked up into int8 words.
 template <int T> struct kq_fmt {
-    static constexpr int B = T == CU_QT_Q4_K ? 144 : T == CU_QT_Q5_K ? 176 : 210; // bytes per 256
+    static constexpr int B = T == CU_QT_Q4_K ? 144 : T == CU_QT_Q5_K ? 176 : T == CU_QT_Q6_K ? 210
+                           : T == CU_QT_Q2_K ? 84 : T == CU_QT_Q3_K ? 110 : 136; // bytes per 256
     static constexpr int SU = 2;
 };
 
@@ -538,7 +547,7 @@ template <int T> struct kq_fmt {
 // elements (s0, s1, d folded in) and the offset of 32 taken off.
 struct kq_unit {
     int w[8];
-    float s0, s1, m;
+    float s0, s1, m, m1; // m1: Q2_K's second min (m the first)
 };
 
 template <int T>
@@ -564,6 +573,49 @@ __device__ __forceinline__ void kq_load(const cu_tensor &t, int64_t row, int64_t
         for (int i = 0; i < 8; i++) o.w[i] = (int)(((q[i] >> shift) & 0x0f0f0f0fu) | h[i]);
         o.s0 = o.s1 = dd;
         o.m = -mm;
+    } else if (T == CU_QT_IQ4_NL || T == CU_QT_IQ4_XS) {
+        uint32_t q[4];
+        o.s0 = cu_iq4_load<T == CU_QT_IQ4_XS>(t, row, u, q);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            o.w[i] = (int)cu_iq4_lookup4(q[i] & 0x0f0f0f0fu);
+            o.w[4 + i] = (int)cu_iq4_lookup4((q[i] >> 4) & 0x0f0f0f0fu);
+        }
+        o.s1 = o.s0;
+        o.m = o.m1 = 0.0f;
+    } else if (T == CU_QT_Q2_K || T == CU_QT_Q3_K) {
+        // 2-bit quants at shift 2 (j % 4) of qs[32 (j / 4) + l]; Q3_K adds
+        // bit j of hmask[l] as 4 (unsigned 0..7 here, the offset of 4 in kq_dot)
+        const uint8_t *blk = cu_row(t, row) + (size_t)(u / 8) * kq_fmt<T>::B;
+        const int j = (int)(u % 8), shift = 2 * (j % 4);
+        const unsigned short *qp = (const unsigned short *)(blk + (T == CU_QT_Q2_K ? 16 : 32) + 32 * (j / 4));
+        if (T == CU_QT_Q2_K) {
+            const uint32_t dm = __ldg((const unsigned int *)(blk + 80));
+            const float d = cu_h2f((uint16_t)(dm & 0xffffu)), dmin = cu_h2f((uint16_t)(dm >> 16));
+            const uint32_t sc0 = __ldg(blk + 2 * j), sc1 = __ldg(blk + 2 * j + 1);
+            o.s0 = d * (float)(sc0 & 15u);
+            o.s1 = d * (float)(sc1 & 15u);
+            o.m = dmin * (float)(sc0 >> 4);
+            o.m1 = dmin * (float)(sc1 >> 4);
+        } else {
+            const float d = cu_h2f(__ldg((const unsigned short *)(blk + 108)));
+            o.s0 = d * (float)cu_q3k_scale(blk + 96, 2 * j);
+            o.s1 = d * (float)cu_q3k_scale(blk + 96, 2 * j + 1);
+            o.m = o.m1 = 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            // Q2_K's blocks are 4-aligned (84 bytes): one 32-bit load per word
+            const uint32_t q4 = T == CU_QT_Q2_K ? __ldg((const unsigned int *)qp + i)
+                                                : (uint32_t)__ldg(qp + 2 * i) | (uint32_t)__ldg(qp + 2 * i + 1) << 16;
+            uint32_t v = (q4 >> shift) & 0x03030303u;
+            if (T == CU_QT_Q3_K) {
+                const unsigned short *hp = (const unsigned short *)blk;
+                const uint32_t h4 = (uint32_t)__ldg(hp + 2 * i) | (uint32_t)__ldg(hp + 2 * i + 1) << 16;
+                v |= ((h4 >> j) & 0x01010101u) << 2;
+            }
+            o.w[i] = (int)v;
+        }
     } else { // Q6_K: ql[128], qh[64], scales[16], d; only 2-aligned: 16-bit loads
         const int hh = j / 4, k = j % 4;
         const unsigned short *ql = (const unsigned short *)(blk + 64 * hh + 32 * (k & 1));
@@ -586,6 +638,18 @@ __device__ __forceinline__ void kq_load(const cu_tensor &t, int64_t row, int64_t
 template <int T>
 __device__ __forceinline__ float kq_dot(const kq_unit &q, const int *xw, float2 xd)
 {
+    if (T == CU_QT_Q2_K || T == CU_QT_Q3_K) {
+        int a = 0, b = 0, xa = 0, xb = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            a = __dp4a(q.w[i], xw[i], a);
+            b = __dp4a(q.w[4 + i], xw[4 + i], b);
+            xa = __dp4a(0x01010101, xw[i], xa);
+            xb = __dp4a(0x01010101, xw[4 + i], xb);
+        }
+        if (T == CU_QT_Q3_K) return xd.x * (q.s0 * (float)(a - 4 * xa) + q.s1 * (float)(b - 4 * xb));
+        return xd.x * ((q.s0 * (float)a + q.s1 * (float)b) - (q.m * (float)xa + q.m1 * (float)xb));
+    }
     if (T == CU_QT_Q6_K) {
         int a = 0, b = 0, xa = 0, xb = 0;
 #pragma unroll
@@ -664,7 +728,11 @@ k_matvec_q8k(const mv_args a, const int8_t *__restrict__ qs, const float2 *__res
 static bool g_mv_persist = false;
 extern "C" void cu_set_mv_persist(bool on) { g_mv_persist = on; }
 
-template <int T> constexpr bool is_kquant() { return T == CU_QT_Q4_K || T == CU_QT_Q5_K || T == CU_QT_Q6_K; }
+template <int T> constexpr bool is_kquant()
+{
+    return T == CU_QT_Q4_K || T == CU_QT_Q5_K || T == CU_QT_Q6_K || T == CU_QT_Q2_K || T == CU_QT_Q3_K ||
+           T == CU_QT_IQ4_NL || T == CU_QT_IQ4_XS;
+}
 
 // One launch of the q8 kernel for format T at NB tokens (the K-quants' own kernel).
 template <int T, int NB>
@@ -731,6 +799,10 @@ extern "C" cudaError_t cu_matvec_q8(const struct cu_tensor *const *w, float *con
     case CU_QT_Q4_K: return mv_q8_launch<CU_QT_Q4_K>(a, qs, ds, n, st);
     case CU_QT_Q5_K: return mv_q8_launch<CU_QT_Q5_K>(a, qs, ds, n, st);
     case CU_QT_Q6_K: return mv_q8_launch<CU_QT_Q6_K>(a, qs, ds, n, st);
+    case CU_QT_Q2_K: return mv_q8_launch<CU_QT_Q2_K>(a, qs, ds, n, st);
+    case CU_QT_Q3_K: return mv_q8_launch<CU_QT_Q3_K>(a, qs, ds, n, st);
+    case CU_QT_IQ4_NL: return mv_q8_launch<CU_QT_IQ4_NL>(a, qs, ds, n, st);
+    case CU_QT_IQ4_XS: return mv_q8_launch<CU_QT_IQ4_XS>(a, qs, ds, n, st);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -60,6 +60,10 @@ extern "C" cudaError_t cu_embed(const struct cu_tensor *embd, const int32_t *tok
     case CU_QT_Q4_K: return embed_launch<CU_QT_Q4_K>(*embd, token, n, scale, out, st);
     case CU_QT_Q5_K: return embed_launch<CU_QT_Q5_K>(*embd, token, n, scale, out, st);
     case CU_QT_Q6_K: return embed_launch<CU_QT_Q6_K>(*embd, token, n, scale, out, st);
+    case CU_QT_Q2_K: return embed_launch<CU_QT_Q2_K>(*embd, token, n, scale, out, st);
+    case CU_QT_Q3_K: return embed_launch<CU_QT_Q3_K>(*embd, token, n, scale, out, st);
+    case CU_QT_IQ4_NL: return embed_launch<CU_QT_IQ4_NL>(*embd, token, n, scale, out, st);
+    case CU_QT_IQ4_XS: return embed_launch<CU_QT_IQ4_XS>(*embd, token, n, scale, out, st);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -11,6 +11,8 @@
 #             packages, no network), sm_90, the GPU targets in one ninja call
 #   kernels   every CUDA kernel against the CPU references
 #   e2e       CPU vs CUDA greedy and teacher-forced on the cut SmolLM2
+#   lowbit_e2e  IQ4_XS, IQ4_NL, Q3_K, Q2_K through the backend against the CPU's
+#             (synthetic Llama-3.2-1B, 2 layers)
 #   kvq       the quantized KV cache (q8_0, q4_0) against the CPU backend
 #             with the same type, every layer's hidden state
 #   kv4k_*    decode from position 4096 with the KV cache in f16, q8_0, q4_0
@@ -20,6 +22,8 @@
 #   memcheck  compute-sanitizer on the kernel tests and a short end-to-end run
 #   ncu       Nsight Compute's counters of the batch-1 decode matvecs
 #   ablation  decode without CUDA graphs
+#   bench_{iq4_xs,iq4_nl,q3_k,q2_k}  the low-bit formats of downloaded GGUFs,
+#             on the GPU since issue 40's third session (TRIP_LOWBIT picks them)
 #   ab_*      decode without programmatic dependent launch (TERN_CUDA_NO_PDL),
 #             on the f32 matvec (TERN_CUDA_MV_Q8=0), and the q8 matvec on a
 #             persistent grid prefetching each warp's next pair (TERN_CUDA_MV_PERSIST=1)
@@ -40,6 +44,7 @@ build=${TRIP_BUILD:-$src/build-gpu}
 logs=$build/trip-logs
 model=$trip/smollm2-small.gguf
 types=${TRIP_TYPES:-q4_0 q8_0 q4_k q5_k q6_k f16}
+lowbit=${TRIP_LOWBIT-iq4_xs iq4_nl q3_k q2_k}  # set and empty: none
 t0=$(date +%s)
 export PATH=/usr/local/cuda/bin:$PATH
 command -v nvcc > /dev/null || for d in /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && PATH=$d:$PATH; done
@@ -101,7 +106,7 @@ setup() {
 }
 export -f setup
 # the GPU targets alone, in one call: nothing else can fail them
-gpu_targets="engine/backend/libtern_cuda.so tests/kernels/cuda/test_cuda_kernels tests/engine/backend/test_cuda_e2e tests/engine/backend/test_cuda_embed tests/engine/backend/test_cuda_kvq tests/kernels/cuda/bench_cuda"
+gpu_targets="engine/backend/libtern_cuda.so tests/kernels/cuda/test_cuda_kernels tests/engine/backend/test_cuda_e2e tests/engine/backend/test_cuda_embed tests/engine/backend/test_cuda_kvq tests/engine/backend/test_cuda_lowbit tests/kernels/cuda/bench_cuda"
 # shellcheck disable=SC2086
 step setup 90 setup && step build 300 ninja -C "$build" -j "$(nproc)" $gpu_targets
 build_rc=$?
@@ -113,9 +118,9 @@ fi
 bin=$build/tests/kernels/cuda        # test_cuda_kernels, bench_cuda
 bin_e2e=$build/tests/engine/backend  # test_cuda_e2e, test_cuda_embed, test_cuda_kvq
 if [ $build_rc -ne 0 ]; then
-  for s in kernels e2e embed kvq bench memcheck ablation; do skip $s "build failed"; done
+  for s in kernels e2e embed kvq lowbit_e2e bench memcheck ablation; do skip $s "build failed"; done
 elif [ $gpu = 0 ]; then
-  for s in kernels e2e embed kvq bench memcheck ablation; do skip $s "no GPU"; done
+  for s in kernels e2e embed kvq lowbit_e2e bench memcheck ablation; do skip $s "no GPU"; done
 else
   step kernels 120 "$bin/test_cuda_kernels"
   step e2e 150 "$bin_e2e/test_cuda_e2e" "$model"
@@ -123,6 +128,8 @@ else
   step embed 90 "$bin_e2e/test_cuda_embed" "$model"
   # the quantized KV cache (q8_0, q4_0) against the CPU's, the hidden state of every depth
   step kvq 90 "$bin_e2e/test_cuda_kvq" "$model"
+  # the low-bit formats through the backend (before: refused, the model on the CPU)
+  step lowbit_e2e 60 "$bin_e2e/test_cuda_lowbit" 2 4
   step bench_q4_0 120 "$bin/bench_cuda" llama3-8b q4_0 "$logs/bench_q4_0.json"
   # decode from position 4096 with the KV cache in f16 and q8_0, side by side (Q4_0 weights)
   for kv in f16 q8_0; do
@@ -151,6 +158,11 @@ else
     [ "$t" = q4_0 ] && continue
     step "bench_$t" 100 "$bin/bench_cuda" llama3-8b "$t" "$logs/bench_$t.json"
   done
+  # the low-bit formats (before: the whole model on the CPU): decode and
+  # prefill 512 (their f16 copies feed cuBLAS as every format's do)
+  for t in $lowbit; do
+    step "bench_$t" 60 env BENCH_BATCHES=1,8,64 "$bin/bench_cuda" llama3-8b "$t" "$logs/bench_$t.json"
+  done
   step ablation_no_graphs 60 env TERN_CUDA_NO_GRAPHS=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 \
     BENCH_NO_KERNELS=1 "$bin/bench_cuda" llama3-8b q4_0
   # what this session's decode changes bring, each against the default:
@@ -159,7 +171,7 @@ else
     "$bin/bench_cuda" llama3-8b q4_0
   step ab_no_pdl_q4_k 40 env TERN_CUDA_NO_PDL=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q4_k
-  for t in q4_0 q4_k q6_k; do
+  for t in q4_0 q4_k q6_k iq4_xs; do
     step "ab_f32_mv_$t" 40 env TERN_CUDA_MV_Q8=0 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
       "$bin/bench_cuda" llama3-8b "$t"
   done

@@ -14,6 +14,8 @@ import os
 import re
 import sys
 
+LOWBIT = ("iq4_xs", "iq4_nl", "q3_k", "q2_k")
+
 
 def tap(path):
     """(pass, fail, bail, diagnostics) of a TAP log, or None when absent."""
@@ -50,7 +52,7 @@ def main():
     except FileNotFoundError:
         pass
     s = {"steps": steps}
-    for name in ("kernels", "e2e", "embed", "kvq", "memcheck_kernels", "memcheck_e2e"):
+    for name in ("kernels", "e2e", "embed", "kvq", "lowbit_e2e", "memcheck_kernels", "memcheck_e2e"):
         t = tap(os.path.join(logs, name + ".log"))
         if t is not None and name in steps:
             steps[name]["tap"] = t
@@ -90,6 +92,7 @@ def main():
     targets["e2e"] = passed("e2e")
     targets["embed"] = passed("embed")
     targets["kvq"] = passed("kvq")
+    targets["lowbit_e2e"] = passed("lowbit_e2e")
     mk, me = passed("memcheck_kernels"), passed("memcheck_e2e")
     targets["memcheck"] = None if mk is None and me is None else bool(mk) and me is not False
     q = bench.get("q4_0", {})
@@ -104,9 +107,23 @@ def main():
     if 4096 in pre:
         v = pre[4096].get("gemm_pct", 0)
         targets["prefill4096_gemm_pct"] = {"value": v, "target": 50, "met": v >= 50}
+    # the low-bit formats (IQ4_XS, IQ4_NL, Q3_K, Q2_K): on the GPU since issue
+    # 40's third session; each bench that ran must have decode figures (a
+    # type the backend refused would have none)
+    lb = {}
+    for t in LOWBIT:
+        st = steps.get("bench_" + t)
+        if not st or st["rc"] == "skipped":
+            continue
+        d1 = {d.get("batch"): d for d in bench.get(t, {}).get("decode", [])}.get(1)
+        lb[t] = {"ran": st["rc"] == 0 and d1 is not None,
+                 "b1_tok_s": d1.get("tok_s") if d1 else None,
+                 "b1_roofline_pct": d1.get("roofline_pct") if d1 else None}
+    s["lowbit"] = lb
+    targets["lowbit_on_gpu"] = None if not lb else all(v["ran"] for v in lb.values())
     s["targets"] = targets
     correct = [targets[k] for k in ("kernels", "e2e", "memcheck")]
-    correct += [targets[k] for k in ("embed", "kvq") if targets[k] is not None]
+    correct += [targets[k] for k in ("embed", "kvq", "lowbit_e2e") if targets[k] is not None]
     s["ran_on_gpu"] = steps.get("kernels", {}).get("rc") not in (None, "skipped")
     s["ok"] = s["ran_on_gpu"] and all(c is True for c in correct)
     s["built"] = steps.get("build", {}).get("rc") == 0
@@ -143,6 +160,10 @@ def main():
                      k.get("matvec_gbps", 0), k.get("dequant_gbps", 0), k.get("attn4k_gbps", 0))
                   + (" (%.1f us; KV q8_0 %.1f us, q4_0 %.1f us)" % (k["attn4k_us"], k["attn4k_q8_0_us"], k["attn4k_q4_0_us"])
                      if "attn4k_q8_0_us" in k and "attn4k_us" in k and "attn4k_q4_0_us" in k else ""))
+        if lb:
+            print("  low-bit decode b1: " + " | ".join(
+                "%s %s" % (t, "%.1f tok/s %.0f%%" % (v["b1_tok_s"], v["b1_roofline_pct"] or 0)
+                           if v["ran"] else "FAILED") for t, v in lb.items()))
         if kvd:
             print("  kv decode from 4096: " + " | ".join(
                 "%s %s" % (k, " ".join("b%s %.1f tok/s" % (b, v) for b, v in sorted(d.items(), key=lambda x: x[0])

@@ -78,7 +78,8 @@ static void test_synthetic_shapes(void)
  * spread of a trained model, for every format the generator makes. */
 static void test_synthetic_values(void)
 {
-    const uint32_t types[] = { QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q6_K };
+    const uint32_t types[] = { QT_F32,  QT_F16,  QT_BF16, QT_Q4_0, QT_Q4_1,   QT_Q5_0,  QT_Q5_1, QT_Q8_0,
+                               QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q6_K, QT_IQ4_NL, QT_IQ4_XS };
     enum { N = 64 * 256 };
     static uint8_t raw[N * 4];
     static float v[N];
@@ -145,8 +146,8 @@ static void test_synthetic_identity(void)
        (unsigned long long)d->n_params);
     struct model *bad = model_open_synthetic("nope", QT_Q4_0, 1, err, sizeof err);
     ok(!bad && strstr(err, "nope") && strstr(err, "llama3-8b"), "unknown name names the known ones: %s", err);
-    bad = model_open_synthetic("llama3-8b", QT_Q3_K, 1, err, sizeof err);
-    ok(!bad && strstr(err, "Q3_K"), "unsupported type named: %s", err);
+    bad = model_open_synthetic("llama3-8b", QT_Q8_1, 1, err, sizeof err);
+    ok(!bad && strstr(err, "Q8_1"), "unsupported type named: %s", err);
 done:
     model_close(a);
     model_close(b);
@@ -198,6 +199,27 @@ static void test_plan(void)
     cfg.kv_bytes = 0;
     rc = cuda_plan_compute(m, &cfg, (uint64_t)(4 * GIB), (uint64_t)(4 * GIB), &p, err, sizeof err);
     ok(rc == -1 && strstr(err, "out of device memory"), "4 GiB device too small for 8B q4_0: %s", err);
+    /* every type the kernels read plans (no CPU fallback): the low-bit
+     * formats of downloaded GGUFs too, at their GGUF size */
+    {
+        const uint32_t gpu_types[] = { QT_Q2_K, QT_Q3_K, QT_IQ4_NL, QT_IQ4_XS };
+        for (size_t k = 0; k < sizeof gpu_types / sizeof gpu_types[0]; k++) {
+            struct model *mt = model_open_synthetic_ex("llama3-8b", gpu_types[k], 1, SYNTH_NO_HOST_DATA, err, sizeof err);
+            if (!ok(mt != NULL, "llama3-8b %s shapes: %s", qtype_name(gpu_types[k]), mt ? "" : err)) continue;
+            uint64_t wb = tensor_bytes(&mt->tok_embd) + tensor_bytes(&mt->output);
+            for (int l = 0; l < mt->hp.n_layer; l++) wb += tensor_bytes(&mt->layers[l].w_down);
+            struct cuda_plan pt;
+            rc = cuda_plan_compute(mt, &cfg, free_b, total_b, &pt, err, sizeof err);
+            ok(rc == 0 && pt.weight_bytes > wb && pt.weight_bytes < 4 * wb, "llama3-8b %s plans on the GPU: %s",
+               qtype_name(gpu_types[k]), rc ? err : "");
+            model_close(mt);
+        }
+        uint32_t block, bytes;
+        ok(cuda_fmt(QT_IQ4_NL, &block, &bytes) && block == 32 && bytes == 18 && cuda_fmt(QT_IQ4_XS, &block, &bytes) &&
+               block == 256 && bytes == 136 && cuda_fmt(QT_Q3_K, &block, &bytes) && bytes == 110 &&
+               cuda_fmt(QT_Q2_K, &block, &bytes) && bytes == 84 && !cuda_fmt(QT_Q8_1, &block, &bytes),
+           "cuda_fmt: GGUF block sizes of IQ4_NL, IQ4_XS, Q3_K, Q2_K; Q8_1 refused");
+    }
     /* the quantized pools: the CPU backend's blocks, 34 and 18 bytes per 32 values */
     cfg.kv_type = KV_Q8_0;
     rc = cuda_plan_compute(m, &cfg, free_b, total_b, &p, err, sizeof err);

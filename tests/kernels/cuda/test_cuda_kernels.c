@@ -113,8 +113,8 @@ static void wmat_free(struct wmat *w)
     cudaFree(w->dev);
 }
 
-static const uint32_t all_types[] = { QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0,
-                                      QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K };
+static const uint32_t all_types[] = { QT_F32,  QT_F16,  QT_BF16, QT_Q4_0, QT_Q4_1,   QT_Q5_0,  QT_Q5_1, QT_Q8_0,
+                                      QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q2_K, QT_Q3_K, QT_IQ4_NL, QT_IQ4_XS };
 
 static void test_dequant_matvec(void)
 {
@@ -227,7 +227,7 @@ static void ref_mv(const struct wmat *w, const float *x, int n, double *y, doubl
 /* q, k, v in one launch (last with odd rows), and gate/up with the GLU fused. */
 static void test_fused_matvec(void)
 {
-    const uint32_t types[] = { QT_F16, QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_Q4_K, QT_Q6_K };
+    const uint32_t types[] = { QT_F16, QT_Q4_0, QT_Q5_0, QT_Q8_0, QT_Q4_K, QT_Q6_K, QT_Q2_K, QT_IQ4_XS };
     const int64_t cols = 512, rows3[3] = { 64, 16, 13 };
     float *table = malloc(65536 * sizeof *table);
     ops_gelu_table_init(table);
@@ -750,7 +750,8 @@ static void test_matvec_q8_persist(void)
  * for the split formats and the K-quants. */
 static void test_matvec_q8(void)
 {
-    const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K };
+    const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K,
+                               QT_Q2_K, QT_Q3_K, QT_IQ4_NL, QT_IQ4_XS };
     const int64_t cols = emu ? 512 : 4096, rows3[3] = { 64, 16, 13 };
     const int ns[] = { 1, 3, 8 };
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -845,8 +846,14 @@ static void test_matvec_q8(void)
         }
     }
     ok(cu_matvec_q8_supported(QT_Q4_K) && cu_matvec_q8_supported(QT_Q6_K) && cu_matvec_q8_supported(QT_Q4_0) &&
-       !cu_matvec_q8_supported(QT_Q5_0) && !cu_matvec_q8_supported(QT_F16) && !cu_matvec_q8_supported(QT_BF16),
-       "q8 path: Q4_0, Q4_1, Q8_0 and the K-quants; Q5_0 and the float types keep the f32 matvec");
+       cu_matvec_q8_supported(QT_Q2_K) && cu_matvec_q8_supported(QT_Q3_K) && cu_matvec_q8_supported(QT_IQ4_NL) &&
+       cu_matvec_q8_supported(QT_IQ4_XS) && !cu_matvec_q8_supported(QT_Q5_0) && !cu_matvec_q8_supported(QT_F16) &&
+       !cu_matvec_q8_supported(QT_BF16),
+       "q8 path: Q4_0, Q4_1, Q8_0, the K-quants and IQ4; Q5_0 and the float types keep the f32 matvec");
+    ok(cu_type_supported(QT_Q2_K) && cu_type_supported(QT_Q3_K) && cu_type_supported(QT_IQ4_NL) &&
+       cu_type_supported(QT_IQ4_XS) && !cu_type_supported(QT_Q8_1) &&
+       cu_tensor_bytes(QT_IQ4_XS, 3, 512) == 3 * 2 * 136 && cu_tensor_bytes(QT_IQ4_NL, 3, 64) == 3 * 2 * 18,
+       "the kernels read Q2_K, Q3_K, IQ4_NL and IQ4_XS at their GGUF sizes; Q8_1 refused");
 }
 
 int main(int argc, char **argv)

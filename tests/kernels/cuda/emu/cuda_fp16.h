@@ -43,6 +43,14 @@ inline int __dp4a(int a, int b, int c)
     for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
     return c;
 }
+/* bytes of {y, x} picked by the low 3 bits of each of s's 4 low nibbles */
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    const uint64_t v = (uint64_t)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+    return r;
+}
 inline int __float2int_rn(float v) { return (int)nearbyintf(v); } /* ties to even (default mode) */
 
 inline float __half2float(__half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
