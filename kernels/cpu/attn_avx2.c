@@ -65,20 +65,29 @@ static inline __attribute__((always_inline)) void deq16(float *dst, __m128i q, c
 }
 
 /* 8 signed bytes times s (deq8v), and 8 q4_0 nibbles, the low or (hi)
- * the high ones of 8 bytes, less 8, times s (deq4v): the quantized K and V
- * values read in place (attn_tile.inc's qk_rows, ldq). */
+ * the high ones of 8 bytes, times s plus o = -8 s (deq4v; deq8o: bytes
+ * without the bias, d · (u - 8) as one exact fused multiply-add): the
+ * quantized K and V values read in place (attn_tile.inc's qk_rows, ldq). */
 static inline __attribute__((always_inline)) __m256 deq8v(const int8_t *p, __m256 s)
 {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                              _mm_loadl_epi64((const __m128i *)p))), s);
 }
 
-static inline __attribute__((always_inline)) __m256 deq4v(const uint8_t *p, int hi, __m256 s)
+static inline __attribute__((always_inline)) __m256 deq8o(const int8_t *p, __m256 s,
+                                                        __m256 o)
+{
+    const __m256i x = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), s, o);
+}
+
+static inline __attribute__((always_inline)) __m256 deq4v(const uint8_t *p, int hi, __m256 s,
+                                                        __m256 o)
 {
     __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
     if (hi) x = _mm256_srli_epi32(x, 4);
-    x = _mm256_sub_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x0F)), _mm256_set1_epi32(8));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(x), s);
+    x = _mm256_and_si256(x, _mm256_set1_epi32(0x0F));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), s, o);
 }
 
 #include "attn_tile.inc"
