@@ -53,4 +53,39 @@ static inline __attribute__((always_inline)) void add4pd(void *acc, const float 
     memcpy(acc, &a, sizeof a);
 }
 
+/* 16 signed bytes times per-lane scales sc (or d, sc NULL) into dst: the
+ * quantized K and V values (attn_tile.inc's load_block_tq, load_row_q). */
+static inline __attribute__((always_inline)) void deq16(float *dst, __m128i q, const float *sc,
+                                                        float d)
+{
+    const __m512 s = sc ? _mm512_loadu_ps(sc) : _mm512_set1_ps(d);
+    _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), s));
+}
+
+/* 16 signed bytes times s (deq8v), and 16 q4_0 nibbles, the low or
+ * (hi) the high ones of 16 bytes, times s plus o = -8 s (deq4v; deq8o:
+ * bytes without the bias, d · (u - 8) as one exact fused multiply-add):
+ * the quantized K and V values read in place (attn_tile.inc's qk_rows, ldq). */
+static inline __attribute__((always_inline)) __m512 deq8v(const int8_t *p, __m512 s)
+{
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                             _mm_loadu_si128((const __m128i *)p))), s);
+}
+
+static inline __attribute__((always_inline)) __m512 deq8o(const int8_t *p, __m512 s,
+                                                        __m512 o)
+{
+    const __m512i x = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), s, o);
+}
+
+static inline __attribute__((always_inline)) __m512 deq4v(const uint8_t *p, int hi, __m512 s,
+                                                        __m512 o)
+{
+    __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    if (hi) x = _mm512_srli_epi32(x, 4);
+    x = _mm512_and_si512(x, _mm512_set1_epi32(0x0F));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), s, o);
+}
+
 #include "attn_tile.inc"

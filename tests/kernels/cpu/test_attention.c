@@ -1,6 +1,7 @@
 /* test_attention: the CPU attention kernel (kernels/cpu/attention.h) over
  * long spans (several parts of ATTN_PART keys), sliding windows, softcap,
- * GQA ratios 1 to 8, f32 / f16 / q8_0 / q4_0 KV and block sizes that do not divide
+ * GQA ratios 1 to 8, f32 / f16 / q8_0 / q4_0 KV (head dims of one to four
+ * quantization blocks, lengths off the blocks) and block sizes that do not divide
  * the part: against a direct double computation on the stored values, every
  * ISA equal to scalar bit for bit, and a query's output the same bits
  * whether it runs in one prefill batch, in chunks, or alone as a decode
@@ -40,6 +41,16 @@ struct fixture {
     struct attn_layer L;
 };
 
+static int32_t gcd(int32_t a, int32_t b)
+{
+    while (b) {
+        const int32_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
 static void fixture_open(struct fixture *f, const struct cfg *c)
 {
     const int32_t kd = c->nkv * c->hd, qd = c->nh * c->hd;
@@ -56,7 +67,7 @@ static void fixture_open(struct fixture *f, const struct cfg *c)
     f->table = malloc(sizeof(int32_t) * (size_t)nblk);
     f->tabs = malloc(sizeof(*f->tabs) * (size_t)c->ntok);
     int32_t mul = 7;   /* a shuffled block table: i -> (i·mul + 3) mod nblk, mul coprime to nblk */
-    while (nblk % mul == 0 && mul < nblk) mul += 2;
+    while (gcd(nblk, mul) != 1) mul += 2;   /* (nblk % mul alone let 21 blocks take 9) */
     for (int32_t i = 0; i < nblk; i++) f->table[i] = (int32_t)(((int64_t)i * mul + 3) % nblk);
     f->L = (struct attn_layer){ f->kp, f->vp, c->type, c->bt, row };
     char *stored = malloc(row);
@@ -197,6 +208,16 @@ int main(void)
         { "GQA 1, f32, hd 48, blocks of 12, window 300, softcap 20", 2, 2, 48, 12, 560, 300,
           OPS_KV_F32, 20.0f },
         { "GQA 2, f16, blocks of 4", 4, 2, 64, 4, 530, 0, OPS_KV_F16, 0.0f },
+        /* the quantized rows read in place by decode and transposed per
+         * quantization block (attn_tile.inc): lengths off the blocks of 16
+         * and 32, one, two and three quantization blocks per head, blocks
+         * of 32 keys; a wrong block or scale breaks the double reference */
+        { "GQA 3, q8_0, hd 64, 301 tokens", 9, 3, 64, 16, 301, 0, OPS_KV_Q8_0, 0.0f },
+        { "GQA 4, q8_0, hd 128, window 200, 333 tokens", 8, 2, 128, 16, 333, 200, OPS_KV_Q8_0,
+          0.0f },
+        { "GQA 2, q4_0 (hd 96: unrotated), softcap 30, 275 tokens", 4, 2, 96, 16, 275, 0,
+          OPS_KV_Q4_0, 30.0f },
+        { "GQA 1, q8_0, blocks of 32, 259 tokens", 2, 2, 64, 32, 259, 0, OPS_KV_Q8_0, 0.0f },
     };
     struct threadpool *tps[3] = { tp_open(1), tp_open(2), tp_open(3) };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) run_cfg(&cfgs[i], tps);
