@@ -772,6 +772,8 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     cu_set_attn_lanes(getenv("TERN_CUDA_ATTN_LANES") != NULL && strcmp(getenv("TERN_CUDA_ATTN_LANES"), "0") != 0);
     const char *mvp = getenv("TERN_CUDA_MV_PERSIST"); /* the trip's A/B of the q8 kernel's grid */
     cu_set_mv_persist(mvp != NULL && strcmp(mvp, "0") != 0);
+    const char *mvpipe = getenv("TERN_CUDA_MV_PIPE"); /* the trip's A/B of the pipelined q8 matvec */
+    cu_set_mv_pipe(mvpipe != NULL && strcmp(mvpipe, "0") != 0);
     struct cuda_plan *p = &c->plan;
     cuda_ws_size(&m->hp, p->max_batch_tokens, p->max_seqs, p->max_blocks_per_seq, &c->wsz);
     CU(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));

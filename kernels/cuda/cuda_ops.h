@@ -29,6 +29,10 @@ void cu_set_pdl(bool on);
 /* The int8-activation matvec on a persistent grid, each warp prefetching its
  * next row pair into L2 (off by default; the trip's A/B, TERN_CUDA_MV_PERSIST). */
 void cu_set_mv_persist(bool on);
+/* The split formats' int8-activation matvec software-pipelined: each warp
+ * walks several row pairs, the next round's weight loads issued before this
+ * round's dot products (off by default; the trip's A/B, TERN_CUDA_MV_PIPE). */
+void cu_set_mv_pipe(bool on);
 /* Decode attention with a lane per key (off by default; the trip's A/B at
  * long contexts, TERN_CUDA_ATTN_LANES). */
 void cu_set_attn_lanes(bool on);

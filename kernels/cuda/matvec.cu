@@ -158,15 +158,13 @@ __device__ __forceinline__ float split_dot4(const uint4 *q, int e, float4 xv)
 
 // A lane's loads of one round: SU units of both rows (quants and scales), all
 // issued before any is used; a missing second row reads as zero weights.
-template <int T>
+template <int T, int SU = split_fmt<T>::SU>
 __device__ __forceinline__ void split_load(const cu_tensor &wa, const cu_tensor &wb, size_t ba, size_t bb,
                                            bool two, int64_t u0, int64_t upr,
-                                           uint4 (&qa)[split_fmt<T>::SU][split_fmt<T>::QW],
-                                           uint4 (&qb)[split_fmt<T>::SU][split_fmt<T>::QW],
-                                           float (&da)[split_fmt<T>::SU], float (&ma)[split_fmt<T>::SU],
-                                           float (&db)[split_fmt<T>::SU], float (&mb)[split_fmt<T>::SU])
+                                           uint4 (&qa)[SU][split_fmt<T>::QW], uint4 (&qb)[SU][split_fmt<T>::QW],
+                                           float (&da)[SU], float (&ma)[SU], float (&db)[SU], float (&mb)[SU])
 {
-    constexpr int QW = split_fmt<T>::QW, SU = split_fmt<T>::SU;
+    constexpr int QW = split_fmt<T>::QW;
 #pragma unroll
     for (int k = 0; k < SU; k++) {
         const int64_t u = u0 + 32 * k;
@@ -525,6 +523,88 @@ k_matvec_q8(const mv_args a, const int8_t *__restrict__ qs, const float2 *__rest
     }
 }
 
+// The pipelined variant (TERN_CUDA_MV_PIPE=1, the trip's A/B): the kernel
+// above issues a round's loads, then waits on them, then reduces and stores,
+// with no weight byte in flight during its dot products and its tail; on the
+// 4096-wide q/k/v and wo matrices a pair is a single round, so every warp was
+// one load latency plus one reduction (trip 10: 1.4 TB/s). Here a warp walks
+// several pairs (the grid is at most the resident blocks) as one stream of
+// rounds, and the next round's loads (its own pair's next units, or the next
+// pair's first) are issued before this round's dot products, reduction and
+// store. Rounds are warp-uniform (base r0, lane's unit r0 + lane) so every
+// lane reaches mv_store's shuffles together. The same sums in the same order
+// per lane as k_matvec_q8: the same bits.
+// Two rounds live at once: 2 units a round (4 for Q4_0/Q4_1 spill, ptxas sm_90).
+template <int T> struct pipe_round {
+    static constexpr int SU = 2;
+    uint4 qa[SU][split_fmt<T>::QW], qb[SU][split_fmt<T>::QW];
+    float da[SU], ma[SU], db[SU], mb[SU];
+};
+
+template <int T>
+__device__ __forceinline__ void pipe_load(const mv_args &a, const mv_pos &o, int64_t u0, pipe_round<T> &b)
+{
+    const cu_tensor &wa = a.w[a.glu ? 0 : o.i], &wb = a.w[a.glu ? 1 : o.i];
+    const int64_t upr = wa.cols / 32;
+    const size_t ba = (size_t)o.ra * (size_t)upr, bb = (size_t)(o.two ? o.rb : o.ra) * (size_t)upr;
+    split_load<T, pipe_round<T>::SU>(wa, wb, ba, bb, o.two, u0, upr, b.qa, b.qb, b.da, b.ma, b.db, b.mb);
+}
+
+template <int T, int NB>
+__global__ void __launch_bounds__(MV_WARPS * 32, MV_BLOCKS_PER_SM)
+k_matvec_q8p(const mv_args a, const int8_t *__restrict__ qs, const float2 *__restrict__ ds, int n)
+{
+    constexpr int SU = pipe_round<T>::SU;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t stride = (int64_t)gridDim.x * MV_WARPS;
+    int64_t p = (int64_t)blockIdx.x * MV_WARPS + warp;
+    pdl_trigger();
+    q8_prefetch<T>(a, p, lane);
+    pdl_wait();
+    mv_pos o;
+    if (!mv_locate(a, p, o)) return; // the warp's pairs are p, p + stride, ...: none
+    const int64_t upr = a.w[0].cols / 32; // one width per launch (cu_matvec_q8 checks)
+    int64_t r0 = 0;
+    pipe_round<T> cur;
+    pipe_load<T>(a, o, r0 + lane, cur);
+    float acc[2][NB];
+#pragma unroll
+    for (int t = 0; t < NB; t++) acc[0][t] = acc[1][t] = 0.0f;
+    for (;;) {
+        // the round after this one: this pair's next units, or the next pair's first
+        const bool last = r0 + 32 * SU >= upr;
+        mv_pos on = o;
+        const int64_t rn = last ? 0 : r0 + 32 * SU;
+        const bool more = !last || mv_locate(a, p + stride, on);
+        pipe_round<T> nxt;
+        if (more) pipe_load<T>(a, on, rn + lane, nxt);
+#pragma unroll
+        for (int k = 0; k < SU; k++) {
+            const int64_t u = r0 + lane + 32 * k;
+            if (u >= upr) break;
+#pragma unroll
+            for (int t = 0; t < NB; t++) {
+                if (t < n) {
+                    int xw[8];
+                    const float2 xd = q8_x_unit(qs, ds, (size_t)t * (size_t)upr + (size_t)u, xw);
+                    acc[0][t] += cur.da[k] * (xd.x * (float)q8_dot<T>(cur.qa[k], xw)) + cur.ma[k] * xd.y;
+                    acc[1][t] += cur.db[k] * (xd.x * (float)q8_dot<T>(cur.qb[k], xw)) + cur.mb[k] * xd.y;
+                }
+            }
+        }
+        if (last) {
+            mv_store<NB>(a, o, acc, n, lane);
+#pragma unroll
+            for (int t = 0; t < NB; t++) acc[0][t] = acc[1][t] = 0.0f;
+            p += stride;
+        }
+        if (!more) break;
+        o = on;
+        r0 = rn;
+        cur = nxt;
+    }
+}
+
 // ---- the K-quants and IQ4 on int8 activations (GGUF layout) ----
 // A lane owns unit u (32 elements: sub-block u % 8 of super-block u / 8) of
 // both rows, as the split kernel does. Per unit the weights are integers
@@ -727,6 +807,8 @@ k_matvec_q8k(const mv_args a, const int8_t *__restrict__ qs, const float2 *__res
 // current): the trip measures both (TERN_CUDA_MV_PERSIST).
 static bool g_mv_persist = false;
 extern "C" void cu_set_mv_persist(bool on) { g_mv_persist = on; }
+static bool g_mv_pipe = false; // k_matvec_q8p for the split formats (TERN_CUDA_MV_PIPE)
+extern "C" void cu_set_mv_pipe(bool on) { g_mv_pipe = on; }
 
 template <int T> constexpr bool is_kquant()
 {
@@ -740,6 +822,7 @@ static void mv_q8_go(const mv_args &a, const int8_t *qs, const float2 *ds, int32
                      cudaStream_t st)
 {
     if constexpr (is_kquant<T>()) CU_LAUNCH((k_matvec_q8k<T, NB>), grid, block, 0, st, a, qs, ds, n);
+    else if (g_mv_pipe) CU_LAUNCH((k_matvec_q8p<T, NB>), grid, block, 0, st, a, qs, ds, n);
     else CU_LAUNCH((k_matvec_q8<T, NB>), grid, block, 0, st, a, qs, ds, n);
 }
 
@@ -749,7 +832,8 @@ static cudaError_t mv_q8_launch(mv_args &a, const int8_t *qs, const float2 *ds, 
     static int sms = 0; // the device's SM count, asked once
     const int64_t pairs = a.pair_end[a.nt - 1];
     int64_t need = (pairs + MV_WARPS - 1) / MV_WARPS;
-    if (g_mv_persist && sms == 0) {
+    const bool pipe = g_mv_pipe && !is_kquant<T>();
+    if ((g_mv_persist || pipe) && sms == 0) {
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
@@ -758,6 +842,9 @@ static cudaError_t mv_q8_launch(mv_args &a, const int8_t *qs, const float2 *ds, 
     }
     a.pf = !is_kquant<T>() && g_mv_persist && sms > 0 && need > (int64_t)sms * MV_BLOCKS_PER_SM;
     if (a.pf) need = (int64_t)sms * MV_BLOCKS_PER_SM;
+    // the pipelined kernel: at most the resident blocks, so a warp walks
+    // several pairs and its next pair's loads overlap this one's tail
+    if (pipe && sms > 0 && need > (int64_t)sms * MV_BLOCKS_PER_SM) need = (int64_t)sms * MV_BLOCKS_PER_SM;
     const dim3 grid((unsigned)need), block(MV_WARPS * 32);
     if (n <= 1) mv_q8_go<T, 1>(a, qs, ds, n, grid, block, st);
     else if (n <= 2) mv_q8_go<T, 2>(a, qs, ds, n, grid, block, st);

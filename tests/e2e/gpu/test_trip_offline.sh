@@ -19,6 +19,8 @@ printf 'ok 1 - IQ4_XS: the CUDA backend takes the model\nok 2 - IQ4_XS, 2 layers
 # decode from position 4096 by KV type (bench_cuda BENCH_KV, the trip's kv4k_* steps)
 echo '{"model": "llama3-8b", "type": "Q4_0", "kv_type": "f16", "decode": [{"batch": 1, "tok_s": 212.0}, {"batch": 8, "tok_s": 509.0}]}' > "$logs/kv4k_f16.json"
 echo '{"model": "llama3-8b", "type": "Q4_0", "kv_type": "q8_0", "decode": [{"batch": 1, "tok_s": 231.5}, {"batch": 8, "tok_s": 640.2}]}' > "$logs/kv4k_q8_0.json"
+# the pipelined int8 matvec's bench (ab_mv_pipe_q4_0 writes mv_pipe_q4_0.json)
+echo '{"model": "llama3-8b", "type": "Q4_0", "decode": [{"batch": 1, "tok_s": 247.6}, {"batch": 64, "tok_s": 5260.0}]}' > "$logs/mv_pipe_q4_0.json"
 printf 'ok 1 - a\n1..1\n========= ERROR SUMMARY: 0 errors\n' > "$logs/memcheck_kernels.log"
 printf 'ok 1 - a\n1..1\n========= ERROR SUMMARY: 0 errors\n' > "$logs/memcheck_e2e.log"
 cat > "$logs/bench_q4_0.json" <<'J'
@@ -55,7 +57,11 @@ assert t["batch64_x_batch1"]["met"] is True and abs(t["batch64_x_batch1"]["value
 assert t["prefill4096_gemm_pct"]["met"] is False
 assert s["steps"]["memcheck_kernels"]["memcheck_errors"] == 0
 assert s["lowbit"]["iq4_xs"] == {"ran": True, "b1_tok_s": 251.5, "b1_roofline_pct": 30.1}
-assert s["lowbit"]["q2_k"]["ran"] is False and t["lowbit_on_gpu"] is False and "q3_k" not in s["lowbit"]' "$tmp/gpu.json"
+assert s["lowbit"]["q2_k"]["ran"] is False and t["lowbit_on_gpu"] is False and "q3_k" not in s["lowbit"]
+assert s["mv_pipe"] == {"q4_0": {"1": {"pipe": 247.6, "default": 206.3, "x": 1.2},
+                                 "64": {"pipe": 5260.0, "default": 5260.0, "x": 1.0}}}, s["mv_pipe"]' "$tmp/gpu.json"
+grep -q "mv pipelined vs default: q4_0 b1 247.6/206.3 tok/s (x1.2) b64 5260.0/5260.0 tok/s (x1.0)" "$tmp/gpu.txt"
+ok $? "the printed summary has the pipelined matvec's decode beside the default's"
 grep -q "bench q4_0" "$tmp/gpu.txt"; ok $? "the printed summary has the bench line"
 grep -q "low-bit decode b1: iq4_xs 251.5 tok/s 30% | q2_k FAILED" "$tmp/gpu.txt"
 ok $? "and the low-bit formats' batch-1 decode, a bench without figures as FAILED"

@@ -26,7 +26,9 @@
 #             on the GPU since issue 40's third session (TRIP_LOWBIT picks them)
 #   ab_*      decode without programmatic dependent launch (TERN_CUDA_NO_PDL),
 #             on the f32 matvec (TERN_CUDA_MV_Q8=0), and the q8 matvec on a
-#             persistent grid prefetching each warp's next pair (TERN_CUDA_MV_PERSIST=1)
+#             persistent grid prefetching each warp's next pair (TERN_CUDA_MV_PERSIST=1),
+#             and software-pipelined (TERN_CUDA_MV_PIPE=1: ab_mv_pipe_q4_0 runs
+#             right after bench_q4_0; the summary's mv_pipe sets them side by side)
 #   ctx4k     decode from position 4096 (Q4_0, Q8_0; batch 1 and 8)
 #   ncu_step  one batch-1 decode step profiled kernel by kernel: time per kernel name
 # Detailed logs travel in OUTDIR/logs.tgz (a trip brings back at most 8 files);
@@ -131,6 +133,10 @@ else
   # the low-bit formats through the backend (before: refused, the model on the CPU)
   step lowbit_e2e 60 "$bin_e2e/test_cuda_lowbit" 2 4
   step bench_q4_0 120 "$bin/bench_cuda" llama3-8b q4_0 "$logs/bench_q4_0.json"
+  # the software-pipelined int8 matvec (TERN_CUDA_MV_PIPE=1) right after it, on the same machine:
+  # the summary's mv_pipe puts its decode beside bench_q4_0's
+  step ab_mv_pipe_q4_0 40 env TERN_CUDA_MV_PIPE=1 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q4_0 "$logs/mv_pipe_q4_0.json"
   # decode from position 4096 with the KV cache in f16 and q8_0, side by side (Q4_0 weights)
   for kv in f16 q8_0; do
     step "kv4k_$kv" 45 env BENCH_KV="$kv" BENCH_CTX=4096 BENCH_BATCHES=1,8 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
@@ -194,6 +200,8 @@ else
     "$bin/bench_cuda" llama3-8b q4_0
   step ab_mv_persist_q8_0 40 env TERN_CUDA_MV_PERSIST=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
     "$bin/bench_cuda" llama3-8b q8_0
+  step ab_mv_pipe_q8_0 40 env TERN_CUDA_MV_PIPE=1 BENCH_BATCHES=1 BENCH_NO_PREFILL=1 BENCH_NO_KERNELS=1 \
+    "$bin/bench_cuda" llama3-8b q8_0 "$logs/mv_pipe_q8_0.json"
   # where a decode step's time goes, kernel by kernel: one batch-1 step (its
   # graph's nodes profiled one by one, caches and clocks left alone)
   if [ -n "$ncu" ]; then

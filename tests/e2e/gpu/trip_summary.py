@@ -79,6 +79,22 @@ def main():
             except (ValueError, OSError, KeyError, TypeError) as e:
                 kvd[fn[5:-5]] = {"error": "unreadable: %s" % e}
     s["kv_decode_ctx4096"] = kvd
+    # the pipelined int8 matvec (TERN_CUDA_MV_PIPE=1, mv_pipe_TYPE.json) beside
+    # the same type's default bench: tok/s per batch and the ratio
+    mvp = {}
+    for fn in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+        if fn.startswith("mv_pipe_") and fn.endswith(".json"):
+            t = fn[8:-5]
+            try:
+                j = json.load(open(os.path.join(logs, fn)))
+                base = {d["batch"]: d["tok_s"] for d in bench.get(t, {}).get("decode", [])}
+                mvp[t] = {str(d["batch"]): {"pipe": d["tok_s"], "default": base.get(d["batch"]),
+                                            "x": round(d["tok_s"] / base[d["batch"]], 3)
+                                            if base.get(d["batch"]) else None}
+                          for d in j.get("decode", [])}
+            except (ValueError, OSError, KeyError, TypeError, ZeroDivisionError) as e:
+                mvp[t] = {"error": "unreadable: %s" % e}
+    s["mv_pipe"] = mvp
 
     def passed(name):
         st = steps.get(name)
@@ -169,6 +185,13 @@ def main():
                 "%s %s" % (k, " ".join("b%s %.1f tok/s" % (b, v) for b, v in sorted(d.items(), key=lambda x: x[0])
                                        if not isinstance(v, str)) or d.get("error", "?"))
                 for k, d in sorted(kvd.items())))
+        if mvp:
+            print("  mv pipelined vs default: " + " | ".join(
+                "%s %s" % (t, " ".join("b%s %.1f/%s tok/s (x%s)" % (b, v["pipe"], "%.1f" % v["default"]
+                                                                     if v["default"] else "?", v["x"] or "?")
+                                       for b, v in sorted(d.items(), key=lambda x: int(x[0]))
+                                       if isinstance(v, dict)) or d.get("error", "?"))
+                for t, d in sorted(mvp.items())))
         for fn in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
             if fn.startswith(("ab_", "ablation_", "ctx")) and fn.endswith(".log"):
                 for line in open(os.path.join(logs, fn), errors="replace"):

@@ -743,6 +743,62 @@ static void test_matvec_q8_persist(void)
     wmat_free(&w[1]);
 }
 
+/* The pipelined q8 matvec (cu_set_mv_pipe) on shapes where a warp walks
+ * several row pairs (more pairs than resident warps: 64 under the emulation's
+ * 4 SMs) and a pair takes several rounds with a partial last one (69 units of
+ * 32 in a row, rounds of 64): the same bits as the default kernel, for the
+ * three split formats, plain (a lone last row), stacked and GLU, 1, 3 and 8
+ * tokens. */
+static void test_matvec_q8_pipe(void)
+{
+    const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0 };
+    const int64_t cols = 69 * 32, rows[2] = { emu ? 150 : 40000, emu ? 151 : 40001 };
+    const int ns[] = { 1, 3, 8 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        struct wmat w[2];
+        wmat_make(&w[0], types[ti], rows[0], cols, 821);
+        wmat_make(&w[1], types[ti], rows[1], cols, 822);
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            const int n = ns[ni];
+            float *x = frand_vec((size_t)n * cols, 1.0f), *dx = dev_copy(x, (size_t)n * cols * 4), *y[2];
+            void *xq = NULL;
+            CK(cudaMalloc(&xq, cu_q8_bytes(n, cols)));
+            CK(cu_quant_q8(dx, n, cols, xq, 0));
+            for (int i = 0; i < 2; i++) CK(cudaMalloc((void **)&y[i], (size_t)n * rows[i] * 4));
+            struct cu_tensor up = w[1].t;
+            up.rows = rows[0];
+            const struct cu_tensor *wt[2] = { &w[0].t, &w[1].t }, *gu[2] = { &w[0].t, &up };
+            const size_t cnt = (size_t)n * (rows[0] + rows[1]);
+            float *a = malloc(cnt * 4), *b = malloc(cnt * 4), *nan = malloc(cnt * 4);
+            memset(nan, 0xff, cnt * 4); /* a row the kernel leaves unwritten reads as NaN */
+            for (int glu = 0; glu < 2; glu++) {
+                for (int pass = 0; pass < 2; pass++) {
+                    cu_set_mv_pipe(pass == 1);
+                    for (int i = 0; i < 2; i++)
+                        CK(cudaMemcpy(y[i], nan, (size_t)n * rows[i] * 4, cudaMemcpyHostToDevice));
+                    CK(cu_matvec_q8(glu ? gu : wt, y, 2, glu, xq, n, 0));
+                    float *dst = pass ? b : a;
+                    host_copy(dst, y[0], (size_t)n * rows[0] * 4);
+                    if (!glu) host_copy(dst + (size_t)n * rows[0], y[1], (size_t)n * rows[1] * 4);
+                }
+                cu_set_mv_pipe(false);
+                ok(memcmp(a, b, (glu ? (size_t)n * rows[0] : cnt) * 4) == 0,
+                   "matvec q8 pipelined %s, %s, n=%d: the same bits as the default kernel", qtype_name(types[ti]),
+                   glu ? "gate+up" : "2 matrices stacked, a lone last row", n);
+            }
+            free(a);
+            free(b);
+            free(nan);
+            for (int i = 0; i < 2; i++) cudaFree(y[i]);
+            cudaFree(xq);
+            cudaFree(dx);
+            free(x);
+        }
+        wmat_free(&w[0]);
+        wmat_free(&w[1]);
+    }
+}
+
 /* The int8-activation matvec (the default decode path): cu_quant_q8 must give
  * the CPU's own quantization (d = max/127, nearest even) bit for bit, and the
  * products equal the exact integer sums scaled in f32 (plain, q/k/v stacked,
@@ -790,48 +846,56 @@ static void test_matvec_q8(void)
             float *y[3];
             for (int i = 0; i < 3; i++) CK(cudaMalloc((void **)&y[i], (size_t)n * 64 * 4));
             const struct cu_tensor *wt[3] = { &w[0].t, &w[1].t, &w[2].t };
-            /* reference: sum over blocks of the dequantized weights times d * q */
-            double bad = 0;
-            for (int count = 1; count <= 3; count += 2) {
-                CK(cu_matvec_q8(wt, y, count, 0, xq, n, 0));
-                for (int i = 0; i < count; i++) {
-                    float *gy = malloc((size_t)n * rows3[i] * 4);
-                    host_copy(gy, y[i], (size_t)n * rows3[i] * 4);
-                    for (int t = 0; t < n; t++)
-                        for (int64_t r = 0; r < rows3[i]; r++) {
-                            double s = 0, mag = 0;
-                            for (int64_t c = 0; c < cols; c++) {
-                                const double v = ref[i][r * cols + c] * hd[(t * cols + c) / 32] * hq[t * cols + c];
-                                s += v;
-                                mag += fabs(v);
+            /* the split formats twice: as they run by default, then pipelined (cu_set_mv_pipe) */
+            const bool split = types[ti] == QT_Q4_0 || types[ti] == QT_Q4_1 || types[ti] == QT_Q8_0;
+            for (int pipe = 0; pipe < (split ? 2 : 1); pipe++) {
+                cu_set_mv_pipe(pipe == 1);
+                const char *vn = pipe ? " pipelined" : "";
+                /* reference: sum over blocks of the dequantized weights times d * q */
+                double bad = 0;
+                for (int count = 1; count <= 3; count += 2) {
+                    CK(cu_matvec_q8(wt, y, count, 0, xq, n, 0));
+                    for (int i = 0; i < count; i++) {
+                        float *gy = malloc((size_t)n * rows3[i] * 4);
+                        host_copy(gy, y[i], (size_t)n * rows3[i] * 4);
+                        for (int t = 0; t < n; t++)
+                            for (int64_t r = 0; r < rows3[i]; r++) {
+                                double s = 0, mag = 0;
+                                for (int64_t c = 0; c < cols; c++) {
+                                    const double v = ref[i][r * cols + c] * hd[(t * cols + c) / 32] * hq[t * cols + c];
+                                    s += v;
+                                    mag += fabs(v);
+                                }
+                                bad = fmax(bad, fabs(gy[t * rows3[i] + r] - s) / (2e-6 * mag + 1e-30));
                             }
-                            bad = fmax(bad, fabs(gy[t * rows3[i] + r] - s) / (2e-6 * mag + 1e-30));
-                        }
-                    free(gy);
-                }
-            }
-            ok(bad <= 1.0, "matvec q8 %s n=%d, 1 and 3 matrices: error %.2f of tolerance", qtype_name(types[ti]), n, bad);
-            /* GLU: gate = the first 16 rows of w[0], up = w[1] */
-            struct cu_tensor gate = w[0].t;
-            gate.rows = 16;
-            const struct cu_tensor *gu[2] = { &gate, &w[1].t };
-            CK(cu_matvec_q8(gu, y, 2, 1, xq, n, 0));
-            float *gy = malloc((size_t)n * 16 * 4);
-            host_copy(gy, y[0], (size_t)n * 16 * 4);
-            double e = 0;
-            for (int t = 0; t < n; t++)
-                for (int r = 0; r < 16; r++) {
-                    double g = 0, u = 0;
-                    for (int64_t c = 0; c < cols; c++) {
-                        const double xv = hd[(t * cols + c) / 32] * hq[t * cols + c];
-                        g += ref[0][r * cols + c] * xv;
-                        u += ref[1][r * cols + c] * xv;
+                        free(gy);
                     }
-                    const double want = g / (1.0 + exp(-g)) * u;
-                    e = fmax(e, fabs(gy[t * 16 + r] - want) / (fabs(want) + 1e-3));
                 }
-            ok(e <= 1e-4, "matvec q8 %s gate+up SwiGLU n=%d: rel err %.2g", qtype_name(types[ti]), n, e);
-            free(gy);
+                ok(bad <= 1.0, "matvec q8%s %s n=%d, 1 and 3 matrices: error %.2f of tolerance", vn,
+                   qtype_name(types[ti]), n, bad);
+                /* GLU: gate = the first 16 rows of w[0], up = w[1] */
+                struct cu_tensor gate = w[0].t;
+                gate.rows = 16;
+                const struct cu_tensor *gu[2] = { &gate, &w[1].t };
+                CK(cu_matvec_q8(gu, y, 2, 1, xq, n, 0));
+                float *gy = malloc((size_t)n * 16 * 4);
+                host_copy(gy, y[0], (size_t)n * 16 * 4);
+                double e = 0;
+                for (int t = 0; t < n; t++)
+                    for (int r = 0; r < 16; r++) {
+                        double g = 0, u = 0;
+                        for (int64_t c = 0; c < cols; c++) {
+                            const double xv = hd[(t * cols + c) / 32] * hq[t * cols + c];
+                            g += ref[0][r * cols + c] * xv;
+                            u += ref[1][r * cols + c] * xv;
+                        }
+                        const double want = g / (1.0 + exp(-g)) * u;
+                        e = fmax(e, fabs(gy[t * 16 + r] - want) / (fabs(want) + 1e-3));
+                    }
+                ok(e <= 1e-4, "matvec q8%s %s gate+up SwiGLU n=%d: rel err %.2g", vn, qtype_name(types[ti]), n, e);
+                free(gy);
+            }
+            cu_set_mv_pipe(false);
             for (int i = 0; i < 3; i++) cudaFree(y[i]);
             cudaFree(xq);
             cudaFree(dx);
@@ -870,6 +934,7 @@ int main(int argc, char **argv)
     test_fused_matvec();
     test_matvec_q8();
     test_matvec_q8_persist();
+    test_matvec_q8_pipe();
     test_norm_act();
     test_rope_store();
     test_rope_store_quant();
