@@ -6,6 +6,8 @@
 # computed_tokens under one block) and replies identically (greedy); -v
 # says so; without --kv-disk nothing is restored; a corrupt cache file is
 # ignored with one line and the reply is the same; a bad size is refused.
+# `tern bench --resume N`: cold against restored TTFT, in text and --json,
+# the user's own cache left alone.
 set -u
 . "$TERN_SRC/tests/tap.sh"
 MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
@@ -74,4 +76,25 @@ ok $? "nothing restored from it and the same reply"
 
 "$tern" run -m "$MODEL" --kv-disk lots -n 1 --no-history "Hi" > /dev/null 2> "$TMP/bad.err"
 [ $? -ne 0 ] && grep -q -- '--kv-disk' "$TMP/bad.err"; ok $? "--kv-disk lots is refused ($(head -1 "$TMP/bad.err"))"
+
+rm -rf "$CACHE"
+"$tern" bench -m "$MODEL" --resume 300 -r 2 -t 1 --json > "$TMP/resume.json" 2> "$TMP/resume.err"
+ok $? "bench --resume 300 -r 2 --json runs ($(tail -c 200 "$TMP/resume.err"))"
+python3 - "$TMP/resume.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+c, w = j["cold_ttft"], j["restored_ttft"]
+print("# cold p50 %.3f s, restored p50 %.3f s, %d tokens restored" % (c["p50"], w["p50"], j["restored_tokens"]))
+good = (j["resume_tokens"] == 300 and j["rounds"] == 2 and 256 <= j["restored_tokens"] <= 300
+        and all(k in c and k in w for k in ("p50", "p90", "p99", "max"))
+        and 0 < w["p50"] < c["p50"] and abs(j["ratio_p50"] - w["p50"] / c["p50"]) < 1e-9
+        and j["entry_bytes"] > 0)
+sys.exit(0 if good else 1)
+PY
+ok $? "bench --resume --json: cold and restored TTFT percentiles, restored faster, tokens restored"
+[ ! -e "$CACHE" ]; ok $? "bench --resume leaves the user's disk cache alone"
+"$tern" bench -m "$MODEL" --resume 300 -r 1 -t 1 > "$TMP/resume.txt" 2>/dev/null
+grep -Eq '^  restored +[0-9.]+ ms' "$TMP/resume.txt" && grep -Eq '^  cold +[0-9.]+ ms' "$TMP/resume.txt" &&
+    grep -q 'restored from disk' "$TMP/resume.txt"
+ok $? "bench --resume prints cold and restored rows ($(tail -1 "$TMP/resume.txt"))"
 tap_done
