@@ -17,6 +17,7 @@
 #include "bench_contract.h"
 #include "bench_drill.h"
 #include "bench_profiles.h"
+#include "bench_resume.h"
 #include "cli.h"
 #include "cli_opts.h"
 #include "clock.h"
@@ -426,6 +427,8 @@ int cmd_bench(int argc, char **argv)
         "      --type T             weights of the synthetic model: q4_0 (default), q8_0,\n"
         "                           f16\n"
         "      --profile NAME       serving load profile (short, long-prompt, ..., all)\n"
+        "      --resume N           reopening an N-token conversation from the disk\n"
+        "                           prompt cache against a cold prefill (TTFT)\n"
         "      --contract FILE      run an acceptance contract (docs/CONTRACT.md)\n"
         "      --drill NAME         failure drill: bad-model, invalid-config, replica-killed,\n"
         "                           queue-saturation, stalled-dependency, client-disconnect,\n"
@@ -442,6 +445,8 @@ int cmd_bench(int argc, char **argv)
             return bench_contract_main(argc, argv);
         if (!strcmp(argv[i], "--drill") || !strncmp(argv[i], "--drill=", 8))
             return bench_drill_main(argc, argv);
+        if (!strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9))
+            return bench_resume_main(argc, argv);
     }
     static const struct option longopts[] = {
         { "pp", required_argument, 0, OPT_PP },
@@ -464,9 +469,12 @@ int cmd_bench(int argc, char **argv)
                             .kv_type = KV_F16, .backend = BACKEND_AUTO };
     o.cli = &cli;
     /* --help shows the profile options as well */
-    const char *pu = bench_profiles_usage(), *cu = bench_contract_usage();
-    char *full = malloc(strlen(use) + strlen(pu) + strlen(cu) + 64);
-    if (full) sprintf(full, "%s\nwith --profile:\n\n%s\nwith --contract:\n\n%s", use, pu, cu);
+    const char *pu = bench_profiles_usage(), *cu = bench_contract_usage(),
+               *ru = bench_resume_usage();
+    char *full = malloc(strlen(use) + strlen(pu) + strlen(cu) + strlen(ru) + 96);
+    if (full)
+        sprintf(full, "%s\nwith --profile:\n\n%s\nwith --contract:\n\n%s\nwith --resume:\n\n%s",
+                use, pu, cu, ru);
     int rc = cli_parse(&cli, argc, argv, "r:d:", longopts, on_opt, &o, full ? full : use);
     free(full);
     if (rc >= 0) goto out;

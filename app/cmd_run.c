@@ -21,7 +21,7 @@
 
 enum {
     OPT_RAW = CLI_OPT_CMD, OPT_VERBOSE, OPT_STOP, OPT_TRACE, OPT_IGNORE_EOS, OPT_NO_HISTORY, OPT_DB, OPT_CONTINUE, OPT_JSON,
-    OPT_JSON_SCHEMA
+    OPT_JSON_SCHEMA, OPT_KV_DISK
 };
 
 #define RUN_MAX_STOP 16
@@ -35,6 +35,7 @@ struct run_opts {
     long threads, max_tokens, ctx, step_tokens, lookup_k;
     char draft_model[4096];        /* --draft-model, resolved; "" = none */
     unsigned long long kv_mem;
+    unsigned long long kv_disk;   /* --kv-disk: the disk prompt cache's cap; 0 = off */
     enum kv_type kv_type;
     enum backend_kind backend;
     struct engine_sampling sp;
@@ -93,6 +94,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case CLI_O_SYSTEM: o->system = arg; return 0;
     case OPT_TRACE: o->trace = arg; return 0;
     case CLI_O_KV_MEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
+    case OPT_KV_DISK: return cli_size(o->cli, "--kv-disk", arg, &o->kv_disk);
     case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
     case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     case CLI_O_LOOKUP:
@@ -351,8 +353,12 @@ static void print_verbose(struct engine *e, const struct engine_info *info, doub
                 (unsigned long long)info->kv_bytes_per_token);
     print_ms("load duration:", load_s);
     print_ms("tokenize duration:", tok_s);
-    fprintf(stderr, "%-22s %d token(s) (%d reused from cache)\n", "prompt eval count:",
-            m->n_prompt, m->n_cached);
+    if (m->n_restored > 0)
+        fprintf(stderr, "%-22s %d token(s) (%d reused from cache, %d restored from disk)\n",
+                "prompt eval count:", m->n_prompt, m->n_cached, m->n_restored);
+    else
+        fprintf(stderr, "%-22s %d token(s) (%d reused from cache)\n", "prompt eval count:",
+                m->n_prompt, m->n_cached);
     if (m->remote) {
         print_remote(m);
     } else {
@@ -378,7 +384,7 @@ static void print_verbose(struct engine *e, const struct engine_info *info, doub
     }
     if (m->n_spec_steps > 0)
         fprintf(stderr, "%-22s %d of %d guessed tokens accepted (%.0f %%), %.2f tokens/step\n",
-                info->draft.name ? "draft:" : "lookup:", m->n_accepted_tokens, m->n_draft_tokens,
+                m->spec_from_draft ? "draft:" : "lookup:", m->n_accepted_tokens, m->n_draft_tokens,
                 m->n_draft_tokens ? 100.0 * m->n_accepted_tokens / m->n_draft_tokens : 0.0,
                 1.0 + (double)m->n_accepted_tokens / m->n_spec_steps);
     print_ms("total duration:", load_s + m->e2e_s);
@@ -572,6 +578,14 @@ static struct engine *run_engine_open(const struct run_opts *o, const struct cli
     cfg.lookup_k = (int32_t)o->lookup_k;
     cfg.draft_model = o->draft_model[0] ? o->draft_model : NULL;
     cfg.trace_path = o->trace;
+    char kvdir[4200];
+    if (o->kv_disk) { /* the disk prompt cache (opt-in for run): chat's directory */
+        cli_data_dir(kvdir, sizeof kvdir - 16);
+        strcat(kvdir, "/kvcache");
+        cfg.kv_disk_dir = kvdir;
+        cfg.kv_disk_cap = o->kv_disk;
+        cfg.kv_disk_log = stderr;
+    }
     cli_engine_remote(cli, &cfg);
     double t0 = app_now_s();
     struct engine *e = cli_engine_open(cli, &cfg, err, sizeof err); /* --route: a route */
@@ -750,6 +764,10 @@ static const char run_usage[] =
     "@ctx the model's\n"
     "@kv-mem planned\n"
     "@kv-type f16\n"
+    "      --kv-disk SIZE       disk prompt cache (off unless given): the prompt's KV is kept\n"
+    "                           at exit, capped at SIZE (least recently used evicted), and a\n"
+    "                           later run whose prompt begins the same restores it instead\n"
+    "                           of prefilling (chat's cache, ~/.local/share/tern/kvcache)\n"
     "@step-tokens\n"
     "@lookup\n"
     "@lookup-k 6; 4 with --draft-model\n"
@@ -782,6 +800,7 @@ static const struct option run_longopts[] = {
     CLI_SHARED(CLI_O_CTX),
     CLI_SHARED(CLI_O_KV_MEM),
     CLI_SHARED(CLI_O_KV_TYPE),
+    {"kv-disk", required_argument, 0, OPT_KV_DISK},
     CLI_SHARED(CLI_O_STEP_TOKENS),
     CLI_SHARED(CLI_O_LOOKUP),
     CLI_SHARED(CLI_O_LOOKUP_K),

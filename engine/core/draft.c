@@ -34,6 +34,11 @@ struct draft {
     float *logits;
     uint64_t clock, proposals, tokens;
     double seconds;
+    /* the catch-up budget (draft.h): of step cur_step, step_fed tokens fed */
+    int32_t catchup;
+    uint64_t cur_step;
+    int32_t step_fed, max_step_fed;
+    uint64_t catchup_calls;
 };
 
 static double now_s(void)
@@ -99,6 +104,8 @@ struct draft *draft_open(const struct draft_config *c, const struct tok *target_
     tok_close(dt);
     if (rc != 0) goto fail;
     d->n_vocab = d->model->hp.n_vocab;
+    d->catchup = c->catchup_tokens > 0 ? c->catchup_tokens : 64;
+    d->cur_step = UINT64_MAX;
     /* A proposal feeds what the draft has not seen in chunks of this many
      * tokens (the whole prompt, at a sequence's first proposal). */
     d->max_batch = 256;
@@ -235,9 +242,13 @@ static int32_t forward_last(struct draft *d, struct dseq *s, const int32_t *toks
 }
 
 int32_t draft_propose(struct draft *d, uint64_t seq_id, const int32_t *tokens, int32_t n,
-                      int32_t k, int32_t *out)
+                      int32_t k, uint64_t step, int32_t *out)
 {
     if (n <= 0 || k <= 0) return 0;
+    if (step != d->cur_step) {
+        d->cur_step = step;
+        d->step_fed = 0;
+    }
     double t0 = now_s();
     struct dseq *s = dseq_get(d, seq_id);
     s->used = ++d->clock;
@@ -249,8 +260,26 @@ int32_t draft_propose(struct draft *d, uint64_t seq_id, const int32_t *tokens, i
     if (c >= n) c = n - 1;
     s->n = c;
     kv_seq_trim(&d->kv, &s->kv, c);
-    int32_t g = 0;
-    int32_t next = forward_last(d, s, tokens + c, n - c, c);
+    int32_t g = 0, feed = n - c;
+    if (feed > k + 1) {
+        /* Catching up: within the step's budget; behind by more, feed what
+         * the budget allows and guess nothing this step. */
+        int32_t left = d->catchup - d->step_fed;
+        if (feed > left) {
+            if (left > 0 && forward_last(d, s, tokens + c, left, c) >= 0) {
+                for (int32_t i = c; i < c + left; i++)
+                    if (push_tok(s, tokens[i]) != 0) break;
+                d->step_fed += left;
+            }
+            if (d->step_fed > d->max_step_fed) d->max_step_fed = d->step_fed;
+            d->catchup_calls++;
+            d->seconds += now_s() - t0;
+            return 0;
+        }
+        d->step_fed += feed;
+        if (d->step_fed > d->max_step_fed) d->max_step_fed = d->step_fed;
+    }
+    int32_t next = forward_last(d, s, tokens + c, feed, c);
     for (int32_t i = c; next >= 0 && i < n; i++)
         if (push_tok(s, tokens[i]) != 0) next = -1;
     while (next >= 0) {
@@ -284,4 +313,6 @@ void draft_get_info(const struct draft *d, struct draft_info *out)
     out->proposals = d->proposals;
     out->tokens = d->tokens;
     out->seconds = d->seconds;
+    out->catchup_calls = d->catchup_calls;
+    out->catchup_max_step = d->max_step_fed;
 }

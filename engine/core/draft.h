@@ -13,10 +13,15 @@
  * of tokens whose K/V the draft holds; a proposal trims it to the prefix it
  * shares with the sequence (guesses the target rejected fall away), feeds
  * the rest, then decodes k tokens. No state survives a proposal that
- * fails: it proposes nothing and the step runs without guesses. A
- * sequence's first proposal feeds its whole prompt to the draft inside
- * that step (a one-time stall of the step at the draft's prompt speed).
- * Engine thread only. */
+ * fails: it proposes nothing and the step runs without guesses.
+ *
+ * Catching up is bounded: a sequence's draft state starts empty, and
+ * feeding a whole prompt inside one step would stall every sequence in the
+ * batch for the draft's prefill. So the tokens a step feeds to catch up
+ * (any feed longer than k + 1, the steady state's) share a budget of
+ * catchup_tokens per step, over all sequences; a sequence behind by more
+ * than what is left feeds that much, proposes nothing and decodes plainly,
+ * until a later step finds it caught up. Engine thread only. */
 #ifndef TERN_DRAFT_H
 #define TERN_DRAFT_H
 
@@ -34,6 +39,7 @@ struct draft_config {
     struct backend_config backend; /* kind, threads, kv_type as the target's */
     int32_t max_seqs;              /* sequences with draft state at once (LRU beyond) */
     int32_t n_ctx;                 /* the target's context per sequence */
+    int32_t catchup_tokens;        /* tokens one step feeds to catch up (0: 64) */
 };
 
 /* Opens the draft model and its backend. Refuses (NULL, err) a model
@@ -45,9 +51,10 @@ void draft_close(struct draft *d);
 
 /* Up to k guesses (greedy draft tokens) for the sequence seq_id whose
  * tokens are tokens[0 .. n); written to out, returns how many (0 when the
- * draft cannot: its KV pool is full, a backend error). */
+ * draft cannot: it is still catching up, its KV pool is full, a backend
+ * error). step names the scheduler's step: the catch-up budget is per step. */
 int32_t draft_propose(struct draft *d, uint64_t seq_id, const int32_t *tokens, int32_t n,
-                      int32_t k, int32_t *out);
+                      int32_t k, uint64_t step, int32_t *out);
 /* Drops a sequence's draft state (it finished or was cancelled). */
 void draft_forget(struct draft *d, uint64_t seq_id);
 
@@ -55,6 +62,8 @@ struct draft_info {
     const char *name;              /* the draft file's base name */
     uint64_t weight_bytes, kv_bytes;
     uint64_t proposals, tokens;    /* draft_propose calls that guessed, tokens guessed */
+    uint64_t catchup_calls;        /* calls that fed a lagging sequence and guessed nothing */
+    int32_t catchup_max_step;      /* most tokens fed to catch up in one step */
     double seconds;                /* time spent in draft forward passes */
 };
 void draft_get_info(const struct draft *d, struct draft_info *out);

@@ -99,10 +99,12 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m)
     cJSON_AddNumberToObject(o, "prompt_tokens", m->n_prompt);
     cJSON_AddNumberToObject(o, "cached_tokens", m->n_cached);
     cJSON_AddNumberToObject(o, "computed_tokens", m->n_computed);
+    cJSON_AddNumberToObject(o, "restored_tokens", m->n_restored);
     cJSON_AddNumberToObject(o, "generated_tokens", m->n_generated);
     cJSON_AddNumberToObject(o, "preemptions", m->n_preempted);
     if (m->n_spec_steps > 0) { /* speculative decoding (n-gram lookup) */
         cJSON_AddNumberToObject(o, "spec_steps", m->n_spec_steps);
+        cJSON_AddStringToObject(o, "spec_source", m->spec_from_draft ? "draft" : "lookup");
         cJSON_AddNumberToObject(o, "spec_draft_tokens", m->n_draft_tokens);
         cJSON_AddNumberToObject(o, "spec_accepted_tokens", m->n_accepted_tokens);
         double rate = m->n_draft_tokens ? (double)m->n_accepted_tokens / m->n_draft_tokens : 0;

@@ -321,12 +321,16 @@ struct engine_metrics {
     int32_t n_cached;                /* prompt tokens reused from the prefix cache */
     int32_t n_computed;              /* prompt tokens prefilled (n_prompt = n_cached + n_computed,
                                         counted at the last admission) */
+    int32_t n_restored;              /* of n_cached, tokens loaded from the disk prompt cache
+                                        (kv_disk_dir) for this request */
     int32_t n_generated;
     int32_t n_preempted;             /* times this request was preempted */
     /* Speculative decoding (n-gram lookup): decode steps that carried
      * guesses, guesses verified, guesses accepted (tokens per such step =
      * 1 + accepted / steps). */
     int32_t n_spec_steps, n_draft_tokens, n_accepted_tokens;
+    bool spec_from_draft;            /* the guesses came from a draft model (draft_model),
+                                        not n-gram lookup */
     double *token_t;                 /* [n_generated] time of each token (ITL = differences) */
     double nll_sum;                  /* score requests */
     int32_t n_scored;
@@ -407,6 +411,9 @@ struct engine_stats {
      * guesses verified, guesses accepted */
     uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
     double draft_s;                  /* time in the draft model's passes (draft_model) */
+    uint64_t draft_catchup;          /* proposals that fed a lagging draft state, no guess */
+    int32_t draft_catchup_max;       /* most tokens one step fed the draft to catch up
+                                        (bounded by step_tokens) */
     /* requests */
     int32_t running, waiting;
     uint64_t submitted, finished[ENGINE_N_STATUS];

@@ -200,8 +200,12 @@ static void restore_one(struct engine_local *e, struct sched_seq *q)
     kv_seq_init(&tmp);
     if (fresh && kv_seq_adopt(kv, &tmp, q->tokens, nb, fresh) == 0) {
         const uint64_t bb = e->kvd.id.block_bytes;
+        struct engine_req *r = q->ud;
         for (int32_t k = 0; k < nb; k++)
-            if (fresh[k]) e->be->ops->kv_block_io(e->be, tmp.blocks[k], (char *)blocks + k * bb, true);
+            if (fresh[k]) {
+                e->be->ops->kv_block_io(e->be, tmp.blocks[k], (char *)blocks + k * bb, true);
+                r->m.n_restored += bt;
+            }
         kvd_touch(&e->kvd, i);
         e->kvd.restores++;
     }

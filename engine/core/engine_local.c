@@ -227,7 +227,8 @@ static int open_parts(struct engine_local *e, const struct engine_config *c, cha
 /* The scheduler's proposer when a draft model guesses (draft.h). */
 static int32_t draft_guesses(void *ud, const struct sched_seq *q, int32_t k, int32_t *out)
 {
-    return draft_propose(ud, q->id, q->tokens, q->n_tokens, k, out);
+    struct engine_local *e = ud;
+    return draft_propose(e->draft, q->id, q->tokens, q->n_tokens, k, e->sched.step, out);
 }
 
 /* The draft model beside the target, on the same kind of backend. */
@@ -240,11 +241,13 @@ static int open_draft(struct engine_local *e, const struct engine_config *c, cha
         return -1;
     }
     struct draft_config dc = {.model_path = c->draft_model, .backend = c->backend,
-                              .max_seqs = e->cfg.max_running, .n_ctx = e->n_ctx};
+                              .max_seqs = e->cfg.max_running, .n_ctx = e->n_ctx,
+                              /* catching up costs at most a prefill chunk per step */
+                              .catchup_tokens = e->cfg.step_tokens};
     e->draft = draft_open(&dc, e->tok, err, errlen);
     if (!e->draft) return -1;
     e->sched.propose = draft_guesses;
-    e->sched.propose_ud = e->draft;
+    e->sched.propose_ud = e;
     if (e->cfg.lookup_k <= 0) e->cfg.lookup_k = ENGINE_DRAFT_K;
     return 0;
 }

@@ -184,6 +184,8 @@ static void publish(struct engine_local *e)
         struct draft_info di;
         draft_get_info(e->draft, &di);
         s->draft_s = di.seconds;
+        s->draft_catchup = di.catchup_calls;
+        s->draft_catchup_max = di.catchup_max_step;
     }
     s->step_tokens_budget = e->sched.cfg.step_tokens;
     s->max_running = e->sched.cfg.max_running;
@@ -355,6 +357,7 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct eng
     if (!o->sampled) return;
     if (o->n_draft > 0) {
         r->m.n_spec_steps++;
+        r->m.spec_from_draft = e->draft != NULL;
         r->m.n_draft_tokens += o->n_draft;
         r->m.n_accepted_tokens += o->n_accepted;
         if (e->trace.f) {

@@ -785,6 +785,7 @@ static void finish(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         ph->n_spec_steps = mt->n_spec_steps;
         ph->n_draft = mt->n_draft_tokens;
         ph->n_accepted = mt->n_accepted_tokens;
+        ph->spec_from_draft = mt->spec_from_draft;
         ph->remote = mt->remote;
         ph->connect_s = mt->connect_s;
         ph->headers_s = mt->headers_s;

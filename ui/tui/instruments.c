@@ -263,10 +263,10 @@ static void draw_latency(struct pane *p, const struct ui_state *s)
     section(p, "last reply");
     latency_row(p, "TTFT", m ? m->ph.ttft_s : -1, -3, slo_ttft);
     latency_row(p, "TPOT", m && m->ph.n_generated > 1 ? m->ph.tpot_s : -1, -3, slo_tpot);
-    if (room(p) && m && m->ph.n_draft > 0) { /* n-gram lookup: guesses kept, tokens a step */
+    if (room(p) && m && m->ph.n_draft > 0) { /* speculative decoding: guesses kept, tokens a step */
         int32_t steps = m->ph.n_spec_steps > 0 ? m->ph.n_spec_steps : 1;
-        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "lookup %3.0f%% %.1f tok/step",
-                    100.0 * m->ph.n_accepted / m->ph.n_draft, 1.0 + (double)m->ph.n_accepted / steps);
+        ui_draw_fmt(p->w, p->y++, p->in.x, p->in.w, p->t->a[UI_C_NORMAL], "%-6s %3.0f%% %.1f tok/step",
+                    m->ph.spec_from_draft ? "draft" : "lookup", 100.0 * m->ph.n_accepted / m->ph.n_draft, 1.0 + (double)m->ph.n_accepted / steps);
     }
     if (room(p) && m && m->think_tokens > 0) { /* a thinking reply: its thought apart */
         char d[24];

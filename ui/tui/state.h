@@ -44,7 +44,9 @@ struct ui_phase {
     double decode_s;
     double ttft_s, tpot_s, e2e_s;
     int32_t n_prompt, n_cached, n_computed, n_generated, n_preempted;
-    int32_t n_spec_steps, n_draft, n_accepted; /* n-gram lookup: steps with guesses, guesses, kept */
+    int32_t n_spec_steps, n_draft, n_accepted; /* speculative decoding: steps with guesses,
+                                                  guesses, kept */
+    bool spec_from_draft; /* the guesses came from a draft model, not n-gram lookup */
     char status[24]; /* "streaming", "stop", "cancelled", ... */
     /* A remote engine's reply: what the client measured (connect, response
      * headers) and, when the server said, its own phases (server-side). */

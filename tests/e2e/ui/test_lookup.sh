@@ -5,7 +5,9 @@
 # decoded with guesses and the instruments show how many were kept and the
 # tokens a step, the F3 timeline the tokens that came as kept guesses; the
 # session's stored parameters keep it; --lookup-k sets
-# the field's default; a bad value is refused in the dialog.
+# the field's default; a bad value is refused in the dialog. With a draft
+# model (the default model as its own draft) the instruments say "draft",
+# not "lookup": the guesses' source comes with the request's metrics.
 set -u
 . "$TERN_SRC/tests/tap.sh"
 . "$TERN_SRC/tests/e2e/ui/tmux_lib.sh"
@@ -52,5 +54,15 @@ start "--lookup-k 4"; ok $? "tern chat --lookup-k 4 starts"
 keys F4; wait_for 'generation parameters' 5
 field | grep -Eq 'lookup guesses +4 '; ok $? "F4: --lookup-k 4 is the field's default"
 keys Escape; sleep 0.3
+keys C-c; wait_for 'TERN-EXITED rc=0' 20; ok $? "quits cleanly"
+
+start "--draft-model '$MODEL'"; ok $? "tern chat --draft-model (the model as its own draft) starts"
+text "Count from one to twenty in words."
+keys Enter
+wait_for 'assistant · [0-9]+ tok' 90; ok $? "a reply"
+wait_for 'draft +[0-9]+% [0-9.]+ tok/step' 5
+ok $? "the instruments: the guesses are the draft model's (labelled draft)"
+! cap | grep -Eq 'lookup +[0-9]+% [0-9.]+ tok/step'; ok $? "... and not labelled lookup"
+show "reply with a draft model"
 keys C-c; wait_for 'TERN-EXITED rc=0' 20; ok $? "quits cleanly"
 tap_done

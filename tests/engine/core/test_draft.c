@@ -9,7 +9,9 @@
  * guessed, and both accepted and rejected guesses occurred (so identity is
  * not the trivial "nothing guessed" or "the draft is the target"); every KV
  * block comes back; a draft of another vocabulary is refused by name; the
- * same file as its own draft accepts nearly everything. */
+ * same file as its own draft accepts nearly everything. A long prompt's
+ * draft state catches up within the step budget per step (never the whole
+ * prompt in one step), decoding plainly meanwhile, then guesses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +89,35 @@ int main(int argc, char **argv)
            "sampled (temperature 0.8, seed %d): same draws (first diff %d, %d of %d accepted)",
            77 + i, first_diff(&a, &b), b.m.n_accepted_tokens, b.m.n_draft_tokens);
     }
-    struct engine_stats st;
+    /* A long prompt: the draft catches up in bounded chunks across steps
+     * (at most step_tokens per step) while the sequence decodes plainly. */
+    static char longp[8192];
+    size_t lp = 0;
+    for (int i = 1; i <= 28 && lp < sizeof longp - 200; i++)
+        lp += (size_t)snprintf(longp + lp, sizeof longp - lp,
+                               "Fact %d: the lighthouse on island %d has %d steps and a red lamp. ",
+                               i, i, 100 + 7 * i);
+    snprintf(longp + lp, sizeof longp - lp, "Summarise these facts.");
+    struct engine_message lmsg[1][1] = {{{"user", longp}}};
+    struct engine_request ql;
+    spec_requests(&ql, lmsg, 1, GEN);
+    struct engine_stats st0, st;
+    engine_snapshot(e, &st0);
+    static struct res lplain, ldraft;
+    spec_plain(e, &ql, 1, &lplain, GEN);
+    run_many(e, &ql, 1, &ldraft);
+    engine_snapshot(e, &st);
+    int32_t np = ldraft.m.n_prompt, budget = st.step_tokens_budget;
+    uint64_t calls = st.draft_catchup - st0.draft_catchup;
+    ok(same(&ldraft, &lplain), "long prompt (%d tokens), draft: identical (first diff %d)", np,
+       first_diff(&ldraft, &lplain));
+    ok(np > 4 * budget && st.draft_catchup_max == budget && calls >= (uint64_t)(np / budget) - 1,
+       "long prompt: the draft caught up at most %d tokens a step (most %d, %llu steps behind)",
+       budget, st.draft_catchup_max, (unsigned long long)calls);
+    ok(ldraft.m.n_draft_tokens > 0 && ldraft.m.n_spec_steps + (int32_t)calls <= GEN,
+       "long prompt: guesses once caught up (%d steps with guesses, %d guessed, %d accepted)",
+       ldraft.m.n_spec_steps, ldraft.m.n_draft_tokens, ldraft.m.n_accepted_tokens);
+
     engine_snapshot(e, &st);
     ok(st.kv_used == 0 && st.spec_accepted_tokens > 0 && st.draft_s > 0,
        "stats: every block back (used %d), %llu accepted, %.0f ms in the draft", st.kv_used,
