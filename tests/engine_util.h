@@ -4,6 +4,7 @@
 #ifndef TERN_ENGINE_UTIL_H
 #define TERN_ENGINE_UTIL_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,41 @@ static inline int eu_feed(struct backend *be, const int32_t *table, int32_t n_bl
             if (want[j] && row) row(ud, pos[j], logits + (size_t)r++ * nv);
     }
     return 0;
+}
+
+/* Cosine similarity of two rows (0 when either is all zeros). */
+static inline double eu_cosine(const float *a, const float *b, int32_t n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
+}
+
+/* Tokens [p0, p1) of one sequence in one forward (p1 - p0 <= 512), blocks
+ * 0..n_blocks-1 as its table (n_blocks <= 64), every row a hidden state (dim
+ * floats at the start of each n_vocab slot of out). */
+static inline int eu_fwd_hidden(struct backend *be, const int32_t *toks, int32_t p0, int32_t p1,
+                                int32_t n_blocks, float *out, char *err, size_t errlen)
+{
+    int32_t pos[512], seq[512], table[64];
+    uint8_t want[512];
+    if (p1 - p0 > 512 || n_blocks > 64) {
+        snprintf(err, errlen, "eu_fwd_hidden: %d tokens, %d blocks (at most 512, 64)", p1 - p0, n_blocks);
+        return -1;
+    }
+    for (int32_t i = 0; i < p1 - p0; i++) {
+        pos[i] = p0 + i;
+        seq[i] = 0;
+        want[i] = FWD_WANT_EMBD;
+    }
+    for (int32_t i = 0; i < n_blocks; i++) table[i] = i;
+    struct fwd_seq fs = { table, n_blocks };
+    struct fwd_batch b = { p1 - p0, toks + p0, pos, seq, want, 1, &fs };
+    return backend_forward(be, &b, out, err, errlen);
 }
 
 static inline int32_t eu_argmax(const float *x, int32_t n)

@@ -21,17 +21,6 @@
 #define MAX_TOK 64
 #define BT 16
 
-static double cosine(const float *a, const float *b, int32_t n)
-{
-    double ab = 0, aa = 0, bb = 0;
-    for (int32_t i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
-}
-
 /* One forward of toks[0..n) (a fresh sequence) with the given want flags. */
 static int fwd(struct backend *be, const int32_t *toks, int32_t n, const uint8_t *want,
                float *out, char *err, size_t errlen)
@@ -87,7 +76,7 @@ int main(int argc, char **argv)
         return tap_bail("forward: %s", err);
     double worst = 1;
     for (int32_t i = 0; i < nt; i++)
-        worst = fmin(worst, cosine(hc + (size_t)i * nv, hg + (size_t)i * nv, d));
+        worst = fmin(worst, eu_cosine(hc + (size_t)i * nv, hg + (size_t)i * nv, d));
     ok(worst >= 0.999, "%d hidden-state rows: CUDA vs CPU cosine >= 0.999 (worst %.6f)", nt,
        worst);
 

@@ -32,33 +32,11 @@
 #define MAX_TOK 64
 #define BT 16
 
-static double cosine(const float *a, const float *b, int32_t n)
-{
-    double ab = 0, aa = 0, bb = 0;
-    for (int32_t i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
-}
-
-/* Tokens [p0, p1) of one sequence in one forward, every row a hidden state
- * (dim floats at the start of each n_vocab slot of out). */
+/* Tokens [p0, p1) of one sequence, every row a hidden state. */
 static int fwd(struct backend *be, const int32_t *toks, int32_t p0, int32_t p1, float *out, char *err,
                size_t errlen)
 {
-    int32_t pos[MAX_TOK], seq[MAX_TOK], table[MAX_TOK / BT];
-    uint8_t want[MAX_TOK];
-    for (int32_t i = 0; i < p1 - p0; i++) {
-        pos[i] = p0 + i;
-        seq[i] = 0;
-        want[i] = FWD_WANT_EMBD;
-    }
-    for (int32_t i = 0; i < MAX_TOK / BT; i++) table[i] = i;
-    struct fwd_seq fs = { table, MAX_TOK / BT };
-    struct fwd_batch b = { p1 - p0, toks + p0, pos, seq, want, 1, &fs };
-    return backend_forward(be, &b, out, err, errlen);
+    return eu_fwd_hidden(be, toks, p0, p1, MAX_TOK / BT, out, err, errlen);
 }
 
 /* The prompt (n_prompt tokens) at once, then the rest of toks[0..n) a token
@@ -126,10 +104,10 @@ int main(int argc, char **argv)
             double worst_p = 1, worst_d = 1, own = 1;
             int32_t at_p = 0, at_d = 0;
             for (int32_t i = 0; i < n; i++) {
-                const double c = cosine(hc + (size_t)i * nv, hg + (size_t)i * nv, d);
+                const double c = eu_cosine(hc + (size_t)i * nv, hg + (size_t)i * nv, d);
                 if (i < n_prompt && c < worst_p) worst_p = c, at_p = i;
                 if (i >= n_prompt && c < worst_d) worst_d = c, at_d = i;
-                if (kts[ti] != KV_F16) own = fmin(own, cosine(hc + (size_t)i * nv, c16 + (size_t)i * nv, d));
+                if (kts[ti] != KV_F16) own = fmin(own, eu_cosine(hc + (size_t)i * nv, c16 + (size_t)i * nv, d));
             }
             tap_diag("  worst rows: prefill position %d, decode position %d; CPU %s vs CPU f16 worst %.6f", at_p,
                      at_d, ktn[ti], own);

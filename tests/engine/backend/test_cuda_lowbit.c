@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "engine_util.h"
 #include "model.h"
 #include "quant.h"
 #include "synthetic.h"
@@ -29,33 +30,11 @@
 #define MAX_TOK 32
 #define BT 16
 
-static double cosine(const float *a, const float *b, int32_t n)
-{
-    double ab = 0, aa = 0, bb = 0;
-    for (int32_t i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
-}
-
-/* Tokens [p0, p1) of one sequence in one forward, every row a hidden state
- * (dim floats at the start of each n_vocab slot of out). */
+/* Tokens [p0, p1) of one sequence, every row a hidden state. */
 static int fwd(struct backend *be, const int32_t *toks, int32_t p0, int32_t p1, float *out, char *err,
                size_t errlen)
 {
-    int32_t pos[MAX_TOK], seq[MAX_TOK], table[MAX_TOK / BT];
-    uint8_t want[MAX_TOK];
-    for (int32_t i = 0; i < p1 - p0; i++) {
-        pos[i] = p0 + i;
-        seq[i] = 0;
-        want[i] = FWD_WANT_EMBD;
-    }
-    for (int32_t i = 0; i < MAX_TOK / BT; i++) table[i] = i;
-    struct fwd_seq fs = { table, MAX_TOK / BT };
-    struct fwd_batch b = { p1 - p0, toks + p0, pos, seq, want, 1, &fs };
-    return backend_forward(be, &b, out, err, errlen);
+    return eu_fwd_hidden(be, toks, p0, p1, MAX_TOK / BT, out, err, errlen);
 }
 
 static int run(struct backend *be, const int32_t *toks, int32_t n, float *out, char *err, size_t errlen)
@@ -102,7 +81,7 @@ int main(int argc, char **argv)
             if (run(gpu, toks, n, hg, err, sizeof err)) return tap_bail("cuda forward: %s", err);
             double worst_p = 1, worst_d = 1;
             for (int32_t i = 0; i < n; i++) {
-                const double c = cosine(hc + (size_t)i * nv, hg + (size_t)i * nv, d);
+                const double c = eu_cosine(hc + (size_t)i * nv, hg + (size_t)i * nv, d);
                 if (i < N_PROMPT) worst_p = fmin(worst_p, c);
                 else worst_d = fmin(worst_d, c);
             }
