@@ -5,7 +5,7 @@
 # a second run with the same prompt restores it (--json: restored_tokens,
 # computed_tokens under one block) and replies identically (greedy); -v
 # says so; without --kv-disk nothing is restored; a corrupt cache file is
-# ignored with one line and the reply is the same; a bad size is refused.
+# ignored with one line and the reply is the same; a bad size and a bad --resume N are refused.
 # `tern bench --resume N`: cold against restored TTFT, in text and --json,
 # the user's own cache left alone.
 set -u
@@ -97,4 +97,9 @@ ok $? "bench --resume --json: cold and restored TTFT percentiles, restored faste
 grep -Eq '^  restored +[0-9.]+ ms' "$TMP/resume.txt" && grep -Eq '^  cold +[0-9.]+ ms' "$TMP/resume.txt" &&
     grep -q 'restored from disk' "$TMP/resume.txt"
 ok $? "bench --resume prints cold and restored rows ($(tail -1 "$TMP/resume.txt"))"
+for bad in 0 abc -5 99999999; do
+    "$tern" bench -m "$MODEL" --resume "$bad" -r 1 -t 1 > /dev/null 2> "$TMP/rbad.err"
+    [ $? -ne 0 ] && grep -q -- '--resume' "$TMP/rbad.err"
+    ok $? "bench --resume $bad is refused ($(head -1 "$TMP/rbad.err"))"
+done
 tap_done
