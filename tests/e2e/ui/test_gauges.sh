@@ -12,8 +12,9 @@ set -u
 . "$TERN_SRC/tests/e2e/ui/tmux_lib.sh"
 tmux_setup gauge
 # $3: the reply's token cap, $4 more options. The first session's reply must stream long
-# enough for several tok/s readings (decode passes 240 tok/s here: 64 tokens
-# were over before the second sample on a fast CI machine).
+# enough for several tok/s readings: decode passes 290 tok/s here (AMX), so 400
+# tokens lasted 1.4 s and a loaded CI machine caught one sample; 1200 (the model
+# repeats itself to the cap) last about 4 s.
 start() {
     T new-session -d -x "$1" -y "$2" -s chat \
         "env TERM=xterm-256color LANG=C.UTF-8 '$TERN_BIN' chat -m '$MODEL' --temp 0 --max-tokens ${3:-64} ${4:-}; echo TERN-EXITED rc=\$?; sleep 600"
@@ -21,7 +22,7 @@ start() {
     wait_for 'KV [0-9]+ blk' 120
 }
 
-start 80 24 400
+start 80 24 1200
 ok $? "chat at 80x24"
 cap | grep -Eq '│CPU( ·)? ?[0-9]+ thr[^│]*no GPU[^│]*│'; ok $? "no GPU: one calm CPU line in the instruments"
 ! cap | tail -1 | grep -q 'no usable GPU'; ok $? "the status line keeps its key hints (no GPU error there)"
@@ -32,7 +33,7 @@ for ((i = 0; i < 300; i++)); do
     scr=$(cap)
     grep -Eq 'assistant · [0-9]+ tok · ' <<<"$scr" && break
     grep -q 'assistant · streaming' <<<"$scr" && rates="$rates $(sed -n 's/.*tok\/s *\([0-9.]*\) .*/\1/p' <<<"$scr" | head -1)"
-    sleep 0.15
+    sleep 0.1
 done
 n=$(tr ' ' '\n' <<<"$rates" | grep -E '^[0-9]' | grep -v '^0\.0$' | sort -u | wc -l)
 [ "$n" -ge 2 ]; ok $? "tok/s moves while the reply streams ($n distinct readings)"
