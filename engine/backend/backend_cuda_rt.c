@@ -87,6 +87,7 @@ struct cuda_be {
     uint64_t h16_bytes;
     void *kv;                       /* [n_layer][K, V][n_blocks][bt][n_kv][hd] f16, q8_0 or q4_0 */
     uint64_t kv_layer_bytes;        /* one of K or V of one layer */
+    uint8_t *kvio_host;             /* kv_block_io's f16 staging block, or NULL */
     void *ws;                       /* workspace arena */
     struct cuda_ws wsz;
     float *x, *h, *q, *k, *v, *att, *o, *g, *u, *attn_ws, *rows, *logits;
@@ -628,10 +629,70 @@ static void cu_close(struct backend *be)
     nvml_close(c->nvml);
     free(c->layers);
     free(c->out_slot);
+    free(c->kvio_host);
     free(c);
 }
 
+/* f16 blocks between this pool's token rows ([slot][head][dim]) and the CPU
+ * backend's planar blocks (attention.h: K [head][dim][slot], transposed for
+ * its QK products; V [head][slot][dim]), one K or V run of a layer; the
+ * quantized types keep token rows on both. */
+static void cu_kv_planar(uint16_t *dst, const uint16_t *src, int32_t bt, int32_t nh, int32_t hd, bool is_k,
+                         bool to_cpu)
+{
+    for (int32_t t = 0; t < bt; t++)
+        for (int32_t h = 0; h < nh; h++)
+            for (int32_t d = 0; d < hd; d++) {
+                const size_t rows = ((size_t)t * nh + h) * hd + d;
+                const size_t cpu = is_k ? ((size_t)h * hd + d) * bt + t : ((size_t)h * bt + t) * hd + d;
+                if (to_cpu) dst[cpu] = src[rows];
+                else dst[rows] = src[cpu];
+            }
+}
+
+/* One block of every layer's K and V, in the CPU backend's bytes (the disk
+ * prompt cache's payload): 2 * n_layer runs of kv_block_tokens rows,
+ * kv_layer_bytes apart on the device and back to back in buf, moved as one
+ * strided copy on the stream (a save sees the last forward's stores, a
+ * restore lands before the next forward); f16 is re-laid out on the host. */
+static int cu_kv_block_io(struct backend *be, int32_t block, void *buf, bool write)
+{
+    struct cuda_be *c = be->impl;
+    char err[256];
+    const size_t errlen = sizeof err;
+    if (!buf || block < 0 || block >= be->kv_n_blocks) return -1;
+    const struct model_hparams *hp = &be->model->hp;
+    const int32_t bt = be->kv_block_tokens;
+    const size_t runs = 2u * (size_t)hp->n_layer;
+    const size_t n = (size_t)(be->kv_bytes_per_token * (uint64_t)bt) / runs;
+    const bool planar = c->plan.kv_type == KV_F16;
+    uint8_t *dev = (uint8_t *)c->kv + (size_t)block * n, *host = buf;
+    if (planar) {
+        if (!c->kvio_host && !(c->kvio_host = malloc(runs * n))) return -1;
+        host = c->kvio_host;
+    }
+    CU(cudaSetDevice(c->dev));
+    if (write) {
+        for (size_t r = 0; planar && r < runs; r++)
+            cu_kv_planar((uint16_t *)(host + r * n), (const uint16_t *)((const uint8_t *)buf + r * n), bt,
+                         hp->n_head_kv, hp->head_dim, r % 2 == 0, false);
+        CU(cudaMemcpy2DAsync(dev, c->kv_layer_bytes, host, n, n, runs, cudaMemcpyHostToDevice, c->st));
+        CU(cudaStreamSynchronize(c->st));
+    } else {
+        CU(cudaMemcpy2DAsync(host, n, dev, c->kv_layer_bytes, n, runs, cudaMemcpyDeviceToHost, c->st));
+        CU(cudaStreamSynchronize(c->st));
+        for (size_t r = 0; planar && r < runs; r++)
+            cu_kv_planar((uint16_t *)((uint8_t *)buf + r * n), (const uint16_t *)(host + r * n), bt,
+                         hp->n_head_kv, hp->head_dim, r % 2 == 0, true);
+    }
+    return 0;
+fail:
+    (void)err;
+    return -1;
+}
+
 static const struct backend_ops cuda_ops = {
+    .kv_block_io = cu_kv_block_io,
     .name = "cuda",
     .forward = cu_forward,
     .get_info = cu_get_info,
