@@ -146,7 +146,10 @@ static void layout_and_round_trip(const struct model *m, const int32_t *toks, in
     }
     const double cos_full = rows_cosine(c5, g5, 2 * L, BT, row, ti, &m->hp, fa, fb);
     const double cos_half = rows_cosine(c2, g2, 2 * L, n - BT, row, ti, &m->hp, fa, fb);
-    const double lim = kts[ti] == KV_Q4_0 ? 0.99 : 0.999;
+    /* what the backends' own arithmetic leaves (the CPU's 8-bit activations,
+     * deeper layers on a GPU; 4-bit steps apart for q4_0) against what
+     * another layout gives: rows of unrelated values, cosine < 0.3 */
+    const double lim = kts[ti] == KV_Q4_0 ? 0.95 : 0.99;
     ok(cos_full >= lim && cos_half >= lim,
        "KV %s: the CUDA block's bytes are the CPU's layout: every K/V row of every layer dequantizes to the "
        "CPU's (worst cosine %.6f full block, %.6f half block, >= %.3f)",
