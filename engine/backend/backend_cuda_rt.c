@@ -640,14 +640,22 @@ static void cu_close(struct backend *be)
 static void cu_kv_planar(uint16_t *dst, const uint16_t *src, int32_t bt, int32_t nh, int32_t hd, bool is_k,
                          bool to_cpu)
 {
-    for (int32_t t = 0; t < bt; t++)
-        for (int32_t h = 0; h < nh; h++)
-            for (int32_t d = 0; d < hd; d++) {
-                const size_t rows = ((size_t)t * nh + h) * hd + d;
-                const size_t cpu = is_k ? ((size_t)h * hd + d) * bt + t : ((size_t)h * bt + t) * hd + d;
-                if (to_cpu) dst[cpu] = src[rows];
-                else dst[rows] = src[cpu];
+    const size_t w = (size_t)nh * hd, rb = (size_t)hd * sizeof *dst;
+    if (!is_k) { /* V: a head's row of hd values moves whole */
+        for (int32_t t = 0; t < bt; t++)
+            for (int32_t h = 0; h < nh; h++) {
+                const size_t rows = ((size_t)t * nh + h) * hd, cpu = ((size_t)h * bt + t) * hd;
+                if (to_cpu) memcpy(dst + cpu, src + rows, rb);
+                else memcpy(dst + rows, src + cpu, rb);
             }
+        return;
+    }
+    /* K: a bt x (nh * hd) transpose (value j of token t: t * w + j here, j * bt + t there) */
+    for (size_t j = 0; j < w; j++)
+        for (int32_t t = 0; t < bt; t++) {
+            if (to_cpu) dst[j * bt + (size_t)t] = src[(size_t)t * w + j];
+            else dst[(size_t)t * w + j] = src[j * bt + (size_t)t];
+        }
 }
 
 /* One block of every layer's K and V, in the CPU backend's bytes (the disk
