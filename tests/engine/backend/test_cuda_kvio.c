@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -247,8 +248,15 @@ static void resume(const struct model *m, const char *path, const int32_t *promp
     rc = zero ? kvd_open(&d, dir, 1ull << 32, &id, NULL, err, sizeof err) : -1;
     const int32_t i = rc ? -1 : kvd_find(&d, prompt, np - 1, BT, &got);
     rc = i < 0 || kvd_load(&d, i, &blocks) != 0 ? -1 : 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int32_t k = 0; rc == 0 && k < got / BT; k++)
         rc = be->ops->kv_block_io(be, table[k], (char *)blocks + (size_t)k * id.block_bytes, true);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    tap_diag("  restore, KV %s: %d blocks of %llu bytes written in %.3f ms (%.2f GB/s)", ktn[ti], got / BT,
+             (unsigned long long)id.block_bytes, s * 1e3,
+             s > 0 ? (double)(got / BT) * (double)id.block_bytes / s * 1e-9 : 0.0);
     rc = rc ? rc : reply(be, table, nb, prompt, np, got, warm, err, sizeof err);
     ok(rc == 0 && got > 0 && got % BT == 0 && memcmp(cold, warm, sizeof cold) == 0,
        "resume, KV %s: a fresh backend restores %d of %d prompt tokens from the file, then the same %d greedy "
