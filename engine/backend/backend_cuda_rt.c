@@ -7,6 +7,7 @@
  * logic it uses is in backend_cuda.c. */
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,7 @@ struct cuda_be {
     void *kv;                       /* [n_layer][K, V][n_blocks][bt][n_kv][hd] f16, q8_0 or q4_0 */
     uint64_t kv_layer_bytes;        /* one of K or V of one layer */
     uint8_t *kvio_host;             /* kv_block_io's f16 staging block, or NULL */
+    bool kvio_runs;                 /* kv_block_io a copy per run (TERN_CUDA_KVIO_RUNS=1: tests) */
     void *ws;                       /* workspace arena */
     struct cuda_ws wsz;
     float *x, *h, *q, *k, *v, *att, *o, *g, *u, *attn_ws, *rows, *logits;
@@ -679,15 +681,24 @@ static int cu_kv_block_io(struct backend *be, int32_t block, void *buf, bool wri
         if (!c->kvio_host && !(c->kvio_host = malloc(runs * n))) return -1;
         host = c->kvio_host;
     }
+    /* A pitch past the runtime's memPitch (2^31 - 1 bytes: a small model's
+     * pool on a large GPU) is refused by the strided copy: a copy per run. */
+    const bool strided = c->kv_layer_bytes <= INT32_MAX && !c->kvio_runs;
     CU(cudaSetDevice(c->dev));
     if (write) {
         for (size_t r = 0; planar && r < runs; r++)
             cu_kv_planar((uint16_t *)(host + r * n), (const uint16_t *)((const uint8_t *)buf + r * n), bt,
                          hp->n_head_kv, hp->head_dim, r % 2 == 0, false);
-        CU(cudaMemcpy2DAsync(dev, c->kv_layer_bytes, host, n, n, runs, cudaMemcpyHostToDevice, c->st));
+        if (strided)
+            CU(cudaMemcpy2DAsync(dev, c->kv_layer_bytes, host, n, n, runs, cudaMemcpyHostToDevice, c->st));
+        for (size_t r = 0; !strided && r < runs; r++)
+            CU(cudaMemcpyAsync(dev + r * c->kv_layer_bytes, host + r * n, n, cudaMemcpyHostToDevice, c->st));
         CU(cudaStreamSynchronize(c->st));
     } else {
-        CU(cudaMemcpy2DAsync(host, n, dev, c->kv_layer_bytes, n, runs, cudaMemcpyDeviceToHost, c->st));
+        if (strided)
+            CU(cudaMemcpy2DAsync(host, n, dev, c->kv_layer_bytes, n, runs, cudaMemcpyDeviceToHost, c->st));
+        for (size_t r = 0; !strided && r < runs; r++)
+            CU(cudaMemcpyAsync(host + r * n, dev + r * c->kv_layer_bytes, n, cudaMemcpyDeviceToHost, c->st));
         CU(cudaStreamSynchronize(c->st));
         for (size_t r = 0; planar && r < runs; r++)
             cu_kv_planar((uint16_t *)((uint8_t *)buf + r * n), (const uint16_t *)(host + r * n), bt,
@@ -830,6 +841,7 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     c->mv_max = mv ? atoi(mv) : CU_MV_MAX_N;
     if (c->mv_max < 0 || c->mv_max > CU_MV_MAX_N) c->mv_max = CU_MV_MAX_N;
     c->graphs_off = getenv("TERN_CUDA_NO_GRAPHS") != NULL;
+    c->kvio_runs = getenv("TERN_CUDA_KVIO_RUNS") != NULL && strcmp(getenv("TERN_CUDA_KVIO_RUNS"), "0") != 0;
     /* int8 activations for Q4_0/Q4_1/Q8_0 (measured faster on the H200 at
      * every batch, docs/GPU.md); TERN_CUDA_MV_Q8=0 keeps the f32 matvec */
     const char *q8env = getenv("TERN_CUDA_MV_Q8");
