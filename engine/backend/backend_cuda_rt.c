@@ -7,6 +7,7 @@
  * logic it uses is in backend_cuda.c. */
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,8 @@ struct cuda_be {
     uint64_t h16_bytes;
     void *kv;                       /* [n_layer][K, V][n_blocks][bt][n_kv][hd] f16, q8_0 or q4_0 */
     uint64_t kv_layer_bytes;        /* one of K or V of one layer */
+    uint8_t *kvio_host;             /* kv_block_io's f16 staging block, or NULL */
+    bool kvio_runs;                 /* kv_block_io a copy per run (TERN_CUDA_KVIO_RUNS=1: tests) */
     void *ws;                       /* workspace arena */
     struct cuda_ws wsz;
     float *x, *h, *q, *k, *v, *att, *o, *g, *u, *attn_ws, *rows, *logits;
@@ -628,10 +631,87 @@ static void cu_close(struct backend *be)
     nvml_close(c->nvml);
     free(c->layers);
     free(c->out_slot);
+    free(c->kvio_host);
     free(c);
 }
 
+/* f16 blocks between this pool's token rows ([slot][head][dim]) and the CPU
+ * backend's planar blocks (attention.h: K [head][dim][slot], transposed for
+ * its QK products; V [head][slot][dim]), one K or V run of a layer; the
+ * quantized types keep token rows on both. */
+static void cu_kv_planar(uint16_t *dst, const uint16_t *src, int32_t bt, int32_t nh, int32_t hd, bool is_k,
+                         bool to_cpu)
+{
+    const size_t w = (size_t)nh * hd, rb = (size_t)hd * sizeof *dst;
+    if (!is_k) { /* V: a head's row of hd values moves whole */
+        for (int32_t t = 0; t < bt; t++)
+            for (int32_t h = 0; h < nh; h++) {
+                const size_t rows = ((size_t)t * nh + h) * hd, cpu = ((size_t)h * bt + t) * hd;
+                if (to_cpu) memcpy(dst + cpu, src + rows, rb);
+                else memcpy(dst + rows, src + cpu, rb);
+            }
+        return;
+    }
+    /* K: a bt x (nh * hd) transpose (value j of token t: t * w + j here, j * bt + t there) */
+    for (size_t j = 0; j < w; j++)
+        for (int32_t t = 0; t < bt; t++) {
+            if (to_cpu) dst[j * bt + (size_t)t] = src[(size_t)t * w + j];
+            else dst[(size_t)t * w + j] = src[j * bt + (size_t)t];
+        }
+}
+
+/* One block of every layer's K and V, in the CPU backend's bytes (the disk
+ * prompt cache's payload): 2 * n_layer runs of kv_block_tokens rows,
+ * kv_layer_bytes apart on the device and back to back in buf, moved as one
+ * strided copy on the stream (a save sees the last forward's stores, a
+ * restore lands before the next forward); f16 is re-laid out on the host. */
+static int cu_kv_block_io(struct backend *be, int32_t block, void *buf, bool write)
+{
+    struct cuda_be *c = be->impl;
+    char err[256];
+    const size_t errlen = sizeof err;
+    if (!buf || block < 0 || block >= be->kv_n_blocks) return -1;
+    const struct model_hparams *hp = &be->model->hp;
+    const int32_t bt = be->kv_block_tokens;
+    const size_t runs = 2u * (size_t)hp->n_layer;
+    const size_t n = (size_t)(be->kv_bytes_per_token * (uint64_t)bt) / runs;
+    const bool planar = c->plan.kv_type == KV_F16;
+    uint8_t *dev = (uint8_t *)c->kv + (size_t)block * n, *host = buf;
+    if (planar) {
+        if (!c->kvio_host && !(c->kvio_host = malloc(runs * n))) return -1;
+        host = c->kvio_host;
+    }
+    /* A pitch past the runtime's memPitch (2^31 - 1 bytes: a small model's
+     * pool on a large GPU) is refused by the strided copy: a copy per run. */
+    const bool strided = c->kv_layer_bytes <= INT32_MAX && !c->kvio_runs;
+    CU(cudaSetDevice(c->dev));
+    if (write) {
+        for (size_t r = 0; planar && r < runs; r++)
+            cu_kv_planar((uint16_t *)(host + r * n), (const uint16_t *)((const uint8_t *)buf + r * n), bt,
+                         hp->n_head_kv, hp->head_dim, r % 2 == 0, false);
+        if (strided)
+            CU(cudaMemcpy2DAsync(dev, c->kv_layer_bytes, host, n, n, runs, cudaMemcpyHostToDevice, c->st));
+        for (size_t r = 0; !strided && r < runs; r++)
+            CU(cudaMemcpyAsync(dev + r * c->kv_layer_bytes, host + r * n, n, cudaMemcpyHostToDevice, c->st));
+        CU(cudaStreamSynchronize(c->st));
+    } else {
+        if (strided)
+            CU(cudaMemcpy2DAsync(host, n, dev, c->kv_layer_bytes, n, runs, cudaMemcpyDeviceToHost, c->st));
+        for (size_t r = 0; !strided && r < runs; r++)
+            CU(cudaMemcpyAsync(host + r * n, dev + r * c->kv_layer_bytes, n, cudaMemcpyDeviceToHost, c->st));
+        CU(cudaStreamSynchronize(c->st));
+        for (size_t r = 0; planar && r < runs; r++)
+            cu_kv_planar((uint16_t *)((uint8_t *)buf + r * n), (const uint16_t *)(host + r * n), bt,
+                         hp->n_head_kv, hp->head_dim, r % 2 == 0, true);
+    }
+    return 0;
+fail:
+    (void)err;
+    return -1;
+}
+
 static const struct backend_ops cuda_ops = {
+    .kv_block_io = cu_kv_block_io,
     .name = "cuda",
     .forward = cu_forward,
     .get_info = cu_get_info,
@@ -761,6 +841,7 @@ struct backend *CUDA_RT_OPEN(const struct model *m, const struct backend_config 
     c->mv_max = mv ? atoi(mv) : CU_MV_MAX_N;
     if (c->mv_max < 0 || c->mv_max > CU_MV_MAX_N) c->mv_max = CU_MV_MAX_N;
     c->graphs_off = getenv("TERN_CUDA_NO_GRAPHS") != NULL;
+    c->kvio_runs = getenv("TERN_CUDA_KVIO_RUNS") != NULL && strcmp(getenv("TERN_CUDA_KVIO_RUNS"), "0") != 0;
     /* int8 activations for Q4_0/Q4_1/Q8_0 (measured faster on the H200 at
      * every batch, docs/GPU.md); TERN_CUDA_MV_Q8=0 keeps the f32 matvec */
     const char *q8env = getenv("TERN_CUDA_MV_Q8");

@@ -11,10 +11,11 @@ check "shellcheck trip.sh and prepare.sh" shellcheck "$src/tests/e2e/gpu/trip.sh
 
 # a recorded GPU run: every correctness step passed, Q4_0 figures
 logs=$tmp/gpu; mkdir -p "$logs"
-printf 'env\t0\t1\t30\nbuild\t0\t28\t300\nkernels\t0\t1\t120\ne2e\t0\t6\t150\nkvq\t0\t20\t90\nlowbit_e2e\t0\t15\t60\nbench_q4_0\t0\t9\t120\nkv4k_f16\t0\t12\t45\nkv4k_q8_0\t0\t12\t45\nbench_iq4_xs\t0\t8\t60\nbench_q2_k\t0\t8\t60\nmemcheck_kernels\t0\t2\t120\nmemcheck_e2e\t0\t2\t120\n' > "$logs/steps.tsv"
+printf 'env\t0\t1\t30\nbuild\t0\t28\t300\nkernels\t0\t1\t120\ne2e\t0\t6\t150\nkvq\t0\t20\t90\nkvio\t0\t9\t60\nlowbit_e2e\t0\t15\t60\nbench_q4_0\t0\t9\t120\nkv4k_f16\t0\t12\t45\nkv4k_q8_0\t0\t12\t45\nbench_iq4_xs\t0\t8\t60\nbench_q2_k\t0\t8\t60\nmemcheck_kernels\t0\t2\t120\nmemcheck_e2e\t0\t2\t120\n' > "$logs/steps.tsv"
 printf 'ok 1 - a\nok 2 - b\n1..2\n' > "$logs/kernels.log"
 printf '# CPU vs CUDA: top-1 579/586\nok 1 - a\n1..1\n' > "$logs/e2e.log"
 printf 'ok 1 - 1 layer, KV q8_0\nok 2 - 1 layer, KV q4_0\n1..2\n' > "$logs/kvq.log"
+printf 'ok 1 - KV f16: bit-identical logits\nok 2 - resume, KV f16: 192 of 200 restored\n1..2\n' > "$logs/kvio.log"
 printf 'ok 1 - IQ4_XS: the CUDA backend takes the model\nok 2 - IQ4_XS, 2 layers\n1..2\n' > "$logs/lowbit_e2e.log"
 # decode from position 4096 by KV type (bench_cuda BENCH_KV, the trip's kv4k_* steps)
 echo '{"model": "llama3-8b", "type": "Q4_0", "kv_type": "f16", "decode": [{"batch": 1, "tok_s": 212.0}, {"batch": 8, "tok_s": 509.0}]}' > "$logs/kv4k_f16.json"
@@ -50,6 +51,7 @@ import json, sys
 s = json.load(open(sys.argv[1])); t = s["targets"]
 assert s["ok"] is True and s["ran_on_gpu"] is True and s["built"] is True
 assert t["kernels"] is True and t["e2e"] is True and t["memcheck"] is True and t["kvq"] is True
+assert t["kvio"] is True and s["steps"]["kvio"]["tap"]["pass"] == 2
 assert t["lowbit_e2e"] is True
 assert s["kv_decode_ctx4096"] == {"f16": {"1": 212.0, "8": 509.0}, "q8_0": {"1": 231.5, "8": 640.2}}
 assert t["decode_b1_roofline_pct"] == {"value": 20.5, "target": 85, "met": False}
@@ -77,6 +79,14 @@ python3 "$src/tests/e2e/gpu/trip_summary.py" "$logs" "$tmp/gpu3.json" > /dev/nul
 check "a failing quantized-KV test fails the trip" python3 -c '
 import json, sys; s = json.load(open(sys.argv[1])); assert s["ok"] is False and s["targets"]["kvq"] is False' "$tmp/gpu3.json"
 cp "$tmp/kvq.ok" "$logs/kvq.log"
+
+# so does a failed disk-cache resume (kv_block_io)
+cp "$logs/kvio.log" "$tmp/kvio.ok"
+printf 'ok 1 - a\nnot ok 2 - resume\n1..2\n' > "$logs/kvio.log"
+python3 "$src/tests/e2e/gpu/trip_summary.py" "$logs" "$tmp/gpu5.json" > /dev/null 2>&1
+check "a failing disk-cache resume fails the trip" python3 -c '
+import json, sys; s = json.load(open(sys.argv[1])); assert s["ok"] is False and s["targets"]["kvio"] is False' "$tmp/gpu5.json"
+cp "$tmp/kvio.ok" "$logs/kvio.log"
 
 # so does a failed low-bit comparison through the backend
 cp "$logs/lowbit_e2e.log" "$tmp/lowbit.ok"

@@ -15,6 +15,11 @@
 #             (synthetic Llama-3.2-1B, 2 layers)
 #   kvq       the quantized KV cache (q8_0, q4_0) against the CPU backend
 #             with the same type, every layer's hidden state
+#   kvio      the disk prompt cache's block reads and writes (kv_block_io):
+#             the CPU's byte layout, bit-identical logits after a round trip,
+#             and a short resume (a fresh backend restores the prompt's blocks
+#             from a kvdisk file: restored tokens, the cold run's greedy reply)
+#             for f16, q8_0 and q4_0
 #   kv4k_*    decode from position 4096 with the KV cache in f16, q8_0, q4_0
 #   bench_*   synthetic Llama-3-8B: decode at batch 1/8/32/64 against the
 #             copy bandwidth, prefill 512/4096 against cuBLAS's f16 GEMM rate,
@@ -108,7 +113,7 @@ setup() {
 }
 export -f setup
 # the GPU targets alone, in one call: nothing else can fail them
-gpu_targets="engine/backend/libtern_cuda.so tests/kernels/cuda/test_cuda_kernels tests/engine/backend/test_cuda_e2e tests/engine/backend/test_cuda_embed tests/engine/backend/test_cuda_kvq tests/engine/backend/test_cuda_lowbit tests/kernels/cuda/bench_cuda"
+gpu_targets="engine/backend/libtern_cuda.so tests/kernels/cuda/test_cuda_kernels tests/engine/backend/test_cuda_e2e tests/engine/backend/test_cuda_embed tests/engine/backend/test_cuda_kvq tests/engine/backend/test_cuda_lowbit tests/engine/backend/test_cuda_kvio tests/kernels/cuda/bench_cuda"
 # shellcheck disable=SC2086
 step setup 90 setup && step build 300 ninja -C "$build" -j "$(nproc)" $gpu_targets
 build_rc=$?
@@ -118,11 +123,11 @@ fi
 
 # ---- GPU steps -------------------------------------------------------------------
 bin=$build/tests/kernels/cuda        # test_cuda_kernels, bench_cuda
-bin_e2e=$build/tests/engine/backend  # test_cuda_e2e, test_cuda_embed, test_cuda_kvq
+bin_e2e=$build/tests/engine/backend  # test_cuda_e2e, test_cuda_embed, test_cuda_kvq, test_cuda_kvio
 if [ $build_rc -ne 0 ]; then
-  for s in kernels e2e embed kvq lowbit_e2e bench memcheck ablation; do skip $s "build failed"; done
+  for s in kernels e2e embed kvq kvio lowbit_e2e bench memcheck ablation; do skip $s "build failed"; done
 elif [ $gpu = 0 ]; then
-  for s in kernels e2e embed kvq lowbit_e2e bench memcheck ablation; do skip $s "no GPU"; done
+  for s in kernels e2e embed kvq kvio lowbit_e2e bench memcheck ablation; do skip $s "no GPU"; done
 else
   step kernels 120 "$bin/test_cuda_kernels"
   step e2e 150 "$bin_e2e/test_cuda_e2e" "$model"
@@ -130,6 +135,8 @@ else
   step embed 90 "$bin_e2e/test_cuda_embed" "$model"
   # the quantized KV cache (q8_0, q4_0) against the CPU's, the hidden state of every depth
   step kvq 90 "$bin_e2e/test_cuda_kvq" "$model"
+  # the disk prompt cache on the GPU: block I/O per KV type and a 200-token resume, every layer
+  step kvio 60 "$bin_e2e/test_cuda_kvio" "$model" 0 200
   # the low-bit formats through the backend (before: refused, the model on the CPU)
   step lowbit_e2e 60 "$bin_e2e/test_cuda_lowbit" 2 4
   step bench_q4_0 120 "$bin/bench_cuda" llama3-8b q4_0 "$logs/bench_q4_0.json"

@@ -52,7 +52,7 @@ def main():
     except FileNotFoundError:
         pass
     s = {"steps": steps}
-    for name in ("kernels", "e2e", "embed", "kvq", "lowbit_e2e", "memcheck_kernels", "memcheck_e2e"):
+    for name in ("kernels", "e2e", "embed", "kvq", "kvio", "lowbit_e2e", "memcheck_kernels", "memcheck_e2e"):
         t = tap(os.path.join(logs, name + ".log"))
         if t is not None and name in steps:
             steps[name]["tap"] = t
@@ -108,6 +108,7 @@ def main():
     targets["e2e"] = passed("e2e")
     targets["embed"] = passed("embed")
     targets["kvq"] = passed("kvq")
+    targets["kvio"] = passed("kvio")
     targets["lowbit_e2e"] = passed("lowbit_e2e")
     mk, me = passed("memcheck_kernels"), passed("memcheck_e2e")
     targets["memcheck"] = None if mk is None and me is None else bool(mk) and me is not False
@@ -139,7 +140,7 @@ def main():
     targets["lowbit_on_gpu"] = None if not lb else all(v["ran"] for v in lb.values())
     s["targets"] = targets
     correct = [targets[k] for k in ("kernels", "e2e", "memcheck")]
-    correct += [targets[k] for k in ("embed", "kvq", "lowbit_e2e") if targets[k] is not None]
+    correct += [targets[k] for k in ("embed", "kvq", "kvio", "lowbit_e2e") if targets[k] is not None]
     s["ran_on_gpu"] = steps.get("kernels", {}).get("rc") not in (None, "skipped")
     s["ok"] = s["ran_on_gpu"] and all(c is True for c in correct)
     s["built"] = steps.get("build", {}).get("rc") == 0

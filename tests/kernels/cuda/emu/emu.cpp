@@ -299,6 +299,17 @@ cudaError_t cudaFree(void *p)
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *d, const void *s, size_t b, enum cudaMemcpyKind) { memmove(d, s, b); return cudaSuccess; }
+cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
+                              enum cudaMemcpyKind, cudaStream_t)
+{
+    if (w > dp || w > sp) return cudaErrorInvalidValue;
+    auto copy = [=]() {
+        for (size_t r = 0; r < h; r++) memmove((char *)d + r * dp, (const char *)s + r * sp, w);
+    };
+    if (capturing) recording->push_back(copy);
+    else copy();
+    return cudaSuccess;
+}
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t b, enum cudaMemcpyKind, cudaStream_t)
 {
     if (capturing) {
