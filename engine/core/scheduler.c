@@ -222,22 +222,41 @@ static void add_item(struct sched *s, struct sched_seq *q, int32_t n)
     q->planned_step = s->step;
 }
 
-int32_t sched_lookup(const int32_t *tokens, int32_t n, int32_t k, int32_t *out)
+/* Suffixes compared beyond this many tokens add nothing: the match is
+ * already unambiguous, and it bounds the scan. */
+#define SCHED_LOOKUP_MAX_MATCH 64
+
+/* The earlier position i (< n - 1) whose tokens up to i match the longest
+ * suffix of the sequence, the latest on ties; the match length in *len.
+ * Longest rather than a fixed n-gram: in a rewrite, a short n-gram ("of
+ * the") occurs in many places of the passage, and the latest of them is
+ * often not the one being copied; the longest suffix match is. */
+static int32_t lookup_longest(const int32_t *tokens, int32_t n, int32_t *len)
 {
-    /* Longest suffix n-gram first (3, 2, 1), latest earlier occurrence
-     * first: both make the copied continuation likelier to be right. The
-     * scan is bounded by n positions per n-gram size. */
-    for (int32_t ng = 3; ng >= 1; ng--) {
-        if (n < ng + 1) continue;
-        const int32_t *pat = tokens + n - ng;
-        for (int32_t i = n - ng - 1; i >= 0; i--) {
-            if (memcmp(tokens + i, pat, (size_t)ng * sizeof *pat) != 0) continue;
-            int32_t c = 0;
-            for (int32_t j = i + ng; j < n && c < k; j++) out[c++] = tokens[j];
-            return c;
+    int32_t best = -1, best_len = 0;
+    if (n < 2) return -1;
+    const int32_t last = tokens[n - 1];
+    for (int32_t i = n - 2; i >= 0; i--) {
+        if (tokens[i] != last) continue;
+        int32_t l = 1;
+        while (l < SCHED_LOOKUP_MAX_MATCH && l <= i && tokens[i - l] == tokens[n - 1 - l]) l++;
+        if (l > best_len) {
+            best_len = l;
+            best = i;
+            if (l == SCHED_LOOKUP_MAX_MATCH) break;
         }
     }
-    return 0;
+    *len = best_len;
+    return best;
+}
+
+int32_t sched_lookup(const int32_t *tokens, int32_t n, int32_t k, int32_t *out)
+{
+    int32_t len, i = lookup_longest(tokens, n, &len);
+    if (i < 0) return 0;
+    int32_t c = 0;
+    for (int32_t j = i + 1; j < n && c < k; j++) out[c++] = tokens[j];
+    return c;
 }
 
 #define SCHED_MAX_LOOKUP 32
@@ -369,6 +388,8 @@ static void plan_prefills(struct sched *s, int prio, int32_t *budget)
         if (n <= 0) continue;
         add_item(s, q, n);
         *budget -= n;
+        if (s->feed && s->propose && q->lookup_k > 0 && !q->score && !q->embd)
+            s->feed(s->propose_ud, q, q->n_computed, n);
     }
 }
 
