@@ -279,7 +279,20 @@ static void plan_guesses(struct sched *s, struct sched_seq *q, int32_t n_dec_lef
     if (q->n_limit > 0 && k > q->n_limit - q->n_tokens - 1) k = q->n_limit - q->n_tokens - 1;
     if (k <= 0) return;
     int32_t g[SCHED_MAX_LOOKUP];
-    k = s->propose ? s->propose(s->propose_ud, q, k, g) : sched_lookup(q->tokens, q->n_tokens, k, g);
+    if (s->propose) {
+        k = s->propose(s->propose_ud, q, k, g);
+    } else {
+        /* A continuation is trusted as far as the context that found it:
+         * no more guesses than the match is long. A one-token match (a
+         * common word) is right about a fifth of the time on an editing
+         * reply, a match of four or more mostly; each guessed row costs a
+         * share of the step (docs/PERFORMANCE.md §7). */
+        int32_t len, at = lookup_longest(q->tokens, q->n_tokens, &len);
+        if (k > len) k = len;
+        int32_t c = 0;
+        for (int32_t j = at + 1; at >= 0 && j < q->n_tokens && c < k; j++) g[c++] = q->tokens[j];
+        k = c;
+    }
     if (k <= 0) return;
     /* Guesses never take a block that a later decode of this step needs
      * (that would preempt someone for a guess). */
