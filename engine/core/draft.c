@@ -279,7 +279,16 @@ void draft_feed(struct draft *d, uint64_t seq_id, const int32_t *tokens, int32_t
     double t0 = now_s();
     struct dseq *s = dseq_get(d, seq_id);
     s->used = ++d->clock;
-    int32_t c = keep_common(d, s, tokens, n, n);
+    /* A recomputed chunk (the target's sequence was preempted) the draft
+     * already holds, and what it holds beyond, stays: the next proposal
+     * checks the rest against the whole sequence. */
+    int32_t c = 0;
+    while (c < s->n && c < n && s->toks[c] == tokens[c]) c++;
+    if (c == n) {
+        d->seconds += now_s() - t0;
+        return;
+    }
+    c = keep_common(d, s, tokens, n, n);
     int32_t feed = n - c, left = d->catchup - d->step_fed;
     /* The target's chunk itself always goes in (the scheduler already
      * bounded it); a draft further behind (a prefix-cache hit) catches up
