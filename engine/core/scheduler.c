@@ -401,7 +401,10 @@ static void plan_prefills(struct sched *s, int prio, int32_t *budget)
         if (n <= 0) continue;
         add_item(s, q, n);
         *budget -= n;
-        if (s->feed && s->propose && q->lookup_k > 0 && !q->score && !q->embd)
+        /* Not for a sequence whose limit leaves no room for a guess (the
+         * first decode needs one guess and the token after it). */
+        if (s->feed && s->propose && q->lookup_k > 0 && !q->score && !q->embd &&
+            (q->n_limit <= 0 || q->n_limit >= q->n_prompt + 3))
             s->feed(s->propose_ud, q, q->n_computed, n);
     }
 }

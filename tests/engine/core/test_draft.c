@@ -136,6 +136,19 @@ int main(int argc, char **argv)
            "guesses kept: %d fed with the prefill vs %d catching up after a cached prefix "
            "(%llu steps behind); target steps %d vs %d", acc, cached.m.n_accepted_tokens,
            (unsigned long long)(a2.draft_catchup - a1.draft_catchup), dec, cdec);
+        /* Two tokens leave no room for a guess: the draft is not fed. */
+        struct engine_request q2 = qm;
+        q2.max_tokens = 2;
+        static struct res two;
+        struct engine_stats a3, a4;
+        engine_snapshot(e, &a3);
+        run_many(e, &q2, 1, &two);
+        engine_snapshot(e, &a4);
+        ok(two.n_tok == 2 && a4.draft_fed_prefill == a3.draft_fed_prefill &&
+           a2.draft_fed_prefill > a1.draft_fed_prefill,
+           "a 2-token reply: the draft not fed (%llu tokens; the cached run fed %llu)",
+           (unsigned long long)(a4.draft_fed_prefill - a3.draft_fed_prefill),
+           (unsigned long long)(a2.draft_fed_prefill - a1.draft_fed_prefill));
     }
 
     /* A long prompt: the draft catches up in bounded chunks across steps
