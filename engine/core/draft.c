@@ -39,6 +39,7 @@ struct draft {
     uint64_t cur_step;
     int32_t step_fed, max_step_fed;
     uint64_t catchup_calls;
+    uint64_t fed_prefill;          /* tokens fed beside the target's prefill chunks */
 };
 
 static double now_s(void)
@@ -214,9 +215,10 @@ static int push_tok(struct dseq *s, int32_t t)
 }
 
 /* Runs toks[0 .. n) at positions p0.. through the draft, the last one's
- * logits row wanted; returns its greedy token, or -1. */
-static int32_t forward_last(struct draft *d, struct dseq *s, const int32_t *toks, int32_t n,
-                            int32_t p0)
+ * logits row wanted (unless no_logits); returns its greedy token (0 with
+ * no_logits), or -1. */
+static int32_t forward(struct draft *d, struct dseq *s, const int32_t *toks, int32_t n,
+                       int32_t p0, int no_logits)
 {
     if (reserve(d, s, (int64_t)p0 + n) != 0) return -1;
     struct fwd_seq fs = {.block_table = s->kv.blocks, .n_blocks = s->kv.n_blocks};
@@ -226,7 +228,7 @@ static int32_t forward_last(struct draft *d, struct dseq *s, const int32_t *toks
         for (int32_t i = 0; i < m; i++) {
             d->tok[i] = toks[done + i];
             d->pos[i] = p0 + done + i;
-            d->want[i] = done + i == n - 1;
+            d->want[i] = !no_logits && done + i == n - 1;
         }
         struct fwd_batch b = {.n_tokens = m, .token = d->tok, .pos = d->pos, .seq = d->seqi,
                               .want_logits = d->want, .n_seqs = 1, .seqs = &fs};
@@ -234,6 +236,7 @@ static int32_t forward_last(struct draft *d, struct dseq *s, const int32_t *toks
         if (backend_forward(d->be, &b, d->logits, err, sizeof err) != 0) return -1;
         done += m;
     }
+    if (no_logits) return 0;
     /* Greedy: the first maximum, as the sampler's argmax takes it. */
     int32_t best = 0;
     for (int32_t v = 1; v < d->n_vocab; v++)
@@ -241,25 +244,78 @@ static int32_t forward_last(struct draft *d, struct dseq *s, const int32_t *toks
     return best;
 }
 
-int32_t draft_propose(struct draft *d, uint64_t seq_id, const int32_t *tokens, int32_t n,
-                      int32_t k, uint64_t step, int32_t *out)
+static int32_t forward_last(struct draft *d, struct dseq *s, const int32_t *toks, int32_t n,
+                            int32_t p0)
 {
-    if (n <= 0 || k <= 0) return 0;
+    return forward(d, s, toks, n, p0, 0);
+}
+
+/* What the draft holds of seq s that tokens[0 .. n) still has (guesses the
+ * target rejected fall away), at most max; s is trimmed to it. */
+static int32_t keep_common(struct draft *d, struct dseq *s, const int32_t *tokens, int32_t n,
+                           int32_t max)
+{
+    int32_t c = 0;
+    while (c < s->n && c < n && s->toks[c] == tokens[c]) c++;
+    if (c > max) c = max;
+    s->n = c;
+    kv_seq_trim(&d->kv, &s->kv, c);
+    return c;
+}
+
+static void step_begin(struct draft *d, uint64_t step)
+{
     if (step != d->cur_step) {
         d->cur_step = step;
         d->step_fed = 0;
     }
+}
+
+void draft_feed(struct draft *d, uint64_t seq_id, const int32_t *tokens, int32_t n, int32_t chunk,
+                uint64_t step)
+{
+    if (n <= 0) return;
+    step_begin(d, step);
     double t0 = now_s();
     struct dseq *s = dseq_get(d, seq_id);
     s->used = ++d->clock;
-    /* What the draft holds that the sequence still has: guesses the target
-     * rejected (and anything after them) fall away. At least the last
-     * token is fed again, for the logits row that guesses the next. */
+    /* A recomputed chunk (the target's sequence was preempted) the draft
+     * already holds, and what it holds beyond, stays: the next proposal
+     * checks the rest against the whole sequence. */
     int32_t c = 0;
     while (c < s->n && c < n && s->toks[c] == tokens[c]) c++;
-    if (c >= n) c = n - 1;
-    s->n = c;
-    kv_seq_trim(&d->kv, &s->kv, c);
+    if (c == n) {
+        d->seconds += now_s() - t0;
+        return;
+    }
+    c = keep_common(d, s, tokens, n, n);
+    int32_t feed = n - c, left = d->catchup - d->step_fed;
+    /* The target's chunk itself always goes in (the scheduler already
+     * bounded it); a draft further behind (a prefix-cache hit) catches up
+     * within what is left of the step's budget. */
+    if (left < chunk) left = chunk;
+    if (feed > left) feed = left;
+    if (feed > 0 && forward(d, s, tokens + c, feed, c, 1) == 0) {
+        for (int32_t i = c; i < c + feed; i++)
+            if (push_tok(s, tokens[i]) != 0) break;
+        d->step_fed += feed;
+        d->fed_prefill += (uint64_t)feed;
+        if (d->step_fed > d->max_step_fed) d->max_step_fed = d->step_fed;
+    }
+    d->seconds += now_s() - t0;
+}
+
+int32_t draft_propose(struct draft *d, uint64_t seq_id, const int32_t *tokens, int32_t n,
+                      int32_t k, uint64_t step, int32_t *out)
+{
+    if (n <= 0 || k <= 0) return 0;
+    step_begin(d, step);
+    double t0 = now_s();
+    struct dseq *s = dseq_get(d, seq_id);
+    s->used = ++d->clock;
+    /* At least the last token is fed again, for the logits row that
+     * guesses the next. */
+    int32_t c = keep_common(d, s, tokens, n, n - 1);
     int32_t g = 0, feed = n - c;
     if (feed > k + 1) {
         /* Catching up: within the step's budget; behind by more, feed what
@@ -315,4 +371,5 @@ void draft_get_info(const struct draft *d, struct draft_info *out)
     out->seconds = d->seconds;
     out->catchup_calls = d->catchup_calls;
     out->catchup_max_step = d->max_step_fed;
+    out->fed_prefill = d->fed_prefill;
 }

@@ -15,13 +15,19 @@
  * the rest, then decodes k tokens. No state survives a proposal that
  * fails: it proposes nothing and the step runs without guesses.
  *
- * Catching up is bounded: a sequence's draft state starts empty, and
- * feeding a whole prompt inside one step would stall every sequence in the
- * batch for the draft's prefill. So the tokens a step feeds to catch up
- * (any feed longer than k + 1, the steady state's) share a budget of
- * catchup_tokens per step, over all sequences; a sequence behind by more
- * than what is left feeds that much, proposes nothing and decodes plainly,
- * until a later step finds it caught up. Engine thread only. */
+ * The draft is fed a prompt in step with the target's prefill (draft_feed,
+ * one call per prefill chunk), so it has seen the whole prompt when the
+ * first decode step comes and guesses from that step on.
+ *
+ * Catching up is bounded: a draft state can still lag (the target reused
+ * cached prefix blocks the draft never computed, or the draft's LRU dropped
+ * the state), and feeding a whole prompt inside one step would stall every
+ * sequence in the batch for the draft's prefill. So the tokens a step feeds
+ * (prefill chunks, and any proposal's feed longer than k + 1, the steady
+ * state's) share a budget of catchup_tokens per step, over all sequences;
+ * a sequence behind by more than what is left feeds that much, proposes
+ * nothing and decodes plainly, until a later step finds it caught up.
+ * Engine thread only. */
 #ifndef TERN_DRAFT_H
 #define TERN_DRAFT_H
 
@@ -55,6 +61,11 @@ void draft_close(struct draft *d);
  * error). step names the scheduler's step: the catch-up budget is per step. */
 int32_t draft_propose(struct draft *d, uint64_t seq_id, const int32_t *tokens, int32_t n,
                       int32_t k, uint64_t step, int32_t *out);
+/* Feeds the draft tokens[0 .. n) of sequence seq_id (what the target will
+ * have computed after this step's prefill chunk of chunk tokens), without
+ * guessing: the chunk always, a longer lag within the step's budget. */
+void draft_feed(struct draft *d, uint64_t seq_id, const int32_t *tokens, int32_t n, int32_t chunk,
+                uint64_t step);
 /* Drops a sequence's draft state (it finished or was cancelled). */
 void draft_forget(struct draft *d, uint64_t seq_id);
 
@@ -64,6 +75,7 @@ struct draft_info {
     uint64_t proposals, tokens;    /* draft_propose calls that guessed, tokens guessed */
     uint64_t catchup_calls;        /* calls that fed a lagging sequence and guessed nothing */
     int32_t catchup_max_step;      /* most tokens fed to catch up in one step */
+    uint64_t fed_prefill;          /* tokens fed beside the target's prefill (draft_feed) */
     double seconds;                /* time spent in draft forward passes */
 };
 void draft_get_info(const struct draft *d, struct draft_info *out);

@@ -414,6 +414,8 @@ struct engine_stats {
     uint64_t draft_catchup;          /* proposals that fed a lagging draft state, no guess */
     int32_t draft_catchup_max;       /* most tokens one step fed the draft to catch up
                                         (bounded by step_tokens) */
+    uint64_t draft_fed_prefill;      /* prompt tokens fed to the draft beside the target's
+                                        prefill chunks */
     /* requests */
     int32_t running, waiting;
     uint64_t submitted, finished[ENGINE_N_STATUS];

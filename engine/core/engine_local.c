@@ -231,6 +231,14 @@ static int32_t draft_guesses(void *ud, const struct sched_seq *q, int32_t k, int
     return draft_propose(e->draft, q->id, q->tokens, q->n_tokens, k, e->sched.step, out);
 }
 
+/* The scheduler's prefill hook: the draft sees each prompt chunk in the
+ * step the target computes it. */
+static void draft_chunk(void *ud, const struct sched_seq *q, int32_t start, int32_t n)
+{
+    struct engine_local *e = ud;
+    draft_feed(e->draft, q->id, q->tokens, start + n, n, e->sched.step);
+}
+
 /* The draft model beside the target, on the same kind of backend. */
 static int open_draft(struct engine_local *e, const struct engine_config *c, char *err,
                       size_t errlen)
@@ -247,6 +255,7 @@ static int open_draft(struct engine_local *e, const struct engine_config *c, cha
     e->draft = draft_open(&dc, e->tok, err, errlen);
     if (!e->draft) return -1;
     e->sched.propose = draft_guesses;
+    e->sched.feed = draft_chunk;
     e->sched.propose_ud = e;
     if (e->cfg.lookup_k <= 0) e->cfg.lookup_k = ENGINE_DRAFT_K;
     return 0;

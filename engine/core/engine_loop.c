@@ -186,6 +186,7 @@ static void publish(struct engine_local *e)
         s->draft_s = di.seconds;
         s->draft_catchup = di.catchup_calls;
         s->draft_catchup_max = di.catchup_max_step;
+        s->draft_fed_prefill = di.fed_prefill;
     }
     s->step_tokens_budget = e->sched.cfg.step_tokens;
     s->max_running = e->sched.cfg.max_running;

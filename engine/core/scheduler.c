@@ -222,22 +222,41 @@ static void add_item(struct sched *s, struct sched_seq *q, int32_t n)
     q->planned_step = s->step;
 }
 
-int32_t sched_lookup(const int32_t *tokens, int32_t n, int32_t k, int32_t *out)
+/* Suffixes compared beyond this many tokens add nothing: the match is
+ * already unambiguous, and it bounds the scan. */
+#define SCHED_LOOKUP_MAX_MATCH 64
+
+/* The earlier position i (< n - 1) whose tokens up to i match the longest
+ * suffix of the sequence, the latest on ties; the match length in *len.
+ * Longest rather than a fixed n-gram: in a rewrite, a short n-gram ("of
+ * the") occurs in many places of the passage, and the latest of them is
+ * often not the one being copied; the longest suffix match is. */
+static int32_t lookup_longest(const int32_t *tokens, int32_t n, int32_t *len)
 {
-    /* Longest suffix n-gram first (3, 2, 1), latest earlier occurrence
-     * first: both make the copied continuation likelier to be right. The
-     * scan is bounded by n positions per n-gram size. */
-    for (int32_t ng = 3; ng >= 1; ng--) {
-        if (n < ng + 1) continue;
-        const int32_t *pat = tokens + n - ng;
-        for (int32_t i = n - ng - 1; i >= 0; i--) {
-            if (memcmp(tokens + i, pat, (size_t)ng * sizeof *pat) != 0) continue;
-            int32_t c = 0;
-            for (int32_t j = i + ng; j < n && c < k; j++) out[c++] = tokens[j];
-            return c;
+    int32_t best = -1, best_len = 0;
+    if (n < 2) return -1;
+    const int32_t last = tokens[n - 1];
+    for (int32_t i = n - 2; i >= 0; i--) {
+        if (tokens[i] != last) continue;
+        int32_t l = 1;
+        while (l < SCHED_LOOKUP_MAX_MATCH && l <= i && tokens[i - l] == tokens[n - 1 - l]) l++;
+        if (l > best_len) {
+            best_len = l;
+            best = i;
+            if (l == SCHED_LOOKUP_MAX_MATCH) break;
         }
     }
-    return 0;
+    *len = best_len;
+    return best;
+}
+
+int32_t sched_lookup(const int32_t *tokens, int32_t n, int32_t k, int32_t *out)
+{
+    int32_t len, i = lookup_longest(tokens, n, &len);
+    if (i < 0) return 0;
+    int32_t c = 0;
+    for (int32_t j = i + 1; j < n && c < k; j++) out[c++] = tokens[j];
+    return c;
 }
 
 #define SCHED_MAX_LOOKUP 32
@@ -260,7 +279,20 @@ static void plan_guesses(struct sched *s, struct sched_seq *q, int32_t n_dec_lef
     if (q->n_limit > 0 && k > q->n_limit - q->n_tokens - 1) k = q->n_limit - q->n_tokens - 1;
     if (k <= 0) return;
     int32_t g[SCHED_MAX_LOOKUP];
-    k = s->propose ? s->propose(s->propose_ud, q, k, g) : sched_lookup(q->tokens, q->n_tokens, k, g);
+    if (s->propose) {
+        k = s->propose(s->propose_ud, q, k, g);
+    } else {
+        /* A continuation is trusted as far as the context that found it:
+         * no more guesses than the match is long. A one-token match (a
+         * common word) is right about a fifth of the time on an editing
+         * reply, a match of four or more mostly; each guessed row costs a
+         * share of the step (docs/PERFORMANCE.md §7). */
+        int32_t len, at = lookup_longest(q->tokens, q->n_tokens, &len);
+        if (k > len) k = len;
+        int32_t c = 0;
+        for (int32_t j = at + 1; at >= 0 && j < q->n_tokens && c < k; j++) g[c++] = q->tokens[j];
+        k = c;
+    }
     if (k <= 0) return;
     /* Guesses never take a block that a later decode of this step needs
      * (that would preempt someone for a guess). */
@@ -369,6 +401,11 @@ static void plan_prefills(struct sched *s, int prio, int32_t *budget)
         if (n <= 0) continue;
         add_item(s, q, n);
         *budget -= n;
+        /* Not for a sequence whose limit leaves no room for a guess (the
+         * first decode needs one guess and the token after it). */
+        if (s->feed && s->propose && q->lookup_k > 0 && !q->score && !q->embd &&
+            (q->n_limit <= 0 || q->n_limit >= q->n_prompt + 3))
+            s->feed(s->propose_ud, q, q->n_computed, n);
     }
 }
 

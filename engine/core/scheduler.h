@@ -99,6 +99,10 @@ struct sched {
      * set, a sequence with lookup_k > 0 gets its guesses from propose. */
     int32_t (*propose)(void *ud, const struct sched_seq *q, int32_t k, int32_t *out);
     void *propose_ud;
+    /* With propose: called for each prefill chunk [start, start + n) of a
+     * sequence that will guess, as the chunk is planned, so the draft sees
+     * the prompt in the same steps as the target (propose_ud). */
+    void (*feed)(void *ud, const struct sched_seq *q, int32_t start, int32_t n);
     struct sched_plan plan;
 };
 
@@ -130,8 +134,8 @@ void sched_commit(struct sched *s);
 
 /* Speculative decoding (n-gram prompt lookup). A decode of a sequence with
  * lookup_k > 0 carries up to lookup_k guessed tokens, copied from what
- * followed the latest earlier occurrence of its last 3 (then 2, then 1)
- * tokens in its own tokens; they are appended to tokens (n_draft) and
+ * followed the earlier position of its own tokens that matches the longest
+ * suffix of them (the latest such position on ties); they are appended to tokens (n_draft) and
  * verified in the same forward pass, one logits row per position. After
  * sampling those rows in order, the caller keeps the first n_accepted
  * guesses (those equal to what was sampled): their K/V become computed, the
@@ -140,7 +144,7 @@ void sched_commit(struct sched *s);
 void sched_seq_accept(struct sched *s, struct sched_seq *q, int32_t n_accepted);
 
 /* The guesses for a sequence of n tokens: up to k tokens copied into out.
- * Returns how many (0: no earlier occurrence of any suffix n-gram). */
+ * Returns how many (0: its last token occurs nowhere earlier). */
 int32_t sched_lookup(const int32_t *tokens, int32_t n, int32_t k, int32_t *out);
 
 #endif

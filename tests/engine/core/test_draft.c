@@ -9,15 +9,18 @@
  * guessed, and both accepted and rejected guesses occurred (so identity is
  * not the trivial "nothing guessed" or "the draft is the target"); every KV
  * block comes back; a draft of another vocabulary is refused by name; the
- * same file as its own draft accepts nearly everything. A long prompt's
- * draft state catches up within the step budget per step (never the whole
- * prompt in one step), decoding plainly meanwhile, then guesses. */
+ * same file as its own draft accepts nearly everything. A fresh long
+ * prompt is fed to the draft in the target's prefill steps (guesses from the
+ * first decode step); a draft state that lags (the target reused cached
+ * prefix blocks) catches up within the step budget per step (never the
+ * whole prompt in one step), decoding plainly meanwhile, then guesses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 #include "engine_util.h"
+#include "scheduler.h"
 #include "spec_util.h"
 #include "tap.h"
 
@@ -89,6 +92,65 @@ int main(int argc, char **argv)
            "sampled (temperature 0.8, seed %d): same draws (first diff %d, %d of %d accepted)",
            77 + i, first_diff(&a, &b), b.m.n_accepted_tokens, b.m.n_draft_tokens);
     }
+    /* A long fresh prompt, a short reply: the draft is fed the prompt in
+     * the target's prefill steps, so it guesses from the first decode step
+     * on and never catches up. Run again, the target reuses the prompt's
+     * cached blocks that the draft never computed: the draft must catch up
+     * over several decode steps (what every prompt cost before), and keeps
+     * fewer guesses. */
+    {
+        static char mp[12288];
+        size_t ml = 0;
+        for (int i = 1; i <= 30 && ml < sizeof mp - 200; i++)
+            ml += (size_t)snprintf(mp + ml, sizeof mp - ml,
+                                   "Note %d: the mill on river %d grinds %d sacks on day %d. ", i,
+                                   i, 30 + 3 * i, i % 7 + 1);
+        snprintf(mp + ml, sizeof mp - ml, "Repeat the first note.");
+        struct engine_message mmsg[1][1] = {{{"user", mp}}};
+        enum { SHORT = 48 };
+        struct engine_request qm;
+        spec_requests(&qm, mmsg, 1, SHORT);
+        struct engine_stats a0, a1, a2;
+        static struct res fresh, cached, mplain;
+        engine_snapshot(e, &a0);
+        run_many(e, &qm, 1, &fresh);
+        engine_snapshot(e, &a1);
+        run_many(e, &qm, 1, &cached);
+        engine_snapshot(e, &a2);
+        spec_plain(e, &qm, 1, &mplain, SHORT);
+        int32_t mn = fresh.m.n_prompt, acc = fresh.m.n_accepted_tokens;
+        int32_t dec = fresh.n_tok - 1 - acc; /* decode steps after the prefill's token */
+        ok(mn >= 600 && same(&fresh, &mplain) && same(&cached, &mplain),
+           "long prompt (%d tokens), short reply (%d): identical, fresh and cached (first diffs "
+           "%d, %d)", mn, fresh.n_tok, first_diff(&fresh, &mplain), first_diff(&cached, &mplain));
+        ok(a1.draft_catchup == a0.draft_catchup &&
+           a1.draft_fed_prefill - a0.draft_fed_prefill >= (uint64_t)mn &&
+           fresh.m.n_spec_steps >= dec - 1,
+           "fresh prompt: the draft fed with the prefill (%llu tokens), no catch-up step (%llu), "
+           "guesses in %d of %d decode steps",
+           (unsigned long long)(a1.draft_fed_prefill - a0.draft_fed_prefill),
+           (unsigned long long)(a1.draft_catchup - a0.draft_catchup), fresh.m.n_spec_steps, dec);
+        int32_t cdec = cached.n_tok - 1 - cached.m.n_accepted_tokens;
+        ok(cached.m.n_cached > 0 && a2.draft_catchup > a1.draft_catchup &&
+           acc > cached.m.n_accepted_tokens && dec < cdec,
+           "guesses kept: %d fed with the prefill vs %d catching up after a cached prefix "
+           "(%llu steps behind); target steps %d vs %d", acc, cached.m.n_accepted_tokens,
+           (unsigned long long)(a2.draft_catchup - a1.draft_catchup), dec, cdec);
+        /* Two tokens leave no room for a guess: the draft is not fed. */
+        struct engine_request q2 = qm;
+        q2.max_tokens = 2;
+        static struct res two;
+        struct engine_stats a3, a4;
+        engine_snapshot(e, &a3);
+        run_many(e, &q2, 1, &two);
+        engine_snapshot(e, &a4);
+        ok(two.n_tok == 2 && a4.draft_fed_prefill == a3.draft_fed_prefill &&
+           a2.draft_fed_prefill > a1.draft_fed_prefill,
+           "a 2-token reply: the draft not fed (%llu tokens; the cached run fed %llu)",
+           (unsigned long long)(a4.draft_fed_prefill - a3.draft_fed_prefill),
+           (unsigned long long)(a2.draft_fed_prefill - a1.draft_fed_prefill));
+    }
+
     /* A long prompt: the draft catches up in bounded chunks across steps
      * (at most step_tokens per step) while the sequence decodes plainly. */
     static char longp[8192];
@@ -111,7 +173,11 @@ int main(int argc, char **argv)
     uint64_t calls = st.draft_catchup - st0.draft_catchup;
     ok(same(&ldraft, &lplain), "long prompt (%d tokens), draft: identical (first diff %d)", np,
        first_diff(&ldraft, &lplain));
-    ok(np > 4 * budget && st.draft_catchup_max == budget && calls >= (uint64_t)(np / budget) - 1,
+    /* A step feeds the draft at most its catch-up budget, or a prefill chunk
+     * (bounded by the step's batch) beside a proposal's small catch-up. */
+    struct sched_config scc = {.step_tokens = budget, .max_running = st.max_running};
+    int32_t most = sched_max_batch_tokens(&scc) + ENGINE_DRAFT_K + 1;
+    ok(np > 4 * budget && st.draft_catchup_max <= most && calls >= (uint64_t)(np / budget) - 1,
        "long prompt: the draft caught up at most %d tokens a step (most %d, %llu steps behind)",
        budget, st.draft_catchup_max, (unsigned long long)calls);
     ok(ldraft.m.n_draft_tokens > 0 && ldraft.m.n_spec_steps + (int32_t)calls <= GEN,

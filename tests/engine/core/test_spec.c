@@ -39,6 +39,12 @@ static void unit_lookup(void)
     int32_t t2[] = {7, 8, 1, 2, 6, 1, 2, 5, 2};
     n = sched_lookup(t2, 9, 3, g);
     ok(n == 2 && g[0] == 5 && g[1] == 2, "lookup: latest 1-gram occurrence, up to the end (%d)", n);
+    /* "9 1 2 3" occurs twice; the latest 3-gram "1 2 3" (followed by 7) is
+     * not what the sequence is copying: the 4-token match (followed by 5). */
+    int32_t t5[] = {9, 1, 2, 3, 5, 6, 8, 1, 2, 3, 7, 9, 1, 2, 3};
+    n = sched_lookup(t5, 15, 2, g);
+    ok(n == 2 && g[0] == 5 && g[1] == 6, "lookup: the longest suffix match, not the latest (%d: %d %d)",
+       n, g[0], g[1]);
     int32_t t3[] = {1, 2, 3, 4};
     ok(sched_lookup(t3, 4, 4, g) == 0, "lookup: no earlier occurrence, no guess");
     int32_t t4[] = {5, 5, 5};
