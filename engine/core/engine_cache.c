@@ -203,7 +203,17 @@ static void restore_one(struct engine_local *e, struct sched_seq *q)
         struct engine_req *r = q->ud;
         for (int32_t k = 0; k < nb; k++)
             if (fresh[k]) {
-                e->be->ops->kv_block_io(e->be, tmp.blocks[k], (char *)blocks + k * bb, true);
+                /* A block the backend could not write holds stale K/V: it and
+                 * the blocks chained after it must never be matched. */
+                if (e->be->ops->kv_block_io(e->be, tmp.blocks[k], (char *)blocks + k * bb, true)
+                    != 0) {
+                    kv_seq_unadopt(kv, &tmp, k);
+                    if (e->cfg.kv_disk_log)
+                        fprintf(e->cfg.kv_disk_log,
+                                "tern: disk prompt cache: the backend refused block %d of %d; "
+                                "the rest is prefilled\n", k, nb);
+                    break;
+                }
                 r->m.n_restored += bt;
             }
         kvd_touch(&e->kvd, i);

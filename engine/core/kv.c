@@ -322,6 +322,17 @@ int kv_seq_adopt(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32_t
     return 0;
 }
 
+void kv_seq_unadopt(struct kv *kv, struct kv_seq *s, int32_t first)
+{
+    if (first < 0) first = 0;
+    while (s->n_blocks > first) {
+        int32_t b = s->blocks[--s->n_blocks];
+        if (kv->blocks[b].ref == 1 && kv->blocks[b].hashed) hash_remove(kv, b);
+        block_release(kv, b);
+    }
+    if (s->n_hashed > s->n_blocks) s->n_hashed = s->n_blocks;
+}
+
 int kv_check(const struct kv *kv, char *err, size_t errlen)
 {
     int32_t used = 0, cached = 0, nfree = 0, nlru = 0;

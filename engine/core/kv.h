@@ -103,6 +103,11 @@ int kv_seq_adopt(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32_t
                  bool *fresh);
 
 /* Self-check of the counters and lists; returns 0 or -1 with err. */
+/* Undoes a restore from block first on (its K/V could not be written):
+ * s's blocks first .. are released, and those only s held leave the
+ * prefix index, so no later match reads them; the blocks after first
+ * chain from it and go too. s is then freed by the caller. */
+void kv_seq_unadopt(struct kv *kv, struct kv_seq *s, int32_t first);
 int kv_check(const struct kv *kv, char *err, size_t errlen);
 
 #endif

@@ -5,7 +5,8 @@
 # The pair: the default model's weights as an F16 target (dequantized from
 # Q4_1 by llama-quantize, so the target and the Q4_1 draft share weights)
 # and the Q4_1 file as the draft; optionally (LLAMA1B=path-f16 and
-# LLAMA1B_DRAFT=path-q4_0) the random-weight 1B shape of make_llama1b.py.
+# LLAMA1B_DRAFT=path-q4_0) the random-weight 1B shape of make_llama1b.py;
+# TARGET=path replaces the target (make_widened.py: a 1B-class SmolLM2).
 #   tests/e2e/bench/bench_draft.sh OUTDIR [ROUNDS]
 set -eu
 out=${1:?outdir}; rounds=${2:-3}
@@ -14,7 +15,7 @@ T=${TERN_BIN:-$src/build/app/tern}
 ref=$("$src/packaging/build-reference" | tail -1)
 draft=$("$src/packaging/fetch-model" --print-path)
 mkdir -p "$out"
-target=$out/smollm2-f16.gguf
+target=${TARGET:-$out/smollm2-f16.gguf}
 [ -s "$target" ] || "$ref/llama-quantize" --allow-requantize "$draft" "$target" F16 >/dev/null 2>&1
 prompt="Write a long story about a lighthouse keeper and a storm."
 n=200

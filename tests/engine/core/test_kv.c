@@ -127,5 +127,23 @@ int main(void)
     kv_seq_free(&kv, &rb);
     check(&kv, "after refusal");
     kv_free(&kv);
+
+    /* A restore whose third block could not be written: that block and the
+     * one chained after it leave the index; the first two stay matchable. */
+    if (kv_init(&kv, 6, 4, err, sizeof err) != 0) return tap_bail("%s", err);
+    fill(d, 16, 700);
+    kv_seq_init(&ra);
+    ok(kv_seq_adopt(&kv, &ra, d, 4, fresh) == 0 && fresh[0] && fresh[3], "adopt four fresh blocks");
+    kv_seq_unadopt(&kv, &ra, 2);
+    ok(ra.n_blocks == 2, "unadopt keeps the blocks before the failed one");
+    kv_seq_free(&kv, &ra);
+    check(&kv, "after unadopt");
+    ok(kv_prefix_blocks(&kv, d, 16, ids) == 8 && kv.n_cached == 2 && kv.n_free == 4,
+       "unadopted blocks are free and never matched: 8 of 16 tokens found");
+    kv_seq_init(&rb);
+    ok(kv_seq_match(&kv, &rb, d, 16, 16) == 8, "a later match reuses only the written 8 tokens");
+    kv_seq_free(&kv, &rb);
+    check(&kv, "after the partial match");
+    kv_free(&kv);
     return tap_done();
 }
