@@ -6,7 +6,8 @@
 # Q4_1 by llama-quantize, so the target and the Q4_1 draft share weights)
 # and the Q4_1 file as the draft; optionally (LLAMA1B=path-f16 and
 # LLAMA1B_DRAFT=path-q4_0) the random-weight 1B shape of make_llama1b.py;
-# TARGET=path replaces the target (make_widened.py: a 1B-class SmolLM2).
+# TARGET=path replaces the target (make_widened.py: a 1B-class SmolLM2);
+# N tokens (200) and THREADS ("1 2") narrow a run.
 #   tests/e2e/bench/bench_draft.sh OUTDIR [ROUNDS]
 set -eu
 out=${1:?outdir}; rounds=${2:-3}
@@ -18,7 +19,7 @@ mkdir -p "$out"
 target=${TARGET:-$out/smollm2-f16.gguf}
 [ -s "$target" ] || "$ref/llama-quantize" --allow-requantize "$draft" "$target" F16 >/dev/null 2>&1
 prompt="Write a long story about a lighthouse keeper and a storm."
-n=200
+n=${N:-200}
 tern_rate() { # model threads [draft]
   local extra=""; [ -n "${3:-}" ] && extra="--draft-model $3"
   "$T" run -m "$1" --no-history --temp 0 -n $n --ignore-eos -t "$2" -p "$prompt" --json $extra \
@@ -35,7 +36,7 @@ ref_rate() { # model threads [draft]
   kill $pid; wait $pid 2>/dev/null || true
 }
 echo "# $(date -u +%FT%TZ) $(uptime | sed 's/.*load/load/') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-for th in 1 2; do
+for th in ${THREADS:-1 2}; do
   for r in $(seq "$rounds"); do
     echo "threads $th round $r: tern plain $(tern_rate "$target" $th) | tern draft $(tern_rate "$target" $th "$draft") | ref plain $(ref_rate "$target" $th) | ref draft $(ref_rate "$target" $th "$draft")"
   done
