@@ -110,6 +110,11 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
 static void attn_kernels_for(enum cpu_isa isa, tp_fn *worker, tp_unit_fn *unit)
 {
 #if defined(__x86_64__)
+    if (isa >= CPU_ISA_AMX) {   /* prompt tiles on AMX-BF16, the split phases as AVX-512 */
+        *worker = attn_avx512_worker;
+        *unit = attn_amx_unit;
+        return;
+    }
     if (isa >= CPU_ISA_AVX512) {
         *worker = attn_avx512_worker;
         *unit = attn_avx512_unit;
@@ -190,7 +195,8 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
     /* kbuf (a run of V blocks), tmp, sacc, then per row: q, part
      * accumulator, max lanes, scores */
     const size_t per = (size_t)P * hd + hd + ATTN_ROWS_MAX * bt +
-                       R * (2 * hd + ATTN_VW_MAX + (size_t)span) + 16;
+                       R * (2 * hd + ATTN_VW_MAX + (size_t)span) + 16 +
+                       (isa >= CPU_ISA_AMX ? attn_amx_floats((int32_t)G, b->head_dim) : 0);
     if (grow((void **)&s->buf, &s->cap, per * (size_t)nth, sizeof(float))) return -1;
     if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)b->n_tokens, 2 * sizeof(int32_t))) return -1;
     const int32_t n_tiles = make_tiles(b, s->tiles);
