@@ -59,7 +59,7 @@ bool attn_amx_fits(const struct attn_job *J, int32_t tile)
     const int32_t T = J->tiles[2 * tile + 1], G = b->n_head / b->n_head_kv;
     /* decode (T = 1) keeps the f32 path; fewer than 16 rows would leave
      * most of each tile product padding */
-    return T >= 2 && T * G >= ATTN_AMX_MIN_ROWS && b->head_dim % 64 == 0 &&
+    return T >= 2 && T * G >= ATTN_AMX_MIN_ROWS && G <= 32 && b->head_dim % 64 == 0 &&
            b->head_dim <= ATTN_AMX_MAX_HD && J->L->block_tokens % 16 == 0 &&
            (ty == OPS_KV_F16 || ty == OPS_KV_F32 || ty == OPS_KV_Q8_0 || ty == OPS_KV_Q4_0);
 }
@@ -157,7 +157,7 @@ struct amx_ws {
     uint16_t *vt;   /* [CK/32][hd/16] B tiles of V */
     uint16_t *kr;   /* [16][hd] K rows as bf16 (q8_0 / q4_0), before the transpose */
     uint16_t *p;    /* [16][CK] probabilities (A tiles) */
-    float *s;       /* [16][CK] scores */
+    float *s;       /* [2][16][CK] scores */
     float *o;       /* [RP][hd] output sums */
     float *m, *l;   /* [RP] running max (base 2) and sum */
     float *vr;      /* [2][hd] dequantized rows */
@@ -177,7 +177,7 @@ static struct amx_ws amx_ws_at(float *ws, int32_t RP, int32_t hd)
     w.vt = (uint16_t *)p; p = align64(p + (size_t)CK * hd * 2);
     w.kr = (uint16_t *)p; p = align64(p + (size_t)16 * hd * 2);
     w.p = (uint16_t *)p;  p = align64(p + (size_t)16 * CK * 2);
-    w.s = (float *)p;     p = align64(p + (size_t)16 * CK * 4);
+    w.s = (float *)p;     p = align64(p + (size_t)2 * 16 * CK * 4);
     w.o = (float *)p;     p = align64(p + (size_t)RP * hd * 4);
     w.m = (float *)p;     p = align64(p + (size_t)RP * 4);
     w.l = (float *)p;     p = align64(p + (size_t)RP * 4);
@@ -243,55 +243,67 @@ static void load_chunk(const struct attn_layer *L, const struct amx_geo *a, int3
             }
         }
         /* V: key pairs (2k, 2k + 1) of the 16 */
+        const int32_t kp = kb / 2;
         for (int k = 0; k < 8; k++) {
-            const float *row[2];
-            float *vr2 = w->vr;
+            uint16_t *o = w->vt + (size_t)kp * nd * 512 + 32 * ((kb % 2) * 8 + k);
+            const int32_t pa = p0 + 2 * k, sa = slot0 + 2 * k;
+            const int ina = pa >= a->lo_min && pa <= a->p_last,
+                      inb = pa + 1 >= a->lo_min && pa + 1 <= a->p_last;
+            if (planar && ina && inb) {   /* the common case: both rows read as stored */
+                const char *va = vblk + ((size_t)a->g * bt + sa) * hd * es;
+                const char *vb = va + (size_t)hd * es;
+                for (int32_t db = 0; db < nd; db++)
+                    _mm512_store_si512((void *)(o + (size_t)db * 512),
+                                       pair_bf16(ld16(va, (size_t)db * 16, f16),
+                                                 ld16(vb, (size_t)db * 16, f16)));
+                continue;
+            }
             for (int e = 0; e < 2; e++) {
-                const int32_t slot = slot0 + 2 * k + e, pos = p0 + 2 * k + e;
-                float *dst = vr2 + (size_t)e * hd;
-                row[e] = dst;
-                if (pos < a->lo_min || pos > a->p_last) {
+                float *dst = w->vr + (size_t)e * hd;
+                if (!(e ? inb : ina)) {
                     memset(dst, 0, (size_t)hd * sizeof(float));
                 } else if (planar) {
-                    const char *vh = vblk + ((size_t)a->g * bt + slot) * hd * es;
+                    const char *vh = vblk + ((size_t)a->g * bt + sa + e) * hd * es;
                     for (int32_t d = 0; d < hd; d += 16) _mm512_storeu_ps(dst + d, ld16(vh, (size_t)d, f16));
                 } else {
-                    deq_row(a->type, vblk + (size_t)slot * L->row_bytes + a->head_off, hd, dst);
+                    deq_row(a->type, vblk + (size_t)(sa + e) * L->row_bytes + a->head_off, hd, dst);
                 }
             }
-            const int32_t kp = kb / 2, kr = (kb % 2) * 8 + k;
             for (int32_t db = 0; db < nd; db++)
-                _mm512_store_si512((void *)(w->vt + ((size_t)kp * nd + db) * 512 + 32 * kr),
-                                   pair_bf16(_mm512_loadu_ps(row[0] + db * 16),
-                                             _mm512_loadu_ps(row[1] + db * 16)));
+                _mm512_store_si512((void *)(o + (size_t)db * 512),
+                                   pair_bf16(_mm512_loadu_ps(w->vr + db * 16),
+                                             _mm512_loadu_ps(w->vr + hd + db * 16)));
         }
     }
 }
 
 /* Scores of rows [16 rg, 16 rg + 16) against the chunk's keys into w->s. */
-static inline void qk_group(const struct amx_geo *a, int32_t rg, const struct amx_ws *w)
+static inline void qk_group(const struct amx_geo *a, int32_t rg, const struct amx_ws *w, float *sbuf)
 {
     const int32_t hd = a->hd;
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int32_t dk = 0; dk < hd / 32; dk++) {
-        const uint16_t *kt = w->kt + (size_t)dk * (CK / 16) * 512;
-        _tile_loadd(4, w->qb + (size_t)rg * 16 * hd + dk * 32, hd * 2);
-        _tile_loadd(5, kt, 64);
-        _tile_dpbf16ps(0, 4, 5);
-        _tile_loadd(6, kt + 512, 64);
-        _tile_dpbf16ps(1, 4, 6);
-        _tile_loadd(5, kt + 1024, 64);
-        _tile_dpbf16ps(2, 4, 5);
-        _tile_loadd(6, kt + 1536, 64);
-        _tile_dpbf16ps(3, 4, 6);
+    for (int32_t h = 0; h < CK / 64; h++) {   /* 64 keys (4 C tiles) at a time */
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int32_t dk = 0; dk < hd / 32; dk++) {
+            const uint16_t *kt = w->kt + ((size_t)dk * (CK / 16) + 4 * h) * 512;
+            _tile_loadd(4, w->qb + (size_t)rg * 16 * hd + dk * 32, hd * 2);
+            _tile_loadd(5, kt, 64);
+            _tile_dpbf16ps(0, 4, 5);
+            _tile_loadd(6, kt + 512, 64);
+            _tile_dpbf16ps(1, 4, 6);
+            _tile_loadd(5, kt + 1024, 64);
+            _tile_dpbf16ps(2, 4, 5);
+            _tile_loadd(6, kt + 1536, 64);
+            _tile_dpbf16ps(3, 4, 6);
+        }
+        float *s = sbuf + 64 * h;
+        _tile_stored(0, s, CK * 4);
+        _tile_stored(1, s + 16, CK * 4);
+        _tile_stored(2, s + 32, CK * 4);
+        _tile_stored(3, s + 48, CK * 4);
     }
-    _tile_stored(0, w->s, CK * 4);
-    _tile_stored(1, w->s + 16, CK * 4);
-    _tile_stored(2, w->s + 32, CK * 4);
-    _tile_stored(3, w->s + 48, CK * 4);
     AMX_FENCE();
 }
 
@@ -331,7 +343,7 @@ static inline void pv_group(const struct amx_geo *a, int32_t rg, const struct am
  * and the rows' output rescaled where their max grew. Returns whether any
  * row sees the chunk. */
 static int softmax_group(const struct attn_batch *b, const struct amx_geo *a, int32_t rg,
-                         int32_t base, const struct amx_ws *w)
+                         int32_t base, const struct amx_ws *w, float *sbuf)
 {
     const int32_t hd = a->hd;
     const float log2e = 1.44269504088896341f;
@@ -353,20 +365,28 @@ static int softmax_group(const struct attn_batch *b, const struct amx_geo *a, in
             continue;
         }
         any = 1;
-        float *srow = w->s + (size_t)i * CK;
+        float *srow = sbuf + (size_t)i * CK;
         if (cap) {   /* as the reference: scale, 1/cap, tanh, cap */
             const float inv = 1.0f / b->softcap;
             for (int32_t j = klo; j <= khi; j++) srow[j] = tanhf(srow[j] * b->scale * inv) * b->softcap;
         }
         __m512 mx = _mm512_set1_ps(-INFINITY);
-        for (int v = 0; v < CK / 16; v++) {
-            const __m512i jv = _mm512_add_epi32(lane, _mm512_set1_epi32(16 * v));
-            const __mmask16 k = _mm512_cmp_epi32_mask(jv, _mm512_set1_epi32(klo), _MM_CMPINT_NLT) &
-                                _mm512_cmp_epi32_mask(jv, _mm512_set1_epi32(khi), _MM_CMPINT_LE);
-            const __m512 x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), k,
-                                                _mm512_loadu_ps(srow + 16 * v), mul);
-            _mm512_storeu_ps(srow + 16 * v, x);
-            mx = _mm512_max_ps(mx, x);
+        if (klo == 0 && khi == CK - 1) {   /* the whole chunk: no mask */
+            for (int v = 0; v < CK / 16; v++) {
+                const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(srow + 16 * v), mul);
+                _mm512_storeu_ps(srow + 16 * v, x);
+                mx = _mm512_max_ps(mx, x);
+            }
+        } else {
+            for (int v = 0; v < CK / 16; v++) {
+                const __m512i jv = _mm512_add_epi32(lane, _mm512_set1_epi32(16 * v));
+                const __mmask16 k = _mm512_cmp_epi32_mask(jv, _mm512_set1_epi32(klo), _MM_CMPINT_NLT) &
+                                    _mm512_cmp_epi32_mask(jv, _mm512_set1_epi32(khi), _MM_CMPINT_LE);
+                const __m512 x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), k,
+                                                    _mm512_loadu_ps(srow + 16 * v), mul);
+                _mm512_storeu_ps(srow + 16 * v, x);
+                mx = _mm512_max_ps(mx, x);
+            }
         }
         const float mc = _mm512_reduce_max_ps(mx), mo = w->m[r];
         const float mn = mc > mo ? mc : mo;
@@ -375,11 +395,8 @@ static int softmax_group(const struct attn_batch *b, const struct amx_geo *a, in
         for (int v = 0; v < CK / 16; v += 2) {
             const __m512 e0 = exp2v(_mm512_sub_ps(_mm512_loadu_ps(srow + 16 * v), vm));
             const __m512 e1 = exp2v(_mm512_sub_ps(_mm512_loadu_ps(srow + 16 * v + 16), vm));
-            const __m512i pb = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);
-            _mm512_storeu_si512((void *)(prow + 16 * v), pb);
-            /* the sum of the rounded values: the weights of V sum to 1 */
-            sum = _mm512_add_ps(sum, (__m512)_mm512_slli_epi32(pb, 16));
-            sum = _mm512_add_ps(sum, (__m512)_mm512_and_si512(pb, _mm512_set1_epi32((int)0xFFFF0000u)));
+            _mm512_storeu_si512((void *)(prow + 16 * v), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+            sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
         }
         const float ls = _mm512_reduce_add_ps(sum);
         if (mn != mo) {
@@ -434,14 +451,23 @@ static void amx_item(const struct attn_job *J, int32_t tile, int32_t g, float *w
     for (int32_t c = a.lo_min / CK; c <= a.p_last / CK; c++) {
         const int32_t base = c * CK;
         load_chunk(L, &a, base, &w);
+        /* the row groups that see the chunk; each one's scores are
+         * computed before the previous one's softmax (two score buffers),
+         * so the tile unit works while the vector unit does the softmax */
+        int32_t rgs[ATTN_AMX_TILE * 8], n = 0;
         for (int32_t rg = 0; rg < a.RP / 16; rg++) {
             /* rows of the group see keys [lo of its first token, p of its last] */
             const int32_t r0 = rg * 16, r1 = (r0 + 15 < a.R - 1 ? r0 + 15 : a.R - 1);
             const int32_t plo = b->pos[a.t0 + r0 / a.G], phi = b->pos[a.t0 + r1 / a.G];
             if (phi < base || attn_window_lo(plo, b->window) > base + CK - 1) continue;
-            AMX_FENCE();
-            qk_group(&a, rg, &w);
-            if (softmax_group(b, &a, rg, base, &w)) pv_group(&a, rg, &w);
+            rgs[n++] = rg;
+        }
+        AMX_FENCE();
+        if (n) qk_group(&a, rgs[0], &w, w.s);
+        for (int32_t i = 0; i < n; i++) {
+            if (i + 1 < n) qk_group(&a, rgs[i + 1], &w, w.s + (size_t)((i + 1) % 2) * 16 * CK);
+            if (softmax_group(b, &a, rgs[i], base, &w, w.s + (size_t)(i % 2) * 16 * CK))
+                pv_group(&a, rgs[i], &w);
         }
     }
     _tile_release();   /* no 8 KiB of tile state saved at every switch */

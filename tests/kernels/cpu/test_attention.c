@@ -189,10 +189,12 @@ static void exact_query(const struct fixture *f, int32_t t, float *out, double *
 }
 
 /* Whether token i of a batch of n runs on AMX tiles (attn_amx_fits: tiles
- * of 16 from the batch's start, at least 2 tokens and 16 rows). */
+ * of ATTN_AMX_TILE = 64 tokens from the batch's start, at least 2 tokens
+ * and 16 rows). */
 static int on_tiles(const struct cfg *c, int32_t i, int32_t n)
 {
-    const int32_t T = n - i / 16 * 16 < 16 ? n - i / 16 * 16 : 16, G = c->nh / c->nkv;
+    enum { TILE = 64 };
+    const int32_t T = n - i / TILE * TILE < TILE ? n - i / TILE * TILE : TILE, G = c->nh / c->nkv;
     return T >= 2 && T * G >= 16 && c->hd % 64 == 0 && c->bt % 16 == 0;
 }
 
