@@ -2,8 +2,8 @@
  * 0's unit (attention.c); every other item (decode, small tiles, shapes
  * outside the tile geometry) goes to the AVX-512 unit.
  *
- * One (tile, KV head) item: its R = T·G query rows (padded to groups of
- * 16) against the keys [lo_min, p_last] in chunks of ATTN_AMX_CK keys at
+ * One (tile, KV head) item: its R = T·G query rows (tiles of up to
+ * ATTN_AMX_TILE tokens under amx, padded to groups of 16 rows) against the keys [lo_min, p_last] in chunks of ATTN_AMX_CK keys at
  * fixed positions. Per chunk, K and V are converted once to bf16 tiles
  * (whatever the KV type: f16 / f32 planar, q8_0 / q4_0 rows): K as the B
  * operand of S = Q·Kᵀ (tile row k: dims 2k, 2k + 1 of 16 keys), V as the B
@@ -13,9 +13,13 @@
  * rounded to bf16, and the products with V accumulated into the row
  * group's f32 output, rescaled when a row's max grows.
  *
- * Precision: Q, K, P and V are rounded to bf16 (relative 2^-8 each), sums
- * in f32; not bit-identical to the f32 path (tests/kernels/cpu states the
- * bound). Each row's operations depend only on its own keys and the fixed
+ * Precision: Q and K go in as bf16 hi + lo pairs, the scores as three
+ * tile products (qh·kh + ql·kh + qh·kl: within 2^-14 of |q||k|; with Q and
+ * K rounded to bf16 alone Gemma 3's perplexity moved by 0.4 %), P and V
+ * rounded to bf16 (relative 2^-8), sums in f32. Not bit-identical to the
+ * f32 path, which rounds Q and P to f16 as the reference does
+ * (tests/kernels/cpu states the bound; docs/PERFORMANCE.md §5 the
+ * perplexities). Each row's operations depend only on its own keys and the fixed
  * chunk positions, never on the other rows of its tile or the thread, so
  * results do not depend on the thread count or on how a prompt is cut
  * into tiles that take this path. */
@@ -41,13 +45,13 @@ struct amx_cfg {
     uint8_t rows[16];
 };
 
-/* Tiles 0-3: C (16 x 16 f32), 4: A (16 rows x 32 bf16), 5-6: B. */
+/* Tiles 0-3: C (16 x 16 f32), 4 and 7: A (16 rows x 32 bf16), 5-6: B. */
 static void amx_configure(void)
 {
     struct amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int i = 0; i < 7; i++) c.rows[i] = 16, c.colsb[i] = 64;
+    for (int i = 0; i < 8; i++) c.rows[i] = 16, c.colsb[i] = 64;
     AMX_FENCE();
     _tile_loadconfig(&c);
 }
@@ -73,6 +77,32 @@ static inline __m512i pair_bf16(__m512 a, __m512 b)
         8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
     return _mm512_permutexvar_epi16(_mm512_load_si512((const void *)ix),
                                     (__m512i)_mm512_cvtne2ps_pbh(b, a));
+}
+
+/* a and b as bf16 pairs hi + lo (x = hi + lo within 2^-16 |x|; an f16
+ * value exactly): *hi = bf16(x), *lo = bf16(x - hi), as 32 bf16 with a in
+ * the low half and b in the high one. */
+static inline void split_bf16(__m512 a, __m512 b, __m512i *hi, __m512i *lo)
+{
+    const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+    const __m512 ah = (__m512)_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16);
+    const __m512 bh = (__m512)_mm512_slli_epi32(
+        _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16);
+    *hi = h;
+    *lo = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah));
+}
+
+/* pair_bf16 of hi and lo parts: the VNNI rows of K's two B tiles. */
+static inline void pair_split(__m512 a, __m512 b, __m512i *hi, __m512i *lo)
+{
+    static const uint16_t ix[32] __attribute__((aligned(64))) = {
+        0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
+    const __m512i p = _mm512_load_si512((const void *)ix);
+    __m512i h, l;
+    split_bf16(a, b, &h, &l);
+    *hi = _mm512_permutexvar_epi16(p, h);
+    *lo = _mm512_permutexvar_epi16(p, l);
 }
 
 /* 16 f32 at element i of a planar f16 or f32 block. */
@@ -152,10 +182,10 @@ static inline __m512 exp2v(__m512 x)
 
 /* The work buffers of one item (attn_amx_floats), 64-byte aligned. */
 struct amx_ws {
-    uint16_t *qb;   /* [RP][hd] queries as bf16 (A tiles) */
-    uint16_t *kt;   /* [hd/32][CK/16] B tiles of K, 512 bf16 each */
+    uint16_t *qb;   /* [2][RP][hd] queries as bf16 hi and lo parts (A tiles) */
+    uint16_t *kt;   /* [2][hd/32][CK/16] B tiles of K's hi and lo parts, 512 bf16 each */
     uint16_t *vt;   /* [CK/32][hd/16] B tiles of V */
-    uint16_t *kr;   /* [16][hd] K rows as bf16 (q8_0 / q4_0), before the transpose */
+    uint16_t *kr;   /* [2][16][hd] K rows as bf16 hi and lo (q8_0 / q4_0), before the transpose */
     uint16_t *p;    /* [16][CK] probabilities (A tiles) */
     float *s;       /* [2][16][CK] scores */
     float *o;       /* [RP][hd] output sums */
@@ -172,10 +202,10 @@ static struct amx_ws amx_ws_at(float *ws, int32_t RP, int32_t hd)
 {
     struct amx_ws w;
     char *p = align64(ws);
-    w.qb = (uint16_t *)p; p = align64(p + (size_t)RP * hd * 2);
-    w.kt = (uint16_t *)p; p = align64(p + (size_t)CK * hd * 2);
+    w.qb = (uint16_t *)p; p = align64(p + (size_t)2 * RP * hd * 2);
+    w.kt = (uint16_t *)p; p = align64(p + (size_t)2 * CK * hd * 2);
     w.vt = (uint16_t *)p; p = align64(p + (size_t)CK * hd * 2);
-    w.kr = (uint16_t *)p; p = align64(p + (size_t)16 * hd * 2);
+    w.kr = (uint16_t *)p; p = align64(p + (size_t)2 * 16 * hd * 2);
     w.p = (uint16_t *)p;  p = align64(p + (size_t)16 * CK * 2);
     w.s = (float *)p;     p = align64(p + (size_t)2 * 16 * CK * 4);
     w.o = (float *)p;     p = align64(p + (size_t)RP * hd * 4);
@@ -220,27 +250,33 @@ static void load_chunk(const struct attn_layer *L, const struct amx_geo *a, int3
                 uint16_t *o = w->kt + ((size_t)dk * (CK / 16) + kb) * 512;
                 for (int k = 0; k < 16; k++) {
                     const size_t d = (size_t)dk * 32 + 2 * (size_t)k;
-                    _mm512_store_si512((void *)(o + 32 * k),
-                                       pair_bf16(ld16(kh, d * bt + slot0, f16),
-                                                 ld16(kh, (d + 1) * bt + slot0, f16)));
+                    __m512i hi, lo;
+                    pair_split(ld16(kh, d * bt + slot0, f16), ld16(kh, (d + 1) * bt + slot0, f16),
+                               &hi, &lo);
+                    _mm512_store_si512((void *)(o + 32 * k), hi);
+                    _mm512_store_si512((void *)(o + (size_t)CK * hd + 32 * k), lo);
                 }
             }
         } else {
             for (int n = 0; n < 16; n++) {
                 deq_row(a->type, kblk + (size_t)(slot0 + n) * L->row_bytes + a->head_off, hd, w->vr);
-                for (int32_t d = 0; d < hd; d += 32)
-                    _mm512_store_si512((void *)(w->kr + (size_t)n * hd + d),
-                                       (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(w->vr + d + 16),
-                                                                    _mm512_loadu_ps(w->vr + d)));
+                for (int32_t d = 0; d < hd; d += 32) {
+                    __m512i hi, lo;
+                    split_bf16(_mm512_loadu_ps(w->vr + d), _mm512_loadu_ps(w->vr + d + 16), &hi, &lo);
+                    _mm512_store_si512((void *)(w->kr + (size_t)n * hd + d), hi);
+                    _mm512_store_si512((void *)(w->kr + (size_t)(16 + n) * hd + d), lo);
+                }
             }
-            for (int32_t dk = 0; dk < hd / 32; dk++) {
-                __m512i r[16];
-                for (int n = 0; n < 16; n++)
-                    r[n] = _mm512_load_si512((const void *)(w->kr + (size_t)n * hd + dk * 32));
-                tr16(r);
-                uint16_t *o = w->kt + ((size_t)dk * (CK / 16) + kb) * 512;
-                for (int k = 0; k < 16; k++) _mm512_store_si512((void *)(o + 32 * k), r[k]);
-            }
+            for (int part = 0; part < 2; part++)
+                for (int32_t dk = 0; dk < hd / 32; dk++) {
+                    __m512i r[16];
+                    for (int n = 0; n < 16; n++)
+                        r[n] = _mm512_load_si512(
+                            (const void *)(w->kr + (size_t)(16 * part + n) * hd + dk * 32));
+                    tr16(r);
+                    uint16_t *o = w->kt + (size_t)part * CK * hd + ((size_t)dk * (CK / 16) + kb) * 512;
+                    for (int k = 0; k < 16; k++) _mm512_store_si512((void *)(o + 32 * k), r[k]);
+                }
         }
         /* V: key pairs (2k, 2k + 1) of the 16 */
         const int32_t kp = kb / 2;
@@ -286,17 +322,25 @@ static inline void qk_group(const struct amx_geo *a, int32_t rg, const struct am
         _tile_zero(1);
         _tile_zero(2);
         _tile_zero(3);
+        /* q·k as qh·kh + ql·kh + qh·kl (hi and lo parts; ql·kl, 2^-16 of
+         * it, left out): the scores nearly as exact as in f32 */
         for (int32_t dk = 0; dk < hd / 32; dk++) {
             const uint16_t *kt = w->kt + ((size_t)dk * (CK / 16) + 4 * h) * 512;
-            _tile_loadd(4, w->qb + (size_t)rg * 16 * hd + dk * 32, hd * 2);
-            _tile_loadd(5, kt, 64);
-            _tile_dpbf16ps(0, 4, 5);
-            _tile_loadd(6, kt + 512, 64);
-            _tile_dpbf16ps(1, 4, 6);
-            _tile_loadd(5, kt + 1024, 64);
-            _tile_dpbf16ps(2, 4, 5);
-            _tile_loadd(6, kt + 1536, 64);
-            _tile_dpbf16ps(3, 4, 6);
+            const uint16_t *kl = kt + (size_t)CK * hd;
+            const uint16_t *q = w->qb + (size_t)rg * 16 * hd + dk * 32;
+            _tile_loadd(4, q, hd * 2);
+            _tile_loadd(7, q + (size_t)a->RP * hd, hd * 2);
+#define QK3(C, OFF)                      \
+            _tile_loadd(5, kt + (OFF), 64);  \
+            _tile_dpbf16ps(C, 4, 5);         \
+            _tile_dpbf16ps(C, 7, 5);         \
+            _tile_loadd(6, kl + (OFF), 64);  \
+            _tile_dpbf16ps(C, 4, 6);
+            QK3(0, 0)
+            QK3(1, 512)
+            QK3(2, 1024)
+            QK3(3, 1536)
+#undef QK3
         }
         float *s = sbuf + 64 * h;
         _tile_stored(0, s, CK * 4);
@@ -440,12 +484,16 @@ static void amx_item(const struct attn_job *J, int32_t tile, int32_t g, float *w
         memset(w.o + (size_t)r * hd, 0, (size_t)hd * sizeof(float));
         if (r >= a.R) {
             memset(d, 0, (size_t)hd * 2);
+            memset(d + (size_t)a.RP * hd, 0, (size_t)hd * 2);
             continue;
         }
         const float *q = b->q + (size_t)(a.t0 + r / a.G) * qdim + (size_t)(g * a.G + r % a.G) * hd;
-        for (int32_t i = 0; i < hd; i += 32)
-            _mm512_store_si512((void *)(d + i), (__m512i)_mm512_cvtne2ps_pbh(
-                                                    _mm512_loadu_ps(q + i + 16), _mm512_loadu_ps(q + i)));
+        for (int32_t i = 0; i < hd; i += 32) {
+            __m512i hi, lo;
+            split_bf16(_mm512_loadu_ps(q + i), _mm512_loadu_ps(q + i + 16), &hi, &lo);
+            _mm512_store_si512((void *)(d + i), hi);
+            _mm512_store_si512((void *)(d + (size_t)a.RP * hd + i), lo);
+        }
     }
     amx_configure();
     for (int32_t c = a.lo_min / CK; c <= a.p_last / CK; c++) {

@@ -99,7 +99,7 @@ void attn_amx_unit(void *job, int64_t unit, int ith);
 static inline size_t attn_amx_floats(int32_t G, int32_t hd)
 {
     const size_t rp = ((size_t)ATTN_AMX_TILE * G + 15) / 16 * 16, h = (size_t)hd;
-    return rp * h / 2 + ATTN_AMX_CK * h + 8 * h + 8 * ATTN_AMX_CK + 32 * ATTN_AMX_CK + rp * h +
+    return rp * h + ATTN_AMX_CK * h * 3 / 2 + 16 * h + 8 * ATTN_AMX_CK + 32 * ATTN_AMX_CK + rp * h +
            2 * rp + 2 * h + 16 * 12;
 }
 

@@ -8,11 +8,12 @@
  * step on 1, 2 or 3 threads (the key split over threads).
  *
  * TERN_ISA=amx runs prompt tiles on AMX-BF16 (kernels/cpu/attn_amx.c):
- * Q, K, P and V rounded to bf16 (unit roundoff u = 2^-8), so that path is
+ * Q and K as bf16 hi + lo pairs (three products: 2^-14 of |q||k| at
+ * most), P and V rounded to bf16 (unit roundoff u = 2^-8), so that path is
  * checked against exact attention in double (unrounded q) within a bound
  * derived from that rounding, per query row: a score moves by at most
- * D = scale · (2u + u²) · max_j Σ_d |q_d k_jd| (+ its f32 sum, hd · 2^-24
- * of the same; softcap's tanh is 1-Lipschitz), so every weight by a
+ * D = scale · (2^-14 + 3 hd · 2^-24) · max_j Σ_d |q_d k_jd| (the f32 sums
+ * of 3 hd products; softcap's tanh is 1-Lipschitz), so every weight by a
  * factor within exp(±2D); P's rounding and the exp2 polynomial (1e-5)
  * move the weights by another (1 + u)/(1 - u); V's rounding adds u · Σ p
  * |v| and the f32 sums over n keys n · 2^-23 of it:
@@ -182,7 +183,7 @@ static void exact_query(const struct fixture *f, int32_t t, float *out, double *
             for (int32_t j = lo; j <= t; j++) acc += s[j] / sum * f->V[(size_t)j * kd + g * c->hd + i];
             out[(size_t)h * c->hd + i] = (float)acc;
         }
-        const double D = 0.125 * amax * (2.0 * u + u * u + c->hd * 0x1p-24);
+        const double D = 0.125 * amax * (0x1p-14 + 3.0 * c->hd * 0x1p-24);
         bound[h] = vmax * (exp(2.0 * D + 2.01 * u + 2e-5) - 1.0 + u + (t - lo + 1) * 0x1p-23);
     }
     free(s);

@@ -17,10 +17,11 @@
  *   in f32, the rest is the f16 path's arithmetic), and a decode query alone
  *   on 1 or 2 threads (2 split its keys) the same bits as in the prefill;
  * - TERN_ISA=amx (prompt tiles on AMX-BF16, kernels/cpu/attn_amx.c): the
- *   bound widened by bf16's rounding of q, K, P and V (u = 2^-8, q's f16
- *   rounding in the reference: 2^-11) as test_attention derives it,
- *   max |v| · (exp(2D + 2.01 u + 2e-5) - 1 + u + n · 2^-23) with
- *   D = scale · (2u + 2^-11 + u²) · max_j Σ |q_i k_ji|, and the same bits
+ *   bound widened by the tiles' rounding (q and K as bf16 hi + lo pairs,
+ *   P and V as bf16, u = 2^-8; q's f16 rounding in the reference, 2^-11)
+ *   as test_attention derives it, max |v| · (exp(2D + 2.01 u + 2e-5) - 1 +
+ *   u + n · 2^-23) with D = scale · (2^-11 + 2^-14 + 3 hd · 2^-24) ·
+ *   max_j Σ |q_i k_ji|, and the same bits
  *   on 1 and 2 threads instead of scalar's; decode keeps scalar's bits. */
 #include <math.h>
 #include <stdint.h>
@@ -184,7 +185,7 @@ int main(void)
             bound[t * NH + h] =
                 (float)(vstep + (exp(2.0 * eps) - 1.0) * vmax + vmax / 1024.0 + 1e-4);
             worst_bound = fmax(worst_bound, bound[t * NH + h]);
-            const double u = 1.0 / 256.0, D = SCALE * amax * (2.0 * u + 0x1p-11 + u * u + HD * 0x1p-24);
+            const double u = 1.0 / 256.0, D = SCALE * amax * (0x1p-11 + 0x1p-14 + 3.0 * HD * 0x1p-24);
             bound_amx[t * NH + h] = bound[t * NH + h] +
                 (float)(vmax * (exp(2.0 * D + 2.01 * u + 2e-5) - 1.0 + u + (t + 1) * 0x1p-23));
         }
