@@ -224,6 +224,9 @@ static void test_attention(enum ops_kv_type type, int32_t bt, double tol, const 
         for (int i = 0; i < NTOK * NHA * HDA; i++) worst = fmax(worst, fabs(out[i] - ref[i]));
         ok(worst < tol, "%s window %d %s: paged attention matches the direct computation "
            "(max error %.2g)", name, window, iname, worst);
+        /* amx: prompt tiles on bf16 tiles, within tol above but not scalar's
+         * bits (test_attention checks that path's own bound and bits) */
+        if (isa >= CPU_ISA_AMX) continue;
         if (isa == CPU_ISA_SCALAR)
             memcpy(out0, out, sizeof out0);
         else
