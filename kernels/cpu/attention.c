@@ -106,11 +106,11 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
 }
 
 /* The split phases' worker and phase 0's unit for isa (TERN_ISA caps it
- * like the matmuls). */
-static void attn_kernels_for(enum cpu_isa isa, tp_fn *worker, tp_unit_fn *unit)
+ * like the matmuls); bf16: amx with attn_batch.bf16_tiles. */
+static void attn_kernels_for(enum cpu_isa isa, bool bf16, tp_fn *worker, tp_unit_fn *unit)
 {
 #if defined(__x86_64__)
-    if (isa >= CPU_ISA_AMX) {   /* prompt tiles on AMX-BF16, the split phases as AVX-512 */
+    if (bf16) {   /* prompt tiles on AMX-BF16, the split phases as AVX-512 */
         *worker = attn_avx512_worker;
         *unit = attn_amx_unit;
         return;
@@ -127,6 +127,7 @@ static void attn_kernels_for(enum cpu_isa isa, tp_fn *worker, tp_unit_fn *unit)
     }
 #endif
     (void)isa;
+    (void)bf16;
     *worker = attn_scalar_worker;
     *unit = attn_scalar_unit;
 }
@@ -185,9 +186,10 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
 {
     const int nth = tp ? tp_n_threads(tp) : 1;
     const size_t G = (size_t)(b->n_head / b->n_head_kv), hd = (size_t)b->head_dim;
-    /* AMX: longer tiles, so each chunk of K and V converted to bf16 serves
-     * more rows */
-    const int32_t tmax = isa >= CPU_ISA_AMX ? ATTN_AMX_TILE : ATTN_TILE;
+    /* bf16 tiles (amx): longer tiles, so each chunk of K and V converted
+     * to bf16 serves more rows */
+    const bool bf16 = isa >= CPU_ISA_AMX && b->bf16_tiles;
+    const int32_t tmax = bf16 ? ATTN_AMX_TILE : ATTN_TILE;
     const size_t bt = (size_t)L->block_tokens, R = (size_t)tmax * G;
     const int32_t P = attn_part_keys(L->block_tokens);
     int32_t span = 1;
@@ -199,7 +201,7 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
      * accumulator, max lanes, scores */
     const size_t per = (size_t)P * hd + hd + ATTN_ROWS_MAX * bt +
                        R * (2 * hd + ATTN_VW_MAX + (size_t)span) + 16 +
-                       (isa >= CPU_ISA_AMX ? attn_amx_floats((int32_t)G, b->head_dim) : 0);
+                       (bf16 ? attn_amx_floats((int32_t)G, b->head_dim) : 0);
     if (grow((void **)&s->buf, &s->cap, per * (size_t)nth, sizeof(float))) return -1;
     if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)b->n_tokens, 2 * sizeof(int32_t))) return -1;
     const int32_t n_tiles = make_tiles(b, s->tiles, tmax);
@@ -222,7 +224,7 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
     /* (AMX: prompt tiles, T >= 2, go on bf16 tiles whole, never split:
      * the result would depend on the thread count) */
     const bool split = b->split_keys && tp && nth > 1 && whole < 4 * nth && whole % nth != 0 &&
-                       n_parts > n_tiles && !(isa >= CPU_ISA_AMX && n_tiles < b->n_tokens);
+                       n_parts > n_tiles && !(bf16 && n_tiles < b->n_tokens);
     const size_t n_items = split ? (size_t)n_parts : (size_t)n_tiles;
     if (grow((void **)&s->items, &s->items_cap, n_items, 2 * sizeof(int32_t))) return -1;
     if (split && grow((void **)&s->part_base, &s->part_base_cap, (size_t)n_tiles, 3 * sizeof(size_t)))
@@ -256,7 +258,7 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
                           s->parts, s->stats, s->part_base, s->buf, per };
     tp_fn worker;
     tp_unit_fn unit;
-    attn_kernels_for(isa, &worker, &unit);
+    attn_kernels_for(isa, bf16, &worker, &unit);
     if (split) {
         for (J.phase = 1; J.phase <= 3; J.phase++) tp_run(tp, worker, &J);
         J.phase = 4;

@@ -7,7 +7,8 @@
  * whether it runs in one prefill batch, in chunks, or alone as a decode
  * step on 1, 2 or 3 threads (the key split over threads).
  *
- * TERN_ISA=amx runs prompt tiles on AMX-BF16 (kernels/cpu/attn_amx.c):
+ * On amx, attn_batch.bf16_tiles puts prompt tiles on AMX-BF16
+ * (kernels/cpu/attn_amx.c; without it amx is the f32 path, scalar's bits):
  * Q and K as bf16 hi + lo pairs (three products: 2^-14 of |q||k| at
  * most), P and V rounded to bf16 (unit roundoff u = 2^-8), so that path is
  * checked against exact attention in double (unrounded q) within a bound
@@ -199,13 +200,15 @@ static int on_tiles(const struct cfg *c, int32_t i, int32_t n)
     return T >= 2 && T * G >= 16 && c->hd % 64 == 0 && c->bt % 16 == 0;
 }
 
-/* The AMX path (see the top): bound, thread count, tile cuts, decode. */
+/* The AMX path, bf16_tiles (see the top): bound, thread count, tile cuts,
+ * decode. */
 static void check_amx(const struct fixture *f, struct threadpool *const tps[3], const float *out0,
                       float *out, float *chunk, float *ref, struct attn_scratch *s)
 {
     const struct cfg *c = f->c;
     const size_t qd = (size_t)c->nh * c->hd, all = (size_t)c->ntok * qd;
-    const struct attn_batch b = batch(f, 0, c->ntok, out);
+    struct attn_batch b = batch(f, 0, c->ntok, out);
+    b.bf16_tiles = 1;
     ok(attn_forward(tps[1], CPU_ISA_AMX, &f->L, &b, s) == 0, "%s amx: prefill of %d runs", c->name,
        c->ntok);
     double worst = 0.0, ratio = 0.0, bmax = 0.0, bound[64];
@@ -225,7 +228,8 @@ static void check_amx(const struct fixture *f, struct threadpool *const tps[3], 
        100.0 * ratio, bmax);
     int same = 1;
     for (int n = 0; n < 3; n += 2) {
-        const struct attn_batch bn = batch(f, 0, c->ntok, chunk);
+        struct attn_batch bn = batch(f, 0, c->ntok, chunk);
+        bn.bf16_tiles = 1;
         attn_forward(tps[n], CPU_ISA_AMX, &f->L, &bn, s);
         same &= memcmp(out, chunk, sizeof(float) * all) == 0;
     }
@@ -234,7 +238,8 @@ static void check_amx(const struct fixture *f, struct threadpool *const tps[3], 
      * the same bits (each row alone over fixed key chunks) */
     for (int32_t t0 = 0; t0 < c->ntok; t0 += 40) {
         const int32_t n = c->ntok - t0 < 40 ? c->ntok - t0 : 40;
-        const struct attn_batch bc = batch(f, t0, n, chunk + (size_t)t0 * qd);
+        struct attn_batch bc = batch(f, t0, n, chunk + (size_t)t0 * qd);
+        bc.bf16_tiles = 1;
         attn_forward(tps[0], CPU_ISA_AMX, &f->L, &bc, s);
     }
     int32_t both = 0;
@@ -252,7 +257,8 @@ static void check_amx(const struct fixture *f, struct threadpool *const tps[3], 
     same = 1;
     for (size_t d = 0; d < sizeof dec / sizeof dec[0]; d++)
         for (int n = 0; n < 3; n++) {
-            const struct attn_batch b1 = batch(f, dec[d], 1, chunk);
+            struct attn_batch b1 = batch(f, dec[d], 1, chunk);
+            b1.bf16_tiles = 1;
             attn_forward(tps[n], CPU_ISA_AMX, &f->L, &b1, s);
             same &= memcmp(chunk, out0 + (size_t)dec[d] * qd, sizeof(float) * qd) == 0;
         }
@@ -265,7 +271,7 @@ static struct attn_batch batch(const struct fixture *f, int32_t t0, int32_t n, f
     const struct cfg *c = f->c;
     return (struct attn_batch){ n, c->nh, c->nkv, c->hd, c->window,
                                 f->q + (size_t)t0 * c->nh * c->hd, out, f->pos + t0, f->tabs + t0,
-                                0.125f, c->softcap, 1 };
+                                0.125f, c->softcap, 1, 0 };
 }
 
 static void run_cfg(const struct cfg *c, struct threadpool *const tps[3])
@@ -279,8 +285,7 @@ static void run_cfg(const struct cfg *c, struct threadpool *const tps[3])
     /* decode positions: both sides of part and block boundaries, the last */
     const int32_t P = (256 + c->bt - 1) / c->bt * c->bt;   /* ATTN_PART (attn_impl.h) in whole blocks */
     const int32_t dec[] = { 0, 1, c->bt - 1, c->bt, P - 1, P, P + 1, 2 * P, c->ntok - 1 };
-    const int top = cpu_isa_best() < CPU_ISA_AVX512 ? (int)cpu_isa_best() : CPU_ISA_AVX512;
-    for (int isa = CPU_ISA_SCALAR; isa <= top; isa++) {
+    for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {
         const char *iname = cpu_isa_name((enum cpu_isa)isa);
         const struct attn_batch b = batch(&f, 0, c->ntok, out);
         ok(attn_forward(tps[1], (enum cpu_isa)isa, &f.L, &b, &s) == 0, "%s %s: prefill of %d runs",

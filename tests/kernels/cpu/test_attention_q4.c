@@ -16,7 +16,8 @@
  * - every ISA equal to scalar bit for bit (the dequantized values are exact
  *   in f32, the rest is the f16 path's arithmetic), and a decode query alone
  *   on 1 or 2 threads (2 split its keys) the same bits as in the prefill;
- * - TERN_ISA=amx (prompt tiles on AMX-BF16, kernels/cpu/attn_amx.c): the
+ * - amx with attn_batch.bf16_tiles (prompt tiles on AMX-BF16,
+ *   kernels/cpu/attn_amx.c): the
  *   bound widened by the tiles' rounding (q and K as bf16 hi + lo pairs,
  *   P and V as bf16, u = 2^-8; q's f16 rounding in the reference, 2^-11)
  *   as test_attention derives it, max |v| · (exp(2D + 2.01 u + 2e-5) - 1 +
@@ -197,7 +198,9 @@ int main(void)
     float *one = malloc(sizeof(float) * QD);
     for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {
         const char *iname = cpu_isa_name((enum cpu_isa)isa);
-        const struct attn_batch b = { NTOK, NH, NKV, HD, 0, q, out, pos, tabs, SCALE, 0.0f, 1 };
+        /* amx: prompt tiles on bf16 tiles (attn_batch.bf16_tiles) */
+        const struct attn_batch b = { NTOK, NH, NKV, HD, 0, q, out, pos, tabs, SCALE, 0.0f, 1,
+                                      isa >= CPU_ISA_AMX };
         ok(attn_forward(tp2, (enum cpu_isa)isa, &L, &b, &sc) == 0, "%s: prefill of %d runs",
            iname, NTOK);
         /* the output back in the rotated basis (H·H = I) */
@@ -227,7 +230,7 @@ int main(void)
                "%s: prefill equals scalar bit for bit", iname);
         else {   /* bf16 tiles: not scalar's bits, but the same on any thread count */
             float *o1 = malloc(sizeof(float) * NTOK * QD);
-            const struct attn_batch b1 = { NTOK, NH, NKV, HD, 0, q, o1, pos, tabs, SCALE, 0.0f, 1 };
+            const struct attn_batch b1 = { NTOK, NH, NKV, HD, 0, q, o1, pos, tabs, SCALE, 0.0f, 1, 1 };
             attn_forward(tp1, (enum cpu_isa)isa, &L, &b1, &sc);
             ok(memcmp(o1, out, sizeof(float) * NTOK * QD) == 0,
                "%s: prefill on 1 thread equals 2 bit for bit", iname);
@@ -240,7 +243,7 @@ int main(void)
             for (int n = 0; n < 2; n++) {
                 const int32_t t = dec[d];
                 const struct attn_batch b1 = { 1, NH, NKV, HD, 0, q + (size_t)t * QD, one,
-                                               pos + t, tabs + t, SCALE, 0.0f, 1 };
+                                               pos + t, tabs + t, SCALE, 0.0f, 1, 0 };
                 attn_forward(n ? tp2 : tp1, (enum cpu_isa)isa, &L, &b1, &sc);
                 if (memcmp(one, out0 + (size_t)t * QD, sizeof(float) * QD)) {
                     if (same) tap_diag("%s: decode at %d on %d threads differs", iname, t, n + 1);
