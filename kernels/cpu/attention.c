@@ -106,10 +106,15 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
 }
 
 /* The split phases' worker and phase 0's unit for isa (TERN_ISA caps it
- * like the matmuls). */
-static void attn_kernels_for(enum cpu_isa isa, tp_fn *worker, tp_unit_fn *unit)
+ * like the matmuls); bf16: amx with attn_batch.bf16_tiles. */
+static void attn_kernels_for(enum cpu_isa isa, bool bf16, tp_fn *worker, tp_unit_fn *unit)
 {
 #if defined(__x86_64__)
+    if (bf16) {   /* prompt tiles on AMX-BF16, the split phases as AVX-512 */
+        *worker = attn_avx512_worker;
+        *unit = attn_amx_unit;
+        return;
+    }
     if (isa >= CPU_ISA_AVX512) {
         *worker = attn_avx512_worker;
         *unit = attn_avx512_unit;
@@ -122,16 +127,17 @@ static void attn_kernels_for(enum cpu_isa isa, tp_fn *worker, tp_unit_fn *unit)
     }
 #endif
     (void)isa;
+    (void)bf16;
     *worker = attn_scalar_worker;
     *unit = attn_scalar_unit;
 }
 
-static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles)
+static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles, int32_t tmax)
 {
     int32_t n = 0;
     for (int32_t i = 0; i < b->n_tokens;) {
         int32_t k = 1;
-        while (k < ATTN_TILE && i + k < b->n_tokens && b->table[i + k] == b->table[i] &&
+        while (k < tmax && i + k < b->n_tokens && b->table[i + k] == b->table[i] &&
                b->pos[i + k] == b->pos[i + k - 1] + 1)
             k++;
         tiles[2 * n] = i;
@@ -180,20 +186,25 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
 {
     const int nth = tp ? tp_n_threads(tp) : 1;
     const size_t G = (size_t)(b->n_head / b->n_head_kv), hd = (size_t)b->head_dim;
-    const size_t bt = (size_t)L->block_tokens, R = ATTN_TILE * G;
+    /* bf16 tiles (amx): longer tiles, so each chunk of K and V converted
+     * to bf16 serves more rows */
+    const bool bf16 = isa >= CPU_ISA_AMX && b->bf16_tiles;
+    const int32_t tmax = bf16 ? ATTN_AMX_TILE : ATTN_TILE;
+    const size_t bt = (size_t)L->block_tokens, R = (size_t)tmax * G;
     const int32_t P = attn_part_keys(L->block_tokens);
     int32_t span = 1;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         const int32_t w = b->window > 0 && b->pos[i] + 1 > b->window ? b->window : b->pos[i] + 1;
-        span = w + ATTN_TILE > span ? w + ATTN_TILE : span;
+        span = w + tmax > span ? w + tmax : span;
     }
     /* kbuf (a run of V blocks), tmp, sacc, then per row: q, part
      * accumulator, max lanes, scores */
     const size_t per = (size_t)P * hd + hd + ATTN_ROWS_MAX * bt +
-                       R * (2 * hd + ATTN_VW_MAX + (size_t)span) + 16;
+                       R * (2 * hd + ATTN_VW_MAX + (size_t)span) + 16 +
+                       (bf16 ? attn_amx_floats((int32_t)G, b->head_dim) : 0);
     if (grow((void **)&s->buf, &s->cap, per * (size_t)nth, sizeof(float))) return -1;
     if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)b->n_tokens, 2 * sizeof(int32_t))) return -1;
-    const int32_t n_tiles = make_tiles(b, s->tiles);
+    const int32_t n_tiles = make_tiles(b, s->tiles, tmax);
     /* Too few (tile, KV head) items for the threads (decode): the scores
      * of each part of the keys are one item, then each (tile, KV head) the
      * softmax and the products with V. The same operations as whole. */
@@ -210,8 +221,10 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
      * each thread the same contiguous run of items in every pass (its
      * scores stay in its cache), and the parts are added on this thread. */
     const int64_t whole = (int64_t)n_tiles * b->n_head_kv;
+    /* (AMX: prompt tiles, T >= 2, go on bf16 tiles whole, never split:
+     * the result would depend on the thread count) */
     const bool split = b->split_keys && tp && nth > 1 && whole < 4 * nth && whole % nth != 0 &&
-                       n_parts > n_tiles;
+                       n_parts > n_tiles && !(bf16 && n_tiles < b->n_tokens);
     const size_t n_items = split ? (size_t)n_parts : (size_t)n_tiles;
     if (grow((void **)&s->items, &s->items_cap, n_items, 2 * sizeof(int32_t))) return -1;
     if (split && grow((void **)&s->part_base, &s->part_base_cap, (size_t)n_tiles, 3 * sizeof(size_t)))
@@ -245,7 +258,7 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
                           s->parts, s->stats, s->part_base, s->buf, per };
     tp_fn worker;
     tp_unit_fn unit;
-    attn_kernels_for(isa, &worker, &unit);
+    attn_kernels_for(isa, bf16, &worker, &unit);
     if (split) {
         for (J.phase = 1; J.phase <= 3; J.phase++) tp_run(tp, worker, &J);
         J.phase = 4;

@@ -52,6 +52,13 @@ struct attn_batch {
     int32_t split_keys;         /* 1: queries too few to balance over the threads
                                  * (decode) split their keys over them (the same
                                  * result); 0: never */
+    int32_t bf16_tiles;         /* 1: with isa amx, prompt tiles (2+ tokens) on
+                                 * AMX-BF16 tiles (kernels/cpu/attn_amx.c): long
+                                 * prompts 3x faster, within bf16's bound of exact,
+                                 * the same bits on any thread count, but not the
+                                 * bits of decoding the tokens one by one (batch
+                                 * invariance, speculative decoding's identity with
+                                 * plain decoding); 0: the f32 path on every ISA */
 };
 
 /* Per-thread work buffers; grown by attn_forward, freed by attn_scratch_free. */

@@ -87,4 +87,20 @@ void attn_scalar_unit(void *job, int64_t unit, int ith);
 void attn_avx2_unit(void *job, int64_t unit, int ith);
 void attn_avx512_unit(void *job, int64_t unit, int ith);
 
+/* TERN_ISA=amx (attn_amx.c): prompt tiles of at least ATTN_AMX_MIN_ROWS
+ * query rows on AMX-BF16 tiles, keys in chunks of ATTN_AMX_CK at fixed
+ * positions; head dims a multiple of 64 up to ATTN_AMX_MAX_HD, blocks a
+ * multiple of 16 keys. Other items run attn_avx512_unit. */
+enum { ATTN_AMX_TILE = 64, ATTN_AMX_CK = 64, ATTN_AMX_MIN_ROWS = 16, ATTN_AMX_MAX_HD = 512 };
+bool attn_amx_fits(const struct attn_job *J, int32_t tile);
+void attn_amx_unit(void *job, int64_t unit, int ith);
+
+/* Floats of attn_amx.c's per-thread buffers for G query heads per KV head. */
+static inline size_t attn_amx_floats(int32_t G, int32_t hd)
+{
+    const size_t rp = ((size_t)ATTN_AMX_TILE * G + 15) / 16 * 16, h = (size_t)hd;
+    return rp * h + ATTN_AMX_CK * h * 3 / 2 + 16 * h + 8 * ATTN_AMX_CK + 32 * ATTN_AMX_CK + rp * h +
+           2 * rp + 2 * h + 16 * 12;
+}
+
 #endif

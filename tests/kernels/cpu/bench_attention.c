@@ -3,9 +3,10 @@
  * the engine sends them, then decode steps at depth N; CPU seconds
  * (this thread and the pool's, so a loaded machine disturbs it less; on
  * more threads they include the pool's spinning) and, for decode, wall.
- *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps [split_keys [kv]]]]]]
+ *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps [split_keys [kv [bf16]]]]]]]
  * (TERN_ISA caps the ISA; split_keys as attn_batch, default 1; kv f16 (default),
- * f32, q8_0 or q4_0) */
+ * f32, q8_0 or q4_0; bf16 as attn_batch.bf16_tiles for the prefill, default 1:
+ * AMX-BF16 prompt tiles where the ISA is amx) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,8 @@ int main(int argc, char **argv)
     for (int32_t b0 = 0; b0 < N; b0 += 512) {
         const int32_t n = N - b0 < 512 ? N - b0 : 512;
         const struct attn_batch b = { n, nh, nkv, hd, 0, q + (size_t)b0 * qd, out + (size_t)b0 * qd,
-                                      pos + b0, tabs + b0, 0.125f, 0.0f, 0 };
+                                      pos + b0, tabs + b0, 0.125f, 0.0f, 0,
+                                      argc > 9 ? atoi(argv[9]) : 1 };
         attn_forward(tp, isa, &L, &b, &s);
     }
     const double pre = cpu_s() - t0;
@@ -76,7 +78,7 @@ int main(int argc, char **argv)
     const double w0 = wall_s();
     for (int i = 0; i < STEPS; i++) {
         const struct attn_batch b = { 1, nh, nkv, hd, 0, q + (size_t)(N - 1) * qd, out, pos + N - 1,
-                                      tabs + N - 1, 0.125f, 0.0f, split };
+                                      tabs + N - 1, 0.125f, 0.0f, split, 0 };
         attn_forward(tp, isa, &L, &b, &s);
     }
     const double dec = (cpu_s() - t0) / STEPS, decw = (wall_s() - w0) / STEPS;

@@ -5,7 +5,23 @@
  * the part: against a direct double computation on the stored values, every
  * ISA equal to scalar bit for bit, and a query's output the same bits
  * whether it runs in one prefill batch, in chunks, or alone as a decode
- * step on 1, 2 or 3 threads (the key split over threads). */
+ * step on 1, 2 or 3 threads (the key split over threads).
+ *
+ * On amx, attn_batch.bf16_tiles puts prompt tiles on AMX-BF16
+ * (kernels/cpu/attn_amx.c; without it amx is the f32 path, scalar's bits):
+ * Q and K as bf16 hi + lo pairs (three products: 2^-14 of |q||k| at
+ * most), P and V rounded to bf16 (unit roundoff u = 2^-8), so that path is
+ * checked against exact attention in double (unrounded q) within a bound
+ * derived from that rounding, per query row: a score moves by at most
+ * D = scale · (2^-14 + 3 hd · 2^-24) · max_j Σ_d |q_d k_jd| (the f32 sums
+ * of 3 hd products; softcap's tanh is 1-Lipschitz), so every weight by a
+ * factor within exp(±2D); P's rounding and the exp2 polynomial (1e-5)
+ * move the weights by another (1 + u)/(1 - u); V's rounding adds u · Σ p
+ * |v| and the f32 sums over n keys n · 2^-23 of it:
+ *   |out - exact| ≤ max|v| · (exp(2D + 2.01 u + 2e-5) - 1 + u + n · 2^-23).
+ * Its results must not depend on the thread count (bits), nor on where the
+ * prompt's tiles start (bits for rows on tiles in both cuts); decode keeps
+ * the f32 path, so a query alone equals scalar's prefill bit for bit. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,12 +148,130 @@ static void ref_query(const struct fixture *f, int32_t t, float *out)
     free(s);
 }
 
+static struct attn_batch batch(const struct fixture *f, int32_t t0, int32_t n, float *out);
+
+/* Exact attention in double of query t (unrounded q, probabilities
+ * unrounded) on the stored K and V, and the bf16 bound of each head's row
+ * (see the top). */
+static void exact_query(const struct fixture *f, int32_t t, float *out, double *bound)
+{
+    const struct cfg *c = f->c;
+    const int32_t kd = c->nkv * c->hd, G = c->nh / c->nkv;
+    const int32_t lo = c->window && t - c->window + 1 > 0 ? t - c->window + 1 : 0;
+    const double u = 1.0 / 256.0;
+    double *s = malloc(sizeof(double) * (size_t)(t + 1));
+    for (int32_t h = 0; h < c->nh; h++) {
+        const int32_t g = h / G;
+        const float *qh = f->q + ((size_t)t * c->nh + h) * c->hd;
+        double mx = -1e300, sum = 0.0, amax = 0.0, vmax = 0.0;
+        for (int32_t j = lo; j <= t; j++) {
+            double d = 0.0, a = 0.0;
+            for (int32_t i = 0; i < c->hd; i++) {
+                const double kv = f->K[(size_t)j * kd + g * c->hd + i];
+                d += (double)qh[i] * kv;
+                a += fabs((double)qh[i] * kv);
+                vmax = fmax(vmax, fabs(f->V[(size_t)j * kd + g * c->hd + i]));
+            }
+            d *= 0.125;
+            amax = fmax(amax, a);
+            if (c->softcap > 0.0f) d = c->softcap * tanh(d / c->softcap);
+            s[j] = d;
+            mx = fmax(mx, d);
+        }
+        for (int32_t j = lo; j <= t; j++) sum += (s[j] = exp(s[j] - mx));
+        for (int32_t i = 0; i < c->hd; i++) {
+            double acc = 0.0;
+            for (int32_t j = lo; j <= t; j++) acc += s[j] / sum * f->V[(size_t)j * kd + g * c->hd + i];
+            out[(size_t)h * c->hd + i] = (float)acc;
+        }
+        const double D = 0.125 * amax * (0x1p-14 + 3.0 * c->hd * 0x1p-24);
+        bound[h] = vmax * (exp(2.0 * D + 2.01 * u + 2e-5) - 1.0 + u + (t - lo + 1) * 0x1p-23);
+    }
+    free(s);
+}
+
+/* Whether token i of a batch of n runs on AMX tiles (attn_amx_fits: tiles
+ * of ATTN_AMX_TILE = 64 tokens from the batch's start, at least 2 tokens
+ * and 16 rows). */
+static int on_tiles(const struct cfg *c, int32_t i, int32_t n)
+{
+    enum { TILE = 64 };
+    const int32_t T = n - i / TILE * TILE < TILE ? n - i / TILE * TILE : TILE, G = c->nh / c->nkv;
+    return T >= 2 && T * G >= 16 && c->hd % 64 == 0 && c->bt % 16 == 0;
+}
+
+/* The AMX path, bf16_tiles (see the top): bound, thread count, tile cuts,
+ * decode. */
+static void check_amx(const struct fixture *f, struct threadpool *const tps[3], const float *out0,
+                      float *out, float *chunk, float *ref, struct attn_scratch *s)
+{
+    const struct cfg *c = f->c;
+    const size_t qd = (size_t)c->nh * c->hd, all = (size_t)c->ntok * qd;
+    struct attn_batch b = batch(f, 0, c->ntok, out);
+    b.bf16_tiles = 1;
+    ok(attn_forward(tps[1], CPU_ISA_AMX, &f->L, &b, s) == 0, "%s amx: prefill of %d runs", c->name,
+       c->ntok);
+    double worst = 0.0, ratio = 0.0, bmax = 0.0, bound[64];
+    int32_t tiles = 0;
+    for (int32_t t = 0; t < c->ntok; t += (t < 40 ? 1 : 7)) {
+        exact_query(f, t, ref, bound);
+        tiles += on_tiles(c, t, c->ntok);
+        for (size_t i = 0; i < qd; i++) {
+            const double e = fabs(out[(size_t)t * qd + i] - ref[i]);
+            worst = fmax(worst, e);
+            ratio = fmax(ratio, e / bound[i / (size_t)c->hd]);
+            bmax = fmax(bmax, bound[i / (size_t)c->hd]);
+        }
+    }
+    ok(ratio <= 1.0, "%s amx: within the bf16 bound of exact attention (%d rows on tiles; max "
+       "error %.3g, at most %.0f %% of its bound; bounds up to %.3g)", c->name, tiles, worst,
+       100.0 * ratio, bmax);
+    int same = 1;
+    for (int n = 0; n < 3; n += 2) {
+        struct attn_batch bn = batch(f, 0, c->ntok, chunk);
+        bn.bf16_tiles = 1;
+        attn_forward(tps[n], CPU_ISA_AMX, &f->L, &bn, s);
+        same &= memcmp(out, chunk, sizeof(float) * all) == 0;
+    }
+    ok(same, "%s amx: prefill on 1 and 3 threads equals 2 bit for bit", c->name);
+    /* chunks of 40: tiles start elsewhere; a row on tiles in both cuts has
+     * the same bits (each row alone over fixed key chunks) */
+    for (int32_t t0 = 0; t0 < c->ntok; t0 += 40) {
+        const int32_t n = c->ntok - t0 < 40 ? c->ntok - t0 : 40;
+        struct attn_batch bc = batch(f, t0, n, chunk + (size_t)t0 * qd);
+        bc.bf16_tiles = 1;
+        attn_forward(tps[0], CPU_ISA_AMX, &f->L, &bc, s);
+    }
+    int32_t both = 0;
+    same = 1;
+    for (int32_t t = 0; t < c->ntok; t++) {
+        if (!on_tiles(c, t, c->ntok) || !on_tiles(c, t % 40, c->ntok - t / 40 * 40 < 40 ?
+                                                               c->ntok - t / 40 * 40 : 40))
+            continue;
+        both++;
+        same &= memcmp(out + (size_t)t * qd, chunk + (size_t)t * qd, sizeof(float) * qd) == 0;
+    }
+    ok(same, "%s amx: chunks of 40 equal one batch bit for bit on the %d rows on tiles in both",
+       c->name, both);
+    const int32_t dec[] = { 0, 1, 255, 256, c->ntok - 1 };
+    same = 1;
+    for (size_t d = 0; d < sizeof dec / sizeof dec[0]; d++)
+        for (int n = 0; n < 3; n++) {
+            struct attn_batch b1 = batch(f, dec[d], 1, chunk);
+            b1.bf16_tiles = 1;
+            attn_forward(tps[n], CPU_ISA_AMX, &f->L, &b1, s);
+            same &= memcmp(chunk, out0 + (size_t)dec[d] * qd, sizeof(float) * qd) == 0;
+        }
+    ok(same, "%s amx: decode queries alone on 1, 2, 3 threads equal scalar's prefill bit for bit",
+       c->name);
+}
+
 static struct attn_batch batch(const struct fixture *f, int32_t t0, int32_t n, float *out)
 {
     const struct cfg *c = f->c;
     return (struct attn_batch){ n, c->nh, c->nkv, c->hd, c->window,
                                 f->q + (size_t)t0 * c->nh * c->hd, out, f->pos + t0, f->tabs + t0,
-                                0.125f, c->softcap, 1 };
+                                0.125f, c->softcap, 1, 0 };
 }
 
 static void run_cfg(const struct cfg *c, struct threadpool *const tps[3])
@@ -193,6 +327,10 @@ static void run_cfg(const struct cfg *c, struct threadpool *const tps[3])
         ok(same, "%s %s: decode queries alone on 1, 2, 3 threads equal the prefill bit for bit",
            c->name, iname);
     }
+    if (cpu_isa_best() >= CPU_ISA_AMX)
+        check_amx(&f, tps, out0, out, chunk, ref, &s);
+    else
+        tap_skip("amx cases: TERN_ISA or this CPU has no AMX tiles");
     attn_scratch_free(&s);
     free(out); free(out0); free(chunk); free(ref);
     fixture_close(&f);
@@ -218,6 +356,9 @@ int main(void)
         { "GQA 2, q4_0 (hd 96: unrotated), softcap 30, 275 tokens", 4, 2, 96, 16, 275, 0,
           OPS_KV_Q4_0, 30.0f },
         { "GQA 1, q8_0, blocks of 32, 259 tokens", 2, 2, 64, 32, 259, 0, OPS_KV_Q8_0, 0.0f },
+        /* softcap and f32 blocks on AMX tiles too */
+        { "GQA 4, f32, hd 64, window 90, softcap 30, 300 tokens", 8, 2, 64, 16, 300, 90,
+          OPS_KV_F32, 30.0f },
     };
     struct threadpool *tps[3] = { tp_open(1), tp_open(2), tp_open(3) };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) run_cfg(&cfgs[i], tps);

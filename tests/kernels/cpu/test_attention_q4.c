@@ -15,7 +15,15 @@
  *   probabilities, 2^-10 · max |v|, and the kernel's own 1e-4 in float);
  * - every ISA equal to scalar bit for bit (the dequantized values are exact
  *   in f32, the rest is the f16 path's arithmetic), and a decode query alone
- *   on 1 or 2 threads (2 split its keys) the same bits as in the prefill. */
+ *   on 1 or 2 threads (2 split its keys) the same bits as in the prefill;
+ * - amx with attn_batch.bf16_tiles (prompt tiles on AMX-BF16,
+ *   kernels/cpu/attn_amx.c): the
+ *   bound widened by the tiles' rounding (q and K as bf16 hi + lo pairs,
+ *   P and V as bf16, u = 2^-8; q's f16 rounding in the reference, 2^-11)
+ *   as test_attention derives it, max |v| · (exp(2D + 2.01 u + 2e-5) - 1 +
+ *   u + n · 2^-23) with D = scale · (2^-11 + 2^-14 + 3 hd · 2^-24) ·
+ *   max_j Σ |q_i k_ji|, and the same bits
+ *   on 1 and 2 threads instead of scalar's; decode keeps scalar's bits. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -146,23 +154,26 @@ int main(void)
     /* The bound per query and head, and the unquantized answer in double,
      * both in the rotated basis (Kr, Vr: rotated, not quantized). */
     float *want = malloc(sizeof(float) * NTOK * QD), *bound = malloc(sizeof(float) * NTOK * NH);
+    float *bound_amx = malloc(sizeof(float) * NTOK * NH);
     double *s = malloc(sizeof(double) * NTOK);
     double worst_bound = 0.0;
     for (int32_t t = 0; t < NTOK; t++)
         for (int32_t h = 0; h < NH; h++) {
             const int32_t g = h / (NH / NKV);
             const float *qh = qr + ((size_t)t * NH + h) * HD;
-            double mx = -1e300, sum = 0.0, eps = 0.0, vstep = 0.0, vmax = 0.0;
+            double mx = -1e300, sum = 0.0, eps = 0.0, vstep = 0.0, vmax = 0.0, amax = 0.0;
             for (int32_t j = 0; j <= t; j++) {
                 const size_t o = (size_t)j * KD + (size_t)g * HD;
-                double d = 0.0, e = 0.0;
+                double d = 0.0, e = 0.0, a = 0.0;
                 for (int32_t i = 0; i < HD; i++) {
                     d += (double)qh[i] * Kr[o + i];
+                    a += fabs((double)qh[i] * Kr[o + i]);
                     e += fabs((double)qh[i]) * Kstep[o + i];
                     vstep = fmax(vstep, Vstep[o + i]);
                     vmax = fmax(vmax, fabs(Vr[o + i]));
                 }
                 s[j] = d * SCALE;
+                amax = fmax(amax, a);
                 eps = fmax(eps, e * SCALE);
                 mx = fmax(mx, s[j]);
             }
@@ -175,6 +186,9 @@ int main(void)
             bound[t * NH + h] =
                 (float)(vstep + (exp(2.0 * eps) - 1.0) * vmax + vmax / 1024.0 + 1e-4);
             worst_bound = fmax(worst_bound, bound[t * NH + h]);
+            const double u = 1.0 / 256.0, D = SCALE * amax * (0x1p-11 + 0x1p-14 + 3.0 * HD * 0x1p-24);
+            bound_amx[t * NH + h] = bound[t * NH + h] +
+                (float)(vmax * (exp(2.0 * D + 2.01 * u + 2e-5) - 1.0 + u + (t + 1) * 0x1p-23));
         }
     free(s);
 
@@ -184,7 +198,9 @@ int main(void)
     float *one = malloc(sizeof(float) * QD);
     for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {
         const char *iname = cpu_isa_name((enum cpu_isa)isa);
-        const struct attn_batch b = { NTOK, NH, NKV, HD, 0, q, out, pos, tabs, SCALE, 0.0f, 1 };
+        /* amx: prompt tiles on bf16 tiles (attn_batch.bf16_tiles) */
+        const struct attn_batch b = { NTOK, NH, NKV, HD, 0, q, out, pos, tabs, SCALE, 0.0f, 1,
+                                      isa >= CPU_ISA_AMX };
         ok(attn_forward(tp2, (enum cpu_isa)isa, &L, &b, &sc) == 0, "%s: prefill of %d runs",
            iname, NTOK);
         /* the output back in the rotated basis (H·H = I) */
@@ -199,7 +215,7 @@ int main(void)
                     const size_t o = ((size_t)t * NH + h) * HD + i;
                     const double e = fabs(outr[o] - want[o]);
                     worst = fmax(worst, e);
-                    ratio = fmax(ratio, e / bound[t * NH + h]);
+                    ratio = fmax(ratio, e / (isa >= CPU_ISA_AMX ? bound_amx : bound)[t * NH + h]);
                     mean += e;
                 }
         mean /= (double)NTOK * QD;
@@ -209,9 +225,17 @@ int main(void)
            iname, worst, mean, 100.0 * ratio, worst_bound);
         if (isa == CPU_ISA_SCALAR)
             memcpy(out0, out, sizeof(float) * NTOK * QD);
-        else
+        else if (isa < CPU_ISA_AMX)
             ok(memcmp(out0, out, sizeof(float) * NTOK * QD) == 0,
                "%s: prefill equals scalar bit for bit", iname);
+        else {   /* bf16 tiles: not scalar's bits, but the same on any thread count */
+            float *o1 = malloc(sizeof(float) * NTOK * QD);
+            const struct attn_batch b1 = { NTOK, NH, NKV, HD, 0, q, o1, pos, tabs, SCALE, 0.0f, 1, 1 };
+            attn_forward(tp1, (enum cpu_isa)isa, &L, &b1, &sc);
+            ok(memcmp(o1, out, sizeof(float) * NTOK * QD) == 0,
+               "%s: prefill on 1 thread equals 2 bit for bit", iname);
+            free(o1);
+        }
         /* decode: one query alone, on 1 thread and on 2 (its keys split) */
         static const int32_t dec[] = { 0, 15, 16, 255, 256, 257, NTOK - 1 };
         int same = 1;
@@ -219,7 +243,7 @@ int main(void)
             for (int n = 0; n < 2; n++) {
                 const int32_t t = dec[d];
                 const struct attn_batch b1 = { 1, NH, NKV, HD, 0, q + (size_t)t * QD, one,
-                                               pos + t, tabs + t, SCALE, 0.0f, 1 };
+                                               pos + t, tabs + t, SCALE, 0.0f, 1, 0 };
                 attn_forward(n ? tp2 : tp1, (enum cpu_isa)isa, &L, &b1, &sc);
                 if (memcmp(one, out0 + (size_t)t * QD, sizeof(float) * QD)) {
                     if (same) tap_diag("%s: decode at %d on %d threads differs", iname, t, n + 1);
@@ -232,7 +256,7 @@ int main(void)
     attn_scratch_free(&sc);
     tp_close(tp1);
     tp_close(tp2);
-    free(out); free(out0); free(one); free(want); free(bound); free(stored); free(ref);
+    free(out); free(out0); free(one); free(want); free(bound); free(bound_amx); free(stored); free(ref);
     free(kp); free(vp); free(K); free(V); free(Kr); free(Vr); free(Ks); free(Vs); free(Kstep); free(Vstep);
     free(q); free(qr);
     return tap_done();

@@ -216,7 +216,7 @@ static void test_attention(enum ops_kv_type type, int32_t bt, double tol, const 
     for (int32_t window = 0; window <= 6; window += 6) {
       for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {
         const char *iname = cpu_isa_name((enum cpu_isa)isa);
-        const struct attn_batch b = { NTOK, NHA, NKV, HDA, window, q, out, pos, tabs, 0.8f, 0.0f, 0 };
+        const struct attn_batch b = { NTOK, NHA, NKV, HDA, window, q, out, pos, tabs, 0.8f, 0.0f, 0, 0 };
         ok(attn_forward(tp, (enum cpu_isa)isa, &L, &b, &s) == 0, "%s window %d %s: attention runs",
            name, window, iname);
         attn_ref(q, K, V, pos, window, ref);
@@ -232,7 +232,7 @@ static void test_attention(enum ops_kv_type type, int32_t bt, double tol, const 
         /* the last token alone gives bit-identical output */
         float one[NHA * HDA];
         const struct attn_batch b1 = { 1, NHA, NKV, HDA, window, q + (NTOK - 1) * NHA * HDA,
-                                       one, pos + NTOK - 1, tabs, 0.8f, 0.0f, 0 };
+                                       one, pos + NTOK - 1, tabs, 0.8f, 0.0f, 0, 0 };
         attn_forward(tp, (enum cpu_isa)isa, &L, &b1, &s);
         ok(memcmp(one, out + (NTOK - 1) * NHA * HDA, sizeof one) == 0,
            "%s window %d %s: a query alone equals the same query in a batch", name, window, iname);
