@@ -406,6 +406,17 @@ int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out)
     return 0;
 }
 
+int cli_prompt_attn(const struct cli *cli, const char *arg, bool *bf16)
+{
+    if (strcmp(arg, "f32") == 0) *bf16 = false;
+    else if (strcmp(arg, "bf16") == 0) *bf16 = true;
+    else {
+        fprintf(stderr, "tern %s: --prompt-attn: '%s' is not f32 or bf16\n", cli->cmd, arg);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out)
 {
     if (strcmp(arg, "auto") == 0) *out = BACKEND_AUTO;

@@ -97,6 +97,8 @@ int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned l
 
 /* --kv-type f16|f32|q8_0|q4_0 and --backend auto|cpu|cuda, shared by run and bench. */
 int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out);
+/* --prompt-attn: f32 or bf16 (backend_config.prompt_attn_bf16). */
+int cli_prompt_attn(const struct cli *cli, const char *arg, bool *bf16);
 int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out);
 
 /* For subcommands whose capability lands in a later change. */

@@ -42,6 +42,7 @@ struct bench_opts {
     const char *synthetic, *db;
     uint32_t synth_type;
     enum kv_type kv_type;
+    bool prompt_attn_bf16;
     enum backend_kind backend;
 };
 
@@ -72,6 +73,7 @@ static int on_opt(int c, const char *arg, void *ud)
         }
         return 0;
     case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
+    case CLI_O_PROMPT_ATTN: return cli_prompt_attn(o->cli, arg, &o->prompt_attn_bf16);
     case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
@@ -235,11 +237,13 @@ static void report(const struct bench_opts *o, const char *model_name, const str
         printf("{\"model\":\"%s\",\"arch\":\"%s\",\"params\":%llu,\"weight_bytes\":%llu,"
                "\"active_params\":%llu,\"active_weight_bytes\":%llu,"
                "\"backend\":\"%s\",\"device\":\"%s\",\"threads\":%ld,\"kv_type\":\"%s\","
+               "\"prompt_attn\":\"%s\","
                "\"repetitions\":%ld,\"depth\":%ld,\"pp\":%ld,\"tg\":%ld,",
                model_name, m->hp.arch_name, (unsigned long long)m->n_params,
                (unsigned long long)m->weight_bytes, (unsigned long long)m->n_params_active,
                (unsigned long long)m->weight_bytes_active, info->name, info->device, o->threads,
-               kv_names[o->kv_type], o->reps, o->depth, o->pp, o->tg);
+               kv_names[o->kv_type], info->prompt_attn_bf16 ? "bf16" : "f32", o->reps, o->depth,
+               o->pp, o->tg);
         printf("\"pp_tok_s\":%.3f,\"pp_min\":%.3f,\"pp_max\":%.3f,\"pp_sd\":%.3f,", fp.median,
                fp.min, fp.max, fp.sd);
         printf("\"tg_tok_s\":%.3f,\"tg_min\":%.3f,\"tg_max\":%.3f,\"tg_sd\":%.3f,", ft.median,
@@ -282,6 +286,7 @@ static int save_run(const struct bench_opts *o, const char *name, const char *pa
     const long cv[5] = {o->pp, o->tg, o->reps, o->depth, o->threads};
     for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(cfg, ck[k], (double)cv[k]);
     cJSON_AddStringToObject(cfg, "kv_type", kv_names[o->kv_type]);
+    cJSON_AddStringToObject(cfg, "prompt_attn", o->prompt_attn_bf16 ? "bf16" : "f32");
     const char *sk[6] = {"pp_tok_s", "pp_tok_s_min", "pp_tok_s_max", "tg_tok_s", "tg_tok_s_min",
                          "tg_tok_s_max"};
     const double sv[6] = {fp.median, fp.min, fp.max, ft.median, ft.min, ft.max};
@@ -343,7 +348,7 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
     const struct backend_config cfg = {
         .kind = o->backend, .threads = (int)o->threads, .kv_type = o->kv_type,
         .kv_block_tokens = 16, .max_batch_tokens = (int32_t)chunk,
-        .max_seqs = 1, .force_scalar = o->scalar,
+        .max_seqs = 1, .force_scalar = o->scalar, .prompt_attn_bf16 = o->prompt_attn_bf16,
     };
     struct run r = { 0 };
     int rc = CLI_EXIT_FAIL;
@@ -458,6 +463,7 @@ int cmd_bench(int argc, char **argv)
         { "save", no_argument, 0, OPT_SAVE },
         { "db", required_argument, 0, OPT_DB },
         CLI_SHARED(CLI_O_KV_TYPE),
+        CLI_SHARED(CLI_O_PROMPT_ATTN),
         CLI_SHARED(CLI_O_BACKEND),
         { "scalar", no_argument, 0, OPT_SCALAR },
         { "synthetic", required_argument, 0, OPT_SYNTH },

@@ -34,6 +34,7 @@ struct serve_opts {
     double queue_timeout, drain_timeout;
     unsigned long long kv_mem, max_body, kv_disk;
     enum kv_type kv_type;
+    bool prompt_attn_bf16;
     enum backend_kind backend;
 };
 
@@ -72,6 +73,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_MAX_BODY: return cli_size(o->cli, "--max-body", arg, &o->max_body);
     case CLI_O_KV_MEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
     case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
+    case CLI_O_PROMPT_ATTN: return cli_prompt_attn(o->cli, arg, &o->prompt_attn_bf16);
     case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
@@ -175,6 +177,7 @@ static int serve(struct serve_opts *o, const char *model_path)
     cfg.backend.kind = o->backend;
     cfg.backend.threads = (int)o->threads;
     cfg.backend.kv_type = o->kv_type;
+    cfg.backend.prompt_attn_bf16 = o->prompt_attn_bf16;
     cfg.backend.kv_bytes = o->kv_mem;
     cfg.n_ctx = (int32_t)o->ctx;
     cfg.trace_path = o->trace;
@@ -291,6 +294,7 @@ int cmd_serve(int argc, char **argv)
         CLI_SHARED(CLI_O_CTX),
         CLI_SHARED(CLI_O_KV_MEM),
         CLI_SHARED(CLI_O_KV_TYPE),
+        CLI_SHARED(CLI_O_PROMPT_ATTN),
         CLI_SHARED(CLI_O_STEP_TOKENS),
         CLI_SHARED(CLI_O_LOOKUP),
         CLI_SHARED(CLI_O_LOOKUP_K),

@@ -32,6 +32,10 @@ struct backend_config {
     bool force_scalar;         /* CPU: portable scalar kernels (tests) */
     int32_t n_ctx;             /* context of a sequence (LongRoPE picks its
                                 * factors by it); 0 = the training context */
+    bool prompt_attn_bf16;     /* CPU with AMX: prompt attention on bf16 tiles
+                                * (long prompts about 3x faster; within bf16's
+                                * bound, not the bits of decoding one by one, so
+                                * batching and speculation may change a reply) */
 };
 
 struct fwd_seq {
@@ -67,6 +71,7 @@ struct backend_info {
     char runtime[64];          /* CUDA: "runtime 13.0, driver 13.0" (the baseline record); "" on CPU */
     int32_t graph_nodes;       /* CUDA: nodes (launches, copies) in the last decode graph captured */
     uint64_t f16_copy_bytes;   /* CUDA: f16 copies of quantized weights for the GEMM path (in workspace_bytes) */
+    bool prompt_attn_bf16;     /* CPU: prompt attention runs on AMX-BF16 tiles */
 };
 
 struct backend;

@@ -67,6 +67,8 @@ struct cpu_be {
     uint64_t act_bytes;
     char note[256];
     char device[128];
+    bool attn_bf16;           /* prompt attention on AMX-BF16 tiles (asked for, and AMX in force) */
+    char attn_note[96];       /* why bf16 prompt attention was asked for and not used */
 };
 
 static const struct backend_ops cpu_ops;
@@ -430,6 +432,10 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
         goto fail;
     }
     if (cfg->force_scalar) c->isa = CPU_ISA_SCALAR;
+    c->attn_bf16 = cfg->prompt_attn_bf16 && c->isa == CPU_ISA_AMX;
+    if (cfg->prompt_attn_bf16 && !c->attn_bf16)
+        snprintf(c->attn_note, sizeof c->attn_note, "bf16 prompt attention needs AMX tiles (ISA %s): f32 used",
+                 cpu_isa_name(c->isa));
     if (pack_weights(c, m, err, errlen)) goto fail;
     if (moe_pack_experts(&c->moe, c->isa, m, err, errlen)) goto fail;   /* cpu_moe.c */
     int32_t cap = cfg->max_batch_tokens > 0 ? cfg->max_batch_tokens : 512;
@@ -456,7 +462,10 @@ static void cpu_info(struct backend *be, struct backend_info *out)
     out->weight_bytes = be->model->weight_bytes;
     out->kv_bytes = 2 * (uint64_t)be->model->hp.n_layer * c->kv_pool;
     out->workspace_bytes = c->act_bytes + c->mm.cap + c->attn.cap * sizeof(float) + c->moe.bytes;
-    snprintf(out->note, sizeof out->note, "%s", c->note);
+    int k = snprintf(out->note, sizeof out->note, "%s", c->note);
+    if (c->attn_note[0] && k >= 0 && (size_t)k + 2 < sizeof out->note)
+        snprintf(out->note + k, sizeof out->note - (size_t)k, "%s%s", k ? "; " : "", c->attn_note);
+    out->prompt_attn_bf16 = c->attn_bf16;
 }
 
 /* ---- forward ---------------------------------------------------------------- */
@@ -602,6 +611,7 @@ static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, cha
         .q = c->a.q, .out = c->a.att, .pos = b->pos, .table = c->a.tables,
         .scale = model_scales_q(m) ? 1.0f : hp->query_scale, .softcap = hp->attn_softcap,
         .split_keys = 1,   /* decode with KV heads that do not balance over the threads */
+        .bf16_tiles = c->attn_bf16,
     };
     if (attn_forward(c->tp, c->isa, &L, &ab, &c->attn)) {
         snprintf(err, errlen, "forward: out of memory for attention scratch (layer %d)", l);
