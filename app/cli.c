@@ -406,6 +406,17 @@ int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out)
     return 0;
 }
 
+const char *cli_kv_type_name(enum kv_type t)
+{
+    switch (t) {
+    case KV_F32: return "f32";
+    case KV_Q8_0: return "q8_0";
+    case KV_Q4_0: return "q4_0";
+    case KV_F16: break;
+    }
+    return "f16";
+}
+
 int cli_prompt_attn(const struct cli *cli, const char *arg, bool *bf16)
 {
     if (strcmp(arg, "f32") == 0) *bf16 = false;
@@ -427,6 +438,47 @@ int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out)
         return -1;
     }
     return 0;
+}
+
+int cli_engine_opt(const struct cli *cli, int id, const char *arg, struct engine_config *c,
+                   char *draft, size_t n)
+{
+    long v;
+    unsigned long long bytes;
+    switch (id) {
+    case CLI_O_THREADS:
+        if (cli_opt_long(cli, CLI_O_THREADS, arg, &v) != 0) return -1;
+        c->backend.threads = (int)v;
+        return 0;
+    case CLI_O_CTX:
+        if (cli_opt_long(cli, CLI_O_CTX, arg, &v) != 0) return -1;
+        c->n_ctx = (int32_t)v;
+        return 0;
+    case CLI_O_STEP_TOKENS:
+        if (cli_opt_long(cli, CLI_O_STEP_TOKENS, arg, &v) != 0) return -1;
+        c->step_tokens = (int32_t)v;
+        return 0;
+    case CLI_O_BACKEND: return cli_backend(cli, arg, &c->backend.kind);
+    case CLI_O_KV_MEM:
+        if (cli_size(cli, "--kv-mem", arg, &bytes) != 0) return -1;
+        c->backend.kv_bytes = bytes;
+        return 0;
+    case CLI_O_KV_TYPE: return cli_kv_type(cli, arg, &c->backend.kv_type);
+    case CLI_O_PROMPT_ATTN: return cli_prompt_attn(cli, arg, &c->backend.prompt_attn_bf16);
+    case CLI_O_LOOKUP:
+        if (!c->lookup_k) c->lookup_k = CLI_LOOKUP_K_DEFAULT;
+        return 0;
+    case CLI_O_LOOKUP_K:
+        if (cli_opt_long(cli, CLI_O_LOOKUP_K, arg, &v) != 0) return -1;
+        c->lookup_k = (int32_t)v;
+        return 0;
+    case CLI_O_DRAFT_MODEL:
+        if (!draft) return 1; /* a command without a draft model */
+        if (cli_draft_model(cli, arg, draft, n) != 0) return -1;
+        c->draft_model = draft;
+        return 0;
+    }
+    return 1;
 }
 
 int cli_not_yet(const char *cmd)

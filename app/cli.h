@@ -97,9 +97,22 @@ int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned l
 
 /* --kv-type f16|f32|q8_0|q4_0 and --backend auto|cpu|cuda, shared by run and bench. */
 int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out);
+/* The --kv-type spelling of t ("f16", "q8_0", ...). */
+const char *cli_kv_type_name(enum kv_type t);
 /* --prompt-attn: f32 or bf16 (backend_config.prompt_attn_bf16). */
 int cli_prompt_attn(const struct cli *cli, const char *arg, bool *bf16);
 int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out);
+
+/* The engine options run, serve, chat, eval and bench share (--threads, --ctx,
+ * --backend, --kv-mem, --kv-type, --prompt-attn, --step-tokens, --lookup,
+ * --lookup-k, --draft-model), read straight into the engine_config the
+ * command opens with, so each option is read in one place. draft (n bytes)
+ * keeps --draft-model's resolved path, which c->draft_model then names
+ * (NULL: the command takes no draft model).
+ * Returns 0, -1 after saying what is wrong with the value, or 1 when id is
+ * not one of them (the command's own option). */
+int cli_engine_opt(const struct cli *cli, int id, const char *arg, struct engine_config *c,
+                   char *draft, size_t n);
 
 /* For subcommands whose capability lands in a later change. */
 int cli_not_yet(const char *cmd);

@@ -37,17 +37,13 @@ enum {
 
 struct bench_opts {
     const struct cli *cli;
-    long pp, tg, reps, threads, depth;
+    long pp, tg, reps, depth;
+    long threads;               /* eng.backend.threads, 0 resolved to the physical cores */
     bool json, scalar, save;
     const char *synthetic, *db;
     uint32_t synth_type;
-    enum kv_type kv_type;
-    bool prompt_attn_bf16;
-    enum backend_kind backend;
+    struct engine_config eng;   /* the shared engine options (cli_engine_opt) */
 };
-
-static const char *const kv_names[] = { [KV_F16] = "f16", [KV_F32] = "f32", [KV_Q8_0] = "q8_0",
-                                           [KV_Q4_0] = "q4_0" };
 
 static int on_opt(int c, const char *arg, void *ud)
 {
@@ -57,7 +53,6 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_TG: return cli_int(o->cli, "--tg", arg, 0, 1 << 20, &o->tg);
     case 'r': return cli_int(o->cli, "--repetitions", arg, 1, 1000, &o->reps);
     case 'd': return cli_int(o->cli, "--depth", arg, 0, 1 << 20, &o->depth);
-    case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
     case OPT_JSON: o->json = true; return 0;
     case OPT_SCALAR: o->scalar = true; return 0;
     case OPT_SAVE: o->save = true; return 0;
@@ -72,11 +67,9 @@ static int on_opt(int c, const char *arg, void *ud)
             return -1;
         }
         return 0;
-    case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
-    case CLI_O_PROMPT_ATTN: return cli_prompt_attn(o->cli, arg, &o->prompt_attn_bf16);
-    case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
-    return -1;
+    /* the engine options every command shares; anything else is not bench's */
+    return cli_engine_opt(o->cli, c, arg, &o->eng, NULL, 0) == 0 ? 0 : -1;
 }
 
 /* One benchmark sequence: the backend and its single-sequence buffers. */
@@ -242,7 +235,7 @@ static void report(const struct bench_opts *o, const char *model_name, const str
                model_name, m->hp.arch_name, (unsigned long long)m->n_params,
                (unsigned long long)m->weight_bytes, (unsigned long long)m->n_params_active,
                (unsigned long long)m->weight_bytes_active, info->name, info->device, o->threads,
-               kv_names[o->kv_type], info->prompt_attn_bf16 ? "bf16" : "f32", o->reps, o->depth,
+               cli_kv_type_name(o->eng.backend.kv_type), info->prompt_attn_bf16 ? "bf16" : "f32", o->reps, o->depth,
                o->pp, o->tg);
         printf("\"pp_tok_s\":%.3f,\"pp_min\":%.3f,\"pp_max\":%.3f,\"pp_sd\":%.3f,", fp.median,
                fp.min, fp.max, fp.sd);
@@ -269,7 +262,7 @@ static void report(const struct bench_opts *o, const char *model_name, const str
     text_roofline(o, m, lim, fp.median, ft.median);
     /* the fallback note only when a backend was asked for (auto on a CPU-only
      * machine is not news) */
-    bool note = info->note[0] && o->backend != BACKEND_AUTO;
+    bool note = info->note[0] && o->eng.backend.kind != BACKEND_AUTO;
     fprintf(stderr, "device: %s%s%s\n", info->device, note ? "; " : "", note ? info->note : "");
 }
 
@@ -285,8 +278,8 @@ static int save_run(const struct bench_opts *o, const char *name, const char *pa
     const char *ck[5] = {"pp", "tg", "repetitions", "depth", "threads"};
     const long cv[5] = {o->pp, o->tg, o->reps, o->depth, o->threads};
     for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(cfg, ck[k], (double)cv[k]);
-    cJSON_AddStringToObject(cfg, "kv_type", kv_names[o->kv_type]);
-    cJSON_AddStringToObject(cfg, "prompt_attn", o->prompt_attn_bf16 ? "bf16" : "f32");
+    cJSON_AddStringToObject(cfg, "kv_type", cli_kv_type_name(o->eng.backend.kv_type));
+    cJSON_AddStringToObject(cfg, "prompt_attn", o->eng.backend.prompt_attn_bf16 ? "bf16" : "f32");
     const char *sk[6] = {"pp_tok_s", "pp_tok_s_min", "pp_tok_s_max", "tg_tok_s", "tg_tok_s_min",
                          "tg_tok_s_max"};
     const double sv[6] = {fp.median, fp.min, fp.max, ft.median, ft.min, ft.max};
@@ -346,9 +339,9 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
         return CLI_EXIT_FAIL;
     }
     const struct backend_config cfg = {
-        .kind = o->backend, .threads = (int)o->threads, .kv_type = o->kv_type,
+        .kind = o->eng.backend.kind, .threads = (int)o->threads, .kv_type = o->eng.backend.kv_type,
         .kv_block_tokens = 16, .max_batch_tokens = (int32_t)chunk,
-        .max_seqs = 1, .force_scalar = o->scalar, .prompt_attn_bf16 = o->prompt_attn_bf16,
+        .max_seqs = 1, .force_scalar = o->scalar, .prompt_attn_bf16 = o->eng.backend.prompt_attn_bf16,
     };
     struct run r = { 0 };
     int rc = CLI_EXIT_FAIL;
@@ -471,9 +464,9 @@ int cmd_bench(int argc, char **argv)
         { 0, 0, 0, 0 },
     };
     struct cli cli;
-    struct bench_opts o = { .pp = 512, .tg = 128, .reps = 5, .synth_type = QT_Q4_0,
-                            .kv_type = KV_F16, .backend = BACKEND_AUTO };
+    struct bench_opts o = { .pp = 512, .tg = 128, .reps = 5, .synth_type = QT_Q4_0 };
     o.cli = &cli;
+    engine_config_default(&o.eng);
     /* --help shows the profile options as well */
     const char *pu = bench_profiles_usage(), *cu = bench_contract_usage(),
                *ru = bench_resume_usage();
@@ -500,7 +493,7 @@ int cmd_bench(int argc, char **argv)
         rc = CLI_EXIT_USAGE;
         goto out;
     }
-    if (!o.threads) o.threads = tp_physical_cores();
+    o.threads = o.eng.backend.threads ? o.eng.backend.threads : tp_physical_cores();
     rc = run_bench(&o, &cli);
 out:
     cli_free(&cli);

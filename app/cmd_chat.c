@@ -164,8 +164,7 @@ static int list_models(const char *dir, struct ui_model_entry **out, char *err, 
 struct chat_args {
     char *keys;
     const char *attach;          /* --attach URL (a local tern serve by default) */
-    unsigned long long kv_mem;   /* --kv-mem */
-    char draft_model[4096];      /* --draft-model, resolved; "" = none */
+    char draft_model[4096];      /* --draft-model, resolved */
     unsigned long long kv_disk;  /* --kv-disk: the disk prompt cache's cap */
     bool set_kv_disk;
     struct cli *cli;
@@ -177,33 +176,6 @@ static int on_opt(int c, const char *arg, void *ud)
     struct chat_args *a = ud;
     long v;
     switch (c) {
-    case CLI_O_THREADS:
-        if (cli_opt_long(a->cli, CLI_O_THREADS, arg, &v) < 0) return -1;
-        a->o.engine.backend.threads = (int)v;
-        return 0;
-    case CLI_O_CTX:
-        if (cli_opt_long(a->cli, CLI_O_CTX, arg, &v) < 0) return -1;
-        a->o.engine.n_ctx = (int32_t)v;
-        return 0;
-    case CLI_O_BACKEND: return cli_backend(a->cli, arg, &a->o.engine.backend.kind);
-    case CLI_O_KV_MEM: return cli_size(a->cli, "--kv-mem", arg, &a->kv_mem);
-    case CLI_O_KV_TYPE: return cli_kv_type(a->cli, arg, &a->o.engine.backend.kv_type);
-    case CLI_O_PROMPT_ATTN: return cli_prompt_attn(a->cli, arg, &a->o.engine.backend.prompt_attn_bf16);
-    case CLI_O_STEP_TOKENS:
-        if (cli_opt_long(a->cli, CLI_O_STEP_TOKENS, arg, &v) < 0) return -1;
-        a->o.engine.step_tokens = (int32_t)v;
-        return 0;
-    case CLI_O_LOOKUP:
-        if (!a->o.engine.lookup_k) a->o.engine.lookup_k = CLI_LOOKUP_K_DEFAULT;
-        return 0;
-    case CLI_O_LOOKUP_K:
-        if (cli_opt_long(a->cli, CLI_O_LOOKUP_K, arg, &v) < 0) return -1;
-        a->o.engine.lookup_k = (int32_t)v;
-        return 0;
-    case CLI_O_DRAFT_MODEL:
-        if (cli_draft_model(a->cli, arg, a->draft_model, sizeof a->draft_model) != 0) return -1;
-        a->o.engine.draft_model = a->draft_model;
-        return 0;
     case OPT_DB:
         a->o.db_path = arg;
         return 0;
@@ -269,9 +241,10 @@ static int on_opt(int c, const char *arg, void *ud)
         unescape(a->keys);
         a->o.keys = a->keys;
         return 0;
-    default:
-        return -1;
     }
+    /* the engine options every command shares; anything else is not chat's */
+    int rc = cli_engine_opt(a->cli, c, arg, &a->o.engine, a->draft_model, sizeof a->draft_model);
+    return rc == 0 ? 0 : -1;
 }
 
 /* The TUI's engine: a route when --route names one. */
@@ -339,7 +312,6 @@ int cmd_chat(int argc, char **argv)
     a.o.min_p = a.o.repeat_penalty = -1;
     int rc = cli_parse(&cli, argc, argv, "c", longopts, on_opt, &a, use);
     if (rc >= 0) goto done;
-    if (a.kv_mem) a.o.engine.backend.kv_bytes = a.kv_mem;
     /* F4's guesses a step (the TUI asks them per request) */
     if (a.o.engine.draft_model && !a.o.engine.lookup_k) a.o.engine.lookup_k = ENGINE_DRAFT_K;
     char kvdir[4200];

@@ -29,13 +29,11 @@ enum {
 
 struct eopts {
     const struct cli *cli;
-    const char *ppl, *prompts, *out, *db, *backend;
-    long ctx, stride, chunks, concurrency, threads, max_tokens;
+    const char *ppl, *prompts, *out, *db;
+    long ctx, stride, chunks, concurrency, max_tokens; /* ctx: the perplexity window */
     bool max_tokens_set;        /* --max-tokens given (else a server's cap may lower it) */
     bool no_save, json, raw;
-    bool kv_type_set;           /* --kv-type given: perplexity with a quantized KV cache */
-    enum kv_type kv_type;
-    bool prompt_attn_bf16;      /* --prompt-attn bf16 */
+    struct engine_config eng;   /* the shared engine options (cli_engine_opt) */
 };
 
 struct eval {
@@ -303,7 +301,7 @@ static int do_perplexity(struct eval *ev)
     cJSON_AddNumberToObject(config, "chunks", (double)n_chunk);
     cJSON_AddStringToObject(config, "model_file", ev->info.model_path);
     cJSON_AddStringToObject(config, "backend", ev->info.backend.name);
-    cJSON_AddStringToObject(config, "kv_type", o->kv_type == KV_Q8_0 ? "q8_0" : o->kv_type == KV_Q4_0 ? "q4_0" : o->kv_type == KV_F32 ? "f32" : "f16");
+    cJSON_AddStringToObject(config, "kv_type", cli_kv_type_name(o->eng.backend.kv_type));
     if (o->json) {
         cJSON *both = cJSON_CreateObject();
         cJSON_AddItemReferenceToObject(both, "config", config);
@@ -782,23 +780,13 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_DB: o->db = arg; return 0;
     case OPT_NO_SAVE: o->no_save = true; return 0;
     case OPT_JSON: o->json = true; return 0;
-    case CLI_O_THREADS: return cli_opt_long(cli, CLI_O_THREADS, arg, &o->threads);
     case CLI_O_MAX_TOKENS:
         o->max_tokens_set = true;
         return cli_opt_long(cli, CLI_O_MAX_TOKENS, arg, &o->max_tokens);
     case OPT_RAW: o->raw = true; return 0;
-    case CLI_O_PROMPT_ATTN: return cli_prompt_attn(cli, arg, &o->prompt_attn_bf16);
-    case CLI_O_KV_TYPE:
-        o->kv_type_set = true;
-        return cli_kv_type(cli, arg, &o->kv_type);
-    case CLI_O_BACKEND: {
-        enum backend_kind k; /* checked here, named to the engine at open */
-        if (cli_backend(cli, arg, &k) != 0) return -1;
-        o->backend = arg;
-        return 0;
     }
-    }
-    return -1;
+    /* the engine options every command shares (eval's --ctx is its window, above) */
+    return cli_engine_opt(cli, c, arg, &o->eng, NULL, 0) == 0 ? 0 : -1;
 }
 
 static struct engine *open_engine(const struct cli *cli, const struct eopts *o, int32_t n_ctx)
@@ -808,17 +796,9 @@ static struct engine *open_engine(const struct cli *cli, const struct eopts *o, 
         fprintf(stderr, "tern eval: %s\n", err);
         return NULL;
     }
-    struct engine_config c;
-    engine_config_default(&c);
+    struct engine_config c = o->eng;
     c.model_path = path;
     c.n_ctx = n_ctx;
-    c.backend.threads = (int)o->threads;
-    if (o->kv_type_set) c.backend.kv_type = o->kv_type;
-    c.backend.prompt_attn_bf16 = o->prompt_attn_bf16;
-    if (o->backend)
-        c.backend.kind = strcmp(o->backend, "cpu") == 0    ? BACKEND_CPU
-                         : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
-                                                           : BACKEND_AUTO;
     /* Through --url, -m names the server's model file: its tokenizer cuts
      * the perplexity text into the ids the server scores (a name resolves
      * as in-process). */
@@ -896,6 +876,7 @@ int cmd_eval(int argc, char **argv)
     };
     struct cli cli;
     struct eopts o = {.cli = &cli, .ctx = 512, .concurrency = 4, .max_tokens = 256};
+    engine_config_default(&o.eng);
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto out;
     rc = CLI_EXIT_USAGE;

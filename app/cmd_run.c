@@ -32,13 +32,10 @@ struct run_opts {
     const char *json_schema;      /* --json-schema FILE */
     char *schema;                 /* its text (read before the model loads) */
     bool raw, verbose, ignore_eos, no_history, cont, json;
-    long threads, max_tokens, ctx, step_tokens, lookup_k;
-    char draft_model[4096];        /* --draft-model, resolved; "" = none */
-    unsigned long long kv_mem;
+    long max_tokens;
+    struct engine_config eng;     /* the shared engine options (cli_engine_opt) */
+    char draft_model[4096];       /* --draft-model, resolved */
     unsigned long long kv_disk;   /* --kv-disk: the disk prompt cache's cap; 0 = off */
-    enum kv_type kv_type;
-    bool prompt_attn_bf16;        /* --prompt-attn bf16 */
-    enum backend_kind backend;
     struct engine_sampling sp;
     const char *stop[RUN_MAX_STOP];
     int n_stop;
@@ -68,10 +65,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case 'c':
     case OPT_CONTINUE: o->cont = true; return 0;
     case OPT_DB: o->db_path = arg; return 0;
-    case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
     case CLI_O_MAX_TOKENS: return cli_opt_long(o->cli, CLI_O_MAX_TOKENS, arg, &o->max_tokens);
-    case CLI_O_CTX: return cli_opt_long(o->cli, CLI_O_CTX, arg, &o->ctx);
-    case CLI_O_STEP_TOKENS: return cli_opt_long(o->cli, CLI_O_STEP_TOKENS, arg, &o->step_tokens);
     case CLI_O_TEMP: return cli_opt_float(o->cli, CLI_O_TEMP, arg, &o->sp.temp);
     case CLI_O_TOP_P: return cli_opt_float(o->cli, CLI_O_TOP_P, arg, &o->sp.top_p);
     case CLI_O_MIN_P: return cli_opt_float(o->cli, CLI_O_MIN_P, arg, &o->sp.min_p);
@@ -94,18 +88,11 @@ static int on_opt(int c, const char *arg, void *ud)
         return 0;
     case CLI_O_SYSTEM: o->system = arg; return 0;
     case OPT_TRACE: o->trace = arg; return 0;
-    case CLI_O_KV_MEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
     case OPT_KV_DISK: return cli_size(o->cli, "--kv-disk", arg, &o->kv_disk);
-    case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
-    case CLI_O_PROMPT_ATTN: return cli_prompt_attn(o->cli, arg, &o->prompt_attn_bf16);
-    case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
-    case CLI_O_LOOKUP:
-        if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
-        return 0;
-    case CLI_O_LOOKUP_K: return cli_opt_long(o->cli, CLI_O_LOOKUP_K, arg, &o->lookup_k);
-    case CLI_O_DRAFT_MODEL: return cli_draft_model(o->cli, arg, o->draft_model, sizeof o->draft_model);
     }
-    return -1;
+    /* the engine options every command shares; anything else is not run's */
+    int rc = cli_engine_opt(o->cli, c, arg, &o->eng, o->draft_model, sizeof o->draft_model);
+    return rc == 0 ? 0 : -1;
 }
 
 /* --json-schema FILE: the schema's text (at most 4 MiB), or NULL (said).
@@ -568,18 +555,8 @@ static struct engine *run_engine_open(const struct run_opts *o, const struct cli
                                       const char *model_path, double *load_s)
 {
     char err[1024];
-    struct engine_config cfg;
-    engine_config_default(&cfg);
+    struct engine_config cfg = o->eng;
     cfg.model_path = model_path;
-    cfg.backend.kind = o->backend;
-    cfg.backend.threads = (int)o->threads;
-    cfg.backend.kv_type = o->kv_type;
-    cfg.backend.prompt_attn_bf16 = o->prompt_attn_bf16;
-    cfg.backend.kv_bytes = o->kv_mem;
-    cfg.n_ctx = (int32_t)o->ctx;
-    if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
-    cfg.lookup_k = (int32_t)o->lookup_k;
-    cfg.draft_model = o->draft_model[0] ? o->draft_model : NULL;
     cfg.trace_path = o->trace;
     char kvdir[4200];
     if (o->kv_disk) { /* the disk prompt cache (opt-in for run): chat's directory */
@@ -722,10 +699,10 @@ static int run(struct run_opts *o, const struct cli *cli, const char *model_path
     struct engine_info info;
     engine_info(e, &info);
     r.info = &info;
-    cli_opt_warn_ctx(cli, o->ctx, info.n_ctx_train);
+    cli_opt_warn_ctx(cli, o->eng.n_ctx, info.n_ctx_train);
     /* A fallback ("no usable GPU: ...; running on CPU") is said with -v, or
      * when a backend was asked for: auto on a CPU-only machine is not news. */
-    if (info.backend.note[0] && (o->verbose || o->backend != BACKEND_AUTO))
+    if (info.backend.note[0] && (o->verbose || o->eng.backend.kind != BACKEND_AUTO))
         fprintf(stderr, "tern run: %s\n", info.backend.note);
     struct run_history hist;
     if (history_open(&hist, o) != 0) {
@@ -866,7 +843,8 @@ static int check_opts(struct run_opts *o, const struct cli *cli, char **joined)
 int cmd_run(int argc, char **argv)
 {
     struct cli cli;
-    struct run_opts o = {.cli = &cli, .backend = BACKEND_AUTO, .kv_type = KV_F16};
+    struct run_opts o = {.cli = &cli};
+    engine_config_default(&o.eng);
     engine_sampling_default(&o.sp);
     char *joined = NULL, *in = NULL;
     int rc = cli_parse(&cli, argc, argv, "p:vc", run_longopts, on_opt, &o, run_usage);

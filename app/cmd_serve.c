@@ -28,14 +28,11 @@ struct serve_opts {
     struct http_config http;
     const char *db_path, *trace;
     bool no_history;
-    char draft_model[4096];        /* --draft-model, resolved; "" = none */
-    long threads, ctx, step_tokens, lookup_k, max_running, max_queue, event_limit, max_conns,
-        timeout, max_tokens, port;
+    struct engine_config eng;      /* the shared engine options (cli_engine_opt) */
+    char draft_model[4096];        /* --draft-model, resolved */
+    long max_running, max_queue, event_limit, max_conns, timeout, max_tokens, port;
     double queue_timeout, drain_timeout;
-    unsigned long long kv_mem, max_body, kv_disk;
-    enum kv_type kv_type;
-    bool prompt_attn_bf16;
-    enum backend_kind backend;
+    unsigned long long max_body, kv_disk;
 };
 
 static int on_opt(int c, const char *arg, void *ud)
@@ -53,14 +50,6 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_TRACE: o->trace = arg; return 0;
     case OPT_KV_DISK: return cli_size(o->cli, "--kv-disk", arg, &o->kv_disk);
     case OPT_CACHE_TEXT: o->http.cache_text = true; return 0;
-    case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
-    case CLI_O_CTX: return cli_opt_long(o->cli, CLI_O_CTX, arg, &o->ctx);
-    case CLI_O_STEP_TOKENS: return cli_opt_long(o->cli, CLI_O_STEP_TOKENS, arg, &o->step_tokens);
-    case CLI_O_LOOKUP:
-        if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
-        return 0;
-    case CLI_O_LOOKUP_K: return cli_opt_long(o->cli, CLI_O_LOOKUP_K, arg, &o->lookup_k);
-    case CLI_O_DRAFT_MODEL: return cli_draft_model(o->cli, arg, o->draft_model, sizeof o->draft_model);
     case OPT_MAX_RUNNING: return cli_int(o->cli, "--max-running", arg, 1, 4096, &o->max_running);
     case OPT_MAX_QUEUE: return cli_int(o->cli, "--max-queue", arg, 1, 1 << 20, &o->max_queue);
     case OPT_EVENT_LIMIT: return cli_int(o->cli, "--event-limit", arg, 8, 1 << 24, &o->event_limit);
@@ -71,12 +60,10 @@ static int on_opt(int c, const char *arg, void *ud)
         return cli_double(o->cli, "--queue-timeout", arg, 0.001, 86400, &o->queue_timeout);
     case OPT_DRAIN: return cli_double(o->cli, "--drain-timeout", arg, 0, 86400, &o->drain_timeout);
     case OPT_MAX_BODY: return cli_size(o->cli, "--max-body", arg, &o->max_body);
-    case CLI_O_KV_MEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
-    case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
-    case CLI_O_PROMPT_ATTN: return cli_prompt_attn(o->cli, arg, &o->prompt_attn_bf16);
-    case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
-    return -1;
+    /* the engine options every command shares; anything else is not serve's */
+    int rc = cli_engine_opt(o->cli, c, arg, &o->eng, o->draft_model, sizeof o->draft_model);
+    return rc == 0 ? 0 : -1;
 }
 
 /* One short greedy request through the whole path: /ready means the model answers. */
@@ -171,15 +158,8 @@ static int serve(struct serve_opts *o, const char *model_path)
     if (!o->http.api_key_file)
         fprintf(stderr, "tern serve: no --api-key-file: no authentication%s\n",
                 o->http.insecure ? " (--insecure)" : "; loopback only");
-    struct engine_config cfg;
-    engine_config_default(&cfg);
+    struct engine_config cfg = o->eng;
     cfg.model_path = model_path;
-    cfg.backend.kind = o->backend;
-    cfg.backend.threads = (int)o->threads;
-    cfg.backend.kv_type = o->kv_type;
-    cfg.backend.prompt_attn_bf16 = o->prompt_attn_bf16;
-    cfg.backend.kv_bytes = o->kv_mem;
-    cfg.n_ctx = (int32_t)o->ctx;
     cfg.trace_path = o->trace;
     char kvdir[4200];
     cli_data_dir(kvdir, sizeof kvdir - 16);
@@ -190,9 +170,6 @@ static int serve(struct serve_opts *o, const char *model_path)
         cfg.kv_disk_cap = o->kv_disk;
         cfg.kv_disk_log = stderr;
     }
-    if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
-    cfg.lookup_k = (int32_t)o->lookup_k;
-    cfg.draft_model = o->draft_model[0] ? o->draft_model : NULL;
     if (o->max_running) cfg.max_running = (int32_t)o->max_running;
     if (o->max_queue) cfg.max_queue = (int32_t)o->max_queue;
     if (o->event_limit) cfg.event_limit = (int32_t)o->event_limit;
@@ -204,7 +181,7 @@ static int serve(struct serve_opts *o, const char *model_path)
     }
     struct engine_info info;
     engine_info(e, &info);
-    cli_opt_warn_ctx(o->cli, o->ctx, info.n_ctx_train);
+    cli_opt_warn_ctx(o->cli, o->eng.n_ctx, info.n_ctx_train);
     if (warm_up(e, err, sizeof err) != 0) {
         fprintf(stderr, "tern serve: %s\n", err);
         goto done;
@@ -308,9 +285,9 @@ int cmd_serve(int argc, char **argv)
         {0, 0, 0, 0},
     };
     struct cli cli;
-    struct serve_opts o = {.cli = &cli, .backend = BACKEND_AUTO, .kv_type = KV_F16,
-                           .port = 8080, .queue_timeout = 60, .drain_timeout = 30,
+    struct serve_opts o = {.cli = &cli, .port = 8080, .queue_timeout = 60, .drain_timeout = 30,
                            .timeout = 15, .max_conns = 256, .max_body = 8u << 20};
+    engine_config_default(&o.eng);
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     rc = CLI_EXIT_USAGE;
