@@ -50,11 +50,12 @@ enum { P_SHORT, P_LONG_PROMPT, P_LONG_REPLY, P_MIXED, P_CANCEL, P_SLOW, P_MULTI 
 struct bopts {
     const struct cli *cli;
     unsigned mask;               /* profiles to run */
-    long requests, concurrency, threads, ctx, lookup_k;
-    char draft_model[4096];        /* --draft-model, resolved; "" = none */
+    long requests, concurrency;
+    struct engine_config eng;    /* the shared engine options (cli_engine_opt) */
+    char draft_model[4096];      /* --draft-model, resolved */
     double rate, slo_ttft, slo_tpot, scale;
     unsigned long long seed;
-    const char *json, *trace, *texts, *db, *backend, *requests_out;
+    const char *json, *trace, *texts, *db, *requests_out;
     bool save, quiet;
     bool custom;                 /* a bench_load plan: every request keeps its arrival */
     long cap;                    /* custom open loop: most requests in flight, 0 = none */
@@ -936,22 +937,11 @@ static int on_opt(int c, const char *arg, void *ud)
         if (cli_double(cli, "--scale", arg, 0.01, 16, &d) != 0) return -1;
         o->scale = d;
         return 0;
-    case CLI_O_THREADS: return cli_opt_long(cli, CLI_O_THREADS, arg, &o->threads);
-    case CLI_O_CTX: return cli_opt_long(cli, CLI_O_CTX, arg, &o->ctx);
-    case CLI_O_LOOKUP:
-        if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
-        return 0;
-    case CLI_O_LOOKUP_K: return cli_opt_long(cli, CLI_O_LOOKUP_K, arg, &o->lookup_k);
-    case CLI_O_DRAFT_MODEL: return cli_draft_model(cli, arg, o->draft_model, sizeof o->draft_model);
-    case CLI_O_BACKEND: {
-        enum backend_kind k; /* checked here, named to the engine at open */
-        if (cli_backend(cli, arg, &k) != 0) return -1;
-        o->backend = arg;
-        return 0;
-    }
     case 'q': o->quiet = true; return 0;
     }
-    return -1;
+    /* the engine options every command shares */
+    int rc = cli_engine_opt(cli, c, arg, &o->eng, o->draft_model, sizeof o->draft_model);
+    return rc == 0 ? 0 : -1;
 }
 
 static const char usage[] =
@@ -1056,7 +1046,7 @@ static int save_run(const struct bench *b, const char *config, const char *summa
         return -1;
     }
     /* the baseline record: what this run ran on, for 'tern bench compare' */
-    cJSON *env = bench_env_collect(b->e, b->o->cli, b->o->threads);
+    cJSON *env = bench_env_collect(b->e, b->o->cli, b->o->eng.backend.threads);
     char *env_txt = env ? cJSON_PrintUnformatted(env) : NULL;
     cJSON_Delete(env);
     store_key k = store_run_add_env(s, "bench", b->info.model_name, config, summary, env_txt, NULL);
@@ -1099,21 +1089,12 @@ static struct engine *open_engine(const struct cli *cli, const struct bopts *o)
         fprintf(stderr, "tern bench: %s\n", err);
         return NULL;
     }
-    struct engine_config c;
-    engine_config_default(&c);
+    struct engine_config c = o->eng;
     c.model_path = path;
-    c.backend.threads = (int)o->threads;
-    c.n_ctx = (int32_t)o->ctx;
-    c.lookup_k = (int32_t)o->lookup_k;
-    c.draft_model = o->draft_model[0] ? o->draft_model : NULL;
     c.event_limit = EVENT_LIMIT;
     c.slo_ttft_s = o->slo_ttft;
     c.slo_tpot_s = o->slo_tpot;
     c.trace_path = o->trace;
-    if (o->backend)
-        c.backend.kind = strcmp(o->backend, "cpu") == 0    ? BACKEND_CPU
-                         : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
-                                                           : BACKEND_AUTO;
     cli_engine_remote(cli, &c);
     struct engine *e = cli_engine_open(cli, &c, err, sizeof err);
     if (!e) fprintf(stderr, "tern bench: %s\n", err);
@@ -1125,6 +1106,7 @@ int bench_profiles_main(int argc, char **argv)
     struct cli cli;
     struct bopts o = {.cli = &cli, .requests = 16, .concurrency = 4, .seed = 1,
                       .slo_ttft = 1.0, .slo_tpot = 0.2, .scale = 1.0};
+    engine_config_default(&o.eng);
     struct bench b = {.o = &o};
     char err[512];
     int rc = cli_parse(&cli, argc, argv, "q", longopts, on_opt, &o, usage);
@@ -1139,7 +1121,7 @@ int bench_profiles_main(int argc, char **argv)
     rc = CLI_EXIT_FAIL;
     if (!(b.e = open_engine(&cli, &o))) goto out;
     engine_info(b.e, &b.info);
-    cli_opt_warn_ctx(&cli, o.ctx, b.info.n_ctx_train);
+    cli_opt_warn_ctx(&cli, o.eng.n_ctx, b.info.n_ctx_train);
     if (load_texts(&b, err, sizeof err) != 0) {
         fprintf(stderr, "tern %s: %s\n", cli.cmd, err);
         goto close;

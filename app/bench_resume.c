@@ -38,9 +38,9 @@ enum { OPT_RESUME = CLI_OPT_CMD + 0x80, OPT_JSON };
 
 struct ropts {
     const struct cli *cli;
-    long n, reps, threads;
-    enum kv_type kv_type;
-    enum backend_kind backend;
+    long n, reps;
+    long threads;               /* eng.backend.threads, 0 resolved to the physical cores */
+    struct engine_config eng;   /* the shared engine options (cli_engine_opt) */
     bool json;
 };
 
@@ -66,22 +66,17 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_RESUME: return cli_int(o->cli, "--resume", arg, 128, 1 << 20, &o->n);
     case 'r': return cli_int(o->cli, "--repetitions", arg, 1, 1000, &o->reps);
     case OPT_JSON: o->json = true; return 0;
-    case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
-    case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
-    case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
-    return -1;
+    /* the engine options every command shares */
+    return cli_engine_opt(o->cli, c, arg, &o->eng, NULL, 0) == 0 ? 0 : -1;
 }
 
 static struct engine *open_eng(const struct ropts *o, const char *path, const char *dir,
                                int32_t ctx)
 {
-    struct engine_config c;
-    engine_config_default(&c);
+    struct engine_config c = o->eng;
     c.model_path = path;
-    c.backend.kind = o->backend;
     c.backend.threads = (int)o->threads;
-    c.backend.kv_type = o->kv_type;
     c.n_ctx = ctx;
     c.kv_disk_dir = dir;
     c.kv_disk_log = stderr;
@@ -187,7 +182,8 @@ int bench_resume_main(int argc, char **argv)
         {0, 0, 0, 0},
     };
     struct cli cli;
-    struct ropts o = {.cli = &cli, .reps = 5, .kv_type = KV_F16, .backend = BACKEND_AUTO};
+    struct ropts o = {.cli = &cli, .reps = 5};
+    engine_config_default(&o.eng);
     int rc = cli_parse(&cli, argc, argv, "r:", longopts, on_opt, &o, usage);
     if (rc >= 0) goto out;
     rc = CLI_EXIT_USAGE;
@@ -200,7 +196,7 @@ int bench_resume_main(int argc, char **argv)
                         "(no --url or --route)\n");
         goto out;
     }
-    if (!o.threads) o.threads = tp_physical_cores();
+    o.threads = o.eng.backend.threads ? o.eng.backend.threads : tp_physical_cores();
     rc = CLI_EXIT_FAIL;
     char path[4096], err[1024], dir[4096];
     if (cli_model_path(&cli, path, sizeof path, err, sizeof err) != 0) {

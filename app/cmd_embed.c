@@ -20,9 +20,8 @@ enum { OPT_POOLING = CLI_OPT_CMD, OPT_DIMENSIONS, OPT_FORMAT };
 
 struct embed_opts {
     const struct cli *cli;
-    long threads, ctx, dims;
-    enum kv_type kv_type;
-    enum backend_kind backend;
+    long dims;
+    struct engine_config eng;   /* the shared engine options (cli_engine_opt) */
     enum engine_pooling pooling;
     bool text;
 };
@@ -31,10 +30,6 @@ static int on_opt(int c, const char *arg, void *ud)
 {
     struct embed_opts *o = ud;
     switch (c) {
-    case CLI_O_THREADS: return cli_opt_long(o->cli, CLI_O_THREADS, arg, &o->threads);
-    case CLI_O_CTX: return cli_opt_long(o->cli, CLI_O_CTX, arg, &o->ctx);
-    case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
-    case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     case OPT_DIMENSIONS: return cli_int(o->cli, "--dimensions", arg, 1, 1 << 20, &o->dims);
     case OPT_POOLING:
         for (int p = ENGINE_POOL_MODEL; p <= ENGINE_POOL_LAST; p++)
@@ -52,7 +47,8 @@ static int on_opt(int c, const char *arg, void *ud)
         fprintf(stderr, "tern embed: --format: '%s' is not json or text\n", arg);
         return -1;
     }
-    return -1;
+    /* the engine options every command shares */
+    return cli_engine_opt(o->cli, c, arg, &o->eng, NULL, 0) == 0 ? 0 : -1;
 }
 
 /* The texts: the arguments, or the non-empty lines of standard input. */
@@ -105,8 +101,7 @@ static void texts_free(struct texts *t)
 static struct engine *open_engine(const struct cli *cli, const struct embed_opts *o)
 {
     char path[4096], err[1024];
-    struct engine_config c;
-    engine_config_default(&c);
+    struct engine_config c = o->eng;
     /* --url / --route: the server's /v1/embeddings computes them */
     bool remote = cli_engine_remote(cli, &c);
     if (!remote && cli_model_path(cli, path, sizeof path, err, sizeof err) != 0) {
@@ -114,10 +109,6 @@ static struct engine *open_engine(const struct cli *cli, const struct embed_opts
         return NULL;
     }
     if (!remote) c.model_path = path;
-    c.n_ctx = (int32_t)o->ctx;
-    c.backend.threads = (int)o->threads;
-    c.backend.kv_type = o->kv_type;
-    c.backend.kind = o->backend;
     struct engine *e = cli_engine_open(cli, &c, err, sizeof err);
     if (!e) fprintf(stderr, "tern embed: %s\n", err);
     return e;
@@ -243,7 +234,8 @@ int cmd_embed(int argc, char **argv)
         {0, 0, 0, 0},
     };
     struct cli cli;
-    struct embed_opts o = {.cli = &cli, .backend = BACKEND_AUTO, .kv_type = KV_F16};
+    struct embed_opts o = {.cli = &cli};
+    engine_config_default(&o.eng);
     struct texts t = {0};
     struct result *res = NULL;
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
