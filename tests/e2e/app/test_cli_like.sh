@@ -9,15 +9,9 @@
 # with --threads 1.
 set -u
 . "$TERN_SRC/tests/tap.sh"
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-TMP=$(mktemp -d)
+. "$TERN_SRC/tests/e2e/model_env.sh"
 SOCK="tern-cli-$$"
 trap 'tmux -L "$SOCK" kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
 R() { "$TERN_BIN" run -m "$MODEL" --temp 0 -n 6 "$@"; }
 
 a=$(R --no-history "Say hello." 2>/dev/null); b=$(R --no-history -p "Say hello." 2>/dev/null)

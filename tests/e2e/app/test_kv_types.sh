@@ -8,15 +8,7 @@
 # with the list.
 set -u
 . "$TERN_SRC/tests/tap.sh"
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config" XDG_STATE_HOME="$TMP/state"
-unset TERN_MODEL
+. "$TERN_SRC/tests/e2e/model_env.sh"
 tern=$TERN_BIN
 
 # run -v: "KV cache: N tokens, X MiB, B bytes per token"

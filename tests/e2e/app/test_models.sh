@@ -7,15 +7,7 @@
 # models directory of symbolic links to the fetched files.
 set -u
 . "$TERN_SRC/tests/tap.sh"
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
-unset TERN_MODEL
+. "$TERN_SRC/tests/e2e/model_env.sh"
 D="$XDG_DATA_HOME/tern/models"
 mkdir -p "$D"
 ln -s "$MODEL" "$D/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -7,15 +7,7 @@
 # what ran; a bad value is refused by name.
 set -u
 . "$TERN_SRC/tests/tap.sh"
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config" XDG_STATE_HOME="$TMP/state"
-unset TERN_MODEL
+. "$TERN_SRC/tests/e2e/model_env.sh"
 tern=$TERN_BIN
 TEXT=$TERN_SRC/../shared/texts/gpl-3.0.txt
 [ -r "$TEXT" ] || TEXT=/usr/share/common-licenses/GPL-3

@@ -9,15 +9,7 @@
 # well. Sanity ranges only: never a speed target.
 set -u
 . "$TERN_SRC/tests/tap.sh"
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config" XDG_STATE_HOME="$TMP/state"
-unset TERN_MODEL
+. "$TERN_SRC/tests/e2e/model_env.sh"
 mkdir -p "$XDG_DATA_HOME/tern/models"
 ln -s "$MODEL" "$XDG_DATA_HOME/tern/models/$(basename "$MODEL")"
 

@@ -10,15 +10,7 @@
 # the user's own cache left alone.
 set -u
 . "$TERN_SRC/tests/tap.sh"
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config" XDG_STATE_HOME="$TMP/state"
-unset TERN_MODEL
+. "$TERN_SRC/tests/e2e/model_env.sh"
 tern=$TERN_BIN
 CACHE=$XDG_DATA_HOME/tern/kvcache
 PROMPT=$(python3 -c "print(''.join('Fact %d: the lighthouse on island %d has %d steps and a red lamp. ' % (i, i, 100 + 7 * i) for i in range(1, 41)) + 'Which island has the most steps?')")

@@ -8,14 +8,7 @@
 set -u
 . "$TERN_SRC/tests/tap.sh"
 
-MODEL=$("$TERN_SRC/packaging/fetch-model" --print-path 2>/dev/null)
-if [ -z "$MODEL" ] || [ ! -r "$MODEL" ]; then
-    ok 1 "default model available (packaging/fetch-model --print-path)"
-    tap_done; exit 1
-fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export XDG_DATA_HOME="$TMP/data" XDG_CONFIG_HOME="$TMP/config"
+. "$TERN_SRC/tests/e2e/model_env.sh"
 touch "$TMP/afile"
 run() { "$TERN_BIN" chat --size 80x24 "$@" 2>"$TMP/err"; }
 show() { sed 's/^/  |/' "$TMP/out" | while IFS= read -r l; do diag "$l"; done; }
