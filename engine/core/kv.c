@@ -179,20 +179,30 @@ static int seq_grow(struct kv_seq *s, int32_t need)
     return 0;
 }
 
-int32_t kv_peek_match(const struct kv *kv, const int32_t *tokens, int32_t max_tokens,
-                      int32_t *n_cached_blocks)
+/* The whole blocks of tokens already in the index, chained from the start:
+ * their ids into blocks (NULL: not wanted), how many of them no sequence
+ * holds into *n_unheld; returns the tokens they cover. */
+static int32_t prefix_walk(const struct kv *kv, const int32_t *tokens, int32_t max_tokens,
+                           int32_t *blocks, int32_t *n_unheld)
 {
     uint64_t h = 0;
-    int32_t n = 0, bt = kv->block_tokens;
-    *n_cached_blocks = 0;
+    int32_t n = 0, bt = kv->block_tokens, unheld = 0;
     while (n + bt <= max_tokens) {
         h = block_hash(h, tokens + n, bt);
         int32_t b = hash_find(kv, h, tokens + n);
         if (b < 0) break;
-        if (kv->blocks[b].ref == 0) (*n_cached_blocks)++;
+        if (blocks) blocks[n / bt] = b;
+        if (kv->blocks[b].ref == 0) unheld++;
         n += bt;
     }
+    if (n_unheld) *n_unheld = unheld;
     return n;
+}
+
+int32_t kv_peek_match(const struct kv *kv, const int32_t *tokens, int32_t max_tokens,
+                      int32_t *n_cached_blocks)
+{
+    return prefix_walk(kv, tokens, max_tokens, NULL, n_cached_blocks);
 }
 
 int32_t kv_seq_match(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32_t n_tokens,
@@ -259,16 +269,7 @@ void kv_seq_commit(struct kv *kv, struct kv_seq *s, const int32_t *tokens, int32
 int32_t kv_prefix_blocks(const struct kv *kv, const int32_t *tokens, int32_t max_tokens,
                          int32_t *blocks)
 {
-    uint64_t h = 0;
-    int32_t n = 0, bt = kv->block_tokens;
-    while (n + bt <= max_tokens) {
-        h = block_hash(h, tokens + n, bt);
-        int32_t b = hash_find(kv, h, tokens + n);
-        if (b < 0) break;
-        blocks[n / bt] = b;
-        n += bt;
-    }
-    return n;
+    return prefix_walk(kv, tokens, max_tokens, blocks, NULL);
 }
 
 static void block_register(struct kv *kv, int32_t b, uint64_t h, const int32_t *tk)
