@@ -16,6 +16,7 @@
 #include "clip.h"
 #include "dialog.h"
 #include "input.h"
+#include "inputbox.h"
 #include "keymap.h"
 #include "keys.h"
 #include "layout.h"
@@ -377,66 +378,34 @@ static void input_key(struct app *a, const struct ui_key *k)
     struct ui_input *in = &a->in;
     switch (k->fn) {
     case 0:
-        if (k->ch == '\r')
+        if (k->ch == '\r') {
             send_input(a);
-        else if (k->ch == 127 || k->ch == 8)
-            ui_input_backspace(in);
-        else if (k->ch == 1)
-            ui_input_home(in); /* Ctrl-A */
-        else if (k->ch == 5)
-            ui_input_end(in); /* Ctrl-E */
-        else if (k->ch == 21)
-            ui_input_clear(in); /* Ctrl-U */
-        else if (k->ch == '\t')
+            return;
+        }
+        if (k->ch == '\t') {
             insert_cp(in, ' ');
-        else if (k->ch >= 0x20)
-            insert_cp(in, k->ch);
+            return;
+        }
         break;
     case UI_KEY_NEWLINE:
         ui_input_insert(in, "\n", 1);
-        break;
-    case KEY_BACKSPACE:
-        ui_input_backspace(in);
-        break;
-    case KEY_DC:
-        ui_input_delete(in);
-        break;
-    case KEY_LEFT:
-        ui_input_left(in);
-        break;
-    case KEY_RIGHT:
-        ui_input_right(in);
-        break;
-    case UI_KEY_CTRL_LEFT:
-    case UI_KEY_WORD_LEFT:
-        ui_input_word_left(in);
-        break;
-    case UI_KEY_CTRL_RIGHT:
-    case UI_KEY_WORD_RIGHT:
-        ui_input_word_right(in);
-        break;
+        return;
     /* with nothing typed, Home/End move through the chat instead */
     case KEY_HOME:
-        if (in->len == 0)
-            a->st.scroll = 1 << 30;
-        else
-            ui_input_home(in);
-        break;
     case KEY_END:
-        if (in->len == 0)
-            a->st.scroll = 0;
-        else
-            ui_input_end(in);
+        if (in->len == 0) {
+            a->st.scroll = k->fn == KEY_HOME ? 1 << 30 : 0;
+            return;
+        }
         break;
     case KEY_UP:
         if (!ui_input_line_up(in)) ui_input_hist_prev(in);
-        break;
+        return;
     case KEY_DOWN:
         if (!ui_input_line_down(in)) ui_input_hist_next(in);
-        break;
-    default:
-        break;
+        return;
     }
+    ui_inputbox_edit_key(in, k);
 }
 
 static int page(const struct app *a)

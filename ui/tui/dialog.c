@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inputbox.h"
 #include "text.h"
 
 void ui_dialog_init(struct ui_dialog *d)
@@ -197,37 +198,10 @@ static enum ui_dialog_result field_key(struct ui_dialog *d, const struct ui_key 
     switch (k->fn) {
     case 0:
         if (k->ch == '\r') return UI_DLG_OK;
-        if (k->ch == '\t') {
-            d->focus = (d->focus + 1) % d->n_fields;
-        } else if (k->ch == 21) { /* Ctrl-U */
-            ui_input_clear(in);
-        } else if (k->ch == 127 || k->ch == 8) {
-            ui_input_backspace(in);
-        } else if (k->ch >= 0x20) {
-            char b[4];
-            ui_input_insert(in, b, ui_utf8_encode(k->ch, b));
-        }
-        return UI_DLG_OPEN;
+        if (k->ch == '\t') d->focus = (d->focus + 1) % d->n_fields;
+        break;
     case UI_KEY_ESC:
         return UI_DLG_CANCEL;
-    case KEY_BACKSPACE:
-        ui_input_backspace(in);
-        break;
-    case KEY_DC:
-        ui_input_delete(in);
-        break;
-    case KEY_LEFT:
-        ui_input_left(in);
-        break;
-    case KEY_RIGHT:
-        ui_input_right(in);
-        break;
-    case KEY_HOME:
-        ui_input_home(in);
-        break;
-    case KEY_END:
-        ui_input_end(in);
-        break;
     case KEY_UP:
     case KEY_BTAB:
         d->focus = (d->focus + d->n_fields - 1) % d->n_fields;
@@ -237,9 +211,8 @@ static enum ui_dialog_result field_key(struct ui_dialog *d, const struct ui_key 
         break;
     case KEY_F(4):
         return UI_DLG_OK;
-    default:
-        break;
     }
+    ui_inputbox_edit_key(in, k); /* the input box's editing keys */
     return UI_DLG_OPEN;
 }
 

@@ -104,3 +104,35 @@ void ui_inputbox_draw(WINDOW *w, struct ui_rect r, const struct ui_input *in,
     *cy = inr.y + cl - first;
     *cx = inr.x + cc;
 }
+
+bool ui_inputbox_edit_key(struct ui_input *in, const struct ui_key *k)
+{
+    char b[4];
+    switch (k->fn) {
+    case 0:
+        if (k->ch == 127 || k->ch == 8)
+            ui_input_backspace(in);
+        else if (k->ch == 1)
+            ui_input_home(in); /* Ctrl-A */
+        else if (k->ch == 5)
+            ui_input_end(in); /* Ctrl-E */
+        else if (k->ch == 21)
+            ui_input_clear(in); /* Ctrl-U */
+        else if (k->ch >= 0x20)
+            ui_input_insert(in, b, ui_utf8_encode(k->ch, b));
+        else
+            return false;
+        return true;
+    case KEY_BACKSPACE: ui_input_backspace(in); return true;
+    case KEY_DC: ui_input_delete(in); return true;
+    case KEY_LEFT: ui_input_left(in); return true;
+    case KEY_RIGHT: ui_input_right(in); return true;
+    case UI_KEY_CTRL_LEFT:
+    case UI_KEY_WORD_LEFT: ui_input_word_left(in); return true;
+    case UI_KEY_CTRL_RIGHT:
+    case UI_KEY_WORD_RIGHT: ui_input_word_right(in); return true;
+    case KEY_HOME: ui_input_home(in); return true;
+    case KEY_END: ui_input_end(in); return true;
+    }
+    return false;
+}

@@ -363,6 +363,20 @@ static void check_dialog(void)
     ui_input_set(&d.field[1], "1.5");
     ok(ui_dialog_get_params(&d, &p) < 0 && d.focus == 1,
        "top-p above 1 refused, focus moves there");
+    /* a field edits with the input box's keys: Ctrl-A, a word motion, typing */
+    d.focus = 4;
+    struct ui_key ctrl_a = {0, 1, false}, word_r = {UI_KEY_WORD_RIGHT, 0, false},
+                  bang = {0, '!', false}, ctrl_e = {0, 5, false}, bs = {KEY_BACKSPACE, 0, false};
+    ui_dialog_key(&d, &ctrl_a);
+    ui_dialog_key(&d, &word_r);
+    ui_dialog_key(&d, &bang);
+    is_str(d.field[4].buf, "Answer! briefly.", "a field: Ctrl-A, Alt-F and a typed '!'");
+    ui_dialog_key(&d, &ctrl_e);
+    ui_dialog_key(&d, &bs);
+    is_str(d.field[4].buf, "Answer! briefly", "a field: Ctrl-E then Backspace");
+    struct ui_key tab = {0, '\t', false};
+    is_int(ui_dialog_key(&d, &tab), UI_DLG_OPEN, "Tab moves on, inserts nothing");
+    ok(d.focus == 5 && strcmp(d.field[4].buf, "Answer! briefly") == 0, "Tab: focus on the next field");
     struct ui_key esc = {UI_KEY_ESC, 0, false};
     is_int(ui_dialog_key(&d, &esc), UI_DLG_CANCEL, "Esc cancels the form");
     ui_dialog_confirm(&d, 2, "delete", "Delete session?");
