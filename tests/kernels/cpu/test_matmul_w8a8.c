@@ -1,0 +1,151 @@
+/* test_matmul_w8a8: the opt-in W8A8 prefill on AMX int8 tiles
+ * (mm_scratch.w8a8, kernels/cpu/mm_w8a8_amx.c), packed and plain weights.
+ *  - against an f64 oracle of the dequantized weights times the unquantized
+ *    x, within the bound of the two quantization steps: with s_w = max|w|/127
+ *    of the row and s_x = max|x|/127 of the token, |w − ŵ| ≤ s_w/2 and
+ *    |x − x̂| ≤ s_x/2, so |Σ w x − Σ ŵ x̂| ≤ Σ|w|·s_x/2 + Σ(|x| + s_x/2)·s_w/2;
+ *    plus 1e-5 · Σ|w x| + 1e-6 for the f32 steps (dequantization, scales,
+ *    the final product). The int32 sums are exact.
+ *  - 1 thread equals 3 threads bit for bit; the result differs from the
+ *    exact path (the tiles ran); below MM_W8A8_MIN_N tokens, or with the
+ *    switch off, the exact path's bits.
+ * Skipped with the reason where AMX is unusable or TERN_ISA caps it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/matmul.h"
+#include "cpu/mm_impl.h"
+#include "cpu/threadpool.h"
+#include "mm_testdata.h"
+#include "tap.h"
+
+struct shape {
+    int64_t rows, cols, n;
+};
+
+/* rows: whole 32-row strips, a 16-row and an 8-row remainder; tokens: a
+ * partial tile, two 256-token blocks; cols over several 1024-column chunks */
+static const struct shape shapes[] = {
+    { 64, 512, 32 }, { 48, 1280, 37 }, { 40, 256, 300 }, { 96, 2048, 64 }, { 8, 3072, 33 },
+};
+
+static const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_0, QT_Q6_K };
+
+static void check(uint32_t wt, bool packed, const struct shape *s, struct threadpool *tp3,
+                  struct mm_scratch *scr, uint64_t *seed, double *worst)
+{
+    const int64_t R = s->rows, C = s->cols, N = s->n;
+    const size_t rb = qtype_row_bytes(wt, (uint64_t)C), ny = (size_t)(R * N);
+    uint8_t *w = malloc(rb * (size_t)R);
+    float *x = malloc(sizeof(float) * (size_t)(N * C)), *wf = malloc(sizeof(float) * (size_t)(R * C));
+    float *y1 = malloc(sizeof(float) * ny), *y3 = malloc(sizeof(float) * ny);
+    float *ye = malloc(sizeof(float) * ny);
+    td_weights(wt, w, R, C, seed);
+    td_acts(x, N, C, seed);
+    for (int64_t r = 0; r < R; r++) dequant_row(wt, w + (size_t)r * rb, wf + r * C, C);
+    uint32_t ptype = wt;
+    void *pw = w;
+    if (packed) {
+        size_t pb = mm_pack_size(CPU_ISA_AMX, wt, R, C);
+        pw = malloc(pb);
+        ptype = mm_pack(CPU_ISA_AMX, wt, w, R, C, pw);
+    }
+    scr->w8a8 = true;
+    cpu_matmul(NULL, CPU_ISA_AMX, scr, ptype, pw, R, C, x, N, y1);
+    cpu_matmul(tp3, CPU_ISA_AMX, scr, ptype, pw, R, C, x, N, y3);
+    scr->w8a8 = false;
+    cpu_matmul(NULL, CPU_ISA_AMX, scr, ptype, pw, R, C, x, N, ye);
+    double wr = 0.0;
+    int64_t at = -1;
+    size_t differ = 0;
+    for (int64_t j = 0; j < N; j++) {
+        double xmax = 0.0;
+        for (int64_t i = 0; i < C; i++) xmax = fmax(xmax, fabs(x[j * C + i]));
+        const double sx = xmax / 127.0;
+        for (int64_t r = 0; r < R; r++) {
+            double wmax = 0.0, y = 0.0, mag = 0.0, aw = 0.0, ax = 0.0;
+            for (int64_t i = 0; i < C; i++) wmax = fmax(wmax, fabs(wf[r * C + i]));
+            const double sw = wmax / 127.0;
+            for (int64_t i = 0; i < C; i++) {
+                const double a = wf[r * C + i], b = x[j * C + i];
+                y += a * b;
+                mag += fabs(a * b);
+                aw += fabs(a);
+                ax += fabs(b) + sx / 2;
+            }
+            const double tol = aw * sx / 2 + ax * sw / 2 + 1e-5 * mag + 1e-6;
+            const size_t k = (size_t)(j * R + r);
+            const double e = fabs((double)y1[k] - y) / tol;
+            if (!(e <= wr)) wr = e, at = (int64_t)k;
+            differ += y1[k] != ye[k];
+        }
+    }
+    if (wr > *worst) *worst = wr;
+    const char *tn = qtype_name(wt), *pk = packed ? "packed" : "plain";
+    if (!ok(wr <= 1.0, "%s %s %lldx%lld n=%lld w8a8 vs f64 oracle: worst %.3f of the bound", tn, pk,
+            (long long)R, (long long)C, (long long)N, wr))
+        tap_diag("  at %lld: got %.9g", (long long)at, y1[at]);
+    ok(memcmp(y1, y3, sizeof(float) * ny) == 0, "%s %s %lldx%lld n=%lld w8a8: 3 threads equal 1", tn,
+       pk, (long long)R, (long long)C, (long long)N);
+    ok(differ > 0, "%s %s %lldx%lld n=%lld w8a8: the tiles ran (%zu of %zu outputs differ from exact)",
+       tn, pk, (long long)R, (long long)C, (long long)N, differ, ny);
+    /* below the minimum batch the switch changes nothing */
+    const int64_t ns = MM_W8A8_MIN_N - 1;
+    scr->w8a8 = true;
+    cpu_matmul(tp3, CPU_ISA_AMX, scr, ptype, pw, R, C, x, ns, y1);
+    scr->w8a8 = false;
+    cpu_matmul(tp3, CPU_ISA_AMX, scr, ptype, pw, R, C, x, ns, ye);
+    ok(memcmp(y1, ye, sizeof(float) * (size_t)(ns * R)) == 0,
+       "%s %s %lldx%lld n=%lld (below %d): w8a8 on equals exact bit for bit", tn, pk, (long long)R,
+       (long long)C, (long long)ns, MM_W8A8_MIN_N);
+    if (packed) free(pw);
+    free(w); free(x); free(wf); free(y1); free(y3); free(ye);
+}
+
+int main(void)
+{
+    char why[128];
+    if (cpu_isa_best() != CPU_ISA_AMX) {
+        if (cpu_amx_usable(why, sizeof why)) snprintf(why, sizeof why, "TERN_ISA caps it");
+        char msg[200];
+        snprintf(msg, sizeof msg, "W8A8 AMX int8 prefill: %s", why);
+        tap_skip(msg);
+        return tap_done();
+    }
+    uint64_t seed = 777;
+    struct mm_scratch scr = { 0 };
+    struct threadpool *tp3 = tp_open(3);
+    double worst = 0.0;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            if (shapes[si].cols % qtype_get(types[k])->block_size) continue;
+            check(types[k], true, &shapes[si], tp3, &scr, &seed, &worst);
+        }
+    check(QT_Q4_0, false, &shapes[1], tp3, &scr, &seed, &worst);   /* plain rows */
+    check(QT_Q8_0, false, &shapes[2], tp3, &scr, &seed, &worst);
+    /* a multi call mixing a W8A8 type with F16 (bf16 tiles): each as alone */
+    {
+        const int64_t R = 64, C = 512, N = 40;
+        uint8_t *wq = malloc(qtype_row_bytes(QT_Q4_0, C) * R), *wh = malloc(qtype_row_bytes(QT_F16, C) * R);
+        float *x = malloc(sizeof(float) * N * C), *ya = malloc(sizeof(float) * 4 * N * R);
+        float *yb = ya + N * R, *ya1 = yb + N * R, *yb1 = ya1 + N * R;
+        td_weights(QT_Q4_0, wq, R, C, &seed);
+        td_weights(QT_F16, wh, R, C, &seed);
+        td_acts(x, N, C, &seed);
+        scr.w8a8 = true;
+        struct mm_op ops[2] = { { QT_Q4_0, wq, R, ya }, { QT_F16, wh, R, yb } };
+        cpu_matmul_multi(tp3, CPU_ISA_AMX, &scr, 2, ops, C, x, N);
+        cpu_matmul(NULL, CPU_ISA_AMX, &scr, QT_Q4_0, wq, R, C, x, N, ya1);
+        cpu_matmul(NULL, CPU_ISA_AMX, &scr, QT_F16, wh, R, C, x, N, yb1);
+        scr.w8a8 = false;
+        ok(memcmp(ya, ya1, sizeof(float) * N * R) == 0 && memcmp(yb, yb1, sizeof(float) * N * R) == 0,
+           "multi call Q4_0 (w8a8) + F16 (bf16 tiles) equals the separate calls");
+        free(wq); free(wh); free(x); free(ya);
+    }
+    tap_diag("worst error: %.3f of the bound", worst);
+    tp_close(tp3);
+    mm_scratch_free(&scr);
+    return tap_done();
+}
