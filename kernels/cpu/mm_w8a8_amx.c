@@ -2,8 +2,8 @@
  * change of numbers against the exact path (see matmul.h, mm_scratch.w8a8).
  *
  * Weights: per call, each 32-row strip is dequantized to f32 one row at a
- * time (straight from the packed 8-row tiles for Q4_0, Q4_1, Q8_0, Q4_K;
- * the other types through mm_unpack_row and dequant_row) and requantized
+ * time, straight from the packed 8-row tiles (Q4_0, Q4_1, Q8_0, Q4_K),
+ * and requantized
  * to int8 with one scale per row, s_w = max|w| / 127 of the dequantized
  * row (computed here every call: no copy of the model is kept). The strip
  * is laid out as A tiles: column step s (64 columns), row m at
@@ -43,9 +43,12 @@ static void w8_configure(void)
 
 bool mm_w8a8_supported(uint32_t wtype)
 {
-    switch (wtype & ~MM_PACKED) {
-    case QT_Q4_0: case QT_Q4_1: case QT_Q5_0: case QT_Q5_1: case QT_Q8_0:
-    case QT_Q4_K: case QT_Q5_K: case QT_Q6_K:
+    /* the packed types with a vector conversion; the others (a scalar
+     * dequant_row per row took longer than the exact path: Q6_K 2048 × 8192,
+     * n = 512, 86 ms against 65) keep the exact path */
+    switch (wtype) {
+    case QT_Q4_0 | MM_PACKED: case QT_Q4_1 | MM_PACKED: case QT_Q8_0 | MM_PACKED:
+    case QT_Q4_K | MM_PACKED:
         return true;
     default: return false;
     }
@@ -68,20 +71,10 @@ static inline void w8_nib16(const uint8_t *q, float d, float m, float *out)
 }
 
 /* Row `row` of the weights as f32 (cols values into out). */
-static void w8_row_f32(const struct mm_task *t, int64_t row, float *out, uint8_t *plain)
+static void w8_row_f32(const struct mm_task *t, int64_t row, float *out)
 {
     const uint32_t wtype = t->wtype & ~MM_PACKED;
     const int64_t cols = t->cols, nb = cols / 32;
-    if (!(t->wtype & MM_PACKED) || (wtype != QT_Q4_0 && wtype != QT_Q4_1 && wtype != QT_Q8_0 &&
-                                    wtype != QT_Q4_K)) {
-        const void *src = t->w + (size_t)row * t->row_bytes;
-        if (t->wtype & MM_PACKED) {
-            mm_unpack_row(t->wtype, t->w, cols, row, plain);
-            src = plain;
-        }
-        if (!dequant_row(wtype, src, out, cols)) memset(out, 0, (size_t)cols * sizeof(float));
-        return;
-    }
     const int i = (int)(row % 8), p = i % 4, second = i / 4;
     if (wtype == QT_Q4_K) {
         const size_t sup = MM_PK_Q4K_SUPER;
@@ -133,7 +126,7 @@ static void w8_row_f32(const struct mm_task *t, int64_t row, float *out, uint8_t
 /* The strip's rows r .. r + nr (nr ≤ 32; rows past nr zero) as int8 A
  * tiles (layout above) and their scales sw[32]. */
 static void w8_strip(const struct mm_task *t, int64_t r, int nr, int8_t *abuf, float *sw,
-                     float *rowf, uint8_t *plain)
+                     float *rowf)
 {
     const int64_t cols = t->cols;
     for (int m = 0; m < 32; m++) {
@@ -142,7 +135,7 @@ static void w8_strip(const struct mm_task *t, int64_t r, int nr, int8_t *abuf, f
             for (int64_t s = 0; s < cols / 64; s++) memset(abuf + 2048 * s + 64 * m, 0, 64);
             continue;
         }
-        w8_row_f32(t, r + m, rowf, plain);
+        w8_row_f32(t, r + m, rowf);
         __m512 amax = _mm512_setzero_ps();
         for (int64_t c = 0; c < cols; c += 16)
             amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(rowf + c)));
@@ -289,15 +282,14 @@ static void w8_write_y(const struct mm_task *t, const int32_t *cacc, const float
 }
 
 /* Per call: the strip's A tiles (32 × cols int8, 256 KiB at 8192 columns:
- * L2), one row as f32 and as plain bytes, the C block. */
+ * L2), one row as f32, the C block. */
 void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1)
 {
     const int64_t cols = t->cols, n = t->n, ks = cols / 64;
     int8_t *abuf = aligned_alloc(64, (size_t)32 * (size_t)cols);
     float *rowf = aligned_alloc(64, (size_t)cols * sizeof(float));
-    uint8_t *plain = malloc(t->row_bytes + 64);
     int32_t *cacc = aligned_alloc(64, (size_t)32 * W8_TB * sizeof(int32_t));
-    if (!abuf || !rowf || !plain || !cacc) {   /* out of memory: visible downstream */
+    if (!abuf || !rowf || !cacc) {   /* out of memory: visible downstream */
         for (int64_t j = 0; j < n; j++)
             for (int64_t r = r0; r < r1; r++) t->y[j * t->rows + r] = NAN;
         goto out;
@@ -306,7 +298,7 @@ void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1)
     w8_configure();
     for (int64_t r = r0; r < r1; r += 32) {
         const int nr = r1 - r < 32 ? (int)(r1 - r) : 32;
-        w8_strip(t, r, nr, abuf, sw, rowf, plain);
+        w8_strip(t, r, nr, abuf, sw, rowf);
         AMX_FENCE();
         for (int64_t j0 = 0; j0 < n; j0 += W8_TB) {
             const int64_t jn = n - j0 < W8_TB ? n - j0 : W8_TB;
@@ -323,6 +315,5 @@ void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1)
 out:
     free(abuf);
     free(rowf);
-    free(plain);
     free(cacc);
 }

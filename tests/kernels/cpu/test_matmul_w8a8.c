@@ -1,5 +1,5 @@
 /* test_matmul_w8a8: the opt-in W8A8 prefill on AMX int8 tiles
- * (mm_scratch.w8a8, kernels/cpu/mm_w8a8_amx.c), packed and plain weights.
+ * (mm_scratch.w8a8, kernels/cpu/mm_w8a8_amx.c): packed Q4_0, Q4_1, Q8_0, Q4_K.
  *  - against an f64 oracle of the dequantized weights times the unquantized
  *    x, within the bound of the two quantization steps: with s_w = max|w|/127
  *    of the row and s_x = max|x|/127 of the token, |w − ŵ| ≤ s_w/2 and
@@ -31,7 +31,7 @@ static const struct shape shapes[] = {
     { 64, 512, 32 }, { 48, 1280, 37 }, { 40, 256, 300 }, { 96, 2048, 64 }, { 8, 3072, 33 },
 };
 
-static const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_0, QT_Q6_K };
+static const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K };
 
 static void check(uint32_t wt, bool packed, const struct shape *s, struct threadpool *tp3,
                   struct mm_scratch *scr, uint64_t *seed, double *worst)
@@ -123,8 +123,29 @@ int main(void)
             if (shapes[si].cols % qtype_get(types[k])->block_size) continue;
             check(types[k], true, &shapes[si], tp3, &scr, &seed, &worst);
         }
-    check(QT_Q4_0, false, &shapes[1], tp3, &scr, &seed, &worst);   /* plain rows */
-    check(QT_Q8_0, false, &shapes[2], tp3, &scr, &seed, &worst);
+    /* types without a vector conversion, and plain rows: the exact path */
+    {
+        const int64_t R = 64, C = 512, N = 40;
+        static const uint32_t other[] = { QT_Q5_0, QT_Q6_K, QT_Q4_0 };
+        for (size_t k = 0; k < 3; k++) {
+            const size_t rb = qtype_row_bytes(other[k], C);
+            uint8_t *w = malloc(rb * R), *pw = malloc(rb * R + 4096);
+            float *x = malloc(sizeof(float) * N * C), *ya = malloc(sizeof(float) * 2 * N * R);
+            td_weights(other[k], w, R, C, &seed);
+            td_acts(x, N, C, &seed);
+            const bool plain = other[k] == QT_Q4_0;
+            const uint32_t pt = plain ? other[k] : mm_pack(CPU_ISA_AMX, other[k], w, R, C, pw);
+            const void *wp = plain ? (const void *)w : pw;
+            scr.w8a8 = true;
+            cpu_matmul(tp3, CPU_ISA_AMX, &scr, pt, wp, R, C, x, N, ya);
+            scr.w8a8 = false;
+            cpu_matmul(tp3, CPU_ISA_AMX, &scr, pt, wp, R, C, x, N, ya + N * R);
+            ok(!mm_w8a8_supported(pt) && memcmp(ya, ya + N * R, sizeof(float) * N * R) == 0,
+               "%s %s: no W8A8 conversion, the exact path's bits", qtype_name(other[k]),
+               plain ? "plain" : "packed");
+            free(w); free(pw); free(x); free(ya);
+        }
+    }
     /* a multi call mixing a W8A8 type with F16 (bf16 tiles): each as alone */
     {
         const int64_t R = 64, C = 512, N = 40;
@@ -135,14 +156,16 @@ int main(void)
         td_weights(QT_F16, wh, R, C, &seed);
         td_acts(x, N, C, &seed);
         scr.w8a8 = true;
-        struct mm_op ops[2] = { { QT_Q4_0, wq, R, ya }, { QT_F16, wh, R, yb } };
+        uint8_t *pq = malloc(qtype_row_bytes(QT_Q4_0, C) * R);
+        const uint32_t pt = mm_pack(CPU_ISA_AMX, QT_Q4_0, wq, R, C, pq);
+        struct mm_op ops[2] = { { pt, pq, R, ya }, { QT_F16, wh, R, yb } };
         cpu_matmul_multi(tp3, CPU_ISA_AMX, &scr, 2, ops, C, x, N);
-        cpu_matmul(NULL, CPU_ISA_AMX, &scr, QT_Q4_0, wq, R, C, x, N, ya1);
+        cpu_matmul(NULL, CPU_ISA_AMX, &scr, pt, pq, R, C, x, N, ya1);
         cpu_matmul(NULL, CPU_ISA_AMX, &scr, QT_F16, wh, R, C, x, N, yb1);
         scr.w8a8 = false;
         ok(memcmp(ya, ya1, sizeof(float) * N * R) == 0 && memcmp(yb, yb1, sizeof(float) * N * R) == 0,
            "multi call Q4_0 (w8a8) + F16 (bf16 tiles) equals the separate calls");
-        free(wq); free(wh); free(x); free(ya);
+        free(wq); free(pq); free(wh); free(x); free(ya);
     }
     tap_diag("worst error: %.3f of the bound", worst);
     tp_close(tp3);
