@@ -417,6 +417,17 @@ int cli_prompt_attn(const struct cli *cli, const char *arg, bool *bf16)
     return 0;
 }
 
+int cli_prefill_int8(const struct cli *cli, const char *arg, bool *w8a8)
+{
+    if (strcmp(arg, "exact") == 0) *w8a8 = false;
+    else if (strcmp(arg, "w8a8") == 0) *w8a8 = true;
+    else {
+        fprintf(stderr, "tern %s: --prefill-int8: '%s' is not exact or w8a8\n", cli->cmd, arg);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out)
 {
     if (strcmp(arg, "auto") == 0) *out = BACKEND_AUTO;

@@ -99,6 +99,8 @@ int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned l
 int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out);
 /* --prompt-attn: f32 or bf16 (backend_config.prompt_attn_bf16). */
 int cli_prompt_attn(const struct cli *cli, const char *arg, bool *bf16);
+/* --prefill-int8: exact or w8a8 (backend_config.prefill_w8a8). */
+int cli_prefill_int8(const struct cli *cli, const char *arg, bool *w8a8);
 int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out);
 
 /* For subcommands whose capability lands in a later change. */

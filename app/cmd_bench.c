@@ -43,6 +43,7 @@ struct bench_opts {
     uint32_t synth_type;
     enum kv_type kv_type;
     bool prompt_attn_bf16;
+    bool prefill_w8a8;            /* --prefill-int8 w8a8 */
     enum backend_kind backend;
 };
 
@@ -74,6 +75,7 @@ static int on_opt(int c, const char *arg, void *ud)
         return 0;
     case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
     case CLI_O_PROMPT_ATTN: return cli_prompt_attn(o->cli, arg, &o->prompt_attn_bf16);
+    case CLI_O_PREFILL_INT8: return cli_prefill_int8(o->cli, arg, &o->prefill_w8a8);
     case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
@@ -237,12 +239,13 @@ static void report(const struct bench_opts *o, const char *model_name, const str
         printf("{\"model\":\"%s\",\"arch\":\"%s\",\"params\":%llu,\"weight_bytes\":%llu,"
                "\"active_params\":%llu,\"active_weight_bytes\":%llu,"
                "\"backend\":\"%s\",\"device\":\"%s\",\"threads\":%ld,\"kv_type\":\"%s\","
-               "\"prompt_attn\":\"%s\","
+               "\"prompt_attn\":\"%s\",\"prefill_int8\":\"%s\","
                "\"repetitions\":%ld,\"depth\":%ld,\"pp\":%ld,\"tg\":%ld,",
                model_name, m->hp.arch_name, (unsigned long long)m->n_params,
                (unsigned long long)m->weight_bytes, (unsigned long long)m->n_params_active,
                (unsigned long long)m->weight_bytes_active, info->name, info->device, o->threads,
-               kv_names[o->kv_type], info->prompt_attn_bf16 ? "bf16" : "f32", o->reps, o->depth,
+               kv_names[o->kv_type], info->prompt_attn_bf16 ? "bf16" : "f32",
+               info->prefill_w8a8 ? "w8a8" : "exact", o->reps, o->depth,
                o->pp, o->tg);
         printf("\"pp_tok_s\":%.3f,\"pp_min\":%.3f,\"pp_max\":%.3f,\"pp_sd\":%.3f,", fp.median,
                fp.min, fp.max, fp.sd);
@@ -287,6 +290,7 @@ static int save_run(const struct bench_opts *o, const char *name, const char *pa
     for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(cfg, ck[k], (double)cv[k]);
     cJSON_AddStringToObject(cfg, "kv_type", kv_names[o->kv_type]);
     cJSON_AddStringToObject(cfg, "prompt_attn", o->prompt_attn_bf16 ? "bf16" : "f32");
+    cJSON_AddStringToObject(cfg, "prefill_int8", info->prefill_w8a8 ? "w8a8" : "exact");
     const char *sk[6] = {"pp_tok_s", "pp_tok_s_min", "pp_tok_s_max", "tg_tok_s", "tg_tok_s_min",
                          "tg_tok_s_max"};
     const double sv[6] = {fp.median, fp.min, fp.max, ft.median, ft.min, ft.max};
@@ -349,6 +353,7 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
         .kind = o->backend, .threads = (int)o->threads, .kv_type = o->kv_type,
         .kv_block_tokens = 16, .max_batch_tokens = (int32_t)chunk,
         .max_seqs = 1, .force_scalar = o->scalar, .prompt_attn_bf16 = o->prompt_attn_bf16,
+        .prefill_w8a8 = o->prefill_w8a8,
     };
     struct run r = { 0 };
     int rc = CLI_EXIT_FAIL;
@@ -464,6 +469,7 @@ int cmd_bench(int argc, char **argv)
         { "db", required_argument, 0, OPT_DB },
         CLI_SHARED(CLI_O_KV_TYPE),
         CLI_SHARED(CLI_O_PROMPT_ATTN),
+        CLI_SHARED(CLI_O_PREFILL_INT8),
         CLI_SHARED(CLI_O_BACKEND),
         { "scalar", no_argument, 0, OPT_SCALAR },
         { "synthetic", required_argument, 0, OPT_SYNTH },

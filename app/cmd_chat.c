@@ -35,6 +35,7 @@ static const struct option longopts[] = {
     CLI_SHARED(CLI_O_KV_MEM),
     CLI_SHARED(CLI_O_KV_TYPE),
     CLI_SHARED(CLI_O_PROMPT_ATTN),
+    CLI_SHARED(CLI_O_PREFILL_INT8),
     CLI_SHARED(CLI_O_STEP_TOKENS),
     CLI_SHARED(CLI_O_LOOKUP),
     CLI_SHARED(CLI_O_LOOKUP_K),
@@ -189,6 +190,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case CLI_O_KV_MEM: return cli_size(a->cli, "--kv-mem", arg, &a->kv_mem);
     case CLI_O_KV_TYPE: return cli_kv_type(a->cli, arg, &a->o.engine.backend.kv_type);
     case CLI_O_PROMPT_ATTN: return cli_prompt_attn(a->cli, arg, &a->o.engine.backend.prompt_attn_bf16);
+    case CLI_O_PREFILL_INT8: return cli_prefill_int8(a->cli, arg, &a->o.engine.backend.prefill_w8a8);
     case CLI_O_STEP_TOKENS:
         if (cli_opt_long(a->cli, CLI_O_STEP_TOKENS, arg, &v) < 0) return -1;
         a->o.engine.step_tokens = (int32_t)v;

@@ -36,6 +36,7 @@ struct eopts {
     bool kv_type_set;           /* --kv-type given: perplexity with a quantized KV cache */
     enum kv_type kv_type;
     bool prompt_attn_bf16;      /* --prompt-attn bf16 */
+    bool prefill_w8a8;          /* --prefill-int8 w8a8 */
 };
 
 struct eval {
@@ -788,6 +789,7 @@ static int on_opt(int c, const char *arg, void *ud)
         return cli_opt_long(cli, CLI_O_MAX_TOKENS, arg, &o->max_tokens);
     case OPT_RAW: o->raw = true; return 0;
     case CLI_O_PROMPT_ATTN: return cli_prompt_attn(cli, arg, &o->prompt_attn_bf16);
+    case CLI_O_PREFILL_INT8: return cli_prefill_int8(cli, arg, &o->prefill_w8a8);
     case CLI_O_KV_TYPE:
         o->kv_type_set = true;
         return cli_kv_type(cli, arg, &o->kv_type);
@@ -815,6 +817,7 @@ static struct engine *open_engine(const struct cli *cli, const struct eopts *o, 
     c.backend.threads = (int)o->threads;
     if (o->kv_type_set) c.backend.kv_type = o->kv_type;
     c.backend.prompt_attn_bf16 = o->prompt_attn_bf16;
+    c.backend.prefill_w8a8 = o->prefill_w8a8;
     if (o->backend)
         c.backend.kind = strcmp(o->backend, "cpu") == 0    ? BACKEND_CPU
                          : strcmp(o->backend, "cuda") == 0 ? BACKEND_CUDA
@@ -891,6 +894,7 @@ int cmd_eval(int argc, char **argv)
         CLI_SHARED(CLI_O_BACKEND),
         CLI_SHARED(CLI_O_KV_TYPE),
         CLI_SHARED(CLI_O_PROMPT_ATTN),
+        CLI_SHARED(CLI_O_PREFILL_INT8),
         {"raw", no_argument, 0, OPT_RAW},
         {0, 0, 0, 0},
     };

@@ -38,6 +38,7 @@ struct run_opts {
     unsigned long long kv_disk;   /* --kv-disk: the disk prompt cache's cap; 0 = off */
     enum kv_type kv_type;
     bool prompt_attn_bf16;        /* --prompt-attn bf16 */
+    bool prefill_w8a8;            /* --prefill-int8 w8a8 */
     enum backend_kind backend;
     struct engine_sampling sp;
     const char *stop[RUN_MAX_STOP];
@@ -98,6 +99,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_KV_DISK: return cli_size(o->cli, "--kv-disk", arg, &o->kv_disk);
     case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
     case CLI_O_PROMPT_ATTN: return cli_prompt_attn(o->cli, arg, &o->prompt_attn_bf16);
+    case CLI_O_PREFILL_INT8: return cli_prefill_int8(o->cli, arg, &o->prefill_w8a8);
     case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     case CLI_O_LOOKUP:
         if (!o->lookup_k) o->lookup_k = CLI_LOOKUP_K_DEFAULT;
@@ -575,6 +577,7 @@ static struct engine *run_engine_open(const struct run_opts *o, const struct cli
     cfg.backend.threads = (int)o->threads;
     cfg.backend.kv_type = o->kv_type;
     cfg.backend.prompt_attn_bf16 = o->prompt_attn_bf16;
+    cfg.backend.prefill_w8a8 = o->prefill_w8a8;
     cfg.backend.kv_bytes = o->kv_mem;
     cfg.n_ctx = (int32_t)o->ctx;
     if (o->step_tokens) cfg.step_tokens = (int32_t)o->step_tokens;
@@ -804,6 +807,7 @@ static const struct option run_longopts[] = {
     CLI_SHARED(CLI_O_KV_MEM),
     CLI_SHARED(CLI_O_KV_TYPE),
     CLI_SHARED(CLI_O_PROMPT_ATTN),
+    CLI_SHARED(CLI_O_PREFILL_INT8),
     {"kv-disk", required_argument, 0, OPT_KV_DISK},
     CLI_SHARED(CLI_O_STEP_TOKENS),
     CLI_SHARED(CLI_O_LOOKUP),

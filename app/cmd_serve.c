@@ -35,6 +35,7 @@ struct serve_opts {
     unsigned long long kv_mem, max_body, kv_disk;
     enum kv_type kv_type;
     bool prompt_attn_bf16;
+    bool prefill_w8a8;            /* --prefill-int8 w8a8 */
     enum backend_kind backend;
 };
 
@@ -74,6 +75,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case CLI_O_KV_MEM: return cli_size(o->cli, "--kv-mem", arg, &o->kv_mem);
     case CLI_O_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
     case CLI_O_PROMPT_ATTN: return cli_prompt_attn(o->cli, arg, &o->prompt_attn_bf16);
+    case CLI_O_PREFILL_INT8: return cli_prefill_int8(o->cli, arg, &o->prefill_w8a8);
     case CLI_O_BACKEND: return cli_backend(o->cli, arg, &o->backend);
     }
     return -1;
@@ -178,6 +180,7 @@ static int serve(struct serve_opts *o, const char *model_path)
     cfg.backend.threads = (int)o->threads;
     cfg.backend.kv_type = o->kv_type;
     cfg.backend.prompt_attn_bf16 = o->prompt_attn_bf16;
+    cfg.backend.prefill_w8a8 = o->prefill_w8a8;
     cfg.backend.kv_bytes = o->kv_mem;
     cfg.n_ctx = (int32_t)o->ctx;
     cfg.trace_path = o->trace;
@@ -295,6 +298,7 @@ int cmd_serve(int argc, char **argv)
         CLI_SHARED(CLI_O_KV_MEM),
         CLI_SHARED(CLI_O_KV_TYPE),
         CLI_SHARED(CLI_O_PROMPT_ATTN),
+        CLI_SHARED(CLI_O_PREFILL_INT8),
         CLI_SHARED(CLI_O_STEP_TOKENS),
         CLI_SHARED(CLI_O_LOOKUP),
         CLI_SHARED(CLI_O_LOOKUP_K),

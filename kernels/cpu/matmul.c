@@ -56,7 +56,7 @@ void mm_scratch_free(struct mm_scratch *s)
 static int8_t *x8_reserve(struct mm_scratch *s, int64_t n, int64_t cols, float **sx)
 {
     const size_t tiles = mm_w8a8_x_bytes(n, cols);
-    const size_t need = tiles + ((size_t)n + 32) * sizeof(float);
+    const size_t need = tiles + mm_w8a8_sx_count(n, cols) * sizeof(float);
     if (s->x8_cap < need) {
         free(s->x8);
         s->x8 = aligned_alloc(64, (need + 63) & ~(size_t)63);

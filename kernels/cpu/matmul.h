@@ -24,10 +24,11 @@ struct mm_scratch {
     void *x8;        /* x as int8 tiles and per-token scales (W8A8 prefill) */
     size_t x8_cap;
     /* Set by the owner: W8A8 prefill. With isa amx and from 32 tokens on,
-     * quantized weights are requantized per call to int8 with one scale
-     * per row (max|w| / 127 of the dequantized row) and x to int8 with one
-     * scale per token, and multiplied on AMX int8 tiles (a change of
-     * numbers: not the exact path's bits; decode and other ISAs keep it). */
+     * packed Q4_0 / Q4_1 / Q8_0 / Q4_K weights are requantized per call to
+     * int8 with one scale per row and 1024 columns (max|w| / 127 of the
+     * dequantized values) and x to int8 with one scale per token and 1024
+     * columns, and multiplied on AMX int8 tiles (a change of numbers: not
+     * the exact path's bits; decode, other types and ISAs keep it). */
     bool w8a8;
 };
 void mm_scratch_free(struct mm_scratch *s);

@@ -139,9 +139,20 @@ void mm_amx_bf16_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t 
  * (mm_w8a8_x_bytes for all of them, the tile count rounded up to even) and
  * their scales sx[j]; mm_w8a8_run is the kernel (rows r0 .. r1). */
 #define MM_W8A8_MIN_N 32
+/* Columns per scale group: one int8 scale per (row, group) and per (token,
+ * group), the int32 sums of a group turned to f32 once (a multiple of 64;
+ * whole rows moved SmolLM2's perplexity by 3.7 %, 1024 by under 1 %). */
+#ifndef MM_W8A8_G
+#define MM_W8A8_G 1024
+#endif
 static inline size_t mm_w8a8_x_bytes(int64_t n, int64_t cols)
 {
     return (size_t)((n + 31) / 32) * 32 * (size_t)cols;
+}
+/* the scales after the tiles: token tile T, group g, token i at 16 (T·ng + g) + i */
+static inline size_t mm_w8a8_sx_count(int64_t n, int64_t cols)
+{
+    return (size_t)((n + 31) / 32) * 32 * (size_t)((cols + MM_W8A8_G - 1) / MM_W8A8_G);
 }
 bool mm_w8a8_supported(uint32_t wtype);
 void mm_w8a8_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, int8_t *xb,

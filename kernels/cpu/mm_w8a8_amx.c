@@ -2,17 +2,19 @@
  * change of numbers against the exact path (see matmul.h, mm_scratch.w8a8).
  *
  * Weights: per call, each 32-row strip is dequantized to f32 one row at a
- * time, straight from the packed 8-row tiles (Q4_0, Q4_1, Q8_0, Q4_K),
- * and requantized
- * to int8 with one scale per row, s_w = max|w| / 127 of the dequantized
- * row (computed here every call: no copy of the model is kept). The strip
- * is laid out as A tiles: column step s (64 columns), row m at
- * abuf + 2048 s + 64 m (32 rows × 64 bytes per step).
- * Activations: one scale per token, s_x = max|x| / 127, q = round(x / s_x),
- * as B tiles (mm_w8a8_x): token tile T (16 tokens), step s, row p, token i
- * holds the 4 bytes q[16T + i][64s + 4p .. 4p + 3], 1 KiB per (T, s).
- * A whole row reduces in int32 (|Σ| ≤ cols · 127², no overflow for cols ≤
- * 2^17) and y = s_w · s_x · Σ, the one float step per output. */
+ * time, straight from the packed 8-row tiles (Q4_0, Q4_1, Q8_0, Q4_K), and
+ * requantized to int8 with one scale per row and group of MM_W8A8_G
+ * columns, s_w = max|w| / 127 of the dequantized values (computed here
+ * every call: no copy of the model is kept). The strip is laid out as A
+ * tiles: column step s (64 columns), row m at abuf + 2048 s + 64 m.
+ * Activations: one scale per token and group, s_x = max|x| / 127, q =
+ * round(x / s_x), as B tiles (mm_w8a8_x): token tile T (16 tokens), step s,
+ * row p, token i holds the 4 bytes q[16T + i][64s + 4p .. 4p + 3], 1 KiB
+ * per (T, s). A group reduces in int32 on the tiles (|Σ| ≤ G · 127², exact)
+ * and its sum is turned to f32 once: y = Σ_g s_w,g · s_x,g · Σ_g.
+ * One scale per whole row (the single float step per output) moved
+ * SmolLM2's perplexity by 3.7 %; groups of 1024 columns by under 1 %
+ * (docs/PERFORMANCE.md, AMX int8 W8A8). */
 #include "cpu/mm_impl.h"
 
 #include <immintrin.h>
@@ -22,8 +24,7 @@
 
 #define AMX_FENCE() __asm__ volatile("" ::: "memory")
 
-#define W8_KC 1024   /* columns per chunk: A 32 × 1024 = 32 KiB, in L1 across the token tiles */
-#define W8_TB 256    /* tokens per block: C of 32 rows × 256 tokens int32, 32 KiB */
+#define W8_TB 256    /* tokens per block: 32 rows × 256 tokens of f32 sums, 32 KiB */
 
 struct w8_tilecfg {
     uint8_t palette, start_row, reserved[14];
@@ -124,29 +125,34 @@ static void w8_row_f32(const struct mm_task *t, int64_t row, float *out)
 }
 
 /* The strip's rows r .. r + nr (nr ≤ 32; rows past nr zero) as int8 A
- * tiles (layout above) and their scales sw[32]. */
+ * tiles (layout above) and their scales, one per row and group of
+ * MM_W8A8_G columns: sw[32 g + m]. */
 static void w8_strip(const struct mm_task *t, int64_t r, int nr, int8_t *abuf, float *sw,
                      float *rowf)
 {
-    const int64_t cols = t->cols;
+    const int64_t cols = t->cols, ng = (cols + MM_W8A8_G - 1) / MM_W8A8_G;
     for (int m = 0; m < 32; m++) {
         if (m >= nr) {
-            sw[m] = 0.0f;
+            for (int64_t g = 0; g < ng; g++) sw[32 * g + m] = 0.0f;
             for (int64_t s = 0; s < cols / 64; s++) memset(abuf + 2048 * s + 64 * m, 0, 64);
             continue;
         }
         w8_row_f32(t, r + m, rowf);
-        __m512 amax = _mm512_setzero_ps();
-        for (int64_t c = 0; c < cols; c += 16)
-            amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(rowf + c)));
-        const float mx = _mm512_reduce_max_ps(amax);
-        sw[m] = mx / 127.0f;
-        const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 127.0f / mx : 0.0f);
-        for (int64_t s = 0; s < cols / 64; s++) {
-            int8_t *o = abuf + 2048 * s + 64 * m;
-            for (int k = 0; k < 4; k++) {
-                const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(rowf + 64 * s + 16 * k), inv));
-                _mm_store_si128((__m128i *)(o + 16 * k), _mm512_cvtsepi32_epi8(q));
+        for (int64_t g = 0; g < ng; g++) {
+            const int64_t c0 = g * MM_W8A8_G, c1 = c0 + MM_W8A8_G < cols ? c0 + MM_W8A8_G : cols;
+            __m512 amax = _mm512_setzero_ps();
+            for (int64_t c = c0; c < c1; c += 16)
+                amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(rowf + c)));
+            const float mx = _mm512_reduce_max_ps(amax);
+            sw[32 * g + m] = mx / 127.0f;
+            const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 127.0f / mx : 0.0f);
+            for (int64_t s = c0 / 64; s < c1 / 64; s++) {
+                int8_t *o = abuf + 2048 * s + 64 * m;
+                for (int k = 0; k < 4; k++) {
+                    const __m512i q =
+                        _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(rowf + 64 * s + 16 * k), inv));
+                    _mm_store_si128((__m128i *)(o + 16 * k), _mm512_cvtsepi32_epi8(q));
+                }
             }
         }
     }
@@ -181,61 +187,57 @@ static inline void w8_tr16(const __m512i in[16], __m512i out[16])
 void mm_w8a8_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, int8_t *xb,
                float *sx)
 {
-    const int64_t ks = cols / 64;
-    for (int64_t T = T0; T < T1; T++) {
-        __m512 inv[16];
-        for (int i = 0; i < 16; i++) {
-            const int64_t j = 16 * T + i;
-            if (j >= n) {
-                inv[i] = _mm512_setzero_ps();
-                continue;
-            }
-            const float *src = x + j * cols;
-            __m512 amax = _mm512_setzero_ps();
-            for (int64_t c = 0; c < cols; c += 16)
-                amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(src + c)));
-            const float mx = _mm512_reduce_max_ps(amax);
-            sx[j] = mx / 127.0f;
-            inv[i] = _mm512_set1_ps(mx > 0.0f ? 127.0f / mx : 0.0f);
-        }
-        for (int64_t s = 0; s < ks; s++) {
-            __m512i in[16], out[16];
+    const int64_t ks = cols / 64, ng = (cols + MM_W8A8_G - 1) / MM_W8A8_G;
+    for (int64_t T = T0; T < T1; T++)
+        for (int64_t g = 0; g < ng; g++) {
+            const int64_t c0 = g * MM_W8A8_G, c1 = c0 + MM_W8A8_G < cols ? c0 + MM_W8A8_G : cols;
+            __m512 inv[16];
             for (int i = 0; i < 16; i++) {
                 const int64_t j = 16 * T + i;
-                if (j >= n) {
-                    in[i] = _mm512_setzero_si512();
-                    continue;
+                float mx = 0.0f;
+                if (j < n) {
+                    __m512 amax = _mm512_setzero_ps();
+                    for (int64_t c = c0; c < c1; c += 16)
+                        amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + j * cols + c)));
+                    mx = _mm512_reduce_max_ps(amax);
                 }
-                const float *src = x + j * cols + 64 * s;
-                __m128i b[4];
-                for (int k = 0; k < 4; k++)
-                    b[k] = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(src + 16 * k), inv[i])));
-                in[i] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(
-                            _mm512_castsi128_si512(b[0]), b[1], 1), b[2], 2), b[3], 3);
+                sx[(T * ng + g) * 16 + i] = mx / 127.0f;   /* 0 past n */
+                inv[i] = _mm512_set1_ps(mx > 0.0f ? 127.0f / mx : 0.0f);
             }
-            w8_tr16(in, out);   /* row p: bytes 4p .. 4p + 3 of each token */
-            int8_t *o = xb + ((size_t)T * (size_t)ks + (size_t)s) * 1024;
-            for (int p = 0; p < 16; p++) _mm512_store_si512((__m512i *)(o + 64 * p), out[p]);
+            for (int64_t s = c0 / 64; s < c1 / 64; s++) {
+                __m512i in[16], out[16];
+                for (int i = 0; i < 16; i++) {
+                    const int64_t j = 16 * T + i;
+                    if (j >= n) {
+                        in[i] = _mm512_setzero_si512();
+                        continue;
+                    }
+                    const float *src = x + j * cols + 64 * s;
+                    __m128i b[4];
+                    for (int k = 0; k < 4; k++)
+                        b[k] = _mm512_cvtsepi32_epi8(
+                            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(src + 16 * k), inv[i])));
+                    in[i] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(
+                                _mm512_castsi128_si512(b[0]), b[1], 1), b[2], 2), b[3], 3);
+                }
+                w8_tr16(in, out);   /* row p: bytes 4p .. 4p + 3 of each token */
+                int8_t *o = xb + ((size_t)T * (size_t)ks + (size_t)s) * 1024;
+                for (int p = 0; p < 16; p++) _mm512_store_si512((__m512i *)(o + 64 * p), out[p]);
+            }
         }
-    }
 }
 
-/* Token tiles 0 .. tiles (even) of the block's B tiles against the strip's
- * chunk (steps s0 .. s0 + ns), C in cs (row tile h, token tile T at
- * cs + 256 (h·W8_TB/16 + T)). */
-static void w8_chunk(const int8_t *abuf, int32_t *cs, int64_t tiles, const int8_t *xb, int64_t ks,
-                     int64_t s0, int64_t ns)
+/* Token tiles 0 .. tiles (even) of the block (first token tile T0 of the
+ * call) against the strip's column group g (steps s0 .. s0 + ns): the
+ * group's int32 sums on tiles, then acc (f32; row tile h, token tile T at
+ * acc + 256 (h·W8_TB/16 + T), row m, token i at 16 m + i) += sums · s_w · s_x. */
+static void w8_group(const int8_t *abuf, float *acc, int64_t tiles, const int8_t *xb, int64_t ks,
+                     int64_t s0, int64_t ns, const float *swg, const float *sx, int64_t T0,
+                     int64_t ng, int64_t g)
 {
+    _Alignas(64) int32_t c[4][256];
     for (int64_t T = 0; T < tiles; T += 2) {
-        int32_t *c = cs + 256 * T, *c2 = c + 256 * (W8_TB / 16);
-        if (s0 == 0) {
-            _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-        } else {
-            _tile_loadd(0, c, 64);
-            _tile_loadd(1, c + 256, 64);
-            _tile_loadd(2, c2, 64);
-            _tile_loadd(3, c2 + 256, 64);
-        }
+        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
         const int8_t *b0 = xb + ((size_t)T * (size_t)ks + (size_t)s0) * 1024;
         const int8_t *b1 = b0 + (size_t)ks * 1024;
         const int8_t *a = abuf + 2048 * s0;
@@ -249,52 +251,58 @@ static void w8_chunk(const int8_t *abuf, int32_t *cs, int64_t tiles, const int8_
             _tile_dpbssd(2, 5, 6);
             _tile_dpbssd(3, 5, 7);
         }
-        _tile_stored(0, c, 64);
-        _tile_stored(1, c + 256, 64);
-        _tile_stored(2, c2, 64);
-        _tile_stored(3, c2 + 256, 64);
+        _tile_stored(0, c[0], 64);
+        _tile_stored(1, c[1], 64);
+        _tile_stored(2, c[2], 64);
+        _tile_stored(3, c[3], 64);
         AMX_FENCE();
+        for (int q = 0; q < 4; q++) {   /* tile q: row tile q / 2, token tile T + q % 2 */
+            const int h = q / 2, tt = q % 2;
+            const __m512 vx = _mm512_loadu_ps(sx + ((T0 + T + tt) * ng + g) * 16);
+            float *o = acc + 256 * (h * (W8_TB / 16) + T + tt);
+            for (int m = 0; m < 16; m++) {
+                const __m512 sc = _mm512_mul_ps(vx, _mm512_set1_ps(swg[16 * h + m]));
+                const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c[q] + 16 * m)));
+                _mm512_store_ps(o + 16 * m, g == 0 ? _mm512_mul_ps(v, sc)
+                                                   : _mm512_fmadd_ps(v, sc, _mm512_load_ps(o + 16 * m)));
+            }
+        }
     }
 }
 
-/* y rows r .. r + nr, tokens j0 .. j0 + jn: s_w · s_x · C, transposed. */
-static void w8_write_y(const struct mm_task *t, const int32_t *cacc, const float *sw, int64_t r,
-                       int nr, int64_t j0, int64_t jn)
+/* y rows r .. r + nr, tokens j0 .. j0 + jn from acc, transposed. */
+static void w8_write_y(const struct mm_task *t, const float *acc, int64_t r, int nr, int64_t j0,
+                       int64_t jn)
 {
-    for (int h = 0; h < 2 && 16 * h < nr; h++) {
-        const __m512 vw = _mm512_loadu_ps(sw + 16 * h);
+    for (int h = 0; h < 2 && 16 * h < nr; h++)
         for (int64_t T = 0; T * 16 < jn; T++) {
-            const int32_t *c = cacc + 256 * (h * (W8_TB / 16) + T);
+            const float *c = acc + 256 * (h * (W8_TB / 16) + T);
             __m512i in[16], out[16];
             for (int m = 0; m < 16; m++) in[m] = _mm512_load_si512((const void *)(c + 16 * m));
             w8_tr16(in, out);
             const int64_t ni = jn - 16 * T < 16 ? jn - 16 * T : 16;
             const int nh = nr - 16 * h < 16 ? nr - 16 * h : 16;
             const __mmask16 k = (__mmask16)((1u << nh) - 1);
-            for (int64_t i = 0; i < ni; i++) {
-                const int64_t j = j0 + 16 * T + i;
-                const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(out[i]), vw),
-                                               _mm512_set1_ps(t->sx[j]));
-                _mm512_mask_storeu_ps(t->y + j * t->rows + r + 16 * h, k, v);
-            }
+            for (int64_t i = 0; i < ni; i++)
+                _mm512_mask_storeu_ps(t->y + (j0 + 16 * T + i) * t->rows + r + 16 * h, k,
+                                      _mm512_castsi512_ps(out[i]));
         }
-    }
 }
 
 /* Per call: the strip's A tiles (32 × cols int8, 256 KiB at 8192 columns:
- * L2), one row as f32, the C block. */
+ * L2), its scales, one row as f32, the f32 block. */
 void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1)
 {
-    const int64_t cols = t->cols, n = t->n, ks = cols / 64;
+    const int64_t cols = t->cols, n = t->n, ks = cols / 64, ng = (cols + MM_W8A8_G - 1) / MM_W8A8_G;
     int8_t *abuf = aligned_alloc(64, (size_t)32 * (size_t)cols);
     float *rowf = aligned_alloc(64, (size_t)cols * sizeof(float));
-    int32_t *cacc = aligned_alloc(64, (size_t)32 * W8_TB * sizeof(int32_t));
-    if (!abuf || !rowf || !cacc) {   /* out of memory: visible downstream */
+    float *sw = malloc((size_t)(32 * ng) * sizeof(float));
+    float *acc = aligned_alloc(64, (size_t)32 * W8_TB * sizeof(float));
+    if (!abuf || !rowf || !sw || !acc) {   /* out of memory: visible downstream */
         for (int64_t j = 0; j < n; j++)
             for (int64_t r = r0; r < r1; r++) t->y[j * t->rows + r] = NAN;
         goto out;
     }
-    _Alignas(64) float sw[32];
     w8_configure();
     for (int64_t r = r0; r < r1; r += 32) {
         const int nr = r1 - r < 32 ? (int)(r1 - r) : 32;
@@ -304,16 +312,18 @@ void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1)
             const int64_t jn = n - j0 < W8_TB ? n - j0 : W8_TB;
             const int64_t tiles = (jn + 31) / 32 * 2;   /* token tiles, in pairs (xb is padded) */
             const int8_t *xb = t->x8 + (size_t)(j0 / 16) * (size_t)ks * 1024;
-            for (int64_t s0 = 0; s0 < ks; s0 += W8_KC / 64) {
-                const int64_t ns = ks - s0 < W8_KC / 64 ? ks - s0 : W8_KC / 64;
-                w8_chunk(abuf, cacc, tiles, xb, ks, s0, ns);
+            for (int64_t g = 0; g < ng; g++) {
+                const int64_t s0 = g * (MM_W8A8_G / 64);
+                const int64_t ns = ks - s0 < MM_W8A8_G / 64 ? ks - s0 : MM_W8A8_G / 64;
+                w8_group(abuf, acc, tiles, xb, ks, s0, ns, sw + 32 * g, t->sx, j0 / 16, ng, g);
             }
-            w8_write_y(t, cacc, sw, r, nr, j0, jn);
+            w8_write_y(t, acc, r, nr, j0, jn);
         }
     }
     _tile_release();
 out:
     free(abuf);
     free(rowf);
-    free(cacc);
+    free(sw);
+    free(acc);
 }

@@ -2,10 +2,13 @@
  * (mm_scratch.w8a8, kernels/cpu/mm_w8a8_amx.c): packed Q4_0, Q4_1, Q8_0, Q4_K.
  *  - against an f64 oracle of the dequantized weights times the unquantized
  *    x, within the bound of the two quantization steps: with s_w = max|w|/127
- *    of the row and s_x = max|x|/127 of the token, |w − ŵ| ≤ s_w/2 and
- *    |x − x̂| ≤ s_x/2, so |Σ w x − Σ ŵ x̂| ≤ Σ|w|·s_x/2 + Σ(|x| + s_x/2)·s_w/2;
+ *    of the row's and s_x = max|x|/127 of the token's column group
+ *    (MM_W8A8_G), |w − ŵ| ≤ s_w/2 and |x − x̂| ≤ s_x/2, so
+ *    |Σ w x − Σ ŵ x̂| ≤ Σ|w|·s_x/2 + Σ(|x| + s_x/2)·s_w/2;
  *    plus 1e-5 · Σ|w x| + 1e-6 for the f32 steps (dequantization, scales,
  *    the final product). The int32 sums are exact.
+ *  - equal bit for bit to a scalar emulation of the same numbers (the
+ *    bound alone would miss a scale off by a few per cent).
  *  - 1 thread equals 3 threads bit for bit; the result differs from the
  *    exact path (the tiles ran); below MM_W8A8_MIN_N tokens, or with the
  *    switch off, the exact path's bits.
@@ -32,6 +35,38 @@ static const struct shape shapes[] = {
 };
 
 static const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K };
+
+/* The kernel's numbers emulated in scalar C: f32 group maxima, s = max /
+ * 127 and q = rint(v · (127 / max)) in f32 (round to nearest even, as
+ * cvtps2dq), exact integer sums per group, and acc = Σ_g (f32)sum_g ·
+ * (s_x · s_w) accumulated with fmaf, the first group by a product. */
+static void quant_group(const float *v, int64_t len, int8_t *q, float *s)
+{
+    float mx = 0.0f;
+    for (int64_t i = 0; i < len; i++) mx = fmaxf(mx, fabsf(v[i]));
+    *s = mx / 127.0f;
+    const float inv = mx > 0.0f ? 127.0f / mx : 0.0f;
+    for (int64_t i = 0; i < len; i++) {
+        float r = rintf(v[i] * inv);
+        q[i] = (int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : r);
+    }
+}
+
+static float emulate(const float *w, const float *x, int64_t C, int8_t *qw, int8_t *qx)
+{
+    float acc = 0.0f;
+    for (int64_t g0 = 0, g = 0; g0 < C; g0 += MM_W8A8_G, g++) {
+        const int64_t len = C - g0 < MM_W8A8_G ? C - g0 : MM_W8A8_G;
+        float sw, sx;
+        quant_group(w + g0, len, qw, &sw);
+        quant_group(x + g0, len, qx, &sx);
+        int32_t sum = 0;
+        for (int64_t i = 0; i < len; i++) sum += qw[i] * qx[i];
+        const float sc = sx * sw, v = (float)sum;
+        acc = g == 0 ? v * sc : fmaf(v, sc, acc);
+    }
+    return acc;
+}
 
 static void check(uint32_t wt, bool packed, const struct shape *s, struct threadpool *tp3,
                   struct mm_scratch *scr, uint64_t *seed, double *worst)
@@ -60,22 +95,32 @@ static void check(uint32_t wt, bool packed, const struct shape *s, struct thread
     double wr = 0.0;
     int64_t at = -1;
     size_t differ = 0;
+    const int64_t G = MM_W8A8_G;
+    size_t emul_differ = 0;
+    int8_t *qw = malloc((size_t)G), *qx = malloc((size_t)G);
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t r = 0; r < R; r++)
+            emul_differ += emulate(wf + r * C, x + j * C, C, qw, qx) != y1[j * R + r];
+    free(qw); free(qx);
     for (int64_t j = 0; j < N; j++) {
-        double xmax = 0.0;
-        for (int64_t i = 0; i < C; i++) xmax = fmax(xmax, fabs(x[j * C + i]));
-        const double sx = xmax / 127.0;
         for (int64_t r = 0; r < R; r++) {
-            double wmax = 0.0, y = 0.0, mag = 0.0, aw = 0.0, ax = 0.0;
-            for (int64_t i = 0; i < C; i++) wmax = fmax(wmax, fabs(wf[r * C + i]));
-            const double sw = wmax / 127.0;
-            for (int64_t i = 0; i < C; i++) {
-                const double a = wf[r * C + i], b = x[j * C + i];
-                y += a * b;
-                mag += fabs(a * b);
-                aw += fabs(a);
-                ax += fabs(b) + sx / 2;
+            double y = 0.0, mag = 0.0, tol = 0.0;
+            for (int64_t g0 = 0; g0 < C; g0 += G) {   /* the scales of each column group */
+                const int64_t g1 = g0 + G < C ? g0 + G : C;
+                double wmax = 0.0, xmax = 0.0;
+                for (int64_t i = g0; i < g1; i++) {
+                    wmax = fmax(wmax, fabs(wf[r * C + i]));
+                    xmax = fmax(xmax, fabs(x[j * C + i]));
+                }
+                const double sw = wmax / 127.0, sx = xmax / 127.0;
+                for (int64_t i = g0; i < g1; i++) {
+                    const double a = wf[r * C + i], b = x[j * C + i];
+                    y += a * b;
+                    mag += fabs(a * b);
+                    tol += fabs(a) * sx / 2 + (fabs(b) + sx / 2) * sw / 2;
+                }
             }
-            const double tol = aw * sx / 2 + ax * sw / 2 + 1e-5 * mag + 1e-6;
+            tol += 1e-5 * mag + 1e-6;
             const size_t k = (size_t)(j * R + r);
             const double e = fabs((double)y1[k] - y) / tol;
             if (!(e <= wr)) wr = e, at = (int64_t)k;
@@ -87,6 +132,8 @@ static void check(uint32_t wt, bool packed, const struct shape *s, struct thread
     if (!ok(wr <= 1.0, "%s %s %lldx%lld n=%lld w8a8 vs f64 oracle: worst %.3f of the bound", tn, pk,
             (long long)R, (long long)C, (long long)N, wr))
         tap_diag("  at %lld: got %.9g", (long long)at, y1[at]);
+    ok(emul_differ == 0, "%s %s %lldx%lld n=%lld w8a8 equals its scalar emulation bit for bit "
+       "(%zu of %zu differ)", tn, pk, (long long)R, (long long)C, (long long)N, emul_differ, ny);
     ok(memcmp(y1, y3, sizeof(float) * ny) == 0, "%s %s %lldx%lld n=%lld w8a8: 3 threads equal 1", tn,
        pk, (long long)R, (long long)C, (long long)N);
     ok(differ > 0, "%s %s %lldx%lld n=%lld w8a8: the tiles ran (%zu of %zu outputs differ from exact)",
