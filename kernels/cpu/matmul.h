@@ -25,8 +25,8 @@ struct mm_scratch {
     size_t x8_cap;
     /* Set by the owner: W8A8 prefill. With isa amx and from 32 tokens on,
      * packed Q4_0 / Q4_1 / Q8_0 / Q4_K weights are requantized per call to
-     * int8 with one scale per row and 1024 columns (max|w| / 127 of the
-     * dequantized values) and x to int8 with one scale per token and 1024
+     * int8 with one scale per row and 256 columns (max|w| / 127 of the
+     * dequantized values) and x to int8 with one scale per token and 256
      * columns, and multiplied on AMX int8 tiles (a change of numbers: not
      * the exact path's bits; decode, other types and ISAs keep it). */
     bool w8a8;
