@@ -25,6 +25,8 @@
 #define AMX_FENCE() __asm__ volatile("" ::: "memory")
 
 #define W8_TB 256    /* tokens per block: 32 rows × 256 tokens of f32 sums, 32 KiB */
+#define W8_SG 4      /* 32-row strips per pass: a token pair's B group (16 KiB) is reused
+                      * from L1 by each, the strips' A groups (8 KiB each) too */
 
 struct w8_tilecfg {
     uint8_t palette, start_row, reserved[14];
@@ -231,12 +233,22 @@ void mm_w8a8_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, 
  * call) against the strip's column group g (steps s0 .. s0 + ns): the
  * group's int32 sums on tiles, then acc (f32; row tile h, token tile T at
  * acc + 256 (h·W8_TB/16 + T), row m, token i at 16 m + i) += sums · s_w · s_x. */
-static void w8_group(const int8_t *abuf, float *acc, int64_t tiles, const int8_t *xb, int64_t ks,
-                     int64_t s0, int64_t ns, const float *swg, const float *sx, int64_t T0,
-                     int64_t ng, int64_t g)
+static void w8_group(const int8_t *abuf0, float *acc0, int64_t tiles, const int8_t *xb, int64_t ks,
+                     int64_t s0, int64_t ns, const float *sw0, const float *sx, int64_t T0,
+                     int64_t ng, int64_t g, int nst)
 {
-    _Alignas(64) int32_t c[4][256];
-    for (int64_t T = 0; T < tiles; T += 2) {
+    /* two sum buffers, alternating: the next products' tile stores do not
+     * wait for this float step's loads */
+    _Alignas(64) int32_t cb[2][4][256];
+    int cur = 0;
+    const size_t astr = (size_t)(32 * 64) * (size_t)ks;   /* one strip's A tiles */
+    for (int64_t T = 0; T < tiles; T += 2)
+    for (int k = 0; k < nst; k++) {   /* the token pair's B group stays in L1 across the strips */
+        const int8_t *abuf = abuf0 + k * astr;
+        float *acc = acc0 + (size_t)k * 32 * W8_TB;
+        const float *swg = sw0 + (size_t)k * 32 * (size_t)ng + 32 * g;
+        int32_t (*c)[256] = cb[cur];
+        cur ^= 1;
         _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
         const int8_t *b0 = xb + ((size_t)T * (size_t)ks + (size_t)s0) * 1024;
         const int8_t *b1 = b0 + (size_t)ks * 1024;
@@ -294,19 +306,23 @@ static void w8_write_y(const struct mm_task *t, const float *acc, int64_t r, int
 void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1)
 {
     const int64_t cols = t->cols, n = t->n, ks = cols / 64, ng = (cols + MM_W8A8_G - 1) / MM_W8A8_G;
-    int8_t *abuf = aligned_alloc(64, (size_t)32 * (size_t)cols);
+    int8_t *abuf = aligned_alloc(64, (size_t)W8_SG * 32 * (size_t)cols);
     float *rowf = aligned_alloc(64, (size_t)cols * sizeof(float));
-    float *sw = malloc((size_t)(32 * ng) * sizeof(float));
-    float *acc = aligned_alloc(64, (size_t)32 * W8_TB * sizeof(float));
+    float *sw = malloc((size_t)(W8_SG * 32 * ng) * sizeof(float));
+    float *acc = aligned_alloc(64, (size_t)W8_SG * 32 * W8_TB * sizeof(float));
     if (!abuf || !rowf || !sw || !acc) {   /* out of memory: visible downstream */
         for (int64_t j = 0; j < n; j++)
             for (int64_t r = r0; r < r1; r++) t->y[j * t->rows + r] = NAN;
         goto out;
     }
     w8_configure();
-    for (int64_t r = r0; r < r1; r += 32) {
-        const int nr = r1 - r < 32 ? (int)(r1 - r) : 32;
-        w8_strip(t, r, nr, abuf, sw, rowf);
+    for (int64_t r = r0; r < r1; r += W8_SG * 32) {
+        const int nst = (int)((r1 - r + 31) / 32 < W8_SG ? (r1 - r + 31) / 32 : W8_SG);
+        for (int k = 0; k < nst; k++) {
+            const int64_t rk = r + 32 * k;
+            w8_strip(t, rk, r1 - rk < 32 ? (int)(r1 - rk) : 32, abuf + (size_t)k * 32 * (size_t)cols,
+                     sw + (size_t)k * 32 * (size_t)ng, rowf);
+        }
         AMX_FENCE();
         for (int64_t j0 = 0; j0 < n; j0 += W8_TB) {
             const int64_t jn = n - j0 < W8_TB ? n - j0 : W8_TB;
@@ -315,9 +331,12 @@ void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1)
             for (int64_t g = 0; g < ng; g++) {
                 const int64_t s0 = g * (MM_W8A8_G / 64);
                 const int64_t ns = ks - s0 < MM_W8A8_G / 64 ? ks - s0 : MM_W8A8_G / 64;
-                w8_group(abuf, acc, tiles, xb, ks, s0, ns, sw + 32 * g, t->sx, j0 / 16, ng, g);
+                w8_group(abuf, acc, tiles, xb, ks, s0, ns, sw, t->sx, j0 / 16, ng, g, nst);
             }
-            w8_write_y(t, acc, r, nr, j0, jn);
+            for (int k = 0; k < nst; k++) {
+                const int64_t rk = r + 32 * k;
+                w8_write_y(t, acc + (size_t)k * 32 * W8_TB, rk, r1 - rk < 32 ? (int)(r1 - rk) : 32, j0, jn);
+            }
         }
     }
     _tile_release();
