@@ -428,6 +428,17 @@ int cli_prompt_attn(const struct cli *cli, const char *arg, bool *bf16)
     return 0;
 }
 
+int cli_prefill_int8(const struct cli *cli, const char *arg, bool *w8a8)
+{
+    if (strcmp(arg, "exact") == 0) *w8a8 = false;
+    else if (strcmp(arg, "w8a8") == 0) *w8a8 = true;
+    else {
+        fprintf(stderr, "tern %s: --prefill-int8: '%s' is not exact or w8a8\n", cli->cmd, arg);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out)
 {
     if (strcmp(arg, "auto") == 0) *out = BACKEND_AUTO;
@@ -465,6 +476,7 @@ int cli_engine_opt(const struct cli *cli, int id, const char *arg, struct engine
         return 0;
     case CLI_O_KV_TYPE: return cli_kv_type(cli, arg, &c->backend.kv_type);
     case CLI_O_PROMPT_ATTN: return cli_prompt_attn(cli, arg, &c->backend.prompt_attn_bf16);
+    case CLI_O_PREFILL_INT8: return cli_prefill_int8(cli, arg, &c->backend.prefill_w8a8);
     case CLI_O_LOOKUP:
         if (!c->lookup_k) c->lookup_k = CLI_LOOKUP_K_DEFAULT;
         return 0;

@@ -101,10 +101,12 @@ int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out);
 const char *cli_kv_type_name(enum kv_type t);
 /* --prompt-attn: f32 or bf16 (backend_config.prompt_attn_bf16). */
 int cli_prompt_attn(const struct cli *cli, const char *arg, bool *bf16);
+/* --prefill-int8: exact or w8a8 (backend_config.prefill_w8a8). */
+int cli_prefill_int8(const struct cli *cli, const char *arg, bool *w8a8);
 int cli_backend(const struct cli *cli, const char *arg, enum backend_kind *out);
 
 /* The engine options run, serve, chat, eval and bench share (--threads, --ctx,
- * --backend, --kv-mem, --kv-type, --prompt-attn, --step-tokens, --lookup,
+ * --backend, --kv-mem, --kv-type, --prompt-attn, --prefill-int8, --step-tokens, --lookup,
  * --lookup-k, --draft-model), read straight into the engine_config the
  * command opens with, so each option is read in one place. draft (n bytes)
  * keeps --draft-model's resolved path, which c->draft_model then names

@@ -49,6 +49,9 @@ static const struct cli_optdef table[] = {
     {CLI_O_PROMPT_ATTN, "prompt-attn", 0, "A", CLI_K_CHOICE, 0, 0, "f32 or bf16",
      "prompt attention: f32 (default) or bf16 on AMX tiles (long prompts about 3x faster, "
      "within bf16's rounding; batching and speculation may then change a reply)"},
+    {CLI_O_PREFILL_INT8, "prefill-int8", 0, "Q", CLI_K_CHOICE, 0, 0, "exact or w8a8",
+     "prefill matmuls: exact (default) or w8a8 on AMX int8 tiles (weights per row and "
+     "activations per token to int8: faster, not the exact numbers)"},
 };
 #define N_TABLE (sizeof table / sizeof table[0])
 

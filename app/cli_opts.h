@@ -43,6 +43,7 @@ enum cli_opt_id {
     CLI_O_LOOKUP_K,
     CLI_O_DRAFT_MODEL,  /* speculative decoding with a draft model */
     CLI_O_PROMPT_ATTN,  /* prompt attention's arithmetic: f32 or bf16 (AMX tiles) */
+    CLI_O_PREFILL_INT8, /* prefill matmuls: exact or w8a8 (AMX int8 tiles) */
     CLI_O_END
 };
 

@@ -230,12 +230,13 @@ static void report(const struct bench_opts *o, const char *model_name, const str
         printf("{\"model\":\"%s\",\"arch\":\"%s\",\"params\":%llu,\"weight_bytes\":%llu,"
                "\"active_params\":%llu,\"active_weight_bytes\":%llu,"
                "\"backend\":\"%s\",\"device\":\"%s\",\"threads\":%ld,\"kv_type\":\"%s\","
-               "\"prompt_attn\":\"%s\","
+               "\"prompt_attn\":\"%s\",\"prefill_int8\":\"%s\","
                "\"repetitions\":%ld,\"depth\":%ld,\"pp\":%ld,\"tg\":%ld,",
                model_name, m->hp.arch_name, (unsigned long long)m->n_params,
                (unsigned long long)m->weight_bytes, (unsigned long long)m->n_params_active,
                (unsigned long long)m->weight_bytes_active, info->name, info->device, o->threads,
-               cli_kv_type_name(o->eng.backend.kv_type), info->prompt_attn_bf16 ? "bf16" : "f32", o->reps, o->depth,
+               cli_kv_type_name(o->eng.backend.kv_type), info->prompt_attn_bf16 ? "bf16" : "f32",
+               info->prefill_w8a8 ? "w8a8" : "exact", o->reps, o->depth,
                o->pp, o->tg);
         printf("\"pp_tok_s\":%.3f,\"pp_min\":%.3f,\"pp_max\":%.3f,\"pp_sd\":%.3f,", fp.median,
                fp.min, fp.max, fp.sd);
@@ -280,6 +281,7 @@ static int save_run(const struct bench_opts *o, const char *name, const char *pa
     for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(cfg, ck[k], (double)cv[k]);
     cJSON_AddStringToObject(cfg, "kv_type", cli_kv_type_name(o->eng.backend.kv_type));
     cJSON_AddStringToObject(cfg, "prompt_attn", o->eng.backend.prompt_attn_bf16 ? "bf16" : "f32");
+    cJSON_AddStringToObject(cfg, "prefill_int8", info->prefill_w8a8 ? "w8a8" : "exact");
     const char *sk[6] = {"pp_tok_s", "pp_tok_s_min", "pp_tok_s_max", "tg_tok_s", "tg_tok_s_min",
                          "tg_tok_s_max"};
     const double sv[6] = {fp.median, fp.min, fp.max, ft.median, ft.min, ft.max};
@@ -342,6 +344,7 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
         .kind = o->eng.backend.kind, .threads = (int)o->threads, .kv_type = o->eng.backend.kv_type,
         .kv_block_tokens = 16, .max_batch_tokens = (int32_t)chunk,
         .max_seqs = 1, .force_scalar = o->scalar, .prompt_attn_bf16 = o->eng.backend.prompt_attn_bf16,
+        .prefill_w8a8 = o->eng.backend.prefill_w8a8,
     };
     struct run r = { 0 };
     int rc = CLI_EXIT_FAIL;
@@ -457,6 +460,7 @@ int cmd_bench(int argc, char **argv)
         { "db", required_argument, 0, OPT_DB },
         CLI_SHARED(CLI_O_KV_TYPE),
         CLI_SHARED(CLI_O_PROMPT_ATTN),
+        CLI_SHARED(CLI_O_PREFILL_INT8),
         CLI_SHARED(CLI_O_BACKEND),
         { "scalar", no_argument, 0, OPT_SCALAR },
         { "synthetic", required_argument, 0, OPT_SYNTH },

@@ -871,6 +871,7 @@ int cmd_eval(int argc, char **argv)
         CLI_SHARED(CLI_O_BACKEND),
         CLI_SHARED(CLI_O_KV_TYPE),
         CLI_SHARED(CLI_O_PROMPT_ATTN),
+        CLI_SHARED(CLI_O_PREFILL_INT8),
         {"raw", no_argument, 0, OPT_RAW},
         {0, 0, 0, 0},
     };

@@ -781,6 +781,7 @@ static const struct option run_longopts[] = {
     CLI_SHARED(CLI_O_KV_MEM),
     CLI_SHARED(CLI_O_KV_TYPE),
     CLI_SHARED(CLI_O_PROMPT_ATTN),
+    CLI_SHARED(CLI_O_PREFILL_INT8),
     {"kv-disk", required_argument, 0, OPT_KV_DISK},
     CLI_SHARED(CLI_O_STEP_TOKENS),
     CLI_SHARED(CLI_O_LOOKUP),

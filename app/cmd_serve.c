@@ -272,6 +272,7 @@ int cmd_serve(int argc, char **argv)
         CLI_SHARED(CLI_O_KV_MEM),
         CLI_SHARED(CLI_O_KV_TYPE),
         CLI_SHARED(CLI_O_PROMPT_ATTN),
+        CLI_SHARED(CLI_O_PREFILL_INT8),
         CLI_SHARED(CLI_O_STEP_TOKENS),
         CLI_SHARED(CLI_O_LOOKUP),
         CLI_SHARED(CLI_O_LOOKUP_K),

@@ -36,6 +36,9 @@ struct backend_config {
                                 * (long prompts about 3x faster; within bf16's
                                 * bound, not the bits of decoding one by one, so
                                 * batching and speculation may change a reply) */
+    bool prefill_w8a8;         /* CPU with AMX: prefill matmuls of Q4_0/Q4_1/Q8_0/Q4_K
+                                * on int8 tiles, weights per row and activations
+                                * per token to int8 (not the exact path's numbers) */
 };
 
 struct fwd_seq {
@@ -72,6 +75,7 @@ struct backend_info {
     int32_t graph_nodes;       /* CUDA: nodes (launches, copies) in the last decode graph captured */
     uint64_t f16_copy_bytes;   /* CUDA: f16 copies of quantized weights for the GEMM path (in workspace_bytes) */
     bool prompt_attn_bf16;     /* CPU: prompt attention runs on AMX-BF16 tiles */
+    bool prefill_w8a8;         /* CPU: prefill matmuls run W8A8 on AMX int8 tiles */
 };
 
 struct backend;

@@ -69,6 +69,7 @@ struct cpu_be {
     char device[128];
     bool attn_bf16;           /* prompt attention on AMX-BF16 tiles (asked for, and AMX in force) */
     char attn_note[96];       /* why bf16 prompt attention was asked for and not used */
+    char w8a8_note[96];       /* why the W8A8 prefill was asked for and not used */
 };
 
 static const struct backend_ops cpu_ops;
@@ -436,6 +437,10 @@ struct backend *backend_cpu_open(const struct model *m, const struct backend_con
     if (cfg->prompt_attn_bf16 && !c->attn_bf16)
         snprintf(c->attn_note, sizeof c->attn_note, "bf16 prompt attention needs AMX tiles (ISA %s): f32 used",
                  cpu_isa_name(c->isa));
+    c->mm.w8a8 = cfg->prefill_w8a8 && c->isa == CPU_ISA_AMX;
+    if (cfg->prefill_w8a8 && !c->mm.w8a8)
+        snprintf(c->w8a8_note, sizeof c->w8a8_note, "w8a8 prefill needs AMX tiles (ISA %s): exact used",
+                 cpu_isa_name(c->isa));
     if (pack_weights(c, m, err, errlen)) goto fail;
     if (moe_pack_experts(&c->moe, c->isa, m, err, errlen)) goto fail;   /* cpu_moe.c */
     int32_t cap = cfg->max_batch_tokens > 0 ? cfg->max_batch_tokens : 512;
@@ -465,7 +470,11 @@ static void cpu_info(struct backend *be, struct backend_info *out)
     int k = snprintf(out->note, sizeof out->note, "%s", c->note);
     if (c->attn_note[0] && k >= 0 && (size_t)k + 2 < sizeof out->note)
         snprintf(out->note + k, sizeof out->note - (size_t)k, "%s%s", k ? "; " : "", c->attn_note);
+    k = (int)strlen(out->note);
+    if (c->w8a8_note[0] && (size_t)k + 2 < sizeof out->note)
+        snprintf(out->note + k, sizeof out->note - (size_t)k, "%s%s", k ? "; " : "", c->w8a8_note);
     out->prompt_attn_bf16 = c->attn_bf16;
+    out->prefill_w8a8 = c->mm.w8a8;
 }
 
 /* ---- forward ---------------------------------------------------------------- */

@@ -46,6 +46,24 @@ void mm_scratch_free(struct mm_scratch *s)
     free(s->xb);
     s->xb = NULL;
     s->xb_cap = 0;
+    free(s->x8);
+    s->x8 = NULL;
+    s->x8_cap = 0;
+}
+
+/* The int8 tiles of x and the per-token scales after them (W8A8): NULL
+ * when out of memory (the exact path runs then). */
+static int8_t *x8_reserve(struct mm_scratch *s, int64_t n, int64_t cols, float **sx)
+{
+    const size_t tiles = mm_w8a8_x_bytes(n, cols);
+    const size_t need = tiles + mm_w8a8_sx_count(n, cols) * sizeof(float);
+    if (s->x8_cap < need) {
+        free(s->x8);
+        s->x8 = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        s->x8_cap = s->x8 ? need : 0;
+    }
+    *sx = s->x8 ? (float *)((uint8_t *)s->x8 + tiles) : NULL;
+    return s->x8;
 }
 
 /* The bf16 tiles of x for the AMX-BF16 kernels: NULL when out of memory
@@ -497,6 +515,8 @@ struct mm_job {
     struct mm_xq xq;
     const float *x;
     int64_t cols, n;
+    int8_t *x8;              /* W8A8: x as int8 tiles, per-token scales */
+    float *sx;
 };
 
 static void range_for(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
@@ -551,6 +571,14 @@ static void xb_worker(void *arg, int ith, int nth)
     int64_t lo, hi;
     range_for((job->n + 31) / 32 * 2, ith, nth, &lo, &hi);
     mm_amx_bf16_x(job->x, job->cols, job->n, lo, hi, (uint16_t *)job->t[0].xb);
+}
+
+static void x8_worker(void *arg, int ith, int nth)
+{
+    const struct mm_job *job = arg;
+    int64_t lo, hi;
+    range_for((job->n + 31) / 32 * 2, ith, nth, &lo, &hi);
+    mm_w8a8_x(job->x, job->cols, job->n, lo, hi, (int8_t *)job->x8, (float *)job->sx);
 }
 #endif
 
@@ -607,15 +635,31 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
         if (ng[1]) job.quant = q8k_quant_for(isa);
         if (ng[2]) job.quant = mm_q8_f32d_quant;
     }
+    bool w8a8 = false;
+#ifdef __x86_64__
+    /* W8A8 (mm_scratch.w8a8): only with AMX in force and a prefill batch;
+     * |Σ| ≤ cols · 127² stays in int32 up to 2^17 columns */
+    if (scratch && scratch->w8a8 && isa == CPU_ISA_AMX && n >= MM_W8A8_MIN_N && cols % 64 == 0 &&
+        cols <= (1 << 17)) {
+        for (int k = 0; k < n_ops; k++) w8a8 |= mm_w8a8_supported(ops[k].wtype);
+        if (w8a8) job.x8 = x8_reserve(scratch, n, cols, &job.sx);
+        w8a8 = job.x8 != NULL;
+    }
+#endif
     for (int k = 0; k < n_ops; k++) {
         mm_kernel_fn kern = kernel_for(isa, ops[k].wtype);
         if (!kern || ops[k].rows <= 0) continue;   /* unsupported: see mm_supported */
+        bool on_w8 = false;
+#ifdef __x86_64__
+        if (w8a8 && mm_w8a8_supported(ops[k].wtype)) kern = mm_w8a8_run, on_w8 = true;
+#endif
         struct mm_task *t = &job.t[job.n_ops];
         *t = (struct mm_task){ .wtype = ops[k].wtype, .w = ops[k].w,
                                .row_bytes = row_bytes(ops[k].wtype, cols), .rows = ops[k].rows,
-                               .cols = cols, .n = n, .x = x, .y = ops[k].y };
+                               .cols = cols, .n = n, .x = x, .y = ops[k].y,
+                               .x8 = on_w8 ? job.x8 : NULL, .sx = on_w8 ? job.sx : NULL };
         job.kernel[job.n_ops++] = kern;
-        want_xq |= mm_wants_xq(ops[k].wtype);
+        want_xq |= mm_wants_xq(ops[k].wtype) && !on_w8;
         total_rows += ops[k].rows;
     }
     if (want_xq) {
@@ -632,6 +676,10 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
     }
     bool tiles16 = n >= MM_FINE_N;
 #ifdef __x86_64__
+    if (w8a8) {
+        if (tp_n_threads(tp) > 1) tp_run(tp, x8_worker, &job);
+        else mm_w8a8_x(x, cols, n, 0, (n + 31) / 32 * 2, job.x8, job.sx);
+    }
     bool want_xb = false;
     for (int k = 0; k < job.n_ops; k++)
         want_xb |= (job.t[k].wtype == QT_F16 || job.t[k].wtype == QT_BF16);
@@ -649,7 +697,8 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
 #endif
     int64_t nth = tp_n_threads(tp);
     const int64_t per = n >= MM_FINE_N ? MM_FINE_CHUNKS_PER_THREAD : MM_CHUNKS_PER_THREAD;
-    const int64_t align = tiles16 ? MM_FINE_ROW_ALIGN : MM_ROW_ALIGN;
+    /* W8A8: whole 32-row strips (its 2 × 2 tiles) where the rows allow */
+    const int64_t align = w8a8 ? 32 : tiles16 ? MM_FINE_ROW_ALIGN : MM_ROW_ALIGN;
     job.chunk = nth == 1 ? total_rows : (total_rows + nth * per - 1) / (nth * per);
     job.chunk = (job.chunk + align - 1) / align * align;
     job.first_chunk[0] = 0;

@@ -21,6 +21,15 @@ struct mm_scratch {
     size_t cap;
     void *xb;        /* x as bf16 tiles (AMX-BF16 prefill of F16 / BF16 weights) */
     size_t xb_cap;
+    void *x8;        /* x as int8 tiles and per-token scales (W8A8 prefill) */
+    size_t x8_cap;
+    /* Set by the owner: W8A8 prefill. With isa amx and from 32 tokens on,
+     * packed Q4_0 / Q4_1 / Q8_0 / Q4_K weights are requantized per call to
+     * int8 with one scale per row and 256 columns (max|w| / 127 of the
+     * dequantized values) and x to int8 with one scale per token and 256
+     * columns, and multiplied on AMX int8 tiles (a change of numbers: not
+     * the exact path's bits; decode, other types and ISAs keep it). */
+    bool w8a8;
 };
 void mm_scratch_free(struct mm_scratch *s);
 /* Grows the scratch for up to n tokens of cols; false when out of memory.

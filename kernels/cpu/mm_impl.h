@@ -66,6 +66,10 @@ struct mm_task {
     /* x as bf16 VNNI tiles for the AMX-BF16 kernels of F16 / BF16 weights
      * (mm_bf16_amx.inc), NULL where they are not used (then the f32 path) */
     const uint16_t *xb;
+    /* x as int8 B tiles with one scale per token (mm_w8a8_x), for the W8A8
+     * kernel (mm_w8a8_run); NULL where it is not used */
+    const int8_t *x8;
+    const float *sx;
 };
 
 /* Computes y[j][r] for r in [r0, r1) and every token j. */
@@ -128,6 +132,33 @@ static inline size_t mm_bf16_x_bytes(int64_t n, int64_t cols)
     return (size_t)((n + 31) / 32) * 32 * (size_t)cols * 2;
 }
 void mm_amx_bf16_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, uint16_t *xb);
+/* W8A8 prefill on AMX int8 tiles (mm_w8a8_amx.c, with scratch->w8a8 and
+ * isa amx): from MM_W8A8_MIN_N tokens on, cols a multiple of 64, the types
+ * mm_w8a8_supported accepts (plain or packed). mm_w8a8_x quantizes token
+ * tiles T0 .. T1 of x (16 tokens each; zero past n) into int8 B tiles
+ * (mm_w8a8_x_bytes for all of them, the tile count rounded up to even) and
+ * their scales sx[j]; mm_w8a8_run is the kernel (rows r0 .. r1). */
+#define MM_W8A8_MIN_N 32
+/* Columns per scale group: one int8 scale per (row, group) and per (token,
+ * group), the int32 sums of a group turned to f32 once (a multiple of 64;
+ * SmolLM2's perplexity, 8 chunks: 1024 columns +2.35 %, 256 +1.67 %,
+ * 128 +1.05 % and slower; one scale per whole row +3.7 % over 2 chunks). */
+#ifndef MM_W8A8_G
+#define MM_W8A8_G 256
+#endif
+static inline size_t mm_w8a8_x_bytes(int64_t n, int64_t cols)
+{
+    return (size_t)((n + 31) / 32) * 32 * (size_t)cols;
+}
+/* the scales after the tiles: token tile T, group g, token i at 16 (T·ng + g) + i */
+static inline size_t mm_w8a8_sx_count(int64_t n, int64_t cols)
+{
+    return (size_t)((n + 31) / 32) * 32 * (size_t)((cols + MM_W8A8_G - 1) / MM_W8A8_G);
+}
+bool mm_w8a8_supported(uint32_t wtype);
+void mm_w8a8_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, int8_t *xb,
+               float *sx);
+void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1);
 /* mm_amx.c's copies of the AVX-512 quantizers (matmul.c uses mm_avx512's) */
 void mm_amx_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 void mm_amx_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);

@@ -7,6 +7,8 @@
  * as a forward pass does. Built, not registered as a test:
  *   bench_matmul [-t THREADS] [-s SECONDS_PER_CASE] [-f FILTER] [-c 1 (weights hot in cache)]
  *                [-n TOKENS (one token count)] [-p 1 (packed weights only)]
+ *                [-w 1 (amx: also the W8A8 int8 prefill, mm_scratch.w8a8; prefill
+ *                 lines then show % of the int8 peak measured in the same run)]
  *   bench_matmul -m smollm2|gemma3 [-t THREADS]   (whole-model matmul pass) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 
 #include "cpu/limits.h"
 #include "cpu/matmul.h"
+#include "cpu/mm_impl.h"
 #include "cpu/threadpool.h"
 #include "mm_testdata.h"
 
@@ -157,7 +160,7 @@ static void bench_overhead(struct threadpool *tp, double secs)
 }
 
 static void bench_case(struct threadpool *tp, enum cpu_isa isa, const struct bench_case *c,
-                       int64_t n, double secs, bool hot, bool pack)
+                       int64_t n, double secs, bool hot, bool pack, bool w8a8, double peak_tops)
 {
     size_t rb = qtype_row_bytes(c->wtype, (uint64_t)c->cols);
     size_t wbytes = rb * (size_t)c->rows;
@@ -186,7 +189,7 @@ static void bench_case(struct threadpool *tp, enum cpu_isa isa, const struct ben
         free(w);
         w = pw;
     }
-    struct mm_scratch scr = { 0 };
+    struct mm_scratch scr = { .w8a8 = w8a8 };
     cpu_matmul(tp, isa, &scr, wtype, w, c->rows, c->cols, x, n, y);   /* warm-up */
     long calls = 0;
     double t0 = now_s(), c0 = cpu_s(), t;
@@ -198,10 +201,13 @@ static void bench_case(struct threadpool *tp, enum cpu_isa isa, const struct ben
     } while (t < secs);
     /* one thread: CPU time (immune to other processes); more: wall time */
     double per = (tp_n_threads(tp) == 1 ? cpu_s() - c0 : t) / (double)calls;
-    printf("%-20s %-5s%s %6lldx%-5lld n=%-4lld %-6s t=%d%s %9.1f us  %6.1f GB/s  %7.1f GOP/s\n",
+    const double gops = 2.0 * (double)c->rows * (double)c->cols * (double)n / per / 1e9;
+    printf("%-20s %-5s%s %6lldx%-5lld n=%-4lld %-6s%s t=%d%s %9.1f us  %6.1f GB/s  %7.1f GOP/s",
            c->what, qtype_name(c->wtype), pack ? "x8" : "  ", (long long)c->rows, (long long)c->cols, (long long)n,
-           cpu_isa_name(isa), tp_n_threads(tp), hot ? " hot" : "", per * 1e6, (double)wbytes / per / 1e9,
-           2.0 * (double)c->rows * (double)c->cols * (double)n / per / 1e9);
+           cpu_isa_name(isa), w8a8 ? "-w8a8" : "", tp_n_threads(tp), hot ? " hot" : "", per * 1e6,
+           (double)wbytes / per / 1e9, gops);
+    if (peak_tops > 0.0 && n >= 32) printf("  %5.1f %% of int8 peak", 100.0 * gops / (peak_tops * 1e3));
+    printf("\n");
     fflush(stdout);
     mm_scratch_free(&scr);
 done:
@@ -294,7 +300,7 @@ int main(int argc, char **argv)
     /* -c: decode weights stay in cache (compute bound, not DRAM);
      * -n N: that token count only; -p 1: packed weights only */
     int64_t only_n = 0;
-    bool packed_only = false;
+    bool packed_only = false, w8a8 = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-s")) secs = atof(argv[i + 1]);
@@ -303,6 +309,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-m")) model = argv[i + 1];
         else if (!strcmp(argv[i], "-n")) only_n = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-p")) packed_only = atoi(argv[i + 1]) != 0;
+        else if (!strcmp(argv[i], "-w")) w8a8 = atoi(argv[i + 1]) != 0;
     }
     struct threadpool *tp = tp_open(threads);
     if (!tp) return 1;
@@ -329,10 +336,12 @@ int main(int argc, char **argv)
     /* the prefill roofline: the multiply-add peak of the ISA in force */
     struct limits lim;
     char lerr[256];
-    if (limits_measure(&lim, best, threads, lerr, sizeof lerr) == 0)
+    double peak = 0.0;   /* int8 TOP/s, for -w */
+    if (limits_measure(&lim, best, threads, lerr, sizeof lerr) == 0) {
+        if (w8a8) peak = lim.int8_tops[1];
         printf("peak, %d threads: int8 %.2f TOP/s (%s), bf16 %.2f TFLOP/s (%s)\n", threads,
                lim.int8_tops[1], lim.int8_unit, lim.bf16_tflops[1], lim.bf16_unit);
-    else
+    } else
         printf("peak: %s\n", lerr);
     bench_overhead(tp, secs);
     static const int64_t ns[] = { 1, 4, 64, 512 };
@@ -345,11 +354,14 @@ int main(int argc, char **argv)
             for (int isa = best; isa >= CPU_ISA_AVX2; isa--) {
                 if (!cpu_isa_runs((enum cpu_isa)isa)) continue;
                 if (!packed_only || !mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols))
-                    bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, false);
-                if (mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols))
-                    bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, true);
+                    bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, false, false, peak);
+                if (mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols)) {
+                    bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, true, false, peak);
+                    if (w8a8 && isa == CPU_ISA_AMX && ns[ni] >= MM_W8A8_MIN_N)
+                        bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, true, true, peak);
+                }
             }
-            if (ns[ni] == 1 && !packed_only) bench_case(tp, CPU_ISA_SCALAR, c, 1, secs, hot, false);
+            if (ns[ni] == 1 && !packed_only) bench_case(tp, CPU_ISA_SCALAR, c, 1, secs, hot, false, false, 0.0);
         }
     }
     tp_close(tp);
