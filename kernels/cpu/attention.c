@@ -308,7 +308,7 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
                   grow((void **)&s->stats, &s->stats_cap, n_stats, sizeof(double))))
         return -1;
     struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P, 0,
-                          s->parts, s->stats, s->part_base, s->buf, per };
+                          s->parts, s->stats, s->part_base, s->buf, per, NULL, 0, NULL, NULL };
     tp_fn worker;
     tp_unit_fn unit;
     attn_kernels_for(isa, bf16, &worker, &unit);
