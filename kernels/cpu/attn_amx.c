@@ -416,22 +416,23 @@ static int softmax_group(const struct attn_batch *b, const struct amx_geo *a, in
             const float inv = 1.0f / b->softcap;
             for (int32_t j = klo; j <= khi; j++) srow[j] = tanhf(srow[j] * b->scale * inv) * b->softcap;
         }
+        /* the chunk's scaled scores stay in registers (a store and a
+         * reload each, where srow may alias the row state) */
+        __m512 xs[CK / 16];
         __m512 mx = _mm512_set1_ps(-INFINITY);
         if (klo == 0 && khi == CK - 1) {   /* the whole chunk: no mask */
             for (int v = 0; v < CK / 16; v++) {
-                const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(srow + 16 * v), mul);
-                _mm512_storeu_ps(srow + 16 * v, x);
-                mx = _mm512_max_ps(mx, x);
+                xs[v] = _mm512_mul_ps(_mm512_loadu_ps(srow + 16 * v), mul);
+                mx = _mm512_max_ps(mx, xs[v]);
             }
         } else {
             for (int v = 0; v < CK / 16; v++) {
                 const __m512i jv = _mm512_add_epi32(lane, _mm512_set1_epi32(16 * v));
                 const __mmask16 k = _mm512_cmp_epi32_mask(jv, _mm512_set1_epi32(klo), _MM_CMPINT_NLT) &
                                     _mm512_cmp_epi32_mask(jv, _mm512_set1_epi32(khi), _MM_CMPINT_LE);
-                const __m512 x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), k,
-                                                    _mm512_loadu_ps(srow + 16 * v), mul);
-                _mm512_storeu_ps(srow + 16 * v, x);
-                mx = _mm512_max_ps(mx, x);
+                xs[v] = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), k,
+                                           _mm512_loadu_ps(srow + 16 * v), mul);
+                mx = _mm512_max_ps(mx, xs[v]);
             }
         }
         const float mc = _mm512_reduce_max_ps(mx), mo = w->m[r];
@@ -439,8 +440,8 @@ static int softmax_group(const struct attn_batch *b, const struct amx_geo *a, in
         const __m512 vm = _mm512_set1_ps(mn);
         __m512 sum = _mm512_setzero_ps();
         for (int v = 0; v < CK / 16; v += 2) {
-            const __m512 e0 = exp2v(_mm512_sub_ps(_mm512_loadu_ps(srow + 16 * v), vm));
-            const __m512 e1 = exp2v(_mm512_sub_ps(_mm512_loadu_ps(srow + 16 * v + 16), vm));
+            const __m512 e0 = exp2v(_mm512_sub_ps(xs[v], vm));
+            const __m512 e1 = exp2v(_mm512_sub_ps(xs[v + 1], vm));
             _mm512_storeu_si512((void *)(prow + 16 * v), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
             sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
         }
