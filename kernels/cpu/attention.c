@@ -27,6 +27,9 @@ void attn_scratch_free(struct attn_scratch *s)
     free(s->stats);
     free(s->part_base);
     free(s->qrot);
+    free(s->kvbf);
+    free(s->runs);
+    free(s->tile_run);
     memset(s, 0, sizeof *s);
 }
 
@@ -162,6 +165,56 @@ static int grow(void **p, size_t *cap, size_t n, size_t es)
 static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
                     const struct attn_batch *b, struct attn_scratch *s);
 
+#if defined(__x86_64__)
+/* Beyond this the AMX prompt tiles convert K and V per item instead of
+ * once per call (e.g. 8 KV heads of 64 dims at 64k keys would need 200 MB). */
+#define ATTN_AMX_KVBF_MAX ((size_t)128 << 20)
+
+/* AMX prompt tiles: the tiles that fit, in runs of one sequence at
+ * consecutive positions, each run's keys converted once per KV head
+ * (attn_amx_run), so a chunk is not converted again for every tile that
+ * reads it. Returns the slots to convert (0: none, J->kvbf NULL), or -1. */
+static int64_t amx_plan(struct attn_job *J, struct attn_scratch *s)
+{
+    const struct attn_batch *b = J->b;
+    if (grow((void **)&s->tile_run, &s->tile_run_cap, (size_t)J->n_tiles, sizeof(int32_t)) ||
+        grow(&s->runs, &s->runs_cap, (size_t)J->n_tiles, sizeof(struct attn_amx_run)))
+        return -1;
+    struct attn_amx_run *runs = s->runs;
+    int32_t n = 0;
+    for (int32_t t = 0; t < J->n_tiles; t++) {
+        const int32_t t0 = J->tiles[2 * t], T = J->tiles[2 * t + 1];
+        if (!attn_amx_fits(J, t)) {
+            s->tile_run[t] = -1;
+            continue;
+        }
+        if (!(t > 0 && s->tile_run[t - 1] >= 0 && b->table[t0] == b->table[t0 - 1] &&
+              b->pos[t0] == b->pos[t0 - 1] + 1)) {
+            runs[n].tok = t0;
+            runs[n].lo = attn_window_lo(b->pos[t0], b->window);
+            n++;
+        }
+        runs[n - 1].hi = b->pos[t0 + T - 1];
+        s->tile_run[t] = n - 1;
+    }
+    size_t slots = 0;
+    for (int32_t r = 0; r < n; r++) {
+        runs[r].c_lo = runs[r].lo / ATTN_AMX_CK;
+        runs[r].n_ch = runs[r].hi / ATTN_AMX_CK - runs[r].c_lo + 1;
+        runs[r].off = slots;
+        slots += (size_t)b->n_head_kv * (size_t)runs[r].n_ch;
+    }
+    J->runs = runs;
+    J->n_runs = n;
+    J->tile_run = s->tile_run;
+    const size_t bytes = slots * attn_amx_slot_bytes(b->head_dim) + 64;
+    if (!n || bytes > ATTN_AMX_KVBF_MAX) return 0;
+    if (grow(&s->kvbf, &s->kvbf_cap, bytes, 1)) return -1;
+    J->kvbf = (uint16_t *)(((uintptr_t)s->kvbf + 63) & ~(uintptr_t)63);
+    return (int64_t)slots;
+}
+#endif
+
 int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
                  const struct attn_batch *b, struct attn_scratch *s)
 {
@@ -255,7 +308,7 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
                   grow((void **)&s->stats, &s->stats_cap, n_stats, sizeof(double))))
         return -1;
     struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P, 0,
-                          s->parts, s->stats, s->part_base, s->buf, per };
+                          s->parts, s->stats, s->part_base, s->buf, per, NULL, 0, NULL, NULL };
     tp_fn worker;
     tp_unit_fn unit;
     attn_kernels_for(isa, bf16, &worker, &unit);
@@ -264,6 +317,13 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
         J.phase = 4;
         worker(&J, 0, 1);
     } else {   /* one unit per (tile, KV head), claimed: thread 0 alone can finish them */
+#if defined(__x86_64__)
+        if (bf16) {   /* first each run's K and V as bf16 tiles, once */
+            const int64_t slots = amx_plan(&J, s);
+            if (slots < 0) return -1;
+            tp_run_claimed(tp, slots, TP_CLAIM_OWN_FIRST, attn_amx_convert_unit, &J);
+        }
+#endif
         tp_run_claimed(tp, (int64_t)n_items * b->n_head_kv, TP_CLAIM_SHARED, unit, &J);
     }
     return 0;

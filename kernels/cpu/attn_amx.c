@@ -4,8 +4,10 @@
  *
  * One (tile, KV head) item: its R = T·G query rows (tiles of up to
  * ATTN_AMX_TILE tokens under amx, padded to groups of 16 rows) against the keys [lo_min, p_last] in chunks of ATTN_AMX_CK keys at
- * fixed positions. Per chunk, K and V are converted once to bf16 tiles
- * (whatever the KV type: f16 / f32 planar, q8_0 / q4_0 rows): K as the B
+ * fixed positions. Each chunk's K and V are converted to bf16 tiles once
+ * per call and KV head, in a pass before the items (attn_amx_convert_unit,
+ * per run of a sequence's tiles, attn_impl.h), not once per tile that
+ * reads them (whatever the KV type: f16 / f32 planar, q8_0 / q4_0 rows): K as the B
  * operand of S = Q·Kᵀ (tile row k: dims 2k, 2k + 1 of 16 keys), V as the B
  * operand of O += P·V (tile row k: keys 2k, 2k + 1 of 16 dims). Per group
  * of 16 rows: the scores on tiles (tdpbf16ps, f32 sums), the online
@@ -414,22 +416,23 @@ static int softmax_group(const struct attn_batch *b, const struct amx_geo *a, in
             const float inv = 1.0f / b->softcap;
             for (int32_t j = klo; j <= khi; j++) srow[j] = tanhf(srow[j] * b->scale * inv) * b->softcap;
         }
+        /* the chunk's scaled scores stay in registers (a store and a
+         * reload each, where srow may alias the row state) */
+        __m512 xs[CK / 16];
         __m512 mx = _mm512_set1_ps(-INFINITY);
         if (klo == 0 && khi == CK - 1) {   /* the whole chunk: no mask */
             for (int v = 0; v < CK / 16; v++) {
-                const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(srow + 16 * v), mul);
-                _mm512_storeu_ps(srow + 16 * v, x);
-                mx = _mm512_max_ps(mx, x);
+                xs[v] = _mm512_mul_ps(_mm512_loadu_ps(srow + 16 * v), mul);
+                mx = _mm512_max_ps(mx, xs[v]);
             }
         } else {
             for (int v = 0; v < CK / 16; v++) {
                 const __m512i jv = _mm512_add_epi32(lane, _mm512_set1_epi32(16 * v));
                 const __mmask16 k = _mm512_cmp_epi32_mask(jv, _mm512_set1_epi32(klo), _MM_CMPINT_NLT) &
                                     _mm512_cmp_epi32_mask(jv, _mm512_set1_epi32(khi), _MM_CMPINT_LE);
-                const __m512 x = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), k,
-                                                    _mm512_loadu_ps(srow + 16 * v), mul);
-                _mm512_storeu_ps(srow + 16 * v, x);
-                mx = _mm512_max_ps(mx, x);
+                xs[v] = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), k,
+                                           _mm512_loadu_ps(srow + 16 * v), mul);
+                mx = _mm512_max_ps(mx, xs[v]);
             }
         }
         const float mc = _mm512_reduce_max_ps(mx), mo = w->m[r];
@@ -437,8 +440,8 @@ static int softmax_group(const struct attn_batch *b, const struct amx_geo *a, in
         const __m512 vm = _mm512_set1_ps(mn);
         __m512 sum = _mm512_setzero_ps();
         for (int v = 0; v < CK / 16; v += 2) {
-            const __m512 e0 = exp2v(_mm512_sub_ps(_mm512_loadu_ps(srow + 16 * v), vm));
-            const __m512 e1 = exp2v(_mm512_sub_ps(_mm512_loadu_ps(srow + 16 * v + 16), vm));
+            const __m512 e0 = exp2v(_mm512_sub_ps(xs[v], vm));
+            const __m512 e1 = exp2v(_mm512_sub_ps(xs[v + 1], vm));
             _mm512_storeu_si512((void *)(prow + 16 * v), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
             sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
         }
@@ -456,27 +459,67 @@ static int softmax_group(const struct attn_batch *b, const struct amx_geo *a, in
     return any;
 }
 
+/* The geometry of KV head g of tile (t0, T) (T = 0: a run's conversion),
+ * its keys [lo_min, p_last]. */
+static struct amx_geo amx_geo_at(const struct attn_job *J, int32_t t0, int32_t T, int32_t g,
+                                 int32_t lo_min, int32_t p_last)
+{
+    const struct attn_batch *b = J->b;
+    struct amx_geo a;
+    a.t0 = t0;
+    a.T = T;
+    a.g = g;
+    a.hd = b->head_dim;
+    a.G = b->n_head / b->n_head_kv;
+    a.bt = J->L->block_tokens;
+    a.R = a.T * a.G;
+    a.RP = (a.R + 15) / 16 * 16;
+    a.lo_min = lo_min;
+    a.p_last = p_last;
+    a.table = b->table[t0];
+    a.type = J->L->type;
+    a.head_off = a.type == OPS_KV_Q8_0 ? (size_t)g * (a.hd / 32) * sizeof(block_q8_0)
+                                        : (size_t)g * (a.hd / 32) * sizeof(block_q4_0);
+    return a;
+}
+
+/* Rows of the largest tile: where a conversion unit finds its buffers. */
+static int32_t amx_rp_max(const struct attn_batch *b)
+{
+    return (ATTN_AMX_TILE * (b->n_head / b->n_head_kv) + 15) / 16 * 16;
+}
+
+/* Keys beyond a tile's own [lo_min, p_last] that share its chunks hold the
+ * run's real K and V (finite), where a tile converting for itself would
+ * have left V zero: their probabilities are 0, so each adds a product 0
+ * to the f32 sums and the results keep their bits. */
+void attn_amx_convert_unit(void *arg, int64_t u, int ith)
+{
+    const struct attn_job *J = arg;
+    int32_t r = 0;
+    while (r + 1 < J->n_runs && (int64_t)J->runs[r + 1].off <= u) r++;
+    const struct attn_amx_run *run = &J->runs[r];
+    const int32_t i = (int32_t)(u - (int64_t)run->off), c = run->c_lo + i % run->n_ch;
+    const struct amx_geo a = amx_geo_at(J, run->tok, 0, i / run->n_ch, run->lo, run->hi);
+    struct amx_ws w = amx_ws_at(J->scratch + (size_t)ith * J->per_thread, amx_rp_max(J->b), a.hd);
+    w.kt = J->kvbf + (size_t)u * (attn_amx_slot_bytes(a.hd) / 2);
+    w.vt = w.kt + (size_t)2 * CK * a.hd;
+    load_chunk(J->L, &a, c * CK, &w);
+}
+
 static void amx_item(const struct attn_job *J, int32_t tile, int32_t g, float *ws)
 {
     const struct attn_batch *b = J->b;
     const struct attn_layer *L = J->L;
-    struct amx_geo a;
-    a.t0 = J->tiles[2 * tile];
-    a.T = J->tiles[2 * tile + 1];
-    a.g = g;
-    a.hd = b->head_dim;
-    a.G = b->n_head / b->n_head_kv;
-    a.bt = L->block_tokens;
-    a.R = a.T * a.G;
-    a.RP = (a.R + 15) / 16 * 16;
-    a.lo_min = attn_window_lo(b->pos[a.t0], b->window);
-    a.p_last = b->pos[a.t0 + a.T - 1];
-    a.table = b->table[a.t0];
-    a.type = L->type;
-    a.head_off = a.type == OPS_KV_Q8_0 ? (size_t)g * (a.hd / 32) * sizeof(block_q8_0)
-                                        : (size_t)g * (a.hd / 32) * sizeof(block_q4_0);
+    const int32_t t0 = J->tiles[2 * tile], T = J->tiles[2 * tile + 1];
+    const struct amx_geo a = amx_geo_at(J, t0, T, g, attn_window_lo(b->pos[t0], b->window),
+                                        b->pos[t0 + T - 1]);
     const int32_t hd = a.hd, qdim = b->n_head * hd;
-    const struct amx_ws w = amx_ws_at(ws, a.RP, hd);
+    struct amx_ws w = amx_ws_at(ws, a.RP, hd);
+    /* the run's converted chunks (attn_amx_convert_unit), or this item's own */
+    const struct attn_amx_run *run = J->kvbf ? &J->runs[J->tile_run[tile]] : NULL;
+    uint16_t *kv0 = run ? J->kvbf + (run->off + (size_t)g * run->n_ch) * (attn_amx_slot_bytes(hd) / 2)
+                              : NULL;
     for (int32_t r = 0; r < a.RP; r++) {
         uint16_t *d = w.qb + (size_t)r * hd;
         w.m[r] = -INFINITY;
@@ -498,7 +541,12 @@ static void amx_item(const struct attn_job *J, int32_t tile, int32_t g, float *w
     amx_configure();
     for (int32_t c = a.lo_min / CK; c <= a.p_last / CK; c++) {
         const int32_t base = c * CK;
-        load_chunk(L, &a, base, &w);
+        if (run) {
+            w.kt = kv0 + (size_t)(c - run->c_lo) * (attn_amx_slot_bytes(hd) / 2);
+            w.vt = w.kt + (size_t)2 * CK * hd;
+        } else {
+            load_chunk(L, &a, base, &w);
+        }
         /* the row groups that see the chunk; each one's scores are
          * computed before the previous one's softmax (two score buffers),
          * so the tile unit works while the vector unit does the softmax */

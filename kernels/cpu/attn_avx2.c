@@ -6,7 +6,9 @@
 
 #define VW 8
 #define QKN 6   /* query rows per QK pass: QKN x 16/VW accumulators */
-#define PVN 2   /* rows per PV pass: PVN x 4 accumulators */
+#define PVN 3   /* rows per PV pass: PVN x 4 accumulators (3: a GQA group of 3, e.g.
+                 * SmolLM2, reads each V vector once, not in passes of 2 and 1) */
+#define ATTN_DEQ_OFF (-12582912.0f)   /* o = -1.5 · 2^23 · s (deq8v below) */
 #define VTYPE __m256
 #define ATTN_PREFIX(name) attn_avx2_##name
 
@@ -64,21 +66,31 @@ static inline __attribute__((always_inline)) void deq16(float *dst, __m128i q, c
                                                 _mm_srli_si128(q, 8))), s1));
 }
 
-/* 8 signed bytes times s (deq8v), and 8 q4_0 nibbles, the low or (hi)
- * the high ones of 8 bytes, times s plus o = -8 s (deq4v; deq8o: bytes
- * without the bias, d · (u - 8) as one exact fused multiply-add): the
- * quantized K and V values read in place (attn_tile.inc's qk_rows, ldq). */
-static inline __attribute__((always_inline)) __m256 deq8v(const int8_t *p, __m256 s)
+/* The quantized K and V values read in place (attn_tile.inc's qk_rows,
+ * pv_rows): 8 signed bytes times the block scale s (deq8v), 8 q4_0 nibbles
+ * without their bias of 8 (deq8o: bytes; deq4v: the low or (hi) the high
+ * nibbles of 8 bytes) as d · (u - 8). The bits of vcvtdq2ps and vmulps
+ * without them (one float operation instead of two, per 8 values: the
+ * FMA ports are what a quantized decode is short of on AVX2): x + 0x4B400000
+ * as an f32 is 1.5 · 2^23 + x (|x| < 2^22), and fma(1.5 · 2^23 + x, s, o)
+ * with o = -1.5 · 2^23 · s (ATTN_DEQ_OFF; exact, 13 bits) is x · s exactly
+ * (19 bits), rounded once from an exact value. */
+static inline __attribute__((always_inline)) __m256 deq_magic(__m256i x, __m256 s, __m256 o,
+                                                            int bias)
 {
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                             _mm_loadl_epi64((const __m128i *)p))), s);
+    const __m256i f = _mm256_add_epi32(x, _mm256_set1_epi32(0x4B400000 - bias));
+    return _mm256_fmadd_ps(_mm256_castsi256_ps(f), s, o);
+}
+
+static inline __attribute__((always_inline)) __m256 deq8v(const int8_t *p, __m256 s, __m256 o)
+{
+    return deq_magic(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)), s, o, 0);
 }
 
 static inline __attribute__((always_inline)) __m256 deq8o(const int8_t *p, __m256 s,
                                                         __m256 o)
 {
-    const __m256i x = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), s, o);
+    return deq_magic(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)), s, o, 8);
 }
 
 static inline __attribute__((always_inline)) __m256 deq4v(const uint8_t *p, int hi, __m256 s,
@@ -86,8 +98,7 @@ static inline __attribute__((always_inline)) __m256 deq4v(const uint8_t *p, int 
 {
     __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
     if (hi) x = _mm256_srli_epi32(x, 4);
-    x = _mm256_and_si256(x, _mm256_set1_epi32(0x0F));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), s, o);
+    return deq_magic(_mm256_and_si256(x, _mm256_set1_epi32(0x0F)), s, o, 8);
 }
 
 #include "attn_tile.inc"

@@ -8,6 +8,7 @@
 #define VW 16
 #define QKN 8   /* query rows per QK pass: QKN x 16/VW accumulators */
 #define PVN 4   /* rows per PV pass: PVN x 4 accumulators */
+#define ATTN_DEQ_OFF (-8.0f)   /* o = -8 s: q4_0's bias (attn_tile.inc's deq_off) */
 #define VTYPE __m512
 #define ATTN_PREFIX(name) attn_avx512_##name
 
@@ -63,11 +64,12 @@ static inline __attribute__((always_inline)) void deq16(float *dst, __m128i q, c
 }
 
 /* 16 signed bytes times s (deq8v), and 16 q4_0 nibbles, the low or
- * (hi) the high ones of 16 bytes, times s plus o = -8 s (deq4v; deq8o:
+ * (hi) the high ones of 16 bytes, times s plus o = -8 s (deq_off; deq4v; deq8o:
  * bytes without the bias, d · (u - 8) as one exact fused multiply-add):
- * the quantized K and V values read in place (attn_tile.inc's qk_rows, ldq). */
-static inline __attribute__((always_inline)) __m512 deq8v(const int8_t *p, __m512 s)
+ * the quantized K and V values read in place (attn_tile.inc's qk_rows, pv_rows). */
+static inline __attribute__((always_inline)) __m512 deq8v(const int8_t *p, __m512 s, __m512 o)
 {
+    (void)o;
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                              _mm_loadu_si128((const __m128i *)p))), s);
 }

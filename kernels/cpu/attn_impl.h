@@ -21,6 +21,17 @@ enum { ATTN_TILE = 16, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
 /* Floats per vector at most (AVX-512): the per-row max lanes' stride. */
 enum { ATTN_VW_MAX = 16 };
 
+/* A run of AMX prompt tiles: consecutive tiles of one sequence at
+ * consecutive positions. Its keys [lo, hi] are converted to bf16 tiles once
+ * per call, in chunks c_lo, c_lo + 1, ... of ATTN_AMX_CK keys per KV head:
+ * head g's chunk c is slot off + g · n_ch + c - c_lo (attn_amx_slot_bytes). */
+struct attn_amx_run {
+    int32_t tok;                /* the run's first token (its table) */
+    int32_t lo, hi;             /* keys */
+    int32_t c_lo, n_ch;         /* chunks */
+    size_t off;                 /* first slot */
+};
+
 struct attn_job {
     const struct attn_layer *L;
     const struct attn_batch *b;
@@ -36,6 +47,11 @@ struct attn_job {
                                  * its stats in stats */
     float *scratch;
     size_t per_thread;          /* floats */
+    /* AMX prompt tiles (attn_amx.c): K and V converted once per call */
+    const struct attn_amx_run *runs;
+    int32_t n_runs;
+    const int32_t *tile_run;    /* per tile: its run, or -1 */
+    uint16_t *kvbf;             /* the runs' chunks (64-byte aligned); NULL: per item */
 };
 
 static inline int32_t attn_part_keys(int32_t bt)
@@ -94,6 +110,15 @@ void attn_avx512_unit(void *job, int64_t unit, int ith);
 enum { ATTN_AMX_TILE = 64, ATTN_AMX_CK = 64, ATTN_AMX_MIN_ROWS = 16, ATTN_AMX_MAX_HD = 512 };
 bool attn_amx_fits(const struct attn_job *J, int32_t tile);
 void attn_amx_unit(void *job, int64_t unit, int ith);
+/* The conversion pass before attn_amx_unit: unit u fills slot u of
+ * J->kvbf (a run's KV head's chunk). */
+void attn_amx_convert_unit(void *job, int64_t unit, int ith);
+
+/* Bytes of one converted chunk: K's hi and lo B tiles, then V's. */
+static inline size_t attn_amx_slot_bytes(int32_t hd)
+{
+    return (size_t)3 * ATTN_AMX_CK * (size_t)hd * 2;
+}
 
 /* Floats of attn_amx.c's per-thread buffers for G query heads per KV head. */
 static inline size_t attn_amx_floats(int32_t G, int32_t hd)
