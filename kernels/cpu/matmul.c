@@ -49,6 +49,9 @@ void mm_scratch_free(struct mm_scratch *s)
     free(s->x8);
     s->x8 = NULL;
     s->x8_cap = 0;
+    free(s->w8);
+    s->w8 = NULL;
+    s->w8_cap = 0;
 }
 
 /* The int8 tiles of x and the per-token scales after them (W8A8): NULL
@@ -64,6 +67,19 @@ static int8_t *x8_reserve(struct mm_scratch *s, int64_t n, int64_t cols, float *
     }
     *sx = s->x8 ? (float *)((uint8_t *)s->x8 + tiles) : NULL;
     return s->x8;
+}
+
+/* W8A8: nth per-thread areas of `each` bytes (a multiple of 64), grown
+ * only, so a call allocates nothing after the first; NULL when out of memory. */
+static uint8_t *w8_reserve(struct mm_scratch *s, int nth, size_t each)
+{
+    const size_t need = (size_t)nth * each;
+    if (s->w8_cap < need) {
+        free(s->w8);
+        s->w8 = aligned_alloc(64, need);
+        s->w8_cap = s->w8 ? need : 0;
+    }
+    return s->w8;
 }
 
 /* The bf16 tiles of x for the AMX-BF16 kernels: NULL when out of memory
@@ -517,6 +533,9 @@ struct mm_job {
     int64_t cols, n;
     int8_t *x8;              /* W8A8: x as int8 tiles, per-token scales */
     float *sx;
+    bool on_w8[MM_MAX_OPS];  /* op k runs mm_w8a8_run, with ... */
+    uint8_t *w8;             /* ... thread ith's buffers at w8 + ith · w8_each */
+    size_t w8_each;
 };
 
 static void range_for(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
@@ -590,20 +609,27 @@ static void quant_worker(void *arg, int ith, int nth)
     quant_tokens(job, lo, hi);
 }
 
-static void run_chunk(const struct mm_job *job, int64_t c)
+static void run_chunk(const struct mm_job *job, int64_t c, int ith)
 {
     int k = 0;
     while (c >= job->first_chunk[k + 1]) k++;
     const struct mm_task *t = &job->t[k];
     int64_t lo = (c - job->first_chunk[k]) * job->chunk;
     int64_t hi = lo + job->chunk < t->rows ? lo + job->chunk : t->rows;
+#ifdef __x86_64__
+    if (job->on_w8[k]) {
+        mm_w8a8_run(t, lo, hi, job->w8 + (size_t)ith * job->w8_each);
+        return;
+    }
+#else
+    (void)ith;
+#endif
     job->kernel[k](t, lo, hi);
 }
 
 static void mm_unit(void *arg, int64_t c, int ith)
 {
-    (void)ith;
-    run_chunk(arg, c);
+    run_chunk(arg, c, ith);
 }
 
 void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch *scratch,
@@ -651,13 +677,14 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
         if (!kern || ops[k].rows <= 0) continue;   /* unsupported: see mm_supported */
         bool on_w8 = false;
 #ifdef __x86_64__
-        if (w8a8 && mm_w8a8_supported(ops[k].wtype)) kern = mm_w8a8_run, on_w8 = true;
+        on_w8 = w8a8 && mm_w8a8_supported(ops[k].wtype);
 #endif
         struct mm_task *t = &job.t[job.n_ops];
         *t = (struct mm_task){ .wtype = ops[k].wtype, .w = ops[k].w,
                                .row_bytes = row_bytes(ops[k].wtype, cols), .rows = ops[k].rows,
                                .cols = cols, .n = n, .x = x, .y = ops[k].y,
                                .x8 = on_w8 ? job.x8 : NULL, .sx = on_w8 ? job.sx : NULL };
+        job.on_w8[job.n_ops] = on_w8;
         job.kernel[job.n_ops++] = kern;
         want_xq |= mm_wants_xq(ops[k].wtype) && !on_w8;
         total_rows += ops[k].rows;
@@ -677,6 +704,15 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
     bool tiles16 = n >= MM_FINE_N;
 #ifdef __x86_64__
     if (w8a8) {
+        job.w8_each = mm_w8a8_work_bytes(cols);
+        job.w8 = w8_reserve(scratch, tp_n_threads(tp), job.w8_each);
+        if (!job.w8) {   /* out of memory: the W8A8 ops' outputs NaN, visible downstream */
+            for (int k = 0; k < job.n_ops; k++)
+                if (job.on_w8[k]) {
+                    for (int64_t i = 0; i < n * job.t[k].rows; i++) job.t[k].y[i] = NAN;
+                    job.t[k].rows = 0;
+                }
+        }
         if (tp_n_threads(tp) > 1) tp_run(tp, x8_worker, &job);
         else mm_w8a8_x(x, cols, n, 0, (n + 31) / 32 * 2, job.x8, job.sx);
     }

@@ -23,6 +23,8 @@ struct mm_scratch {
     size_t xb_cap;
     void *x8;        /* x as int8 tiles and per-token scales (W8A8 prefill) */
     size_t x8_cap;
+    void *w8;        /* W8A8: each pool thread's strip buffers (mm_w8a8_work_bytes) */
+    size_t w8_cap;
     /* Set by the owner: W8A8 prefill. With isa amx and from 32 tokens on,
      * packed Q4_0 / Q4_1 / Q8_0 / Q4_K weights are requantized per call to
      * int8 with one scale per row and 256 columns (max|w| / 127 of the

@@ -156,9 +156,13 @@ static inline size_t mm_w8a8_sx_count(int64_t n, int64_t cols)
     return (size_t)((n + 31) / 32) * 32 * (size_t)((cols + MM_W8A8_G - 1) / MM_W8A8_G);
 }
 bool mm_w8a8_supported(uint32_t wtype);
+/* mm_w8a8_run's buffers for one thread (a multiple of 64 bytes): the
+ * dispatcher keeps one area per pool thread in mm_scratch.w8, grown only. */
+size_t mm_w8a8_work_bytes(int64_t cols);
 void mm_w8a8_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, int8_t *xb,
                float *sx);
-void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1);
+/* work: this thread's mm_w8a8_work_bytes(cols) bytes, 64-byte aligned */
+void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1, void *work);
 /* mm_amx.c's copies of the AVX-512 quantizers (matmul.c uses mm_avx512's) */
 void mm_amx_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);
 void mm_amx_q8k_quant(const float *x, int64_t cols, int8_t *qs, float *d, int32_t *sum);

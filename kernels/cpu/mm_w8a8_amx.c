@@ -18,7 +18,6 @@
 #include "cpu/mm_impl.h"
 
 #include <immintrin.h>
-#include <math.h>
 
 #include "cpu/matmul.h"
 
@@ -301,20 +300,33 @@ static void w8_write_y(const struct mm_task *t, const float *acc, int64_t r, int
         }
 }
 
-/* Per call: the strip's A tiles (32 × cols int8, 256 KiB at 8192 columns:
- * L2), its scales, one row as f32, the f32 block. */
-void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1)
+/* One thread's buffers, carved from `work` (64-byte aligned pieces): the
+ * strips' A tiles (W8_SG × 32 × cols int8, 1 MiB at 8192 columns: L2),
+ * their scales, one row as f32, the f32 block. */
+static size_t w8_up64(size_t b)
+{
+    return (b + 63) & ~(size_t)63;
+}
+
+size_t mm_w8a8_work_bytes(int64_t cols)
+{
+    const size_t ng = (size_t)((cols + MM_W8A8_G - 1) / MM_W8A8_G);
+    return w8_up64((size_t)W8_SG * 32 * (size_t)cols) + w8_up64((size_t)cols * sizeof(float)) +
+           w8_up64((size_t)W8_SG * 32 * ng * sizeof(float)) +
+           (size_t)W8_SG * 32 * W8_TB * sizeof(float);
+}
+
+void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1, void *work)
 {
     const int64_t cols = t->cols, n = t->n, ks = cols / 64, ng = (cols + MM_W8A8_G - 1) / MM_W8A8_G;
-    int8_t *abuf = aligned_alloc(64, (size_t)W8_SG * 32 * (size_t)cols);
-    float *rowf = aligned_alloc(64, (size_t)cols * sizeof(float));
-    float *sw = malloc((size_t)(W8_SG * 32 * ng) * sizeof(float));
-    float *acc = aligned_alloc(64, (size_t)W8_SG * 32 * W8_TB * sizeof(float));
-    if (!abuf || !rowf || !sw || !acc) {   /* out of memory: visible downstream */
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t r = r0; r < r1; r++) t->y[j * t->rows + r] = NAN;
-        goto out;
-    }
+    uint8_t *wp = work;
+    int8_t *abuf = (int8_t *)wp;
+    wp += w8_up64((size_t)W8_SG * 32 * (size_t)cols);
+    float *rowf = (float *)wp;
+    wp += w8_up64((size_t)cols * sizeof(float));
+    float *sw = (float *)wp;
+    wp += w8_up64((size_t)(W8_SG * 32 * ng) * sizeof(float));
+    float *acc = (float *)wp;
     w8_configure();
     for (int64_t r = r0; r < r1; r += W8_SG * 32) {
         const int nst = (int)((r1 - r + 31) / 32 < W8_SG ? (r1 - r + 31) / 32 : W8_SG);
@@ -340,9 +352,4 @@ void mm_w8a8_run(const struct mm_task *t, int64_t r0, int64_t r1)
         }
     }
     _tile_release();
-out:
-    free(abuf);
-    free(rowf);
-    free(sw);
-    free(acc);
 }
