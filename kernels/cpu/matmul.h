@@ -26,10 +26,10 @@ struct mm_scratch {
     void *w8;        /* W8A8: each pool thread's strip buffers (mm_w8a8_work_bytes) */
     size_t w8_cap;
     /* Set by the owner: W8A8 prefill. With isa amx and from 32 tokens on,
-     * packed Q4_0 / Q4_1 / Q8_0 / Q4_K weights are requantized per call to
-     * int8 with one scale per row and 256 columns (max|w| / 127 of the
-     * dequantized values) and x to int8 with one scale per token and 256
-     * columns, and multiplied on AMX int8 tiles (a change of numbers: not
+     * packed Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q6_K weights are requantized
+     * per call to int8 with one scale per row and 256 columns (max|w| / 127
+     * of the dequantized values) and x to int8 with one scale per token and
+     * 256 columns, and multiplied on AMX int8 tiles (a change of numbers: not
      * the exact path's bits; decode, other types and ISAs keep it). */
     bool w8a8;
 };

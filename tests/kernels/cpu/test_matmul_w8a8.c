@@ -1,5 +1,6 @@
 /* test_matmul_w8a8: the opt-in W8A8 prefill on AMX int8 tiles
- * (mm_scratch.w8a8, kernels/cpu/mm_w8a8_amx.c): packed Q4_0, Q4_1, Q8_0, Q4_K.
+ * (mm_scratch.w8a8, kernels/cpu/mm_w8a8_amx.c): packed Q4_0, Q4_1, Q8_0, Q4_K,
+ * Q5_0, Q6_K.
  *  - against an f64 oracle of the dequantized weights times the unquantized
  *    x, within the bound of the two quantization steps: with s_w = max|w|/127
  *    of the row's and s_x = max|x|/127 of the token's column group
@@ -29,12 +30,14 @@ struct shape {
 };
 
 /* rows: whole 32-row strips, a 16-row and an 8-row remainder; tokens: a
- * partial tile, two 256-token blocks; cols over several 1024-column chunks */
+ * partial tile, two 256-token blocks; cols over several 1024-column chunks,
+ * and a last scale group of 128 columns (640, Gemma 3's width) */
 static const struct shape shapes[] = {
     { 64, 512, 32 }, { 48, 1280, 37 }, { 40, 256, 300 }, { 96, 2048, 64 }, { 8, 3072, 33 },
+    { 32, 640, 40 },
 };
 
-static const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K };
+static const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_0, QT_Q6_K };
 
 /* The kernel's numbers emulated in scalar C: f32 group maxima, s = max /
  * 127 and q = rint(v · (127 / max)) in f32 (round to nearest even, as
@@ -173,7 +176,7 @@ int main(void)
     /* types without a vector conversion, and plain rows: the exact path */
     {
         const int64_t R = 64, C = 512, N = 40;
-        static const uint32_t other[] = { QT_Q5_0, QT_Q6_K, QT_Q4_0 };
+        static const uint32_t other[] = { QT_Q5_1, QT_Q5_K, QT_Q4_0 };
         for (size_t k = 0; k < 3; k++) {
             const size_t rb = qtype_row_bytes(other[k], C);
             uint8_t *w = malloc(rb * R), *pw = malloc(rb * R + 4096);
