@@ -13,7 +13,8 @@
  *  - 1 thread equals 3 threads bit for bit; the result differs from the
  *    exact path (the tiles ran); below MM_W8A8_MIN_N tokens, or with the
  *    switch off, the exact path's bits.
- * Skipped with the reason where AMX is unusable or TERN_ISA caps it. */
+ * Where AMX is unusable or TERN_ISA caps it: skipped with the reason, and
+ * the switch checked to leave the exact path's bits. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +163,27 @@ int main(void)
         char msg[200];
         snprintf(msg, sizeof msg, "W8A8 AMX int8 prefill: %s", why);
         tap_skip(msg);
+        /* below amx the switch leaves the exact path: its bits with it on */
+        const enum cpu_isa isa = cpu_isa_best();
+        const int64_t R = 64, C = 512, N = 64;
+        uint64_t seed = 778;
+        struct mm_scratch scr = { 0 };
+        uint8_t *w = malloc(qtype_row_bytes(QT_Q4_0, C) * R);
+        uint8_t *pw = malloc(qtype_row_bytes(QT_Q4_0, C) * R + 4096);
+        float *x = malloc(sizeof(float) * N * C), *y = malloc(sizeof(float) * 2 * N * R);
+        td_weights(QT_Q4_0, w, R, C, &seed);
+        td_acts(x, N, C, &seed);
+        const uint32_t packed = mm_pack(isa, QT_Q4_0, w, R, C, pw); /* 0: not packed (scalar) */
+        const uint32_t pt = packed ? packed : QT_Q4_0;
+        const void *wp = packed ? (const void *)pw : w;
+        scr.w8a8 = true;
+        cpu_matmul(NULL, isa, &scr, pt, wp, R, C, x, N, y);
+        scr.w8a8 = false;
+        cpu_matmul(NULL, isa, &scr, pt, wp, R, C, x, N, y + N * R);
+        ok(memcmp(y, y + N * R, sizeof(float) * N * R) == 0,
+           "below amx (%s) the switch keeps the exact path's bits", cpu_isa_name(isa));
+        free(w); free(pw); free(x); free(y);
+        mm_scratch_free(&scr);
         return tap_done();
     }
     uint64_t seed = 777;
