@@ -33,6 +33,7 @@
 #include "attn_impl.h"
 #include "ops.h"
 #include "quant.h"
+#include "tr16_avx512.h"
 
 #define CK ATTN_AMX_CK
 
@@ -137,32 +138,6 @@ static void deq_row(enum ops_kv_type t, const char *src, int32_t hd, float *dst)
         const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
         _mm512_storeu_ps(dst + qb * 32, _mm512_mul_ps(lo, d));
         _mm512_storeu_ps(dst + qb * 32 + 16, _mm512_mul_ps(hi, d));
-    }
-}
-
-/* 16 x 16 transpose of 32-bit elements in place: r[k] dword n <- r[n] dword k. */
-static inline void tr16(__m512i *r)
-{
-    __m512i t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int q = 0; q < 4; q++) {
-        const __m512i v0 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x44);
-        const __m512i v1 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xEE);
-        const __m512i w0 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x44);
-        const __m512i w1 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xEE);
-        r[q] = _mm512_shuffle_i32x4(v0, w0, 0x88);
-        r[4 + q] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
-        r[8 + q] = _mm512_shuffle_i32x4(v1, w1, 0x88);
-        r[12 + q] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
     }
 }
 
@@ -275,7 +250,7 @@ static void load_chunk(const struct attn_layer *L, const struct amx_geo *a, int3
                     for (int n = 0; n < 16; n++)
                         r[n] = _mm512_load_si512(
                             (const void *)(w->kr + (size_t)(16 * part + n) * hd + dk * 32));
-                    tr16(r);
+                    tr16_epi32(r, r);
                     uint16_t *o = w->kt + (size_t)part * CK * hd + ((size_t)dk * (CK / 16) + kb) * 512;
                     for (int k = 0; k < 16; k++) _mm512_store_si512((void *)(o + 32 * k), r[k]);
                 }

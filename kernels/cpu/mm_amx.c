@@ -18,4 +18,5 @@
 #define MT 4
 
 #include "cpu/mm_prims_vnni512.h"   /* mm_avx512.c's primitives */
+#include "cpu/tr16_avx512.h"       /* mm_bf16_amx.inc's transposes */
 #include "cpu/mm_simd.inc"

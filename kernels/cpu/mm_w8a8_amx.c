@@ -21,6 +21,7 @@
 #include <immintrin.h>
 
 #include "cpu/matmul.h"
+#include "cpu/tr16_avx512.h"
 
 #define AMX_FENCE() __asm__ volatile("" ::: "memory")
 
@@ -203,32 +204,6 @@ static void w8_strip(const struct mm_task *t, int64_t r, int nr, int8_t *abuf, f
     }
 }
 
-/* 16 × 16 transpose of 32-bit elements: out[k] = element k of every in[i]. */
-static inline void w8_tr16(const __m512i in[16], __m512i out[16])
-{
-    __m512i t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int q = 0; q < 4; q++) {
-        const __m512i v0 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x44);
-        const __m512i v1 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xEE);
-        const __m512i w0 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x44);
-        const __m512i w1 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xEE);
-        out[q] = _mm512_shuffle_i32x4(v0, w0, 0x88);
-        out[4 + q] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
-        out[8 + q] = _mm512_shuffle_i32x4(v1, w1, 0x88);
-        out[12 + q] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
-    }
-}
-
 void mm_w8a8_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, int8_t *xb,
                float *sx)
 {
@@ -265,7 +240,7 @@ void mm_w8a8_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, 
                     in[i] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(
                                 _mm512_castsi128_si512(b[0]), b[1], 1), b[2], 2), b[3], 3);
                 }
-                w8_tr16(in, out);   /* row p: bytes 4p .. 4p + 3 of each token */
+                tr16_epi32(in, out);   /* row p: bytes 4p .. 4p + 3 of each token */
                 int8_t *o = xb + ((size_t)T * (size_t)ks + (size_t)s) * 1024;
                 for (int p = 0; p < 16; p++) _mm512_store_si512((__m512i *)(o + 64 * p), out[p]);
             }
@@ -334,7 +309,7 @@ static void w8_write_y(const struct mm_task *t, const float *acc, int64_t r, int
             const float *c = acc + 256 * (h * (W8_TB / 16) + T);
             __m512i in[16], out[16];
             for (int m = 0; m < 16; m++) in[m] = _mm512_load_si512((const void *)(c + 16 * m));
-            w8_tr16(in, out);
+            tr16_epi32(in, out);
             const int64_t ni = jn - 16 * T < 16 ? jn - 16 * T : 16;
             const int nh = nr - 16 * h < 16 ? nr - 16 * h : 16;
             const __mmask16 k = (__mmask16)((1u << nh) - 1);
