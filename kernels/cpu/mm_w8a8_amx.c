@@ -2,8 +2,10 @@
  * change of numbers against the exact path (see matmul.h, mm_scratch.w8a8).
  *
  * Weights: per call, each 32-row strip is dequantized to f32 one row at a
- * time, straight from the packed 8-row tiles (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K,
- * Q6_K; the same f32 values as dequant_row), and
+ * time by a vector conversion (the same f32 values as dequant_row, bit for
+ * bit), straight from the packed 8-row tiles (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K) or from the plain rows of the types mm_lowbit.c
+ * multiplies (Q2_K, Q3_K, IQ4_NL, IQ4_XS: never packed), and
  * requantized to int8 with one scale per row and group of MM_W8A8_G
  * columns, s_w = max|w| / 127 of the dequantized values (computed here
  * every call: no copy of the model is kept). The strip is laid out as A
@@ -47,9 +49,10 @@ static void w8_configure(void)
 
 bool mm_w8a8_supported(uint32_t wtype)
 {
-    /* the packed types with a vector conversion; the others (a scalar
-     * dequant_row per row took longer than the exact path: Q6_K 2048 × 8192,
-     * n = 512, 86 ms against 65; vector, 16 ms) keep the exact path */
+    /* the types with a vector conversion (w8_row_f32); the others, and
+     * plain rows of the packable types, keep the exact path (a scalar
+     * dequant_row per row took longer than it: Q6_K 2048 × 8192, n = 512,
+     * 86 ms against 65; vector, 16 ms) */
     switch (wtype) {
     case QT_Q4_0 | MM_PACKED: case QT_Q4_1 | MM_PACKED: case QT_Q8_0 | MM_PACKED:
     case QT_Q4_K | MM_PACKED: case QT_Q5_0 | MM_PACKED: case QT_Q6_K | MM_PACKED:
