@@ -156,6 +156,10 @@ static inline size_t mm_w8a8_sx_count(int64_t n, int64_t cols)
     return (size_t)((n + 31) / 32) * 32 * (size_t)((cols + MM_W8A8_G - 1) / MM_W8A8_G);
 }
 bool mm_w8a8_supported(uint32_t wtype);
+/* Row `row` of a supported type's weights (t->wtype, w, row_bytes, cols)
+ * as f32 into out (cols values): the values dequant_row gives, bit for bit
+ * (the conversion mm_w8a8_run quantizes from; exported for the tests). */
+void mm_w8a8_row_f32(const struct mm_task *t, int64_t row, float *out);
 /* mm_w8a8_run's buffers for one thread (a multiple of 64 bytes): the
  * dispatcher keeps one area per pool thread in mm_scratch.w8, grown only. */
 size_t mm_w8a8_work_bytes(int64_t cols);

@@ -2,8 +2,10 @@
  * change of numbers against the exact path (see matmul.h, mm_scratch.w8a8).
  *
  * Weights: per call, each 32-row strip is dequantized to f32 one row at a
- * time, straight from the packed 8-row tiles (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K,
- * Q6_K; the same f32 values as dequant_row), and
+ * time by a vector conversion (the same f32 values as dequant_row, bit for
+ * bit), straight from the packed 8-row tiles (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K) or from the plain rows of the types mm_lowbit.c
+ * multiplies (Q2_K, Q3_K, IQ4_NL, IQ4_XS: never packed), and
  * requantized to int8 with one scale per row and group of MM_W8A8_G
  * columns, s_w = max|w| / 127 of the dequantized values (computed here
  * every call: no copy of the model is kept). The strip is laid out as A
@@ -47,12 +49,16 @@ static void w8_configure(void)
 
 bool mm_w8a8_supported(uint32_t wtype)
 {
-    /* the packed types with a vector conversion; the others (a scalar
-     * dequant_row per row took longer than the exact path: Q6_K 2048 × 8192,
-     * n = 512, 86 ms against 65; vector, 16 ms) keep the exact path */
+    /* the types with a vector conversion (w8_row_f32); the others, and
+     * plain rows of the packable types, keep the exact path (a scalar
+     * dequant_row per row took longer than it: Q6_K 2048 × 8192, n = 512,
+     * 86 ms against 65; vector, 16 ms) */
     switch (wtype) {
     case QT_Q4_0 | MM_PACKED: case QT_Q4_1 | MM_PACKED: case QT_Q8_0 | MM_PACKED:
     case QT_Q4_K | MM_PACKED: case QT_Q5_0 | MM_PACKED: case QT_Q6_K | MM_PACKED:
+    case QT_Q5_1 | MM_PACKED: case QT_Q5_K | MM_PACKED:
+    /* never packed (mm_lowbit.c reads plain rows) */
+    case QT_Q2_K: case QT_Q3_K: case QT_IQ4_NL: case QT_IQ4_XS:
         return true;
     default: return false;
     }
@@ -74,12 +80,152 @@ static inline void w8_nib16(const uint8_t *q, float d, float m, float *out)
     _mm512_storeu_ps(out + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), vd, vm));
 }
 
+/* 16 bytes of 4-bit codes with their fifth bits (bit l of hlo: element l of
+ * the low nibbles, of hhi: of the high): low nibbles as d0·q + m0 into lo,
+ * high as d1·q + m1 into hi. d·q is exact in f32 (an f16 d times a 6-bit
+ * scale times a 5-bit q), so the fma rounds as dequant_row's d·q + m. */
+static inline void w8_nib16_h(__m128i v, uint32_t hlo, uint32_t hhi, float d0, float m0, float d1,
+                              float m1, float *lo, float *hi)
+{
+    const __m128i mask = _mm_set1_epi8(0xF);
+    const __m512i s16 = _mm512_set1_epi32(16);
+    __m512i a = _mm512_cvtepu8_epi32(_mm_and_si128(v, mask));
+    __m512i b = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(v, 4), mask));
+    a = _mm512_mask_add_epi32(a, (__mmask16)hlo, a, s16);
+    b = _mm512_mask_add_epi32(b, (__mmask16)hhi, b, s16);
+    _mm512_storeu_ps(lo, _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(d0), _mm512_set1_ps(m0)));
+    _mm512_storeu_ps(hi, _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), _mm512_set1_ps(d1), _mm512_set1_ps(m1)));
+}
+
+/* 16 bytes of IQ4 codes: the levels of the low nibbles (elements 0-15)
+ * and the high (16-31) times d, as dequant_row (one product each). */
+static inline void w8_iq4_16(const uint8_t *q, __m128i levels, float d, float *out)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)q), mask = _mm_set1_epi8(0xF);
+    const __m128i lo = _mm_shuffle_epi8(levels, _mm_and_si128(v, mask));
+    const __m128i hi = _mm_shuffle_epi8(levels, _mm_and_si128(_mm_srli_epi16(v, 4), mask));
+    const __m512 vd = _mm512_set1_ps(d);
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), vd));
+    _mm512_storeu_ps(out + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), vd));
+}
+
+/* The packed fifth bits of one row (packed Q5_0 / Q5_1 blocks, Q5_K
+ * sub-blocks: the pair's two u32 at h): bit l for element l of the 32. */
+static inline uint32_t w8_h32(const uint8_t *h, int second)
+{
+    uint32_t h0, h1;
+    memcpy(&h0, h, 4);
+    memcpy(&h1, h + 4, 4);
+    return second ? (h0 >> 16) | (h1 & 0xFFFF0000u) : (h0 & 0xFFFFu) | (h1 << 16);
+}
+
+/* Plain rows of the types mm_lowbit.c multiplies (never packed): Q2_K,
+ * Q3_K, IQ4_NL, IQ4_XS, as dequant_row computes them. Bounded by the
+ * row's blocks; each step converts 16 or 32 elements. */
+static void w8_lowbit_row_f32(const struct mm_task *t, uint32_t wtype, int64_t row, float *out)
+{
+    const uint8_t *src = t->w + (size_t)row * t->row_bytes;
+    const int64_t cols = t->cols;
+    const __m128i levels = _mm_loadu_si128((const __m128i *)qt_iq4nl_values);
+    if (wtype == QT_IQ4_NL) {
+        for (int64_t b = 0; b < cols / QK4_NL; b++) {
+            const block_iq4_nl *x = (const block_iq4_nl *)(src + (size_t)b * sizeof(block_iq4_nl));
+            w8_iq4_16(x->qs, levels, w8_h((const uint8_t *)&x->d), out + 32 * b);
+        }
+        return;
+    }
+    if (wtype == QT_IQ4_XS) {
+        for (int64_t S = 0; S < cols / QK_K; S++) {
+            const uint8_t *x = src + (size_t)S * sizeof(block_iq4_xs);
+            const float d = w8_h(x + offsetof(block_iq4_xs, d));
+            const uint16_t sh = mm_rd16(x + offsetof(block_iq4_xs, scales_h));
+            const uint8_t *sl = x + offsetof(block_iq4_xs, scales_l), *qs = x + offsetof(block_iq4_xs, qs);
+            for (int ib = 0; ib < QK_K / 32; ib++) {
+                const int ls = ((sl[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((sh >> 2 * ib) & 3) << 4);
+                w8_iq4_16(qs + 16 * ib, levels, d * (float)(ls - 32), out + 256 * S + 32 * ib);
+            }
+        }
+        return;
+    }
+    const __m128i m3 = _mm_set1_epi8(3);
+    if (wtype == QT_Q2_K) {   /* dl·q − ml, dl = d·(sc & 15), ml = dmin·(sc >> 4): dl·q exact */
+        for (int64_t S = 0; S < cols / QK_K; S++) {
+            const block_q2_K *x = (const block_q2_K *)(src + (size_t)S * sizeof(block_q2_K));
+            const float d = w8_h((const uint8_t *)&x->d), dmin = w8_h((const uint8_t *)&x->dmin);
+            float *e = out + 256 * S;
+            for (int n = 0; n < 2; n++)   /* halves of 128: q bytes 32n .. 32n + 31 */
+                for (int sh = 0; sh < 4; sh++)
+                    for (int h = 0; h < 2; h++, e += 16) {
+                        const uint8_t sc = x->scales[8 * n + 2 * sh + h];
+                        const __m128i v = _mm_loadu_si128((const __m128i *)(x->qs + 32 * n + 16 * h));
+                        const __m128i q = _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(2 * sh)), m3);
+                        _mm512_storeu_ps(e, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q)),
+                                                            _mm512_set1_ps(d * (float)(sc & 0xF)),
+                                                            _mm512_set1_ps(-(dmin * (float)(sc >> 4)))));
+                    }
+        }
+        return;
+    }
+    /* Q3_K: dl·(q − 4 where the hmask bit is clear), dl = d·(scale − 32) */
+    const __m512i s4 = _mm512_set1_epi32(4);
+    for (int64_t S = 0; S < cols / QK_K; S++) {
+        const block_q3_K *x = (const block_q3_K *)(src + (size_t)S * sizeof(block_q3_K));
+        const float d = w8_h((const uint8_t *)&x->d);
+        uint32_t aux[4];   /* the 16 6-bit scales, as dequant_row unpacks them */
+        memcpy(aux, x->scales, 12);
+        const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu, tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+        aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+        aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
+        aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
+        int8_t scales[16];
+        memcpy(scales, aux, 16);
+        float *e = out + 256 * S;
+        for (int n = 0; n < 2; n++)
+            for (int sh = 0; sh < 4; sh++)
+                for (int h = 0; h < 2; h++, e += 16) {
+                    const __m128i v = _mm_loadu_si128((const __m128i *)(x->qs + 32 * n + 16 * h));
+                    const __m128i hm = _mm_loadu_si128((const __m128i *)(x->hmask + 16 * h));
+                    const __m128i q = _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(2 * sh)), m3);
+                    const __mmask16 set = _mm_test_epi8_mask(hm, _mm_set1_epi8((char)(1 << (4 * n + sh))));
+                    __m512i qi = _mm512_cvtepu8_epi32(q);
+                    qi = _mm512_mask_sub_epi32(qi, (__mmask16)~set, qi, s4);
+                    _mm512_storeu_ps(e, _mm512_mul_ps(_mm512_cvtepi32_ps(qi),
+                                                      _mm512_set1_ps(d * (float)(scales[8 * n + 2 * sh + h] - 32))));
+                }
+    }
+}
+
 /* Row `row` of the weights as f32 (cols values into out). */
 static void w8_row_f32(const struct mm_task *t, int64_t row, float *out)
 {
     const uint32_t wtype = t->wtype & ~MM_PACKED;
     const int64_t cols = t->cols, nb = cols / 32;
+    if (!(t->wtype & MM_PACKED)) {
+        w8_lowbit_row_f32(t, wtype, row, out);
+        return;
+    }
     const int i = (int)(row % 8), p = i % 4, second = i / 4;
+    if (wtype == QT_Q5_K) {   /* pack_k4: Q4_K's layout, the fifth bits at MM_PK_Q5K_H */
+        const size_t sup = MM_PK_Q5K_SUPER;
+        const uint8_t *tile = t->w + (size_t)(row / 8) * (size_t)(cols / QK_K) * sup;
+        for (int64_t S = 0; S < cols / QK_K; S++) {
+            const uint8_t *b = tile + (size_t)S * sup;
+            const float d = w8_h(b + 2 * i), dmin = w8_h(b + 16 + 2 * i);
+            for (int c = 0; c < 4; c++) {   /* sub-blocks 2c (low nibbles) and 2c + 1 (high) */
+                const uint8_t *o = b + MM_PK_Q5K_Q + 256 * c + 64 * p;
+                const uint32_t ha = w8_h32(b + MM_PK_Q5K_H + 32 * (2 * c) + 8 * p, second);
+                const uint32_t hb = w8_h32(b + MM_PK_Q5K_H + 32 * (2 * c + 1) + 8 * p, second);
+                const float d0 = d * (float)b[32 + 8 * (2 * c) + i], m0 = -(dmin * (float)b[96 + 8 * (2 * c) + i]);
+                const float d1 = d * (float)b[32 + 8 * (2 * c + 1) + i], m1 = -(dmin * (float)b[96 + 8 * (2 * c + 1) + i]);
+                float *e = out + 256 * S + 64 * c;
+                for (int h = 0; h < 2; h++)   /* elements 16h .. 16h + 15 of each sub-block */
+                    w8_nib16_h(_mm_loadu_si128((const __m128i *)(o + 32 * h + 16 * second)),
+                               ha >> 16 * h, hb >> 16 * h, d0, m0, d1, m1, e + 16 * h, e + 32 + 16 * h);
+            }
+        }
+        return;
+    }
     if (wtype == QT_Q4_K) {
         const size_t sup = MM_PK_Q4K_SUPER;
         const uint8_t *tile = t->w + (size_t)(row / 8) * (size_t)(cols / QK_K) * sup;
@@ -162,12 +308,22 @@ static void w8_row_f32(const struct mm_task *t, int64_t row, float *out)
             const __m512 vd = _mm512_set1_ps(d);
             _mm512_storeu_ps(e, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), vd));
             _mm512_storeu_ps(e + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), vd));
+        } else if (wtype == QT_Q5_1) {   /* q · d + m, q = nibble | fifth bit << 4 */
+            const float m = w8_h(blk + 16 + 2 * i);   /* layout at pack_block: d, m, u32 h[8], quants */
+            const uint32_t qh = w8_h32(blk + 32 + 8 * p, second);
+            w8_nib16_h(_mm_loadu_si128((const __m128i *)(blk + 64 + 32 * p + 16 * second)), qh, qh >> 16,
+                       d, m, d, m, e, e + 16);
         } else if (wtype == QT_Q4_0) {
             w8_nib16(blk + 16 + 32 * p + 16 * second, d, -8.0f * d, e);
         } else {   /* Q4_1: d·q + m */
             w8_nib16(blk + 32 + 32 * p + 16 * second, d, w8_h(blk + 16 + 2 * i), e);
         }
     }
+}
+
+void mm_w8a8_row_f32(const struct mm_task *t, int64_t row, float *out)
+{
+    w8_row_f32(t, row, out);
 }
 
 /* The strip's rows r .. r + nr (nr ≤ 32; rows past nr zero) as int8 A

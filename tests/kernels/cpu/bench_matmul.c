@@ -355,6 +355,11 @@ int main(int argc, char **argv)
                 if (!cpu_isa_runs((enum cpu_isa)isa)) continue;
                 if (!packed_only || !mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols))
                     bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, false, false, peak);
+                /* the never-packed types W8A8 takes from plain rows (Q2_K, Q3_K, IQ4_*) */
+                if (w8a8 && isa == CPU_ISA_AMX && ns[ni] >= MM_W8A8_MIN_N &&
+                    !mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols) &&
+                    mm_w8a8_supported(c->wtype))
+                    bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, false, true, peak);
                 if (mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols)) {
                     bench_case(tp, (enum cpu_isa)isa, c, ns[ni], secs, hot, true, false, peak);
                     if (w8a8 && isa == CPU_ISA_AMX && ns[ni] >= MM_W8A8_MIN_N)

@@ -1,6 +1,8 @@
 /* test_matmul_w8a8: the opt-in W8A8 prefill on AMX int8 tiles
  * (mm_scratch.w8a8, kernels/cpu/mm_w8a8_amx.c): packed Q4_0, Q4_1, Q8_0, Q4_K,
- * Q5_0, Q6_K.
+ * Q5_0, Q6_K, Q5_1, Q5_K; plain (never packed) Q2_K, Q3_K, IQ4_NL, IQ4_XS.
+ *  - the vector row conversion (mm_w8a8_row_f32) equals dequant_row bit for
+ *    bit, on random and on all-0 / all-1 code bytes.
  *  - against an f64 oracle of the dequantized weights times the unquantized
  *    x, within the bound of the two quantization steps: with s_w = max|w|/127
  *    of the row's and s_x = max|x|/127 of the token's column group
@@ -38,7 +40,88 @@ static const struct shape shapes[] = {
     { 32, 640, 40 },
 };
 
-static const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_0, QT_Q6_K };
+static const uint32_t types[] = { QT_Q4_0, QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_0, QT_Q6_K, QT_Q5_1,
+                                  QT_Q5_K };
+/* the types mm_lowbit.c multiplies, plain rows (mm_pack leaves them) */
+static const uint32_t plain_types[] = { QT_Q2_K, QT_Q3_K, QT_IQ4_NL, QT_IQ4_XS };
+/* plain rows need no 8-row tiles: odd row counts */
+static const struct shape plain_shapes[] = { { 20, 512, 35 }, { 37, 1024, 64 } };
+
+/* Rows of the weights (ptype at pw, as the matmul task holds them) through
+ * the vector conversion against the scalar dequant_row (wf): the number of
+ * rows that differ in any bit. */
+static int64_t conv_differ(uint32_t ptype, const void *pw, size_t rb, int64_t R, int64_t C,
+                           const float *wf)
+{
+    const struct mm_task t = { .wtype = ptype, .w = pw, .row_bytes = rb, .rows = R, .cols = C };
+    float *row = malloc(sizeof(float) * (size_t)C);
+    int64_t bad = 0;
+    for (int64_t r = 0; r < R; r++) {
+        memset(row, 0xFF, sizeof(float) * (size_t)C);   /* NaN where nothing was written */
+        mm_w8a8_row_f32(&t, r, row);
+        bad += memcmp(row, wf + r * C, sizeof(float) * (size_t)C) != 0;
+    }
+    free(row);
+    return bad;
+}
+
+/* The conversion on random weights of every shape the products use. */
+static void check_conv(uint32_t wt, bool packed, const struct shape *s, uint64_t *seed)
+{
+    const int64_t R = s->rows, C = s->cols;
+    const size_t rb = qtype_row_bytes(wt, (uint64_t)C);
+    /* packed K-quants take more bytes than plain (widened scales) */
+    uint8_t *w = malloc(rb * (size_t)R), *pw = malloc(packed ? mm_pack_size(CPU_ISA_AMX, wt, R, C) : 1);
+    float *wf = malloc(sizeof(float) * (size_t)(R * C));
+    td_weights(wt, w, R, C, seed);
+    for (int64_t r = 0; r < R; r++) dequant_row(wt, w + (size_t)r * rb, wf + r * C, C);
+    const uint32_t pt = packed ? mm_pack(CPU_ISA_AMX, wt, w, R, C, pw) : wt;
+    const int64_t bad = conv_differ(pt, packed ? (const void *)pw : w, rb, R, C, wf);
+    ok(mm_w8a8_supported(pt) && bad == 0, "%s %s %lldx%lld: vector row conversion equals dequant_row "
+       "bit for bit (%lld rows differ)", qtype_name(wt), packed ? "packed" : "plain", (long long)R,
+       (long long)C, (long long)bad);
+    free(w); free(pw); free(wf);
+}
+
+/* The conversion on extreme code bytes (every byte 0x00, then 0xFF: the
+ * lowest and highest codes, fifth / hmask bits all clear or all set). */
+static void check_conv_extremes(uint32_t wt, bool packed, uint64_t *seed)
+{
+    const int64_t R = 16, C = 512;
+    const size_t rb = qtype_row_bytes(wt, (uint64_t)C);
+    /* packed K-quants take more bytes than plain (widened scales) */
+    uint8_t *w = malloc(rb * (size_t)R), *pw = malloc(packed ? mm_pack_size(CPU_ISA_AMX, wt, R, C) : 1);
+    float *wf = malloc(sizeof(float) * (size_t)(R * C));
+    int64_t bad = 0;
+    for (int f = 0; f < 2; f++) {
+        td_weights_fill(wt, w, R, C, seed, f ? 0xFF : 0x00);
+        for (int64_t r = 0; r < R; r++) dequant_row(wt, w + (size_t)r * rb, wf + r * C, C);
+        const uint32_t pt = packed ? mm_pack(CPU_ISA_AMX, wt, w, R, C, pw) : wt;
+        bad += conv_differ(pt, packed ? (const void *)pw : w, rb, R, C, wf);
+    }
+    ok(bad == 0, "%s %s: conversion of all-0 / all-1 code bytes equals dequant_row bit for bit "
+       "(%lld rows differ)", qtype_name(wt), packed ? "packed" : "plain", (long long)bad);
+    free(w); free(pw); free(wf);
+}
+
+/* Every type's conversion (AVX-512 only, no tiles: also under a cap). */
+static void check_conv_all(uint64_t *seed)
+{
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            if (shapes[si].cols % qtype_get(types[k])->block_size == 0)
+                check_conv(types[k], true, &shapes[si], seed);
+        check_conv_extremes(types[k], true, seed);
+    }
+    for (size_t k = 0; k < sizeof plain_types / sizeof plain_types[0]; k++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            if (shapes[si].cols % qtype_get(plain_types[k])->block_size == 0)
+                check_conv(plain_types[k], false, &shapes[si], seed);
+        for (size_t si = 0; si < sizeof plain_shapes / sizeof plain_shapes[0]; si++)
+            check_conv(plain_types[k], false, &plain_shapes[si], seed);
+        check_conv_extremes(plain_types[k], false, seed);
+    }
+}
 
 /* The kernel's numbers emulated in scalar C: f32 group maxima, s = max /
  * 127 and q = rint(v · (127 / max)) in f32 (round to nearest even, as
@@ -91,6 +174,8 @@ static void check(uint32_t wt, bool packed, const struct shape *s, struct thread
         pw = malloc(pb);
         ptype = mm_pack(CPU_ISA_AMX, wt, w, R, C, pw);
     }
+    const char *tn = qtype_name(wt), *pk = packed ? "packed" : "plain";
+    ok(mm_w8a8_supported(ptype), "%s %s: W8A8 supported", tn, pk);
     scr->w8a8 = true;
     cpu_matmul(NULL, CPU_ISA_AMX, scr, ptype, pw, R, C, x, N, y1);
     cpu_matmul(tp3, CPU_ISA_AMX, scr, ptype, pw, R, C, x, N, y3);
@@ -132,7 +217,6 @@ static void check(uint32_t wt, bool packed, const struct shape *s, struct thread
         }
     }
     if (wr > *worst) *worst = wr;
-    const char *tn = qtype_name(wt), *pk = packed ? "packed" : "plain";
     if (!ok(wr <= 1.0, "%s %s %lldx%lld n=%lld w8a8 vs f64 oracle: worst %.3f of the bound", tn, pk,
             (long long)R, (long long)C, (long long)N, wr))
         tap_diag("  at %lld: got %.9g", (long long)at, y1[at]);
@@ -163,6 +247,8 @@ int main(void)
         char msg[200];
         snprintf(msg, sizeof msg, "W8A8 AMX int8 prefill: %s", why);
         tap_skip(msg);
+        uint64_t cseed = 779;
+        if (cpu_isa_best() >= CPU_ISA_AVX512) check_conv_all(&cseed);   /* no tiles in it */
         /* below amx the switch leaves the exact path: its bits with it on */
         const enum cpu_isa isa = cpu_isa_best();
         const int64_t R = 64, C = 512, N = 64;
@@ -190,32 +276,40 @@ int main(void)
     struct mm_scratch scr = { 0 };
     struct threadpool *tp3 = tp_open(3);
     double worst = 0.0;
+    check_conv_all(&seed);
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             if (shapes[si].cols % qtype_get(types[k])->block_size) continue;
             check(types[k], true, &shapes[si], tp3, &scr, &seed, &worst);
         }
-    /* types without a vector conversion, and plain rows: the exact path */
+    for (size_t k = 0; k < sizeof plain_types / sizeof plain_types[0]; k++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            if (shapes[si].cols % qtype_get(plain_types[k])->block_size) continue;
+            check(plain_types[k], false, &shapes[si], tp3, &scr, &seed, &worst);
+        }
+        for (size_t si = 0; si < sizeof plain_shapes / sizeof plain_shapes[0]; si++)
+            check(plain_types[k], false, &plain_shapes[si], tp3, &scr, &seed, &worst);
+    }
+    /* plain rows of the packable types (the conversion reads their tiles):
+     * the exact path */
     {
         const int64_t R = 64, C = 512, N = 40;
         static const uint32_t other[] = { QT_Q5_1, QT_Q5_K, QT_Q4_0 };
         for (size_t k = 0; k < 3; k++) {
             const size_t rb = qtype_row_bytes(other[k], C);
-            uint8_t *w = malloc(rb * R), *pw = malloc(rb * R + 4096);
+            uint8_t *w = malloc(rb * R);
             float *x = malloc(sizeof(float) * N * C), *ya = malloc(sizeof(float) * 2 * N * R);
             td_weights(other[k], w, R, C, &seed);
             td_acts(x, N, C, &seed);
-            const bool plain = other[k] == QT_Q4_0;
-            const uint32_t pt = plain ? other[k] : mm_pack(CPU_ISA_AMX, other[k], w, R, C, pw);
-            const void *wp = plain ? (const void *)w : pw;
+            const uint32_t pt = other[k];
+            const void *wp = w;
             scr.w8a8 = true;
             cpu_matmul(tp3, CPU_ISA_AMX, &scr, pt, wp, R, C, x, N, ya);
             scr.w8a8 = false;
             cpu_matmul(tp3, CPU_ISA_AMX, &scr, pt, wp, R, C, x, N, ya + N * R);
             ok(!mm_w8a8_supported(pt) && memcmp(ya, ya + N * R, sizeof(float) * N * R) == 0,
-               "%s %s: no W8A8 conversion, the exact path's bits", qtype_name(other[k]),
-               plain ? "plain" : "packed");
-            free(w); free(pw); free(x); free(ya);
+               "%s plain: no W8A8 conversion, the exact path's bits", qtype_name(other[k]));
+            free(w); free(x); free(ya);
         }
     }
     /* a multi call mixing a W8A8 type with F16 (bf16 tiles): each as alone */
