@@ -63,6 +63,13 @@ bool cpu_amx_usable(char *why, size_t whylen)
 #endif
 }
 
+bool cpu_avx512bf16(void)
+{
+    unsigned a, b, c, d;
+    return cpu_isa_detect() >= CPU_ISA_AVX512 && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
+           (a & (1u << 5));
+}
+
 enum cpu_isa cpu_isa_detect(void)
 {
     unsigned a, b, c, d;
@@ -102,6 +109,11 @@ bool cpu_isa_runs(enum cpu_isa isa)
 bool cpu_amx_usable(char *why, size_t whylen)
 {
     if (why) snprintf(why, whylen, "not an x86-64 CPU");
+    return false;
+}
+
+bool cpu_avx512bf16(void)
+{
     return false;
 }
 #endif

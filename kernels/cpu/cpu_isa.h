@@ -38,5 +38,9 @@ enum cpu_isa cpu_isa_best(void);
  * this CPU, the kernel does not enable its state, or the permission request
  * was refused). Asks the kernel for the tile state once per process. */
 bool cpu_amx_usable(char *why, size_t whylen);
+/* Whether AVX512_BF16 (vdpbf16ps, cpuid leaf 7 subleaf 1 EAX bit 5) runs
+ * here, besides the AVX-512 level: Cooper Lake, Sapphire Rapids, Zen 4 have
+ * it, Skylake-X and Ice Lake do not. */
+bool cpu_avx512bf16(void);
 
 #endif

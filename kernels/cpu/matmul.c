@@ -82,7 +82,7 @@ static uint8_t *w8_reserve(struct mm_scratch *s, int nth, size_t each)
     return s->w8;
 }
 
-/* The bf16 tiles of x for the AMX-BF16 kernels: NULL when out of memory
+/* x as bf16 for the AMX-BF16 or vdpbf16ps kernels: NULL when out of memory
  * (the kernels then take the f32 path). */
 static uint16_t *xb_reserve(struct mm_scratch *s, int64_t n, int64_t cols)
 {
@@ -536,6 +536,7 @@ struct mm_job {
     bool on_w8[MM_MAX_OPS];  /* op k runs mm_w8a8_run, with ... */
     uint8_t *w8;             /* ... thread ith's buffers at w8 + ith · w8_each */
     size_t w8_each;
+    bool xb_amx;             /* xb: AMX-BF16 tiles, else vdpbf16ps pairs */
 };
 
 static void range_for(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
@@ -588,8 +589,13 @@ static void xb_worker(void *arg, int ith, int nth)
 {
     const struct mm_job *job = arg;
     int64_t lo, hi;
-    range_for((job->n + 31) / 32 * 2, ith, nth, &lo, &hi);
-    mm_amx_bf16_x(job->x, job->cols, job->n, lo, hi, (uint16_t *)job->t[0].xb);
+    if (job->xb_amx) {
+        range_for((job->n + 31) / 32 * 2, ith, nth, &lo, &hi);
+        mm_amx_bf16_x(job->x, job->cols, job->n, lo, hi, (uint16_t *)job->t[0].xb);
+    } else {
+        range_for((job->n + MM_BF16DP_GROUP - 1) / MM_BF16DP_GROUP, ith, nth, &lo, &hi);
+        mm_avx512_bf16dp_x(job->x, job->cols, job->n, lo, hi, (uint16_t *)job->t[0].xb);
+    }
 }
 
 static void x8_worker(void *arg, int ith, int nth)
@@ -719,7 +725,12 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
     bool want_xb = false;
     for (int k = 0; k < job.n_ops; k++)
         want_xb |= (job.t[k].wtype == QT_F16 || job.t[k].wtype == QT_BF16);
-    if (want_xb && isa == CPU_ISA_AMX && n >= MM_BF16_MIN_N && cols % 32 == 0 && scratch) {
+    job.xb_amx = isa == CPU_ISA_AMX;
+    if (want_xb && n >= MM_BF16_MIN_N && cols % 32 == 0 && scratch && isa == CPU_ISA_AVX512 &&
+        !scratch->avx512bf16)
+        scratch->avx512bf16 = cpu_avx512bf16() ? 1 : -1;
+    if (want_xb && n >= MM_BF16_MIN_N && cols % 32 == 0 && scratch &&
+        (job.xb_amx || (isa == CPU_ISA_AVX512 && scratch->avx512bf16 > 0))) {
         const uint16_t *xb = xb_reserve(scratch, n, cols);
         for (int k = 0; k < job.n_ops; k++) job.t[k].xb = xb;
         /* chunks of whole 16-row tiles: which rows take the tiles (all but
@@ -727,7 +738,9 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
         tiles16 = true;
         if (xb) {
             if (tp_n_threads(tp) > 1) tp_run(tp, xb_worker, &job);
-            else mm_amx_bf16_x(x, cols, n, 0, (n + 31) / 32 * 2, (uint16_t *)xb);
+            else if (job.xb_amx) mm_amx_bf16_x(x, cols, n, 0, (n + 31) / 32 * 2, (uint16_t *)xb);
+            else mm_avx512_bf16dp_x(x, cols, n, 0, (n + MM_BF16DP_GROUP - 1) / MM_BF16DP_GROUP,
+                                    (uint16_t *)xb);
         }
     }
 #endif

@@ -32,6 +32,10 @@ struct mm_scratch {
      * 256 columns, and multiplied on AMX int8 tiles (a change of numbers: not
      * the exact path's bits; decode, other types and ISAs keep it). */
     bool w8a8;
+    /* cpu_avx512bf16(), asked once per scratch by cpu_matmul (0: not yet,
+     * 1: yes, -1: no): with isa avx512 and from 32 tokens on, F16 / BF16
+     * weights then run on vdpbf16ps (the AMX-BF16 path's numbers). */
+    signed char avx512bf16;
 };
 void mm_scratch_free(struct mm_scratch *s);
 /* Grows the scratch for up to n tokens of cols; false when out of memory.

@@ -1,5 +1,6 @@
 /* mm_avx512: the SIMD kernels (mm_simd.inc) for AVX-512 F/BW/VL/DQ + VNNI
- * CPUs (Zen 4, Ice Lake and later), chosen at run time by cpu_isa_detect. */
+ * CPUs (Zen 4, Ice Lake and later), chosen at run time by cpu_isa_detect;
+ * F16 / BF16 prefill on vdpbf16ps where AVX512_BF16 is there (mm_bf16_avx512.inc). */
 #include "cpu/mm_impl.h"
 
 #include <immintrin.h>
@@ -14,4 +15,5 @@
 #define MT 4
 
 #include "cpu/mm_prims_vnni512.h"
+#include "cpu/tr16_avx512.h"   /* mm_bf16_avx512.inc's transposes */
 #include "cpu/mm_simd.inc"

@@ -64,7 +64,9 @@ struct mm_task {
     struct mm_xq xq;    /* quantized x (used by the block-quantized types) */
     float *y;           /* n × rows */
     /* x as bf16 VNNI tiles for the AMX-BF16 kernels of F16 / BF16 weights
-     * (mm_bf16_amx.inc), NULL where they are not used (then the f32 path) */
+     * (mm_bf16_amx.inc), or as bf16 pairs for the AVX-512 kernels'
+     * vdpbf16ps (mm_bf16_avx512.inc); NULL where they are not used (then
+     * the f32 path) */
     const uint16_t *xb;
     /* x as int8 B tiles with one scale per token (mm_w8a8_x), for the W8A8
      * kernel (mm_w8a8_run); NULL where it is not used */
@@ -132,6 +134,13 @@ static inline size_t mm_bf16_x_bytes(int64_t n, int64_t cols)
     return (size_t)((n + 31) / 32) * 32 * (size_t)cols * 2;
 }
 void mm_amx_bf16_x(const float *x, int64_t cols, int64_t n, int64_t T0, int64_t T1, uint16_t *xb);
+/* The same numbers on AVX512_BF16's vdpbf16ps for the AVX-512 kernels
+ * (mm_bf16_avx512.inc), on a CPU with it (cpu_avx512bf16) and isa avx512:
+ * x as bf16 pairs in groups of 8 tokens (mm_avx512_bf16dp_x, groups g0 ..
+ * g1, zero past n; fits in mm_bf16_x_bytes). */
+#define MM_BF16DP_GROUP 8
+void mm_avx512_bf16dp_x(const float *x, int64_t cols, int64_t n, int64_t g0, int64_t g1,
+                        uint16_t *xb);
 /* W8A8 prefill on AMX int8 tiles (mm_w8a8_amx.c, with scratch->w8a8 and
  * isa amx): from MM_W8A8_MIN_N tokens on, cols a multiple of 64, the types
  * mm_w8a8_supported accepts (plain or packed). mm_w8a8_x quantizes token

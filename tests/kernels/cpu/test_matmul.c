@@ -44,12 +44,19 @@ struct oracle {
     double *tol_bf16;   /* n × rows, the AMX-BF16 bound: (2^-7 + 1e-5) · Σ|w_i x_i| + 1e-6 */
 };
 
-/* F16 / BF16 weights on AMX-BF16 tiles (prefill): weights and activations
- * rounded to bf16 (relative error ≤ 2^-8 each), so a product is off by at
- * most 2^-7 of itself; f32 sums. Bound: (2^-7 + 1e-5) · Σ|w_i x_i| + 1e-6. */
+/* F16 / BF16 weights on AMX-BF16 tiles or AVX512_BF16's vdpbf16ps
+ * (prefill, isa amx, or avx512 on a CPU with AVX512_BF16): weights and
+ * activations rounded to bf16 (relative error ≤ 2^-8 each), so a product
+ * is off by at most 2^-7 of itself; f32 sums. Bound: (2^-7 + 1e-5) ·
+ * Σ|w_i x_i| + 1e-6. */
+static bool bf16_isa(enum cpu_isa isa)
+{
+    return isa == CPU_ISA_AMX || (isa == CPU_ISA_AVX512 && cpu_avx512bf16());
+}
+
 static bool amx_bf16_case(enum cpu_isa isa, uint32_t wtype, const struct shape *s)
 {
-    return isa == CPU_ISA_AMX && (wtype == QT_F16 || wtype == QT_BF16) && s->n >= MM_BF16_MIN_N &&
+    return bf16_isa(isa) && (wtype == QT_F16 || wtype == QT_BF16) && s->n >= MM_BF16_MIN_N &&
            s->cols % 32 == 0;
 }
 
@@ -142,8 +149,9 @@ static void check_case(uint32_t wtype, const struct shape *s, struct threadpool 
         cpu_matmul(tp, (enum cpu_isa)isa, scr, wtype, w, s->rows, s->cols, x, s->n, yv);
         if (amx_bf16_case((enum cpu_isa)isa, wtype, s)) {   /* bf16 products: the oracle's bound */
             r = worst_ratio(yv, o.y, o.tol_bf16, (int64_t)ny, &at);
-            if (!ok(r <= 1.0, "%s %lldx%lld n=%lld t=%d amx-bf16 vs f64 oracle (worst %.3f of 2^-7 bound)",
-                    qtype_name(wtype), (long long)s->rows, (long long)s->cols, (long long)s->n, nth, r))
+            if (!ok(r <= 1.0, "%s %lldx%lld n=%lld t=%d %s bf16 vs f64 oracle (worst %.3f of 2^-7 bound)",
+                    qtype_name(wtype), (long long)s->rows, (long long)s->cols, (long long)s->n, nth,
+                    cpu_isa_name((enum cpu_isa)isa), r))
                 tap_diag("  at %lld: got %.9g want %.9g", (long long)at, yv[at], o.y[at]);
             continue;
         }
@@ -423,24 +431,20 @@ static void check_extremes(struct mm_scratch *scr, uint64_t *seed)
     free(x); free(y0); free(y1); free(w);
 }
 
-/* AMX-BF16 prefill of F16 / BF16 weights: 32- and 16-row tile strips and
- * the rows after them (f32 path), token counts that leave partial tiles and
- * span two 256-token blocks, columns over several 512-column chunks and a
- * partial one; within the bf16 bound of the f64 oracle, the same on 1 and 3
- * threads bit for bit, and different from the f32 path (the tiles ran). */
-static void check_amx_bf16(struct threadpool *tp3, struct mm_scratch *scr, uint64_t *seed)
+/* The bf16 prefill of F16 / BF16 weights, on AMX-BF16 tiles (isa amx) or
+ * vdpbf16ps (isa avx512 with AVX512_BF16): 32- and 16-row strips and the
+ * rows after them (f32 path), token counts that leave partial tiles and
+ * groups and span two 256-token blocks, columns over several 512- and
+ * 1024-column chunks and a partial one; within the bf16 bound of the f64
+ * oracle, the same on 1 and 3 threads bit for bit, and different from the
+ * f32 path (avx2's FMAs: the bf16 products ran). */
+static void check_bf16_on(enum cpu_isa isa, struct threadpool *tp3, struct mm_scratch *scr,
+                          uint64_t *seed)
 {
-    char why[128];
-    if (cpu_isa_best() != CPU_ISA_AMX) {
-        if (cpu_amx_usable(why, sizeof why)) snprintf(why, sizeof why, "TERN_ISA caps it");
-        char msg[200];
-        snprintf(msg, sizeof msg, "AMX-BF16 F16/BF16 prefill: %s", why);
-        tap_skip(msg);
-        return;
-    }
     static const struct shape sh[] = { { 64, 512, 32 }, { 48, 1088, 37 }, { 77, 256, 300 },
-                                       { 16, 32, 33 }, { 96, 2048, 64 } };
+                                       { 16, 32, 33 }, { 96, 2048, 64 }, { 45, 3104, 41 } };
     static const uint32_t wt[] = { QT_F16, QT_BF16 };
+    const char *name = isa == CPU_ISA_AMX ? "amx-bf16" : "avx512-bf16";
     for (size_t k = 0; k < 2; k++)
         for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++) {
             const struct shape *s = &sh[si];
@@ -454,30 +458,77 @@ static void check_amx_bf16(struct threadpool *tp3, struct mm_scratch *scr, uint6
             td_weights(wt[k], w, s->rows, s->cols, seed);
             td_acts(x, s->n, s->cols, seed);
             oracle_run(wt[k], w, s, x, &o);
-            cpu_matmul(NULL, CPU_ISA_AMX, scr, wt[k], w, s->rows, s->cols, x, s->n, y1);
-            cpu_matmul(tp3, CPU_ISA_AMX, scr, wt[k], w, s->rows, s->cols, x, s->n, y3);
-            cpu_matmul(NULL, CPU_ISA_AVX512, scr, wt[k], w, s->rows, s->cols, x, s->n, yf);
+            cpu_matmul(NULL, isa, scr, wt[k], w, s->rows, s->cols, x, s->n, y1);
+            cpu_matmul(tp3, isa, scr, wt[k], w, s->rows, s->cols, x, s->n, y3);
+            cpu_matmul(NULL, CPU_ISA_AVX2, scr, wt[k], w, s->rows, s->cols, x, s->n, yf);
             int64_t at;
             double r = worst_ratio(y1, o.y, o.tol_bf16, (int64_t)ny, &at);
             size_t differ = 0;
-            double rel = 0.0;   /* largest |amx - f32 path| / Σ|w x| */
+            double rel = 0.0;   /* largest |bf16 - f32 path| / Σ|w x| */
             for (size_t i = 0; i < ny; i++) {
                 differ += y1[i] != yf[i];
                 double e = fabs((double)y1[i] - yf[i]) / (o.mag[i] + 1e-30);
                 if (e > rel) rel = e;
             }
-            if (!ok(r <= 1.0, "%s %lldx%lld n=%lld amx-bf16 vs f64 oracle: worst %.3f of the 2^-7 bound "
-                    "(largest |amx - avx512| = %.2g of Σ|w x|)", qtype_name(wt[k]), (long long)s->rows,
-                    (long long)s->cols, (long long)s->n, r, rel))
+            if (!ok(r <= 1.0, "%s %lldx%lld n=%lld %s vs f64 oracle: worst %.3f of the 2^-7 bound "
+                    "(largest |bf16 - avx2| = %.2g of Σ|w x|)", qtype_name(wt[k]), (long long)s->rows,
+                    (long long)s->cols, (long long)s->n, name, r, rel))
                 tap_diag("  at %lld: got %.9g want %.9g", (long long)at, y1[at], o.y[at]);
-            ok(memcmp(y1, y3, sizeof(float) * ny) == 0, "%s %lldx%lld n=%lld amx-bf16: 3 threads equal 1",
-               qtype_name(wt[k]), (long long)s->rows, (long long)s->cols, (long long)s->n);
-            ok(differ > 0, "%s %lldx%lld n=%lld amx-bf16: the tile path ran (%zu of %zu outputs differ "
+            ok(memcmp(y1, y3, sizeof(float) * ny) == 0, "%s %lldx%lld n=%lld %s: 3 threads equal 1",
+               qtype_name(wt[k]), (long long)s->rows, (long long)s->cols, (long long)s->n, name);
+            ok(differ > 0, "%s %lldx%lld n=%lld %s: the bf16 path ran (%zu of %zu outputs differ "
                "from the f32 path)", qtype_name(wt[k]), (long long)s->rows, (long long)s->cols,
-               (long long)s->n, differ, ny);
+               (long long)s->n, name, differ, ny);
             free(o.y); free(o.tol); free(o.mag); free(o.tol_bf16);
             free(w); free(x); free(y1); free(y3); free(yf);
         }
+}
+
+/* Without the path (no such CPU, or TERN_ISA below it): skipped, and the
+ * best ISA's F16 prefill is the f32 path, within 1e-5 · Σ|w x| of the
+ * oracle (bf16 products would be ~2^-9 of it off). */
+static void check_f32_kept(struct mm_scratch *scr, uint64_t *seed)
+{
+    const struct shape s = { 48, 1024, 40 };
+    const size_t ny = (size_t)(s.n * s.rows);
+    uint8_t *w = malloc(qtype_row_bytes(QT_F16, (uint64_t)s.cols) * (size_t)s.rows);
+    float *x = malloc(sizeof(float) * (size_t)(s.n * s.cols)), *y = malloc(sizeof(float) * ny);
+    struct oracle o = { malloc(sizeof(double) * ny), malloc(sizeof(double) * ny),
+                        malloc(sizeof(double) * ny), malloc(sizeof(double) * ny) };
+    double *tol = malloc(sizeof(double) * ny);
+    td_weights(QT_F16, w, s.rows, s.cols, seed);
+    td_acts(x, s.n, s.cols, seed);
+    oracle_run(QT_F16, w, &s, x, &o);
+    for (size_t i = 0; i < ny; i++) tol[i] = 1e-5 * o.mag[i] + 1e-7;
+    cpu_matmul(NULL, cpu_isa_best(), scr, QT_F16, w, s.rows, s.cols, x, s.n, y);
+    int64_t at;
+    double r = worst_ratio(y, o.y, tol, (int64_t)ny, &at);
+    ok(r <= 1.0, "F16 48x1024 n=40 %s: the f32 path (worst %.3f of 1e-5 of the oracle)",
+       cpu_isa_name(cpu_isa_best()), r);
+    free(o.y); free(o.tol); free(o.mag); free(o.tol_bf16);
+    free(w); free(x); free(y); free(tol);
+}
+
+static void check_amx_bf16(struct threadpool *tp3, struct mm_scratch *scr, uint64_t *seed)
+{
+    char why[128], msg[200];
+    const enum cpu_isa best = cpu_isa_best();
+    ok(!cpu_avx512bf16() || cpu_isa_detect() >= CPU_ISA_AVX512, "AVX512_BF16 only with the avx512 level");
+    if (best != CPU_ISA_AMX) {
+        if (cpu_amx_usable(why, sizeof why)) snprintf(why, sizeof why, "TERN_ISA caps it");
+        snprintf(msg, sizeof msg, "AMX-BF16 F16/BF16 prefill: %s", why);
+        tap_skip(msg);
+    } else {
+        check_bf16_on(CPU_ISA_AMX, tp3, scr, seed);
+    }
+    if (best >= CPU_ISA_AVX512 && cpu_avx512bf16()) {
+        check_bf16_on(CPU_ISA_AVX512, tp3, scr, seed);
+    } else {
+        snprintf(msg, sizeof msg, "AVX512_BF16 F16/BF16 prefill: %s",
+                 cpu_avx512bf16() ? "TERN_ISA caps it" : "this CPU has no AVX512_BF16");
+        tap_skip(msg);
+        if (best != CPU_ISA_AMX) check_f32_kept(scr, seed);
+    }
 }
 
 int main(void)
