@@ -418,6 +418,10 @@ int cmd_info(int argc, char **argv)
         else
             printf("AMX int8 tiles: %s\n", isa == CPU_ISA_AMX ? "used for prefill products"
                                                              : "available, not used (TERN_ISA caps below amx)");
+        /* F16 / BF16 weights from 32 tokens on: bf16 products where the ISA has them */
+        printf("F16/BF16 prefill: %s\n", isa == CPU_ISA_AMX ? "AMX-BF16 tiles"
+                                          : isa == CPU_ISA_AVX512 && cpu_avx512bf16() ? "AVX512_BF16 vdpbf16ps"
+                                                                                      : "f32 FMA");
         if (have_lim) print_limits(&lim, &mi);
         rc = CLI_EXIT_OK;
     }
