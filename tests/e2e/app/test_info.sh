@@ -92,6 +92,11 @@ for model in smollm2 gemma3-270m; do
     "AMX int8 tiles: not used ("*")") ok 0 "$model: no AMX here, and why: $amx" ;;
     *) ok 1 "$model: an AMX line ($amx)" ;;
   esac
+  # the F16/BF16 prefill in one line; under TERN_ISA=avx2 the f32 FMA path
+  grep -Eq "^F16/BF16 prefill: (AMX-BF16 tiles|AVX512_BF16 vdpbf16ps|f32 FMA)$" "$tmp/$model.txt"
+  ok $? "$model: text names the F16/BF16 prefill"
+  TERN_ISA=avx2 "$TERN_BIN" info -m "$path" --mem 8G 2>&1 | grep -q "^F16/BF16 prefill: f32 FMA$"
+  ok $? "$model: TERN_ISA=avx2 keeps the F16/BF16 prefill on f32 FMA"
   "$TERN_BIN" info -m "$path" --mem 8G --kv-type q8_0 --json >"$tmp/q8.json" 2>&1
   [ "$(jq .memory.kv_bytes_per_token "$tmp/q8.json")" = \
     "$(( $(jq .memory.kv_bytes_per_token "$tmp/$model.json") / 2 * 34 / 32 ))" ]
