@@ -725,12 +725,11 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
     bool want_xb = false;
     for (int k = 0; k < job.n_ops; k++)
         want_xb |= (job.t[k].wtype == QT_F16 || job.t[k].wtype == QT_BF16);
+    want_xb = want_xb && n >= MM_BF16_MIN_N && cols % 32 == 0 && scratch;
     job.xb_amx = isa == CPU_ISA_AMX;
-    if (want_xb && n >= MM_BF16_MIN_N && cols % 32 == 0 && scratch && isa == CPU_ISA_AVX512 &&
-        !scratch->avx512bf16)
+    if (want_xb && isa == CPU_ISA_AVX512 && !scratch->avx512bf16)
         scratch->avx512bf16 = cpu_avx512bf16() ? 1 : -1;
-    if (want_xb && n >= MM_BF16_MIN_N && cols % 32 == 0 && scratch &&
-        (job.xb_amx || (isa == CPU_ISA_AVX512 && scratch->avx512bf16 > 0))) {
+    if (want_xb && (job.xb_amx || (isa == CPU_ISA_AVX512 && scratch->avx512bf16 > 0))) {
         const uint16_t *xb = xb_reserve(scratch, n, cols);
         for (int k = 0; k < job.n_ops; k++) job.t[k].xb = xb;
         /* chunks of whole 16-row tiles: which rows take the tiles (all but
@@ -738,9 +737,7 @@ void cpu_matmul_multi(struct threadpool *tp, enum cpu_isa isa, struct mm_scratch
         tiles16 = true;
         if (xb) {
             if (tp_n_threads(tp) > 1) tp_run(tp, xb_worker, &job);
-            else if (job.xb_amx) mm_amx_bf16_x(x, cols, n, 0, (n + 31) / 32 * 2, (uint16_t *)xb);
-            else mm_avx512_bf16dp_x(x, cols, n, 0, (n + MM_BF16DP_GROUP - 1) / MM_BF16DP_GROUP,
-                                    (uint16_t *)xb);
+            else xb_worker(&job, 0, 1);   /* the whole of x */
         }
     }
 #endif
