@@ -185,8 +185,24 @@ static int layer_mats(struct cpu_mats *lm, struct wtensor *out[7])
 #define PACK_SLICE_BYTES (4u << 20)
 #define HUGE_PAGE ((size_t)2 << 20)
 
+/* Bytes of matrix v in c->packed: its packed layout where the ISA has one,
+ * else, when it lies in the file mapping, its own bytes (F16, BF16, F32 and
+ * the types mm_pack keeps plain), copied as they are: decode streams them
+ * from huge pages too, not from the file's 4 KiB pages (a TLB miss and a
+ * restarted hardware prefetch every 4 KiB). Weights the model owns
+ * (synthetic ones) stay where they are: their copy could not give memory
+ * back. */
+static size_t home_bytes(const struct cpu_be *c, const struct model *m, const struct wtensor *v)
+{
+    const size_t b = mm_pack_size(c->isa, v->type, v->rows, v->cols);
+    if (b) return b;
+    const size_t plain = (size_t)v->rows * qtype_row_bytes(v->type, (uint64_t)v->cols);
+    return gguf_in_mapping(m->gguf, v->data, plain) ? plain : 0;
+}
+
 /* Repacks every matrix that has a faster layout for c->isa into one
- * allocation (the same bytes reordered: results are bit-identical), then
+ * allocation (the same bytes reordered: results are bit-identical) and
+ * copies the others there unchanged (home_bytes), then
  * drops the originals' file pages from memory so the resident size does
  * not double. Decode reads each weight once per token, so the layout that
  * streams best sets its speed (kernels/cpu/mm_simd.inc). */
@@ -199,15 +215,14 @@ static int pack_weights(struct cpu_be *c, const struct model *m, char *err, size
         return -1;
     }
     c->output = m->output;
-    size_t total = (mm_pack_size(c->isa, m->output.type, m->output.rows, m->output.cols) + 63) &
-                   ~(size_t)63;
+    size_t total = (home_bytes(c, m, &m->output) + 63) & ~(size_t)63;
     for (int32_t l = 0; l < nl; l++) {
         const struct layer_weights *w = &m->layers[l];
         c->lm[l] = (struct cpu_mats){ w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down };
         struct wtensor *v[7];
         const int nk = layer_mats(&c->lm[l], v);
         for (int k = 0; k < nk; k++)
-            total += (mm_pack_size(c->isa, v[k]->type, v[k]->rows, v[k]->cols) + 63) & ~(size_t)63;
+            total += (home_bytes(c, m, v[k]) + 63) & ~(size_t)63;
     }
     if (total == 0) return 0;
     c->embd_row = malloc(qtype_row_bytes(m->tok_embd.type, (uint64_t)m->tok_embd.cols) + 64);
@@ -234,8 +249,9 @@ static int pack_weights(struct cpu_be *c, const struct model *m, char *err, size
         struct wtensor *v[7] = { &c->output };
         int nk = l < 0 ? 1 : layer_mats(&c->lm[l], v);
         for (int k = 0; k < nk; k++) {
-            size_t bytes = mm_pack_size(c->isa, v[k]->type, v[k]->rows, v[k]->cols);
+            const size_t bytes = home_bytes(c, m, v[k]);
             if (!bytes) continue;
+            const bool pack = mm_pack_size(c->isa, v[k]->type, v[k]->rows, v[k]->cols) != 0;
             /* In slices of whole 8-row tiles (tile t's packed bytes start at
              * 8t rows of packed size), releasing each slice's file pages at once:
              * the peak stays one slice above the final size, even for a
@@ -245,11 +261,14 @@ static int pack_weights(struct cpu_be *c, const struct model *m, char *err, size
             const size_t pb = bytes / (size_t)v[k]->rows;
             const int64_t slice = ((int64_t)(PACK_SLICE_BYTES / rb) + 7) / 8 * 8;
             const uint8_t *src = v[k]->data;
-            uint32_t ptype = 0;
+            uint32_t ptype = v[k]->type;
             for (int64_t r0 = 0; r0 < v[k]->rows; r0 += slice) {
                 const int64_t nr = v[k]->rows - r0 < slice ? v[k]->rows - r0 : slice;
-                ptype = mm_pack(c->isa, v[k]->type, src + (size_t)r0 * rb, nr, v[k]->cols,
-                                cur + (size_t)r0 * pb);
+                if (pack)
+                    ptype = mm_pack(c->isa, v[k]->type, src + (size_t)r0 * rb, nr, v[k]->cols,
+                                    cur + (size_t)r0 * pb);
+                else
+                    memcpy(cur + (size_t)r0 * rb, src + (size_t)r0 * rb, (size_t)nr * rb);
                 gguf_release_pages(m->gguf, src + (size_t)r0 * rb, (size_t)nr * rb);
             }
             v[k]->type = ptype;
@@ -535,18 +554,21 @@ static void norm_rows(float *y, const float *x, const float *w, int64_t n, int64
     for (int64_t i = 0; i < n; i++) ops_rmsnorm(y + i * width, x + i * width, w, width, eps);
 }
 
-/* With a tied output matrix that was repacked, rows come from the packed
- * copy: the file pages it replaced stay released (each lookup there would
- * fault in 64 KiB around the row: 33 MiB for one 512-token Gemma prompt). */
+/* With a tied output matrix, rows come from its copy in c->packed (packed
+ * or plain, pack_weights): the file pages it replaced stay released (each
+ * lookup there would fault in 64 KiB around the row: 33 MiB for one
+ * 512-token Gemma prompt). */
 static void embed(struct cpu_be *c, const struct fwd_batch *b)
 {
     const struct model *m = c->be.model;
     const int64_t d = m->hp.dim;
     const size_t rb = qtype_row_bytes(m->tok_embd.type, (uint64_t)d);
-    const bool packed = m->tok_embd.data == m->output.data && c->output.data != m->output.data;
+    const bool copied = m->tok_embd.data == m->output.data && c->output.data != m->output.data;
+    const bool packed = copied && c->output.type != m->output.type;
+    const char *rows = copied && !packed ? c->output.data : m->tok_embd.data;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         float *x = c->a.x + (size_t)i * d;
-        const char *row = (const char *)m->tok_embd.data + (size_t)b->token[i] * rb;
+        const char *row = rows + (size_t)b->token[i] * rb;
         if (packed) {
             mm_unpack_row(c->output.type, c->output.data, d, b->token[i], c->embd_row);
             row = c->embd_row;

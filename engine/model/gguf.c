@@ -490,12 +490,17 @@ struct gguf_ctx *gguf_open(const char *path, char *err, size_t errlen)
     return open_buf(map, (size_t)st.st_size, true, path, err, errlen);
 }
 
+bool gguf_in_mapping(const struct gguf_ctx *ctx, const void *p, size_t n)
+{
+    if (!ctx || !ctx->mapped || !p || n == 0) return false;
+    const uintptr_t lo = (uintptr_t)ctx->buf, hi = lo + ctx->size, a = (uintptr_t)p;
+    return a >= lo && a <= hi && n <= hi - a;
+}
+
 void gguf_release_pages(const struct gguf_ctx *ctx, const void *p, size_t n)
 {
-    if (!ctx || !ctx->mapped || !p || n == 0) return;
-    const uintptr_t lo = (uintptr_t)ctx->buf, hi = lo + ctx->size;
+    if (!gguf_in_mapping(ctx, p, n)) return;
     uintptr_t a = (uintptr_t)p, b = a + n;
-    if (a < lo || b > hi) return;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     a = (a + page - 1) & ~(page - 1);   /* whole pages only: neighbours keep theirs */
     b &= ~(page - 1);

@@ -112,6 +112,9 @@ bool gguf_arr_i64(const struct gguf_kv *arr, uint64_t i, int64_t *out);
  * weights), so the copy does not double the resident size. A no-op for
  * contexts not backed by a mapping. */
 void gguf_release_pages(const struct gguf_ctx *ctx, const void *p, size_t n);
+/* Whether [p, p + n) lies inside the file mapping (false for NULL ctx or a
+ * context not backed by one): a copy of it can give its pages back. */
+bool gguf_in_mapping(const struct gguf_ctx *ctx, const void *p, size_t n);
 
 uint64_t gguf_n_tensors(const struct gguf_ctx *ctx);
 const struct gguf_tensor *gguf_tensor_at(const struct gguf_ctx *ctx, uint64_t i);
