@@ -26,6 +26,7 @@
 #include "cpu/threadpool.h"
 #include "model.h"
 #include "roofline.h"
+#include "cpu_share.h"
 #include "quant.h"
 #include "store.h"
 #include "synthetic.h"
@@ -221,9 +222,34 @@ static void text_roofline(const struct bench_opts *o, const struct model *m,
                f.tg_pred_tok_s, gbs, 100.0 * gbs / f.read_gbs);
 }
 
+/* The machine beside the runs: what other processes (and the hypervisor)
+ * took, so a figure read on a shared machine says so. */
+static void json_machine(const struct cpu_share_fig *sh)
+{
+    if (!sh) {
+        printf("\"machine\":null,");
+        return;
+    }
+    printf("\"machine\":{\"cpus\":%d,\"other_cpus\":%.3f,\"steal_cpus\":%.3f,"
+           "\"self_cpus\":%.3f,\"contended\":%s},", sh->cpus, sh->others, sh->steal, sh->self,
+           cpu_share_contended(sh) ? "true" : "false");
+}
+
+static void text_machine(const struct cpu_share_fig *sh)
+{
+    if (!sh) return;
+    if (cpu_share_contended(sh))
+        printf("machine: other processes kept %.2f of %d CPUs busy during the runs (hypervisor "
+               "steal %.2f): these figures are below this machine's best\n", sh->others,
+               sh->cpus, sh->steal);
+    else
+        printf("machine: quiet during the runs (other processes %.2f of %d CPUs, steal %.2f)\n",
+               sh->others, sh->cpus, sh->steal);
+}
+
 static void report(const struct bench_opts *o, const char *model_name, const struct model *m,
                    const struct backend_info *info, const double *pp, const double *tg,
-                   const struct limits *lim)
+                   const struct limits *lim, const struct cpu_share_fig *sh)
 {
     const struct figures fp = summarize(pp, o->reps), ft = summarize(tg, o->reps);
     if (o->json) {
@@ -243,6 +269,7 @@ static void report(const struct bench_opts *o, const char *model_name, const str
         printf("\"tg_tok_s\":%.3f,\"tg_min\":%.3f,\"tg_max\":%.3f,\"tg_sd\":%.3f,", ft.median,
                ft.min, ft.max, ft.sd);
         json_roofline(o, m, lim, fp.median, ft.median);
+        json_machine(sh);
         print_runs("pp_runs", pp, o->pp ? o->reps : 0);
         printf(",");
         print_runs("tg_runs", tg, o->tg ? o->reps : 0);
@@ -261,6 +288,7 @@ static void report(const struct bench_opts *o, const char *model_name, const str
         printf("| %s | %.2f MiB | %.2f M | %s | %ld | tg%ld%s | %.2f | %.2f - %.2f |\n",
                model_name, mib, mp, info->name, o->threads, o->tg, at, ft.median, ft.min, ft.max);
     text_roofline(o, m, lim, fp.median, ft.median);
+    text_machine(sh);
     /* the fallback note only when a backend was asked for (auto on a CPU-only
      * machine is not news) */
     bool note = info->note[0] && o->eng.backend.kind != BACKEND_AUTO;
@@ -272,7 +300,8 @@ static void report(const struct bench_opts *o, const char *model_name, const str
 /* --save: the run and its environment in the history (kind "bench-raw"),
  * so 'tern bench compare' can set two of them side by side. */
 static int save_run(const struct bench_opts *o, const char *name, const char *path,
-                    const struct backend_info *info, const double *pp, const double *tg)
+                    const struct backend_info *info, const double *pp, const double *tg,
+                    const struct cpu_share_fig *sh)
 {
     const struct figures fp = summarize(pp, o->reps), ft = summarize(tg, o->reps);
     cJSON *cfg = cJSON_CreateObject(), *sum = cJSON_CreateObject();
@@ -287,6 +316,10 @@ static int save_run(const struct bench_opts *o, const char *name, const char *pa
     const double sv[6] = {fp.median, fp.min, fp.max, ft.median, ft.min, ft.max};
     for (int k = 0; k < 6; k++)
         if ((k < 3 && o->pp) || (k >= 3 && o->tg)) cJSON_AddNumberToObject(sum, sk[k], sv[k]);
+    if (sh) {
+        cJSON_AddNumberToObject(sum, "other_cpus", sh->others);
+        cJSON_AddNumberToObject(sum, "steal_cpus", sh->steal);
+    }
     cJSON *env = bench_env_collect_raw(name, path[0] ? path : NULL, info, o->threads);
     char *c = cJSON_PrintUnformatted(cfg), *s = cJSON_PrintUnformatted(sum),
          *e = env ? cJSON_PrintUnformatted(env) : NULL, err[1024];
@@ -375,10 +408,14 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
         measure(&r, true, (int32_t)(o->pp ? o->pp : 1), d, &warm, err, sizeof err) ||
         (o->tg && measure(&r, false, 1, d, &warm, err, sizeof err)))
         goto fail_run;
+    struct cpu_share share;
+    cpu_share_begin(&share);
     for (long i = 0; i < o->reps; i++) {
         if (o->pp && measure(&r, true, (int32_t)o->pp, d, &pp[i], err, sizeof err)) goto fail_run;
         if (o->tg && measure(&r, false, (int32_t)o->tg, d, &tg[i], err, sizeof err)) goto fail_run;
     }
+    struct cpu_share_fig shf;
+    const struct cpu_share_fig *sh = cpu_share_end(&share, &shf) == 0 ? &shf : NULL;
     struct backend_info info;
     r.be->ops->get_info(r.be, &info);
     /* the CPU's limits for a CPU run (measured once per machine, then cached) */
@@ -388,8 +425,8 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
     bool have_lim = !strcmp(info.name, "cpu") &&
                     roofline_limits(&lim, isa, false, lerr, sizeof lerr) == 0;
     if (!strcmp(info.name, "cpu") && !have_lim) fprintf(stderr, "tern bench: limits: %s\n", lerr);
-    report(o, name, m, &info, pp, tg, have_lim ? &lim : NULL);
-    rc = o->save && save_run(o, name, path, &info, pp, tg) != 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+    report(o, name, m, &info, pp, tg, have_lim ? &lim : NULL, sh);
+    rc = o->save && save_run(o, name, path, &info, pp, tg, sh) != 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     goto done;
 fail_run:
     fprintf(stderr, "tern bench: %s\n", err);

@@ -74,6 +74,33 @@ grep -Eq '^\| pp32 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ TOP/s \| [0-9.]+ % of peak \
     grep -Eq '^\| tg8 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ GB/s \| [0-9.]+ % of read \|$' "$TMP/b.txt"
 ok $? "measured beside predicted, with the share of the limit"
 
+# the machine beside the runs: other processes' CPUs from /proc/stat less
+# tern's own time; a busy loop on the other CPU must show as contention
+machine_json() { # $1 file, $2 minimum other_cpus
+    python3 - "$1" "$2" <<'PY'
+import json, os, sys
+m = json.load(open(sys.argv[1])).get("machine") or {}
+bad = []
+if m.get("cpus") != os.cpu_count(): bad.append("cpus %r != %r" % (m.get("cpus"), os.cpu_count()))
+for k in ("other_cpus", "steal_cpus", "self_cpus"):
+    if not isinstance(m.get(k), (int, float)) or not 0 <= m[k] <= (os.cpu_count() or 1) + 0.5: bad.append("%s=%r" % (k, m.get(k)))
+if not bad and not 0.2 <= m["self_cpus"] <= 1.6: bad.append("self_cpus %r for one thread" % m["self_cpus"])
+if not bad and m["other_cpus"] < float(sys.argv[2]): bad.append("other_cpus %.2f < %s" % (m["other_cpus"], sys.argv[2]))
+if not bad and m["contended"] != (m["other_cpus"] + m["steal_cpus"] >= 0.1): bad.append("contended flag")
+print("; ".join(bad) if bad else "other %.2f, steal %.2f, self %.2f of %d CPUs" % (m["other_cpus"], m["steal_cpus"], m["self_cpus"], m["cpus"]))
+sys.exit(1 if bad else 0)
+PY
+}
+msg=$(machine_json "$TMP/b.json" 0); ok $? "bench --json carries the machine beside the runs: $msg"
+grep -Eq '^machine: (quiet during the runs \(other processes [0-9.]+ of [0-9]+ CPUs|other processes kept [0-9.]+ of [0-9]+ CPUs busy)' "$TMP/b.txt"
+ok $? "the text says how busy the machine was"
+( while :; do :; done ) & busy=$!
+"$TERN_BIN" bench -m "$MODEL" --pp 32 --tg 16 -r 2 -t 1 --json >"$TMP/c.json" 2>"$TMP/err"
+rc=$?
+kill $busy; wait $busy 2>/dev/null
+ok $rc "tern bench --json beside a busy loop exits 0"
+msg=$(machine_json "$TMP/c.json" 0.5); ok $? "a busy loop on the machine shows as another process's CPU: $msg"
+
 "$TERN_BIN" models >"$TMP/models" 2>"$TMP/err"
 ok $? "tern models exits 0"
 grep -q 'PREDICTED TOK/S PP / TG' "$TMP/models"; ok $? "tern models heads the predicted column"
