@@ -531,6 +531,51 @@ static void check_amx_bf16(struct threadpool *tp3, struct mm_scratch *scr, uint6
     }
 }
 
+/* Continuous batching: a token's outputs must not depend on the tokens
+ * decoded beside it. F16 (and BF16, F32) weights: each token of n = 3, 7
+ * and 31 batches (below MM_BF16_MIN_N, so the f32 path) equals the same
+ * token decoded alone (n = 1) bit for bit, on every ISA this CPU runs, with
+ * 1 and 3 threads. 23 rows: 8-row, 4-row and single-row tiles; 1000
+ * columns: whole 64-byte lines, a partial line and a sub-vector tail. */
+static void check_decode_batch_bits(struct threadpool *tp3, struct mm_scratch *scr, uint64_t *seed)
+{
+    static const uint32_t wt[] = { QT_F16, QT_BF16, QT_F32 };
+    static const int64_t ns[] = { 3, 7, 31 };
+    static const int64_t colss[] = { 1000, 2048 };
+    enum { ROWS = 23, NMAX = 31 };
+    for (size_t k = 0; k < sizeof wt / sizeof wt[0]; k++)
+        for (size_t c = 0; c < sizeof colss / sizeof colss[0]; c++) {
+            const int64_t cols = colss[c];
+            uint8_t *w = malloc(qtype_row_bytes(wt[k], (uint64_t)cols) * ROWS);
+            float *x = malloc(sizeof(float) * NMAX * (size_t)cols);
+            float *y1 = malloc(sizeof(float) * NMAX * ROWS), *yn = malloc(sizeof(float) * NMAX * ROWS);
+            td_weights(wt[k], w, ROWS, cols, seed);
+            td_acts(x, NMAX, cols, seed);
+            for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {
+                if (!cpu_isa_runs((enum cpu_isa)isa)) continue;   /* avxvnni on Ice Lake, Zen 4 */
+                for (int64_t j = 0; j < NMAX; j++)
+                    cpu_matmul(NULL, (enum cpu_isa)isa, scr, wt[k], w, ROWS, cols, x + j * cols, 1,
+                               y1 + j * ROWS);
+                for (int pass = 0; pass < 2; pass++)
+                    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                        const int64_t n = ns[ni];
+                        struct threadpool *tp = pass ? tp3 : NULL;
+                        for (int64_t i = 0; i < n * ROWS; i++) yn[i] = NAN;
+                        cpu_matmul(tp, (enum cpu_isa)isa, scr, wt[k], w, ROWS, cols, x, n, yn);
+                        int64_t bad = -1;
+                        for (int64_t i = 0; i < n * ROWS && bad < 0; i++)
+                            if (memcmp(&yn[i], &y1[i], sizeof(float)) != 0) bad = i;
+                        if (!ok(bad < 0, "%s %dx%lld %s t=%d: every token of n=%lld equals its n=1 decode bit for bit",
+                                qtype_name(wt[k]), ROWS, (long long)cols, cpu_isa_name((enum cpu_isa)isa),
+                                pass ? tp_n_threads(tp3) : 1, (long long)n))
+                            tap_diag("  token %lld row %lld: %.9g vs %.9g alone", (long long)(bad / ROWS),
+                                     (long long)(bad % ROWS), yn[bad], y1[bad]);
+                    }
+            }
+            free(w); free(x); free(y1); free(yn);
+        }
+}
+
 int main(void)
 {
     uint64_t seed = 12345;
@@ -563,6 +608,7 @@ int main(void)
     check_packed(tp3, &scr, &seed);
     check_extremes(&scr, &seed);
     check_amx_bf16(tp3, &scr, &seed);
+    check_decode_batch_bits(tp3, &scr, &seed);
     tp_close(tp3);
     mm_scratch_free(&scr);
     return tap_done();
