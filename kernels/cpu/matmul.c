@@ -155,15 +155,16 @@ static void q6k_set_code(block_q6_K *w, int e, int code)
 /* Q6_K, one super-block of 8 rows: f16 d[8], then per block b of 32
  * columns (208 bytes):
  *   i8 sc[half][row] (16)           the sub-block scales of elements 0-15 / 16-31
- *   u8 V[group 2][3][32]            the 6-bit codes of 8 vectors W[v] (v = 2p + a:
+ *   u8 V[3][group 2][32]            the 6-bit codes of 8 vectors W[v] (v = 2p + a:
  *                                   pair p, rows p | p + 4 in the two 16-byte
  *                                   halves), 4 vectors per group g = p / 2: W[4g],
- *                                   W[4g+1], W[4g+2] in bits 0-5 of V[g][0..2],
- *                                   W[4g+3] in their bits 6-7 (bits 2k-2k+1 in V[g][k])
+ *                                   W[4g+1], W[4g+2] in bits 0-5 of V[0..2][g],
+ *                                   W[4g+3] in their bits 6-7 (bits 2k-2k+1 in V[k][g])
  * In W[2p + a], dword j of a row's 16 bytes holds elements 8a + 4·(j / 2) +
  * 16·(j % 2) .. + 3: the dwords alternate between the two halves (scales),
  * so one dword of both activation halves meets them (tile_pq6). Decoding is
- * 9 bit operations per 4 vectors; pq6_codes in mm_decode.inc. */
+ * 9 bit operations per 4 vectors (pq6_codes in mm_decode.inc), or per 8 in
+ * 512-bit vectors (V[k] whole). */
 static size_t q6k_at(int i, int k, int *w)   /* row i, element k: byte in its W, and W's index */
 {
     const int h = k / 16, r = k % 16, a = r / 8, j = 2 * (r % 8 / 4) + h;
@@ -184,10 +185,10 @@ static void pack_q6k(const block_q6_K *const blk[8], uint8_t *dst)
                 int w;
                 const size_t at = q6k_at(i, k, &w);
                 const int code = q6k_code(blk[i], 32 * b + k);
-                uint8_t *v = o + 16 + 96 * (w / 4);
-                if (w % 4 < 3) v[32 * (w % 4) + at] |= (uint8_t)code;
+                uint8_t *v = o + 16 + 32 * (w / 4);
+                if (w % 4 < 3) v[64 * (w % 4) + at] |= (uint8_t)code;
                 else
-                    for (int c = 0; c < 3; c++) v[32 * c + at] |= (uint8_t)((code >> 2 * c & 3) << 6);
+                    for (int c = 0; c < 3; c++) v[64 * c + at] |= (uint8_t)((code >> 2 * c & 3) << 6);
             }
         }
     }
@@ -205,10 +206,10 @@ static void unpack_q6k(const uint8_t *src, int i, block_q6_K *blk)
         for (int k = 0; k < 32; k++) {
             int w, code = 0;
             const size_t at = q6k_at(i, k, &w);
-            const uint8_t *v = o + 16 + 96 * (w / 4);
-            if (w % 4 < 3) code = v[32 * (w % 4) + at] & 63;
+            const uint8_t *v = o + 16 + 32 * (w / 4);
+            if (w % 4 < 3) code = v[64 * (w % 4) + at] & 63;
             else
-                for (int c = 0; c < 3; c++) code |= (v[32 * c + at] >> 6) << 2 * c;
+                for (int c = 0; c < 3; c++) code |= (v[64 * c + at] >> 6) << 2 * c;
             q6k_set_code(blk, 32 * b + k, code);
         }
     }

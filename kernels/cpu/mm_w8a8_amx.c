@@ -261,12 +261,12 @@ static void w8_row_f32(const struct mm_task *t, int64_t row, float *out)
             const float d = w8_h(sb + 2 * i);
             for (int b = 0; b < 8; b++) {
                 /* layout at pack_q6k: sc[half][row], then the codes of W[2p], W[2p + 1]
-                 * in V[p / 2][0..2] (the fourth vector of a group in bits 6-7) */
+                 * in V[0..2][p / 2] (the fourth vector of a group in bits 6-7) */
                 const uint8_t *o = sb + 16 + MM_PK_Q6K_BLOCK * b;
-                const uint8_t *v = o + 16 + 96 * (p / 2) + 16 * second;
+                const uint8_t *v = o + 16 + 32 * (p / 2) + 16 * second;
                 const __m128i v0 = _mm_loadu_si128((const __m128i *)v);
-                const __m128i v1 = _mm_loadu_si128((const __m128i *)(v + 32));
-                const __m128i v2 = _mm_loadu_si128((const __m128i *)(v + 64));
+                const __m128i v1 = _mm_loadu_si128((const __m128i *)(v + 64));
+                const __m128i v2 = _mm_loadu_si128((const __m128i *)(v + 128));
                 __m128i wa, wb;
                 if (p % 2 == 0) {
                     wa = _mm_and_si128(v0, m6);
