@@ -163,8 +163,7 @@ static void q6k_set_code(block_q6_K *w, int e, int code)
  * In W[2p + a], dword j of a row's 16 bytes holds elements 8a + 4·(j / 2) +
  * 16·(j % 2) .. + 3: the dwords alternate between the two halves (scales),
  * so one dword of both activation halves meets them (tile_pq6). Decoding is
- * 9 bit operations per 4 vectors (pq6_codes in mm_decode.inc), or per 8 in
- * 512-bit vectors (V[k] whole). */
+ * 9 bit operations per 4 vectors (pq6_codes in mm_decode.inc). */
 static size_t q6k_at(int i, int k, int *w)   /* row i, element k: byte in its W, and W's index */
 {
     const int h = k / 16, r = k % 16, a = r / 8, j = 2 * (r % 8 / 4) + h;
