@@ -155,12 +155,22 @@ static void q6k_set_code(block_q6_K *w, int e, int code)
 /* Q6_K, one super-block of 8 rows: f16 d[8], then per block b of 32
  * columns (208 bytes):
  *   i8 sc[half][row] (16)           the sub-block scales of elements 0-15 / 16-31
- *   u8 H[2][32]                     high 2 bits; H[p / 2] byte 16·s + k holds, at
- *                                   bit 4·(p % 2) + 2·(k / 16), element k of row p + 4s
- *   u8 L[4][32]                     low nibbles, pair p: row p's 16 bytes, then
- *                                   row p + 4's (element k in byte k % 16, high
- *                                   nibble for k ≥ 16), as the 4-bit types
- * so the kernel rebuilds the pair vectors of the other packed types. */
+ *   u8 V[3][group 2][32]            the 6-bit codes of 8 vectors W[v] (v = 2p + a:
+ *                                   pair p, rows p | p + 4 in the two 16-byte
+ *                                   halves), 4 vectors per group g = p / 2: W[4g],
+ *                                   W[4g+1], W[4g+2] in bits 0-5 of V[0..2][g],
+ *                                   W[4g+3] in their bits 6-7 (bits 2k-2k+1 in V[k][g])
+ * In W[2p + a], dword j of a row's 16 bytes holds elements 8a + 4·(j / 2) +
+ * 16·(j % 2) .. + 3: the dwords alternate between the two halves (scales),
+ * so one dword of both activation halves meets them (tile_pq6). Decoding is
+ * 9 bit operations per 4 vectors (pq6_codes in mm_decode.inc). */
+static size_t q6k_at(int i, int k, int *w)   /* row i, element k: byte in its W, and W's index */
+{
+    const int h = k / 16, r = k % 16, a = r / 8, j = 2 * (r % 8 / 4) + h;
+    *w = 2 * (i % 4) + a;
+    return (size_t)(16 * (i / 4) + 4 * j + k % 4);
+}
+
 static void pack_q6k(const block_q6_K *const blk[8], uint8_t *dst)
 {
     for (int i = 0; i < 8; i++) memcpy(dst + 2 * i, &blk[i]->d, 2);
@@ -168,13 +178,16 @@ static void pack_q6k(const block_q6_K *const blk[8], uint8_t *dst)
         uint8_t *o = dst + 16 + MM_PK_Q6K_BLOCK * b;
         memset(o, 0, MM_PK_Q6K_BLOCK);
         for (int i = 0; i < 8; i++) {
-            const int p = i % 4, second = i / 4;
             o[i] = (uint8_t)blk[i]->scales[2 * b];
             o[8 + i] = (uint8_t)blk[i]->scales[2 * b + 1];
             for (int k = 0; k < 32; k++) {
-                const int code = q6k_code(blk[i], 32 * b + k), at = 16 * second + k % 16;
-                o[80 + 32 * p + at] |= (uint8_t)((code & 0xF) << (4 * (k / 16)));
-                o[16 + 32 * (p / 2) + at] |= (uint8_t)((code >> 4) << (4 * (p % 2) + 2 * (k / 16)));
+                int w;
+                const size_t at = q6k_at(i, k, &w);
+                const int code = q6k_code(blk[i], 32 * b + k);
+                uint8_t *v = o + 16 + 32 * (w / 4);
+                if (w % 4 < 3) v[64 * (w % 4) + at] |= (uint8_t)code;
+                else
+                    for (int c = 0; c < 3; c++) v[64 * c + at] |= (uint8_t)((code >> 2 * c & 3) << 6);
             }
         }
     }
@@ -185,16 +198,18 @@ static void unpack_q6k(const uint8_t *src, int i, block_q6_K *blk)
 {
     memset(blk, 0, sizeof *blk);
     memcpy(&blk->d, src + 2 * i, 2);
-    const int p = i % 4, second = i / 4;
     for (int b = 0; b < 8; b++) {
         const uint8_t *o = src + 16 + MM_PK_Q6K_BLOCK * b;
         blk->scales[2 * b] = (int8_t)o[i];
         blk->scales[2 * b + 1] = (int8_t)o[8 + i];
         for (int k = 0; k < 32; k++) {
-            const int at = 16 * second + k % 16;
-            const int lo = o[80 + 32 * p + at] >> (4 * (k / 16)) & 0xF;
-            const int hi = o[16 + 32 * (p / 2) + at] >> (4 * (p % 2) + 2 * (k / 16)) & 3;
-            q6k_set_code(blk, 32 * b + k, lo | hi << 4);
+            int w, code = 0;
+            const size_t at = q6k_at(i, k, &w);
+            const uint8_t *v = o + 16 + 32 * (w / 4);
+            if (w % 4 < 3) code = v[64 * (w % 4) + at] & 63;
+            else
+                for (int c = 0; c < 3; c++) code |= (v[64 * c + at] >> 6) << 2 * c;
+            q6k_set_code(blk, 32 * b + k, code);
         }
     }
 }

@@ -255,20 +255,31 @@ static void w8_row_f32(const struct mm_task *t, int64_t row, float *out)
     if (wtype == QT_Q6_K) {
         const size_t sup = MM_PK_Q6K_SUPER;
         const uint8_t *tile = t->w + (size_t)(row / 8) * (size_t)(cols / QK_K) * sup;
-        const __m128i shl = _mm_cvtsi32_si128(4 * (p % 2)), shh = _mm_cvtsi32_si128(4 * (p % 2) + 2);
-        const __m128i m4 = _mm_set1_epi8(0xF), m2 = _mm_set1_epi8(3), o32 = _mm_set1_epi8(32);
+        const __m128i m6 = _mm_set1_epi8(0x3F), mh = _mm_set1_epi8((char)0xC0), o32 = _mm_set1_epi8(32);
         for (int64_t S = 0; S < cols / QK_K; S++) {
             const uint8_t *sb = tile + (size_t)S * sup;
             const float d = w8_h(sb + 2 * i);
             for (int b = 0; b < 8; b++) {
-                /* layout at pack_q6k: sc[half][row], H[2][32], L[4][32] */
+                /* layout at pack_q6k: sc[half][row], then the codes of W[2p], W[2p + 1]
+                 * in V[0..2][p / 2] (the fourth vector of a group in bits 6-7) */
                 const uint8_t *o = sb + 16 + MM_PK_Q6K_BLOCK * b;
-                const __m128i L = _mm_loadu_si128((const __m128i *)(o + 80 + 32 * p + 16 * second));
-                const __m128i H = _mm_loadu_si128((const __m128i *)(o + 16 + 32 * (p / 2) + 16 * second));
-                const __m128i q0 = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(L, m4),
-                    _mm_slli_epi16(_mm_and_si128(_mm_srl_epi16(H, shl), m2), 4)), o32);
-                const __m128i q1 = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(L, 4), m4),
-                    _mm_slli_epi16(_mm_and_si128(_mm_srl_epi16(H, shh), m2), 4)), o32);
+                const uint8_t *v = o + 16 + 32 * (p / 2) + 16 * second;
+                const __m128i v0 = _mm_loadu_si128((const __m128i *)v);
+                const __m128i v1 = _mm_loadu_si128((const __m128i *)(v + 64));
+                const __m128i v2 = _mm_loadu_si128((const __m128i *)(v + 128));
+                __m128i wa, wb;
+                if (p % 2 == 0) {
+                    wa = _mm_and_si128(v0, m6);
+                    wb = _mm_and_si128(v1, m6);
+                } else {
+                    wa = _mm_and_si128(v2, m6);
+                    wb = _mm_or_si128(_mm_srli_epi16(_mm_and_si128(v0, mh), 6),
+                                      _mm_or_si128(_mm_srli_epi16(_mm_and_si128(v1, mh), 4),
+                                                   _mm_srli_epi16(_mm_and_si128(v2, mh), 2)));
+                }
+                /* a row's dwords alternate between elements 0-15 and 16-31 */
+                const __m128i q0 = _mm_sub_epi8(_mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(wa), _mm_castsi128_ps(wb), 0x88)), o32);
+                const __m128i q1 = _mm_sub_epi8(_mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(wa), _mm_castsi128_ps(wb), 0xDD)), o32);
                 /* as dequant_row: (d · sc) · q */
                 const float d0 = d * (float)(int8_t)o[i], d1 = d * (float)(int8_t)o[8 + i];
                 float *e = out + 256 * S + 32 * b;

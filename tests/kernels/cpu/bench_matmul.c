@@ -49,6 +49,8 @@ static const struct bench_case cases[] = {
     { "llama1b ffn_down", QT_Q4_0, 2048, 8192 },
     { "llama1b ffn_up", QT_Q4_K, 8192, 2048 },
     { "llama1b ffn_down", QT_Q6_K, 2048, 8192 },
+    /* the output matrix of Llama 3.2 1B Q4_0 / Q4_K_M: 215 MB, a quarter of a decode step */
+    { "llama1b output", QT_Q6_K, 128256, 2048 },
     { "llama1b attn_v", QT_Q8_0, 512, 2048 },
     { "q5_1 1536x576", QT_Q5_1, 1536, 576 },
     { "q5_K 640x2048", QT_Q5_K, 640, 2048 },
@@ -344,13 +346,15 @@ int main(int argc, char **argv)
     } else
         printf("peak: %s\n", lerr);
     bench_overhead(tp, secs);
-    static const int64_t ns[] = { 1, 4, 64, 512 };
+    /* -n: that token count alone, any (2 and 3: the decode tiles' token tails) */
+    const int64_t ns[] = { only_n ? only_n : 1, 4, 64, 512 };
+    const size_t nn = only_n ? 1 : sizeof ns / sizeof ns[0];
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const struct bench_case *c = &cases[k];
         if (filter && !strstr(qtype_name(c->wtype), filter) && !strstr(c->what, filter)) continue;
-        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-            if (only_n && ns[ni] != only_n) continue;
+        for (size_t ni = 0; ni < nn; ni++) {
             if (ns[ni] == 512 && c->rows > 8192) continue;   /* keep the run short */
+            if (ns[ni] >= 64 && c->rows > 65536) continue;   /* (an output matrix: decode only) */
             for (int isa = best; isa >= CPU_ISA_AVX2; isa--) {
                 if (!cpu_isa_runs((enum cpu_isa)isa)) continue;
                 if (!packed_only || !mm_pack_size((enum cpu_isa)isa, c->wtype, c->rows, c->cols))

@@ -396,18 +396,21 @@ static void check_packed(struct threadpool *tp, struct mm_scratch *scr, uint64_t
 }
 
 /* The packed prefill tiles add maddubs byte-pair sums in int16 before
- * widening (AVX2): extreme codes (every quant byte 0x00, 0x80 or 0xFF, so
- * 4-bit codes 0 / 15, 5-bit 0 / 31, Q6_K −32 / 31, Q8_0 0 / −128 / −1)
- * against activations of one magnitude (all quantized to ±127), in both
- * signs and alternating, must give the plain layout's results bit for bit
- * (its int32 dot products cannot overflow): an int16 overflow would not. */
-static void check_extremes(struct mm_scratch *scr, uint64_t *seed)
+ * widening (AVX2), and the packed Q6_K decode tile sums 8 products per
+ * int16 (packs, ±32512 at the extremes): extreme codes (every quant byte
+ * 0x00, 0x80 or 0xFF, so 4-bit codes 0 / 15, 5-bit 0 / 31, Q6_K −32 / 31,
+ * Q8_0 0 / −128 / −1) against activations of one magnitude (all quantized
+ * to ±127), in both signs and alternating, must give the plain layout's
+ * results bit for bit (its int32 dot products cannot overflow): an int16
+ * overflow would not. N: prefill, or the decode tiles and their token tails. */
+static void check_extremes(struct mm_scratch *scr, uint64_t *seed, int N)
 {
     static const uint32_t pt[] = { QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K };
     static const int fills[] = { 0x00, 0x80, 0xFF };
-    enum { ROWS = 16, COLS = 512, N = 40 };
-    float *x = malloc(sizeof(float) * N * COLS);
-    float *y0 = malloc(sizeof(float) * N * ROWS), *y1 = malloc(sizeof(float) * N * ROWS);
+    enum { ROWS = 16, COLS = 512, NMAX = 40 };
+    if (N > NMAX) N = NMAX;
+    float *x = malloc(sizeof(float) * NMAX * COLS);
+    float *y0 = malloc(sizeof(float) * NMAX * ROWS), *y1 = malloc(sizeof(float) * NMAX * ROWS);
     uint8_t *w = malloc(qtype_row_bytes(QT_Q8_0, COLS) * ROWS);   /* the largest of pt */
     for (int64_t j = 0; j < N; j++)   /* tokens: all +1, all −1, alternating */
         for (int64_t i = 0; i < COLS; i++)
@@ -423,7 +426,7 @@ static void check_extremes(struct mm_scratch *scr, uint64_t *seed)
                 cpu_matmul(NULL, (enum cpu_isa)isa, scr, pt[k], w, ROWS, COLS, x, N, y0);
                 cpu_matmul(NULL, (enum cpu_isa)isa, scr, ptype, pw, ROWS, COLS, x, N, y1);
                 ok(memcmp(y0, y1, sizeof(float) * N * ROWS) == 0,
-                   "%s bytes 0x%02x, activations ±127, n=%d %s: packed prefill equals plain",
+                   "%s bytes 0x%02x, activations ±127, n=%d %s: packed equals plain",
                    qtype_name(pt[k]), fills[f], N, cpu_isa_name((enum cpu_isa)isa));
                 free(pw);
             }
@@ -606,7 +609,8 @@ int main(void)
     check_multi(tp3, &scr, &seed);
     check_packed(NULL, &scr, &seed);
     check_packed(tp3, &scr, &seed);
-    check_extremes(&scr, &seed);
+    static const int extreme_n[] = { 40, 1, 2, 3, 5 };   /* prefill; decode tiles and tails */
+    for (size_t k = 0; k < sizeof extreme_n / sizeof extreme_n[0]; k++) check_extremes(&scr, &seed, extreme_n[k]);
     check_amx_bf16(tp3, &scr, &seed);
     check_decode_batch_bits(tp3, &scr, &seed);
     tp_close(tp3);
