@@ -3,14 +3,18 @@
  * the engine sends them, then decode steps at depth N; CPU seconds
  * (this thread and the pool's, so a loaded machine disturbs it less; on
  * more threads they include the pool's spinning) and, for decode, wall.
- *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps [split_keys [kv [bf16]]]]]]]
+ *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps [split_keys [kv [bf16 [layers]]]]]]]]
  * (TERN_ISA caps the ISA; split_keys as attn_batch, default 1; kv f16 (default),
  * f32, q8_0 or q4_0; bf16 as attn_batch.bf16_tiles for the prefill, default 1:
- * AMX-BF16 prompt tiles where the ISA is amx) */
+ * AMX-BF16 prompt tiles where the ISA is amx; layers: the decode steps go
+ * through this many layers' caches in turn (default 1), so that, as in a
+ * model, a layer's K and V are read from memory rather than from a cache
+ * that still holds them from the step before) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 
 #include "cpu/attention.h"
 #include "cpu/cpu_isa.h"
@@ -31,6 +35,20 @@ static double wall_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The cache pools as the engine allocates them: 2 MiB-aligned, in huge
+ * pages where the kernel gives them (TERN_BENCH_SMALL_PAGES=1: 4 KiB). */
+static char *pool_alloc(size_t bytes)
+{
+    const size_t a = (size_t)2 << 20, n = (bytes + a - 1) / a * a;
+    char *p = aligned_alloc(a, n);
+    if (!p) return NULL;
+#ifdef MADV_HUGEPAGE
+    if (!getenv("TERN_BENCH_SMALL_PAGES")) madvise(p, n, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, n);
+    return p;
+}
+
 int main(int argc, char **argv)
 {
     const int32_t N = argc > 1 ? atoi(argv[1]) : 4096;
@@ -42,12 +60,18 @@ int main(int argc, char **argv)
                                : !strcmp(kvn, "f32")  ? OPS_KV_F32  : OPS_KV_F16;
     const size_t row = ops_kv_row_bytes(kvt, kd);
     const enum cpu_isa isa = cpu_isa_best();
-    char *kp = calloc((size_t)nblk * bt, row), *vp = calloc((size_t)nblk * bt, row);
+    const int32_t nl = argc > 10 && atoi(argv[10]) > 1 ? atoi(argv[10]) : 1;
+    char *kp = pool_alloc((size_t)nblk * bt * nl * row), *vp = pool_alloc((size_t)nblk * bt * nl * row);
     float *q = malloc(sizeof(float) * (size_t)N * qd), *out = malloc(sizeof(float) * (size_t)N * qd);
     float *kv = malloc(sizeof(float) * (size_t)kd * 2);
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)N), *table = malloc(sizeof(int32_t) * (size_t)nblk);
     const int32_t **tabs = malloc(sizeof(*tabs) * (size_t)N);
-    const struct attn_layer L = { kp, vp, kvt, bt, row };
+    struct attn_layer *Ls = malloc(sizeof(*Ls) * (size_t)nl);
+    for (int32_t l = 0; l < nl; l++) {
+        const size_t off = (size_t)l * nblk * bt * row;
+        Ls[l] = (struct attn_layer){ kp + off, vp + off, kvt, bt, row };
+    }
+    const struct attn_layer L = Ls[0];
     uint32_t r = 1;
     for (int32_t i = 0; i < nblk; i++) table[i] = i;
     for (int32_t t = 0; t < N; t++) {
@@ -55,7 +79,7 @@ int main(int argc, char **argv)
             r = r * 1664525u + 1013904223u;
             kv[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
         }
-        attn_kv_store(&L, nkv, hd, t / bt, t % bt, kv, kv + kd);
+        for (int32_t l = 0; l < nl; l++) attn_kv_store(&Ls[l], nkv, hd, t / bt, t % bt, kv, kv + kd);
         for (int32_t i = 0; i < qd; i++) q[(size_t)t * qd + i] = kv[i % (2 * kd)] * 0.3f;
         pos[t] = t;
         tabs[t] = table;
@@ -79,15 +103,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < STEPS; i++) {
         const struct attn_batch b = { 1, nh, nkv, hd, 0, q + (size_t)(N - 1) * qd, out, pos + N - 1,
                                       tabs + N - 1, 0.125f, 0.0f, split, 0 };
-        attn_forward(tp, isa, &L, &b, &s);
+        for (int32_t l = 0; l < nl; l++) attn_forward(tp, isa, &Ls[l], &b, &s);
     }
-    const double dec = (cpu_s() - t0) / STEPS, decw = (wall_s() - w0) / STEPS;
+    const double dec = (cpu_s() - t0) / STEPS / nl, decw = (wall_s() - w0) / STEPS / nl;
     printf("isa=%s threads=%d heads=%d/%d hd=%d N=%d: prefill %.3f CPU-s (%.2f ns per query-key "
-           "pair, %.1f GFLOP/s), decode at depth %d (split %d) %.1f CPU-us (%.1f wall-us) per layer\n",
+           "pair, %.1f GFLOP/s), decode at depth %d (split %d) %.1f CPU-us (%.1f wall-us) per layer of %d (%.1f GB/s of K and V)\n",
            cpu_isa_name(isa), nth, nh, nkv, hd, N, pre, 1e9 * pre / pairs, 4.0 * hd * pairs / pre * 1e-9,
-           N, split, dec * 1e6, decw * 1e6);
+           N, split, dec * 1e6, decw * 1e6, nl, 2.0 * N * row / decw * 1e-9);
     attn_scratch_free(&s);
     tp_close(tp);
-    free(kp); free(vp); free(q); free(out); free(kv); free(pos); free(table); free(tabs);
+    free(Ls); free(kp); free(vp); free(q); free(out); free(kv); free(pos); free(table); free(tabs);
     return 0;
 }

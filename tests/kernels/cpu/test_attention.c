@@ -346,6 +346,9 @@ int main(void)
         { "GQA 1, f32, hd 48, blocks of 12, window 300, softcap 20", 2, 2, 48, 12, 560, 300,
           OPS_KV_F32, 20.0f },
         { "GQA 2, f16, blocks of 4", 4, 2, 64, 4, 530, 0, OPS_KV_F16, 0.0f },
+        /* decode's pairs of whole f16 blocks (qk_pair: G up to 2 on AVX2)
+         * beside a window that starts inside a block */
+        { "GQA 2, f16, window 250, 390 tokens", 8, 4, 64, 16, 390, 250, OPS_KV_F16, 0.0f },
         /* the quantized rows read in place by decode and transposed per
          * quantization block (attn_tile.inc): lengths off the blocks of 16
          * and 32, one, two and three quantization blocks per head, blocks
