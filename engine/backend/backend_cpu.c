@@ -53,9 +53,12 @@ struct cpu_be {
     int n_threads;
     enum kv_type kv_type;
     enum ops_kv_type okv;
-    char *kv;                 /* [n_layer][K, V][n_blocks · block_tokens][row] */
+    char *kv;                 /* [n_blocks][n_layer][K, V][block_tokens][row] */
+    void *kv_map;             /* the mapping kv lies in (kv_alloc) */
+    size_t kv_map_bytes;
     size_t kv_row;            /* bytes of one token's K (or V) row */
-    size_t kv_pool;           /* bytes of one layer's K (or V) pool */
+    size_t kv_block;          /* bytes of one block: every layer's K and V */
+    size_t kv_total;          /* bytes of the pool */
     float *vecs;              /* storage of every f32 vector below */
     struct cpu_layer *lv;
     float *out_norm, *rope_factors;
@@ -279,6 +282,36 @@ static int pack_weights(struct cpu_be *c, const struct model *m, char *err, size
     return 0;
 }
 
+/* The KV cache: an anonymous mapping, so untouched pages cost no memory
+ * and unused slots read as 0, 2 MiB-aligned and advised for huge pages:
+ * decode at depth reads each KV head's part of every block (2 KiB at head
+ * dim 64) scattered over the cache, and with 4 KiB pages most of those
+ * reads began with a TLB miss (docs/PERFORMANCE.md, decode at depth). A
+ * block holds every layer's K and V, so the memory touched grows with the
+ * blocks in use, 2 MiB at a time (per-layer pools would each hold a huge
+ * page from their first token). */
+static char *kv_alloc(size_t bytes, void **map, size_t *map_bytes)
+{
+    const size_t n = bytes + HUGE_PAGE;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    char *a = (char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+#ifdef MADV_HUGEPAGE
+    madvise(a, bytes, MADV_HUGEPAGE);
+#endif
+    *map = p;
+    *map_bytes = n;
+    return a;
+}
+
+/* Layer l's view of the cache: its K and V parts of every block. */
+static struct attn_layer layer_kv(const struct cpu_be *c, int32_t l)
+{
+    const size_t part = (size_t)c->be.kv_block_tokens * c->kv_row;
+    char *k = c->kv + (size_t)l * 2 * part;
+    return (struct attn_layer){ k, k + part, c->okv, c->be.kv_block_tokens, c->kv_row, c->kv_block };
+}
+
 static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backend_config *cfg,
                     char *err, size_t errlen)
 {
@@ -317,10 +350,10 @@ static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backen
                  names[cfg->kv_type]);
         return -1;
     }
-    c->kv_pool = (size_t)n_blocks * (size_t)bt * c->kv_row;
-    const size_t total = 2 * (size_t)hp->n_layer * c->kv_pool;
-    /* calloc: untouched pages cost no memory, and unused slots read as 0. */
-    c->kv = calloc(1, total);
+    c->kv_block = 2 * (size_t)hp->n_layer * (size_t)bt * c->kv_row;
+    const size_t total = (size_t)n_blocks * c->kv_block;
+    c->kv_total = total;
+    c->kv = kv_alloc(total, &c->kv_map, &c->kv_map_bytes);
     if (!c->kv) {
         snprintf(err, errlen, "cpu backend: out of memory allocating the KV cache: %zu bytes "
                  "(%llu blocks x %d tokens x %llu bytes per token, %s)", total,
@@ -409,7 +442,7 @@ static void cpu_close(struct backend *be)
     mm_scratch_free(&c->mm);
     attn_scratch_free(&c->attn);
     moe_scratch_free(&c->moe);
-    free(c->kv);
+    if (c->kv_map) munmap(c->kv_map, c->kv_map_bytes);
     free(c->vecs);
     free(c->lv);
     free(c->lm);
@@ -484,7 +517,7 @@ static void cpu_info(struct backend *be, struct backend_info *out)
     out->name = "cpu";
     snprintf(out->device, sizeof out->device, "%s", c->device);
     out->weight_bytes = be->model->weight_bytes;
-    out->kv_bytes = 2 * (uint64_t)be->model->hp.n_layer * c->kv_pool;
+    out->kv_bytes = c->kv_total;
     out->workspace_bytes = c->act_bytes + c->mm.cap + c->attn.cap * sizeof(float) + c->moe.bytes;
     int k = snprintf(out->note, sizeof out->note, "%s", c->note);
     if (c->attn_note[0] && k >= 0 && (size_t)k + 2 < sizeof out->note)
@@ -610,8 +643,7 @@ static void qk_prepare(struct cpu_be *c, const struct fwd_batch *b, int32_t l, i
     const int32_t hd = hp->head_dim, bt = c->be.kv_block_tokens;
     const int64_t qd = (int64_t)hp->n_head * hd, kd = (int64_t)hp->n_head_kv * hd;
     const bool swa = model_layer_is_swa(m, l);
-    char *kpool = c->kv + (size_t)l * 2 * c->kv_pool;
-    const struct attn_layer L = { kpool, kpool + c->kv_pool, c->okv, bt, c->kv_row };
+    const struct attn_layer L = layer_kv(c, l);
     for (int32_t i = i0; i < i1; i++) {
         float *q = c->a.q + (size_t)i * qd, *k = c->a.k + (size_t)i * kd;
         const float *cs = (swa ? c->a.rope_l : c->a.rope_g) + (size_t)i * hp->n_rot;
@@ -633,9 +665,7 @@ static int attention(struct cpu_be *c, const struct fwd_batch *b, int32_t l, cha
 {
     const struct model *m = c->be.model;
     const struct model_hparams *hp = &m->hp;
-    char *kpool = c->kv + (size_t)l * 2 * c->kv_pool;
-    const struct attn_layer L = { kpool, kpool + c->kv_pool, c->okv, c->be.kv_block_tokens,
-                                  c->kv_row };
+    const struct attn_layer L = layer_kv(c, l);
     const struct attn_batch ab = {
         .n_tokens = b->n_tokens, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hp->head_dim, .window = model_layer_is_swa(m, l) ? hp->sliding_window : 0,
@@ -838,13 +868,10 @@ static int cpu_kv_block_io(struct backend *be, int32_t block, void *buf, bool wr
 {
     struct cpu_be *c = be->impl;
     if (block < 0 || block >= be->kv_n_blocks) return -1;
-    const size_t n = (size_t)be->kv_block_tokens * c->kv_row;
-    char *p = buf;
-    for (int32_t l = 0; l < 2 * be->model->hp.n_layer; l++, p += n) {
-        char *src = c->kv + (size_t)l * c->kv_pool + (size_t)block * n;
-        if (write) memcpy(src, p, n);
-        else memcpy(p, src, n);
-    }
+    /* a block holds every layer's K and V in the buffer's order */
+    char *src = c->kv + (size_t)block * c->kv_block;
+    if (write) memcpy(src, buf, c->kv_block);
+    else memcpy(buf, src, c->kv_block);
     return 0;
 }
 

@@ -69,8 +69,8 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
                    int32_t block, int32_t slot, const float *k, const float *v)
 {
     const int32_t bt = L->block_tokens, hd = head_dim;
-    char *kb = (char *)L->k + (size_t)block * bt * L->row_bytes;
-    char *vb = (char *)L->v + (size_t)block * bt * L->row_bytes;
+    char *kb = attn_block(L, L->k, block);
+    char *vb = attn_block(L, L->v, block);
     const int32_t rk = attn_kv_rot(L->type, hd, 0), rv = attn_kv_rot(L->type, hd, 1);
     if (rk) {
         /* a head at a time (its row starts on a quantization block), rotated

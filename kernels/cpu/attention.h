@@ -2,7 +2,8 @@
  * grouped KV heads over a paged KV cache, softmax in f32.
  *
  * KV layout, one layer: K and V pools of n_blocks blocks of block_tokens
- * slots, block_tokens · row_bytes bytes each. attn_kv_store writes a token
+ * slots, block_tokens · row_bytes bytes each, block_stride bytes apart (the
+ * CPU backend interleaves the layers' blocks). attn_kv_store writes a token
  * and owns the layout inside a block: for f16 and f32, K is [head][dim][slot]
  * (a block of one head converts in one contiguous pass and is already
  * transposed for the QK products, which run across keys) and V is
@@ -36,7 +37,16 @@ struct attn_layer {
     enum ops_kv_type type;
     int32_t block_tokens;
     size_t row_bytes;           /* bytes of one token's K (or V) row */
+    size_t block_stride;        /* bytes from a block to the next in k and v;
+                                 * 0: block_tokens · row_bytes (packed pools) */
 };
+
+/* Block `block` of pool k or v of L. */
+static inline char *attn_block(const struct attn_layer *L, const void *pool, int32_t block)
+{
+    const size_t s = L->block_stride ? L->block_stride : (size_t)L->block_tokens * L->row_bytes;
+    return (char *)pool + (size_t)block * s;
+}
 
 struct attn_batch {
     int32_t n_tokens;

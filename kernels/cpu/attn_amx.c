@@ -208,7 +208,7 @@ static void load_chunk(const struct attn_layer *L, const struct amx_geo *a, int3
 {
     const int32_t hd = a->hd, bt = a->bt, nd = hd / 16;
     const int planar = a->type == OPS_KV_F16 || a->type == OPS_KV_F32, f16 = a->type == OPS_KV_F16;
-    const size_t es = f16 ? 2 : 4, blk_bytes = (size_t)bt * L->row_bytes;
+    const size_t es = f16 ? 2 : 4;
     for (int32_t kb = 0; kb < CK / 16; kb++) {
         const int32_t p0 = base + kb * 16;
         if (p0 + 15 < a->lo_min || p0 > a->p_last) {
@@ -218,8 +218,8 @@ static void load_chunk(const struct attn_layer *L, const struct amx_geo *a, int3
             continue;
         }
         const int32_t slot0 = p0 % bt;
-        const char *kblk = (const char *)L->k + (size_t)a->table[p0 / bt] * blk_bytes;
-        const char *vblk = (const char *)L->v + (size_t)a->table[p0 / bt] * blk_bytes;
+        const char *kblk = attn_block(L, L->k, a->table[p0 / bt]);
+        const char *vblk = attn_block(L, L->v, a->table[p0 / bt]);
         /* K */
         if (planar) {
             const char *kh = kblk + (size_t)a->g * hd * bt * es;

@@ -73,8 +73,15 @@ static void fixture_open(struct fixture *f, const struct cfg *c)
     const int32_t nblk = (c->ntok + c->bt - 1) / c->bt;
     const size_t row = ops_kv_row_bytes(c->type, kd);
     f->c = c;
-    f->kp = calloc((size_t)nblk * c->bt, row);
-    f->vp = calloc((size_t)nblk * c->bt, row);
+    /* The backend's layout: each block holds K then V (of every layer
+     * there), block_stride apart; the gap between blocks is filled with
+     * bytes that read as huge values, so a kernel that steps by
+     * block_tokens · row_bytes instead reads them. */
+    const size_t part = (size_t)c->bt * row, stride = 2 * part + 192;
+    f->kp = malloc((size_t)nblk * stride);
+    memset(f->kp, 0x7b, (size_t)nblk * stride);
+    for (int32_t i = 0; i < nblk; i++) memset(f->kp + (size_t)i * stride, 0, 2 * part);
+    f->vp = f->kp + part;
     f->K = malloc(sizeof(float) * (size_t)c->ntok * kd);
     f->V = malloc(sizeof(float) * (size_t)c->ntok * kd);
     f->q = malloc(sizeof(float) * (size_t)c->ntok * qd);
@@ -85,7 +92,7 @@ static void fixture_open(struct fixture *f, const struct cfg *c)
     int32_t mul = 7;   /* a shuffled block table: i -> (i·mul + 3) mod nblk, mul coprime to nblk */
     while (gcd(nblk, mul) != 1) mul += 2;   /* (nblk % mul alone let 21 blocks take 9) */
     for (int32_t i = 0; i < nblk; i++) f->table[i] = (int32_t)(((int64_t)i * mul + 3) % nblk);
-    f->L = (struct attn_layer){ f->kp, f->vp, c->type, c->bt, row };
+    f->L = (struct attn_layer){ f->kp, f->vp, c->type, c->bt, row, stride };
     char *stored = malloc(row);
     for (int32_t t = 0; t < c->ntok; t++) {
         float *k = f->K + (size_t)t * kd, *v = f->V + (size_t)t * kd;
@@ -109,7 +116,7 @@ static void fixture_open(struct fixture *f, const struct cfg *c)
 
 static void fixture_close(struct fixture *f)
 {
-    free(f->kp); free(f->vp); free(f->K); free(f->V); free(f->q); free(f->qr);
+    free(f->kp); free(f->K); free(f->V); free(f->q); free(f->qr);
     free(f->pos); free(f->table); free(f->tabs);
 }
 
