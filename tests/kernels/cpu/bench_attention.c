@@ -3,13 +3,14 @@
  * the engine sends them, then decode steps at depth N; CPU seconds
  * (this thread and the pool's, so a loaded machine disturbs it less; on
  * more threads they include the pool's spinning) and, for decode, wall.
- *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps [split_keys [kv [bf16 [layers]]]]]]]]
+ *   bench_attention [N [n_head n_kv head_dim [threads [decode_steps [split_keys [kv [bf16 [layers [tokens]]]]]]]]]
  * (TERN_ISA caps the ISA; split_keys as attn_batch, default 1; kv f16 (default),
  * f32, q8_0 or q4_0; bf16 as attn_batch.bf16_tiles for the prefill, default 1:
  * AMX-BF16 prompt tiles where the ISA is amx; layers: the decode steps go
  * through this many layers' caches in turn (default 1), so that, as in a
  * model, a layer's K and V are read from memory rather than from a cache
- * that still holds them from the step before) */
+ * that still holds them from the step before; tokens: each step's tokens, the
+ * sequence's last ones, as a speculative verification sends them, default 1) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,16 +101,19 @@ int main(int argc, char **argv)
     const int32_t split = argc > 7 ? atoi(argv[7]) : 1;
     t0 = cpu_s();
     const double w0 = wall_s();
+    /* 11th argument: tokens per step (a speculative verification's rows,
+     * the last ones of the sequence); 1 = decode */
+    const int32_t nv = argc > 11 && atoi(argv[11]) > 1 && atoi(argv[11]) <= N ? atoi(argv[11]) : 1;
     for (int i = 0; i < STEPS; i++) {
-        const struct attn_batch b = { 1, nh, nkv, hd, 0, q + (size_t)(N - 1) * qd, out, pos + N - 1,
-                                      tabs + N - 1, 0.125f, 0.0f, split, 0 };
+        const struct attn_batch b = { nv, nh, nkv, hd, 0, q + (size_t)(N - nv) * qd, out,
+                                      pos + N - nv, tabs + N - nv, 0.125f, 0.0f, split, 0 };
         for (int32_t l = 0; l < nl; l++) attn_forward(tp, isa, &Ls[l], &b, &s);
     }
     const double dec = (cpu_s() - t0) / STEPS / nl, decw = (wall_s() - w0) / STEPS / nl;
     printf("isa=%s threads=%d heads=%d/%d hd=%d N=%d: prefill %.3f CPU-s (%.2f ns per query-key "
-           "pair, %.1f GFLOP/s), decode at depth %d (split %d) %.1f CPU-us (%.1f wall-us) per layer of %d (%.1f GB/s of K and V)\n",
+           "pair, %.1f GFLOP/s), decode at depth %d (split %d, %d tokens) %.1f CPU-us (%.1f wall-us) per layer of %d (%.1f GB/s of K and V)\n",
            cpu_isa_name(isa), nth, nh, nkv, hd, N, pre, 1e9 * pre / pairs, 4.0 * hd * pairs / pre * 1e-9,
-           N, split, dec * 1e6, decw * 1e6, nl, 2.0 * N * row / decw * 1e-9);
+           N, split, nv, dec * 1e6, decw * 1e6, nl, 2.0 * N * row / decw * 1e-9);
     attn_scratch_free(&s);
     tp_close(tp);
     free(Ls); free(kp); free(vp); free(q); free(out); free(kv); free(pos); free(table); free(tabs);
