@@ -23,8 +23,8 @@ Why it is the same function:
   epsilon by 640/1152 (the GGUF weights already hold Gemma's 1 + w, the
   converter adds the 1, so the scale applies to them as stored);
 - attn_q_norm / attn_k_norm (over the head dimension 256) keep their
-  weights; they share the epsilon key, so theirs becomes 5.6e-7 instead of
-  1e-6 (against a head's mean square of order 1: below f16 rounding);
+  weights; they share the epsilon key, so theirs shrinks by 640/1152 too
+  (the F16 perplexity check in docs/PERFORMANCE.md section 7 does not see it);
 - heads, head size, rope, sliding window and the query scale are unchanged.
 
     tests/e2e/bench/make_widened_gemma3.py GEMMA3-270M-F16.gguf OUT-f16.gguf
