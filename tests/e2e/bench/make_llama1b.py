@@ -13,6 +13,8 @@ import sys
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, TokenType
 
+from gguf_rewrite import finish
+
 N_EMBD, N_LAYER, N_HEAD, N_KV, HD, N_FF, N_VOCAB = 2048, 16, 32, 8, 64, 8192, 128256
 
 
@@ -65,10 +67,7 @@ def main() -> int:
         w.add_tensor(p + "ffn_gate.weight", mat(N_FF, N_EMBD, 0.02))
         w.add_tensor(p + "ffn_up.weight", mat(N_FF, N_EMBD, 0.02))
         w.add_tensor(p + "ffn_down.weight", mat(N_EMBD, N_FF, 0.02))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     return 0
 
 

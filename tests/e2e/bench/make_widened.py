@@ -30,7 +30,9 @@ bench_draft.sh makes it).
 import sys
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+
+from gguf_rewrite import copy_keys, finish
 
 N_EMBD, N_HEAD, N_KV, N_FF = 2048, 32, 8, 8192
 
@@ -60,13 +62,7 @@ def main() -> int:
         "general.name": "SmolLM2-135M widened to Llama-3.2-1B widths",
     }
     w = GGUFWriter(out, "llama")
-    for f in r.fields.values():
-        if f.name == "general.architecture" or f.name.startswith("GGUF."):
-            continue
-        vt = f.types[0]
-        sub = f.types[-1] if vt == GGUFValueType.ARRAY else None
-        val = new_kv.get(f.name, f.contents())
-        w.add_key_value(f.name, val, vt, sub_type=sub)
+    copy_keys(r, w, new_kv)
 
     new_head = [(h // per) * (N_HEAD // N_KV) + h % per for h in range(h0)]
 
@@ -108,10 +104,7 @@ def main() -> int:
         if t.tensor_type not in (GGMLQuantizationType.F16, GGMLQuantizationType.F32):
             sys.exit(f"make_widened: {t.name} is {t.tensor_type.name}; give an F16 file")
         w.add_tensor(t.name, widened(t.name, np.asarray(t.data)))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     return 0
 
 

@@ -36,7 +36,9 @@ reference's `llama-quantize --allow-requantize IN OUT F16`.
 import sys
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+
+from gguf_rewrite import copy_keys, finish
 
 N_EMBD, N_FF = 1152, 6912
 EMBD_NORMS = ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm", "output_norm")
@@ -66,12 +68,7 @@ def main() -> int:
         "general.name": "Gemma 3 270M widened to Gemma 3 1B widths",
     }
     w = GGUFWriter(out, "gemma3")
-    for f in r.fields.values():
-        if f.name == "general.architecture" or f.name.startswith("GGUF."):
-            continue
-        vt = f.types[0]
-        sub = f.types[-1] if vt == GGUFValueType.ARRAY else None
-        w.add_key_value(f.name, new_kv.get(f.name, f.contents()), vt, sub_type=sub)
+    copy_keys(r, w, new_kv)
 
     def pad(a: np.ndarray, rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
         b = np.zeros((rows, cols), a.dtype)
@@ -105,10 +102,7 @@ def main() -> int:
         w.add_tensor(t.name, widened(t.name, a))
         if t.name == "token_embd.weight":  # the untied head: the original embedding
             w.add_tensor("output.weight", pad(a, a.shape[0], N_EMBD))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     return 0
 
 
