@@ -302,6 +302,9 @@ static int do_perplexity(struct eval *ev)
     cJSON_AddStringToObject(config, "model_file", ev->info.model_path);
     cJSON_AddStringToObject(config, "backend", ev->info.backend.name);
     cJSON_AddStringToObject(config, "kv_type", cli_kv_type_name(o->eng.backend.kv_type));
+    /* 0: the engine's default budget; 1 reads every prompt token as decode
+     * does (the cache's blocks filled one token at a time) */
+    cJSON_AddNumberToObject(config, "step_tokens", o->eng.step_tokens);
     if (o->json) {
         cJSON *both = cJSON_CreateObject();
         cJSON_AddItemReferenceToObject(both, "config", config);
@@ -854,6 +857,7 @@ int cmd_eval(int argc, char **argv)
         "@threads physical cores\n"
         "@backend auto\n"
         "@kv-type f16 (perplexity with q8_0: what the quantized cache costs in quality)\n"
+        "@step-tokens the engine's (1: each token through the decode path, as a reply reads the cache)\n"
         "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {
         {"perplexity", required_argument, 0, OPT_PPL},
@@ -872,6 +876,7 @@ int cmd_eval(int argc, char **argv)
         CLI_SHARED(CLI_O_KV_TYPE),
         CLI_SHARED(CLI_O_PROMPT_ATTN),
         CLI_SHARED(CLI_O_PREFILL_INT8),
+        CLI_SHARED(CLI_O_STEP_TOKENS),
         {"raw", no_argument, 0, OPT_RAW},
         {0, 0, 0, 0},
     };

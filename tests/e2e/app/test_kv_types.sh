@@ -89,6 +89,27 @@ grep -Eq "KV cache: +[0-9]+ tokens, [0-9.]+ MiB, $(grep -Eo '[0-9]+ bytes per to
 ok $? "kv-type = q4_0 in tern.conf: the q4_0 pool ($(grep 'KV cache' "$TMP/conf.err"))"
 rm "$XDG_CONFIG_HOME/tern/tern.conf"
 
+# eval --step-tokens 1: every prompt token through the decode path (the
+# cache's last block filled a token at a time, as a reply reads it); on f16
+# the same perplexity as the batched prefill, on q4_0 the quantized cache's
+text=$TERN_SRC/../shared/texts/gpl-3.0.txt
+[ -r "$text" ] || text=/usr/share/common-licenses/GPL-3
+for run in "f16 0" "f16 1" "q4_0 1"; do
+    set -- $run
+    "$tern" eval -m "$MODEL" --perplexity "$text" --ctx 128 --chunks 3 -t 2 --no-save --json \
+        --kv-type $1 $([ $2 = 1 ] && echo --step-tokens 1) > "$TMP/ppl-$1-$2.json" 2> "$TMP/ppl.err"
+done
+python3 - "$TMP" <<'PY'
+import json, sys
+r = {k: json.load(open(f"{sys.argv[1]}/ppl-{k}.json")) for k in ("f16-0", "f16-1", "q4_0-1")}
+p = {k: v["result"]["perplexity"] for k, v in r.items()}
+print(p)
+assert r["f16-1"]["config"]["step_tokens"] == 1 and r["f16-0"]["config"]["step_tokens"] == 0
+assert abs(p["f16-1"] - p["f16-0"]) / p["f16-0"] < 1e-3
+assert p["q4_0-1"] != p["f16-1"] and abs(p["q4_0-1"] - p["f16-1"]) / p["f16-1"] < 0.25
+PY
+ok $? "eval --step-tokens 1: f16 gives the batched perplexity, q4_0 its own; the JSON records it"
+
 "$tern" run -m "$MODEL" --kv-type q5_0 -n 1 "Hi" > /dev/null 2> "$TMP/bad.err"
 [ $? -ne 0 ] && grep -q "q4_0" "$TMP/bad.err"
 ok $? "an unknown --kv-type is refused with the list ($(head -c 200 "$TMP/bad.err"))"
