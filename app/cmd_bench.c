@@ -167,8 +167,10 @@ static void print_runs(const char *key, const double *v, long n)
 
 static struct roofline_model model_cost(const struct model *m)
 {
-    return roofline_model_cost(m->weight_bytes_active, m->n_params_active,
-                               (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim);
+    /* the embedding table, and the output matrix where it is its own */
+    const uint64_t table = (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim;
+    const bool tied = m->output.data == m->tok_embd.data;
+    return roofline_model_cost(m->weight_bytes_active, m->n_params_active, tied ? table : 2 * table);
 }
 
 /* The medians as shares of the machine's limits (lim NULL: none known, a

@@ -130,7 +130,7 @@ static void describe(const char *dir, struct ui_model_entry *e)
     limits_default_path(cpu_isa_best(), lpath, sizeof lpath);
     if (limits_load(&lim, lpath, cpu_isa_best(), 0, lerr, sizeof lerr) == LIMITS_CACHE_OK) {
         const struct roofline_model c =
-            roofline_model_cost(mi.active_weight_bytes, mi.active_params, mi.vocab * mi.embd);
+            roofline_model_cost(mi.active_weight_bytes, mi.active_params, mi.vocab_params);
         const struct roofline_fig f = roofline_predict(&lim, &c, tp_physical_cores());
         e->pp_tok_s = f.pp_pred_tok_s;
         e->tg_tok_s = f.tg_pred_tok_s;

@@ -214,8 +214,8 @@ static void print_limits(const struct limits *l, const struct model_info *mi)
     printf("  bf16 peak %.2f TFLOP/s, %d threads %.2f (%s)\n", l->bf16_tflops[0], l->cpus,
            l->bf16_tflops[1], l->bf16_unit);
     if (!mi) return;
-    const struct roofline_model c = roofline_model_cost(mi->active_weight_bytes, mi->active_params,
-                                                          (uint64_t)mi->vocab * mi->embd);
+    const struct roofline_model c =
+        roofline_model_cost(mi->active_weight_bytes, mi->active_params, mi->vocab_params);
     const int t = tp_physical_cores();
     const struct roofline_fig f = roofline_predict(l, &c, t);
     printf("  this model, %d thread%s: decode <= %.1f tok/s (%.1f MB per token), prefill <= %.0f "

@@ -47,7 +47,7 @@ static void predict_all(struct entry *v, int n, const struct limits *lim)
     for (int i = 0; i < n; i++) {
         if (!v[i].ok) continue;
         v[i].cost = roofline_model_cost(v[i].mi.active_weight_bytes, v[i].mi.active_params,
-                                          v[i].mi.vocab * v[i].mi.embd);
+                                          v[i].mi.vocab_params);
         if (lim) v[i].pred = roofline_predict(lim, &v[i].cost, tp_physical_cores());
     }
 }

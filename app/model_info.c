@@ -61,7 +61,9 @@ static void gather_tensors(const struct gguf_ctx *g, struct model_info *mi)
     mi->active_params = mi->params;
     mi->active_weight_bytes = mi->weight_bytes;
     const struct gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
-    if (te && gguf_find_tensor(g, "output.weight") && te->ne[1] > 0)   /* untied: one row read */
+    const struct gguf_tensor *to = gguf_find_tensor(g, "output.weight");
+    mi->vocab_params = (te ? te->n_elements : 0) + (to ? to->n_elements : 0);
+    if (te && to && te->ne[1] > 0)   /* untied: one row read */
         mi->active_weight_bytes -= te->nbytes - te->nbytes / te->ne[1];
     if (mi->n_expert > 0 && mi->n_expert_used > 0 && mi->n_expert_used < mi->n_expert) {
         const uint32_t unused = mi->n_expert - mi->n_expert_used;

@@ -30,6 +30,7 @@ struct model_info {
     int64_t bos, eos, eot;  /* -1 = none */
     uint64_t kv_per_token, budget, kv_tokens;
     uint64_t active_params;       /* per token: all but the unused experts (= params, dense) */
+    uint64_t vocab_params;        /* the embedding table's and, untied, the output matrix's */
     uint64_t active_weight_bytes; /* what decode reads per token: all but the unused experts'
                                      bytes (memory holds weight_bytes: every expert resident) */
     uint32_t n_expert, n_expert_used;

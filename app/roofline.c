@@ -22,8 +22,10 @@ int roofline_limits(struct limits *l, int isa, bool remeasure, char *err, size_t
 struct roofline_model roofline_model_cost(uint64_t active_weight_bytes, uint64_t active_params,
                                           uint64_t vocab_params)
 {
+    /* a model whose vocabulary matrices hold most of its parameters (Gemma 3
+     * 270M: 63 %) still multiplies only the rest per prompt token */
     const uint64_t per_token =
-        vocab_params < active_params / 2 ? active_params - vocab_params : active_params;
+        vocab_params < active_params ? active_params - vocab_params : active_params;
     struct roofline_model m = {
         .bytes_per_token = (double)active_weight_bytes,
         .ops_per_token = 2.0 * (double)per_token,

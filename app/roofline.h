@@ -33,7 +33,8 @@ struct roofline_fig {
  * from the cache, measured (about a second, said on stderr) when missing,
  * stale or remeasure. 0, or -1 with err. */
 int roofline_limits(struct limits *l, int isa, bool remeasure, char *err, size_t errlen);
-/* vocab_params: n_vocab x embedding width (0 unknown). */
+/* vocab_params: the parameters of the embedding table and, untied, of the
+ * output matrix (0 unknown). */
 struct roofline_model roofline_model_cost(uint64_t active_weight_bytes, uint64_t active_params,
                                           uint64_t vocab_params);
 struct roofline_fig roofline_predict(const struct limits *l, const struct roofline_model *m,

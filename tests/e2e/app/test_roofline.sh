@@ -111,6 +111,32 @@ m = json.load(sys.stdin)["models"][0]
 sys.exit(0 if m["predicted_tg_tok_s"] > 1 and m["predicted_pp_tok_s"] > m["predicted_tg_tok_s"] and m["bytes_per_token"] > 0 else 1)'
 ok $? "tern models --json: predicted tok/s, prefill above decode"
 
+# prefill's operations per token: every parameter but the vocabulary
+# matrices' (prefill applies the output matrix to a batch's last token only),
+# also where they hold most of the model (Gemma 3 270M: 63 %); both files tie
+# the output matrix to the embedding table (vocabulary x width below)
+GEMMA="$(dirname "$MODEL")/gemma-3-270m-q4_k_m.gguf"
+if [ -r "$GEMMA" ]; then
+    ln -s "$GEMMA" "$XDG_DATA_HOME/tern/models/gemma-3-270m-q4_k_m.gguf"
+    "$TERN_BIN" bench -m "$GEMMA" --pp 16 --tg 2 -r 1 -t 1 --json >"$TMP/g.json" 2>"$TMP/err"
+    "$TERN_BIN" models --json >"$TMP/m.json" 2>>"$TMP/err"
+    python3 - "$TMP/m.json" "$TMP/b.json" "$TMP/g.json" <<'PY'
+import json, sys
+m = {x["name"]: x for x in json.load(open(sys.argv[1]))["models"]}
+bench = {"SmolLM2-135M-Instruct.Q4_1": json.load(open(sys.argv[2])),
+         "gemma-3-270m-q4_k_m": json.load(open(sys.argv[3]))}
+vocab = {"SmolLM2-135M-Instruct.Q4_1": 49152 * 576, "gemma-3-270m-q4_k_m": 262144 * 640}
+for name, v in vocab.items():
+    want = 2 * (m[name]["params"] - v)
+    got = (m[name]["ops_per_token"], bench[name]["ops_per_token"])
+    print(name, want, got)
+    assert got == (want, want), (name, want, got)
+PY
+    ok $? "prefill's operations per token leave out the vocabulary matrices (models and bench --json)"
+else
+    tap_n=$((tap_n + 1)); echo "ok $tap_n - # SKIP gemma-3-270m-q4_k_m.gguf not fetched"
+fi
+
 # the AVX2 path (the machine of other days): its own measurement and cache
 TERN_ISA=avx2 "$TERN_BIN" bench -m "$MODEL" --pp 32 --tg 8 -r 1 -t 1 --json >"$TMP/b2.json" 2>"$TMP/err"
 ok $? "TERN_ISA=avx2 tern bench --json exits 0"
