@@ -148,7 +148,7 @@ struct chunk {
     uint64_t id;
     int32_t done;      /* prompt tokens processed so far */
     bool finished;
-    double nll;
+    double nll, nll_sq;   /* the scored positions' losses, summed and squared */
     int32_t n_scored;
     enum engine_status status;
 };
@@ -188,6 +188,7 @@ static void take_chunk_events(struct eval *ev, struct chunk *c)
                 c->status = evs[i].status;
                 if (evs[i].metrics) {
                     c->nll = evs[i].metrics->nll_sum;
+                    c->nll_sq = evs[i].metrics->nll_sq_sum;
                     c->n_scored = evs[i].metrics->n_scored;
                 }
                 if (evs[i].status != ENGINE_OK && evs[i].message)
@@ -199,9 +200,10 @@ static void take_chunk_events(struct eval *ev, struct chunk *c)
 }
 
 /* Runs every chunk, at most `conc` in flight (the reference evaluates four
- * sequences per batch too); fills *nll and *count. */
+ * sequences per batch too); fills *nll, *nll_sq and *count. */
 static int run_chunks(struct eval *ev, const int32_t *tokens, int64_t n_chunk, int32_t n_ctx,
-                      int64_t stride_step, int32_t first, int32_t bos, double *nll, int64_t *count)
+                      int64_t stride_step, int32_t first, int32_t bos, double *nll, double *nll_sq,
+                      int64_t *count)
 {
     struct chunk *c = calloc((size_t)n_chunk, sizeof *c);
     if (!c) return -1;
@@ -234,6 +236,7 @@ static int run_chunks(struct eval *ev, const int32_t *tokens, int64_t n_chunk, i
     }
     for (int64_t i = 0; i < n_chunk && rc == 0; i++) {
         *nll += c[i].nll;
+        *nll_sq += c[i].nll_sq;
         *count += c[i].n_scored;
     }
     for (int64_t i = 0; i < next; i++)
@@ -276,20 +279,27 @@ static int do_perplexity(struct eval *ev)
         free(tokens);
         return CLI_EXIT_FAIL;
     }
-    double nll = 0;
+    double nll = 0, nll_sq = 0;
     int64_t count = 0;
     ev->t0 = app_now_s();
-    int rc = run_chunks(ev, tokens, n_chunk, n_ctx, step, first, add_bos ? bos : -1, &nll, &count);
+    int rc = run_chunks(ev, tokens, n_chunk, n_ctx, step, first, add_bos ? bos : -1, &nll, &nll_sq,
+                     &count);
     double dur = app_now_s() - ev->t0;
     free(tokens);
     if (rc != 0 || count <= 0) {
         fprintf(stderr, "tern eval: perplexity failed\n");
         return CLI_EXIT_FAIL;
     }
-    double ppl = exp(nll / (double)count);
+    /* the standard error as llama-perplexity gives it: the spread of the
+     * positions' losses over sqrt(n - 1), carried through exp (a reading
+     * over a few chunks is mostly this noise) */
+    const double ppl = exp(nll / (double)count), mean = nll / (double)count;
+    const double var = nll_sq / (double)count - mean * mean;
+    const double ppl_err = count > 1 && var > 0 ? ppl * sqrt(var / (double)(count - 1)) : 0.0;
     cJSON *summary = cJSON_CreateObject(), *config = cJSON_CreateObject();
     cJSON_AddNumberToObject(summary, "perplexity", ppl);
-    cJSON_AddNumberToObject(summary, "nll_mean", nll / (double)count);
+    cJSON_AddNumberToObject(summary, "perplexity_err", ppl_err);
+    cJSON_AddNumberToObject(summary, "nll_mean", mean);
     cJSON_AddNumberToObject(summary, "tokens", (double)n);
     cJSON_AddNumberToObject(summary, "chunks", (double)n_chunk);
     cJSON_AddNumberToObject(summary, "scored", (double)count);
@@ -315,8 +325,9 @@ static int do_perplexity(struct eval *ev)
         free(txt);
         cJSON_Delete(both);
     } else {
-        printf("perplexity %.4f over %lld chunks of %d tokens (%lld scored) · %s · %.1f s, %.0f tok/s\n",
-               ppl, (long long)n_chunk, n_ctx, (long long)count, ev->info.model_name, dur,
+        printf("perplexity %.4f ± %.4f over %lld chunks of %d tokens (%lld scored) · %s · %.1f s, "
+               "%.0f tok/s\n",
+               ppl, ppl_err, (long long)n_chunk, n_ctx, (long long)count, ev->info.model_name, dur,
                (double)n_chunk * n_ctx / dur);
     }
     save_run(ev, "eval-perplexity", config, summary);

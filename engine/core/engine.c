@@ -114,6 +114,7 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m)
     }
     if (m->n_scored > 0) {
         cJSON_AddNumberToObject(o, "nll_sum", m->nll_sum);
+        cJSON_AddNumberToObject(o, "nll_sq_sum", m->nll_sq_sum);
         cJSON_AddNumberToObject(o, "n_scored", m->n_scored);
     }
     if (m->remote) {

@@ -333,6 +333,7 @@ struct engine_metrics {
                                         not n-gram lookup */
     double *token_t;                 /* [n_generated] time of each token (ITL = differences) */
     double nll_sum;                  /* score requests */
+    double nll_sq_sum;               /* each position's loss squared, summed (the spread) */
     int32_t n_scored;
     /* Remote engines (zero for the local one): the client's view. t_admitted
      * is when the response headers arrived; queue/prefill are then unknown

@@ -225,6 +225,7 @@ struct engine_out {
     char *message;
     struct engine_logprob *lp;     /* the token's entry, when the request asked */
     double nll;                    /* the loss of the scored prompt positions */
+    double nll_sq;                 /* and the sum of each position's loss squared */
     int32_t n_scored;
     /* A decode with guesses (n-gram lookup): the tokens sampled after this
      * one, in order ([n_more], malloc'd), of which the first n_accepted

@@ -351,6 +351,7 @@ static void apply_item(struct engine_local *e, struct sched_item *it, struct eng
     }
     if (r->score) {
         r->m.nll_sum += o->nll;
+        r->m.nll_sq_sum += o->nll_sq;
         r->m.n_scored += o->n_scored;
         if (r->seq.n_computed >= r->seq.n_prompt) finish(e, r, ENGINE_OK, NULL);
         return;

@@ -533,12 +533,15 @@ void engine_req_score_row(struct engine_local *e, struct engine_req *r, const fl
                           int32_t pos, struct engine_out *o)
 {
     int32_t next = r->seq.tokens[pos + 1];
+    double v = 0.0;
     if (r->plp) {
         logprob_fill(row, e->n_vocab, next, r->plp_top, &r->plp[pos + 1]);
-        if (r->score) o->nll -= (double)r->plp[pos + 1].logprob;
+        if (r->score) v = -(double)r->plp[pos + 1].logprob;
     } else {
-        o->nll += row_nll(row, e->n_vocab, next);
+        v = row_nll(row, e->n_vocab, next);
     }
+    o->nll += v;
+    o->nll_sq += v * v;
     o->n_scored++;
 }
 

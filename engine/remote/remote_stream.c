@@ -411,7 +411,7 @@ static void finish_score(struct remote *R, struct rreq *q)
         }
         oai_parsed_free(&p);
     }
-    double nll = 0;
+    double nll = 0, nll_sq = 0;
     int32_t n = 0, missing = 0;
     for (int32_t i = q->score_from + 1; i < q->n_ids; i++) {
         if (isnan(lp[i])) {
@@ -419,6 +419,7 @@ static void finish_score(struct remote *R, struct rreq *q)
             continue;
         }
         nll -= lp[i];
+        nll_sq += lp[i] * lp[i];
         n++;
     }
     free(lp);
@@ -429,6 +430,7 @@ static void finish_score(struct remote *R, struct rreq *q)
         return;
     }
     q->m.nll_sum = nll;
+    q->m.nll_sq_sum = nll_sq;
     q->m.n_scored = n;
     remote_stream_finish(R, q, ENGINE_OK, NULL);
 }

@@ -65,9 +65,10 @@ txt=${TERN_SHARED:-$TERN_SRC/../shared}/texts/gpl-3.0.txt   # the test data besi
 python3 -c 'import json,sys
 a=json.load(open(sys.argv[1]))["result"]; b=json.load(open(sys.argv[2]))["result"]
 print("# in-process ppl %.6f (%d scored), --url ppl %.6f (%d scored)" % (a["perplexity"], a["scored"], b["perplexity"], b["scored"]))
-sys.exit(not ("%.4f" % a["perplexity"] == "%.4f" % b["perplexity"] and a["scored"] == b["scored"] > 0))' \
+sys.exit(not ("%.4f" % a["perplexity"] == "%.4f" % b["perplexity"] and a["scored"] == b["scored"] > 0
+              and a["perplexity_err"] > 0 and abs(b["perplexity_err"] / a["perplexity_err"] - 1) < 1e-3))' \
   "$out/pl" "$out/pr"
-ok $? "eval --perplexity --url: the in-process perplexity (print precision), the same tokens scored"
+ok $? "eval --perplexity --url: the in-process perplexity (print precision) and standard error, the same tokens scored"
 "$T" eval --perplexity "$txt" --url "$U" --no-save >/dev/null 2>"$out/pe"
 ok $(grep -q 'needs -m MODEL' "$out/pe"; echo $?) "eval --perplexity --url without -m: asks for the tokenizer's model file"
 while IFS= read -r line; do

@@ -46,7 +46,7 @@ int main(int argc, char **argv)
     struct ppl_result r;
     int rc = ppl_run(be, ids, n, &p, &r, err, sizeof err);
     if (rc == 0)
-        printf("%.9g %lld\n", r.ppl, (long long)r.n_scored);
+        printf("%.9g %lld %.9g\n", r.ppl, (long long)r.n_scored, r.ppl_err);
     else
         fprintf(stderr, "ppl_direct: %s\n", err);
     backend_close(be);
