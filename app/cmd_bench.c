@@ -165,21 +165,35 @@ static void print_runs(const char *key, const double *v, long n)
     printf("]");
 }
 
-static struct roofline_model model_cost(const struct model *m)
+/* The model's cost per token at the bench's depth: decode reads the K and V
+ * of every key its positions attend (kv_token_bytes: one token's, all
+ * layers) beside the weights. */
+static struct roofline_model model_cost(const struct bench_opts *o, const struct model *m,
+                                        uint64_t kv_token_bytes)
 {
     /* the embedding table, and the output matrix where it is its own */
     const uint64_t table = (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim;
     const bool tied = m->output.data == m->tok_embd.data;
-    return roofline_model_cost(m->weight_bytes_active, m->n_params_active, tied ? table : 2 * table);
+    struct roofline_model c =
+        roofline_model_cost(m->weight_bytes_active, m->n_params_active, tied ? table : 2 * table);
+    const int32_t nl = m->hp.n_layer;
+    int32_t *win = calloc((size_t)(nl > 0 ? nl : 1), sizeof *win);
+    if (win && nl > 0 && o->tg > 0) {
+        for (int32_t l = 0; l < nl; l++) win[l] = model_layer_is_swa(m, l) ? m->hp.sliding_window : 0;
+        c.kv_bytes_per_token = roofline_kv_keys(win, nl, o->depth, o->tg) *
+                               (double)kv_token_bytes / (double)nl;
+    }
+    free(win);
+    return c;
 }
 
 /* The medians as shares of the machine's limits (lim NULL: none known, a
  * GPU run): JSON keys, null where unknown. */
-static void json_roofline(const struct bench_opts *o, const struct model *m,
+static void json_roofline(const struct bench_opts *o, const struct roofline_model c,
                           const struct limits *lim, double pp_med, double tg_med)
 {
-    const struct roofline_model c = model_cost(m);
-    printf("\"bytes_per_token\":%.0f,\"ops_per_token\":%.0f,", c.bytes_per_token, c.ops_per_token);
+    printf("\"bytes_per_token\":%.0f,\"kv_bytes_per_token\":%.0f,\"ops_per_token\":%.0f,",
+           c.bytes_per_token, c.kv_bytes_per_token, c.ops_per_token);
     if (!lim) {
         printf("\"limits\":null,\"tg_gb_s\":%.3f,\"pp_tops\":%.4f,",
                roofline_decode_gbs(&c, tg_med), roofline_prefill_tops(&c, pp_med));
@@ -199,10 +213,9 @@ static void json_roofline(const struct bench_opts *o, const struct model *m,
 
 /* Below the table: each median as a share of its limit, and the roofline's
  * prediction beside it. */
-static void text_roofline(const struct bench_opts *o, const struct model *m,
+static void text_roofline(const struct bench_opts *o, const struct roofline_model c,
                           const struct limits *lim, double pp_med, double tg_med)
 {
-    const struct roofline_model c = model_cost(m);
     const double gbs = roofline_decode_gbs(&c, tg_med), tops = roofline_prefill_tops(&c, pp_med);
     if (!lim) {
         printf("\nroofline: no CPU limits for this device; tg %.2f GB/s of weights read, "
@@ -222,6 +235,9 @@ static void text_roofline(const struct bench_opts *o, const struct model *m,
     if (o->tg)
         printf("| tg%ld | %.2f | %.2f | %.2f GB/s | %.1f %% of read |\n", o->tg, tg_med,
                f.tg_pred_tok_s, gbs, 100.0 * gbs / f.read_gbs);
+    if (o->tg && o->depth)
+        printf("decode at depth %ld reads %.1f MB of weights and %.1f MB of K and V a token\n",
+               o->depth, c.bytes_per_token / 1e6, c.kv_bytes_per_token / 1e6);
 }
 
 /* The machine beside the runs: what other processes (and the hypervisor)
@@ -250,10 +266,11 @@ static void text_machine(const struct cpu_share_fig *sh)
 }
 
 static void report(const struct bench_opts *o, const char *model_name, const struct model *m,
-                   const struct backend_info *info, const double *pp, const double *tg,
-                   const struct limits *lim, const struct cpu_share_fig *sh)
+                   const struct backend_info *info, uint64_t kv_token_bytes, const double *pp,
+                   const double *tg, const struct limits *lim, const struct cpu_share_fig *sh)
 {
     const struct figures fp = summarize(pp, o->reps), ft = summarize(tg, o->reps);
+    const struct roofline_model cost = model_cost(o, m, kv_token_bytes);
     if (o->json) {
         printf("{\"model\":\"%s\",\"arch\":\"%s\",\"params\":%llu,\"weight_bytes\":%llu,"
                "\"active_params\":%llu,\"active_weight_bytes\":%llu,"
@@ -270,7 +287,7 @@ static void report(const struct bench_opts *o, const char *model_name, const str
                fp.min, fp.max, fp.sd);
         printf("\"tg_tok_s\":%.3f,\"tg_min\":%.3f,\"tg_max\":%.3f,\"tg_sd\":%.3f,", ft.median,
                ft.min, ft.max, ft.sd);
-        json_roofline(o, m, lim, fp.median, ft.median);
+        json_roofline(o, cost, lim, fp.median, ft.median);
         json_machine(sh);
         print_runs("pp_runs", pp, o->pp ? o->reps : 0);
         printf(",");
@@ -289,7 +306,7 @@ static void report(const struct bench_opts *o, const char *model_name, const str
     if (o->tg)
         printf("| %s | %.2f MiB | %.2f M | %s | %ld | tg%ld%s | %.2f | %.2f - %.2f |\n",
                model_name, mib, mp, info->name, o->threads, o->tg, at, ft.median, ft.min, ft.max);
-    text_roofline(o, m, lim, fp.median, ft.median);
+    text_roofline(o, cost, lim, fp.median, ft.median);
     text_machine(sh);
     /* the fallback note only when a backend was asked for (auto on a CPU-only
      * machine is not news) */
@@ -427,7 +444,7 @@ static int run_bench(const struct bench_opts *o, const struct cli *cli)
     bool have_lim = !strcmp(info.name, "cpu") &&
                     roofline_limits(&lim, isa, false, lerr, sizeof lerr) == 0;
     if (!strcmp(info.name, "cpu") && !have_lim) fprintf(stderr, "tern bench: limits: %s\n", lerr);
-    report(o, name, m, &info, pp, tg, have_lim ? &lim : NULL, sh);
+    report(o, name, m, &info, r.be->kv_bytes_per_token, pp, tg, have_lim ? &lim : NULL, sh);
     rc = o->save && save_run(o, name, path, &info, pp, tg, sh) != 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     goto done;
 fail_run:

@@ -133,7 +133,24 @@ for name, v in vocab.items():
     assert got == (want, want), (name, want, got)
 PY
     ok $? "prefill's operations per token leave out the vocabulary matrices (models and bench --json)"
+    # decode at depth reads the K and V of every key it attends beside the
+    # weights: SmolLM2 30 layers x 3 KV heads x 64 x 2 (K, V) x 2 bytes (f16)
+    # per key, positions 256..259 attend 258.5 keys on average; Gemma 3's 18
+    # layers x 1 x 256 x 2 x 2 bytes, 15 of them within a window of 512, the
+    # global ones 1001.5 on average at positions 1000..1001
+    "$TERN_BIN" bench -m "$MODEL" --pp 0 --tg 4 -d 256 -r 1 -t 1 --json >"$TMP/d.json" 2>>"$TMP/err"
+    "$TERN_BIN" bench -m "$GEMMA" --pp 0 --tg 2 -d 1000 -r 1 -t 1 --json >"$TMP/gd.json" 2>>"$TMP/err"
+    python3 - "$TMP/d.json" "$TMP/gd.json" <<'PY'
+import json, sys
+s, g = (json.load(open(f)) for f in sys.argv[1:3])
+for j, want in ((s, 30 * 3 * 64 * 2 * 2 * 258.5), (g, (15 * 512 + 3 * 1001.5) * 256 * 2 * 2)):
+    gbs = (j["bytes_per_token"] + j["kv_bytes_per_token"]) * j["tg_tok_s"] / 1e9
+    print(j["model"], j["kv_bytes_per_token"], want, j["tg_gb_s"], gbs)
+    assert abs(j["kv_bytes_per_token"] - want) <= 1 and abs(j["tg_gb_s"] / gbs - 1) < 1e-3
+PY
+    ok $? "bench -d: decode's GB/s counts the K and V it reads at that depth (sliding windows too)"
 else
+    tap_n=$((tap_n + 1)); echo "ok $tap_n - # SKIP gemma-3-270m-q4_k_m.gguf not fetched"
     tap_n=$((tap_n + 1)); echo "ok $tap_n - # SKIP gemma-3-270m-q4_k_m.gguf not fetched"
 fi
 
