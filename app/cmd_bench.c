@@ -167,9 +167,10 @@ static void print_runs(const char *key, const double *v, long n)
 
 /* The model's cost per token at the bench's depth: decode reads the K and V
  * of every key its positions attend (kv_token_bytes: one token's, all
- * layers) beside the weights. */
+ * layers) beside the weights; a prompt token multiplies its query by each
+ * such key and the probabilities by each V (2 flops a dimension, each). */
 static struct roofline_model model_cost(const struct bench_opts *o, const struct model *m,
-                                        uint64_t kv_token_bytes)
+                                        uint64_t kv_token_bytes, bool attn_bf16)
 {
     /* the embedding table, and the output matrix where it is its own */
     const uint64_t table = (uint64_t)m->hp.n_vocab * (uint64_t)m->hp.dim;
@@ -178,13 +179,26 @@ static struct roofline_model model_cost(const struct bench_opts *o, const struct
         roofline_model_cost(m->weight_bytes_active, m->n_params_active, tied ? table : 2 * table);
     const int32_t nl = m->hp.n_layer;
     int32_t *win = calloc((size_t)(nl > 0 ? nl : 1), sizeof *win);
-    if (win && nl > 0 && o->tg > 0) {
+    if (win && nl > 0) {
         for (int32_t l = 0; l < nl; l++) win[l] = model_layer_is_swa(m, l) ? m->hp.sliding_window : 0;
-        c.kv_bytes_per_token = roofline_kv_keys(win, nl, o->depth, o->tg) *
-                               (double)kv_token_bytes / (double)nl;
+        if (o->tg > 0)
+            c.kv_bytes_per_token = roofline_kv_keys(win, nl, o->depth, o->tg) *
+                                   (double)kv_token_bytes / (double)nl;
+        if (o->pp > 0)
+            c.attn_flops_per_token = roofline_kv_keys(win, nl, o->depth, o->pp) * 4.0 *
+                                     (double)m->hp.n_head * (double)m->hp.head_dim;
+        c.attn_bf16 = attn_bf16;
     }
     free(win);
     return c;
+}
+
+/* Prefill's share of its peaks, %: the time the matrices and the attention
+ * would take at their peaks over the time measured (the matrices alone: the
+ * TOP/s over the peak). */
+static double pp_share(const struct roofline_fig *f, double pp_med)
+{
+    return f->pp_pred_tok_s > 0 ? 100.0 * pp_med / f->pp_pred_tok_s : 0;
 }
 
 /* The medians as shares of the machine's limits (lim NULL: none known, a
@@ -207,8 +221,9 @@ static void json_roofline(const struct bench_opts *o, const struct roofline_mode
     const double gbs = roofline_decode_gbs(&c, tg_med), tops = roofline_prefill_tops(&c, pp_med);
     printf("\"tg_gb_s\":%.3f,\"tg_pct_of_read\":%.2f,\"tg_predicted_tok_s\":%.3f,", gbs,
            100.0 * gbs / f.read_gbs, f.tg_pred_tok_s);
-    printf("\"pp_tops\":%.4f,\"pp_pct_of_peak\":%.2f,\"pp_predicted_tok_s\":%.3f,", tops,
-           100.0 * tops / f.peak_tops, f.pp_pred_tok_s);
+    printf("\"pp_tops\":%.4f,\"pp_attn_flops_per_token\":%.0f,\"pp_pct_of_peak\":%.2f,"
+           "\"pp_predicted_tok_s\":%.3f,", tops, c.attn_flops_per_token,
+           pp_share(&f, pp_med), f.pp_pred_tok_s);
 }
 
 /* Below the table: each median as a share of its limit, and the roofline's
@@ -231,10 +246,15 @@ static void text_roofline(const struct bench_opts *o, const struct roofline_mode
     printf("| --- | ---: | ---: | ---: | ---: |\n");
     if (o->pp)
         printf("| pp%ld | %.2f | %.2f | %.3f TOP/s | %.1f %% of peak |\n", o->pp, pp_med,
-               f.pp_pred_tok_s, tops, 100.0 * tops / f.peak_tops);
+               f.pp_pred_tok_s, tops, pp_share(&f, pp_med));
     if (o->tg)
         printf("| tg%ld | %.2f | %.2f | %.2f GB/s | %.1f %% of read |\n", o->tg, tg_med,
                f.tg_pred_tok_s, gbs, 100.0 * gbs / f.read_gbs);
+    if (o->pp && c.attn_flops_per_token >= 0.01 * c.ops_per_token)
+        printf("prompt attention: %.1f MFLOP a token beside the matrices' %.1f MOP, on the %s peak "
+               "%.3f TFLOP/s\n", c.attn_flops_per_token / 1e6, c.ops_per_token / 1e6,
+               c.attn_bf16 ? lim->bf16_unit : lim->f32_unit,
+               (c.attn_bf16 ? limits_peak_ops(lim, f.threads, true) : limits_peak_f32(lim, f.threads)) / 1e12);
     if (o->tg && o->depth)
         printf("decode at depth %ld reads %.1f MB of weights and %.1f MB of K and V a token\n",
                o->depth, c.bytes_per_token / 1e6, c.kv_bytes_per_token / 1e6);
@@ -270,7 +290,7 @@ static void report(const struct bench_opts *o, const char *model_name, const str
                    const double *tg, const struct limits *lim, const struct cpu_share_fig *sh)
 {
     const struct figures fp = summarize(pp, o->reps), ft = summarize(tg, o->reps);
-    const struct roofline_model cost = model_cost(o, m, kv_token_bytes);
+    const struct roofline_model cost = model_cost(o, m, kv_token_bytes, info->prompt_attn_bf16);
     if (o->json) {
         printf("{\"model\":\"%s\",\"arch\":\"%s\",\"params\":%llu,\"weight_bytes\":%llu,"
                "\"active_params\":%llu,\"active_weight_bytes\":%llu,"

@@ -213,6 +213,8 @@ static void print_limits(const struct limits *l, const struct model_info *mi)
            l->int8_tops[1], l->int8_unit);
     printf("  bf16 peak %.2f TFLOP/s, %d threads %.2f (%s)\n", l->bf16_tflops[0], l->cpus,
            l->bf16_tflops[1], l->bf16_unit);
+    printf("  f32 peak %.2f TFLOP/s, %d threads %.2f (%s: prompt attention)\n", l->f32_tflops[0],
+           l->cpus, l->f32_tflops[1], l->f32_unit);
     if (!mi) return;
     const struct roofline_model c =
         roofline_model_cost(mi->active_weight_bytes, mi->active_params, mi->vocab_params);
@@ -241,6 +243,9 @@ static cJSON *json_limits(const struct limits *l)
     cJSON_AddNumberToObject(j, "bf16_tflops_1_thread", l->bf16_tflops[0]);
     cJSON_AddNumberToObject(j, "bf16_tflops_all_threads", l->bf16_tflops[1]);
     cJSON_AddStringToObject(j, "bf16_unit", l->bf16_unit);
+    cJSON_AddNumberToObject(j, "f32_tflops_1_thread", l->f32_tflops[0]);
+    cJSON_AddNumberToObject(j, "f32_tflops_all_threads", l->f32_tflops[1]);
+    cJSON_AddStringToObject(j, "f32_unit", l->f32_unit);
     cJSON_AddBoolToObject(j, "cached", l->cached);
     return j;
 }

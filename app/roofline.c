@@ -62,6 +62,13 @@ struct roofline_fig roofline_predict(const struct limits *l, const struct roofli
     f.peak_tops = limits_peak_ops(l, threads, m->float_weights) / 1e12;
     f.tg_pred_tok_s = limits_decode_tok_s(l, threads, m->bytes_per_token + m->kv_bytes_per_token);
     f.pp_pred_tok_s = limits_prefill_tok_s(l, threads, m->ops_per_token, m->float_weights);
+    if (m->attn_flops_per_token > 0 && f.pp_pred_tok_s > 0) {
+        /* the matrices and the attention, each at its own peak, one after the other */
+        const double attn_peak =
+            m->attn_bf16 ? limits_peak_ops(l, threads, true) : limits_peak_f32(l, threads);
+        if (attn_peak > 0)
+            f.pp_pred_tok_s = 1.0 / (1.0 / f.pp_pred_tok_s + m->attn_flops_per_token / attn_peak);
+    }
     return f;
 }
 

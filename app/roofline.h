@@ -22,6 +22,9 @@ struct roofline_model {
     bool float_weights;     /* F16/BF16/F32 weights: the bf16 peak, not int8, bounds prefill */
     double kv_bytes_per_token; /* K and V a decoded token reads at a known context depth
                                   (tern bench -d), beside its weights; 0 where unknown */
+    double attn_flops_per_token; /* a prompt token's attention (QKᵀ and PV) at a known
+                                    depth, on the f32 FMA peak (bf16's with attn_bf16) */
+    bool attn_bf16;
 };
 
 /* One model at one thread count against l. */

@@ -332,7 +332,8 @@ static double amx_bf16(double secs)
 }
 
 /* The loops for isa, and the names of the instructions they time. */
-static void pick(enum cpu_isa isa, peak_fn *i8, peak_fn *bf, const char **i8n, const char **bfn)
+static void pick(enum cpu_isa isa, peak_fn *i8, peak_fn *bf, const char **i8n, const char **bfn,
+                 peak_fn *f32, const char **f32n)
 {
     *i8 = scalar_int8, *i8n = "scalar int32";
     *bf = scalar_f32, *bfn = "scalar f32";
@@ -342,19 +343,23 @@ static void pick(enum cpu_isa isa, peak_fn *i8, peak_fn *bf, const char **i8n, c
     if (isa >= CPU_ISA_AVX512) {
         *i8 = avx512_int8, *i8n = "avx512 vpdpbusd";
         *bf = avx512_f32, *bfn = "avx512 f32 fma";
-        if (cpuid_bit(7, 1, 0, 5)) *bf = avx512_bf16, *bfn = "avx512 vdpbf16ps"; /* AVX512_BF16 */
     }
+    *f32 = *bf, *f32n = *bfn;   /* the f32 FMA, before bf16 takes its own instruction */
+    if (isa >= CPU_ISA_AVX512 && cpuid_bit(7, 1, 0, 5))   /* AVX512_BF16 */
+        *bf = avx512_bf16, *bfn = "avx512 vdpbf16ps";
     if (isa >= CPU_ISA_AMX && cpu_amx_usable(NULL, 0)) {
         *i8 = amx_int8, *i8n = "amx tdpbssd";
         if (cpuid_bit(7, 0, 3, 22)) *bf = amx_bf16, *bfn = "amx tdpbf16ps"; /* AMX-BF16 */
     }
 }
 #else
-static void pick(enum cpu_isa isa, peak_fn *i8, peak_fn *bf, const char **i8n, const char **bfn)
+static void pick(enum cpu_isa isa, peak_fn *i8, peak_fn *bf, const char **i8n, const char **bfn,
+                 peak_fn *f32, const char **f32n)
 {
     (void)isa;
     *i8 = scalar_int8, *i8n = "scalar int32";
     *bf = scalar_f32, *bfn = "scalar f32";
+    *f32 = scalar_f32, *f32n = "scalar f32";
 }
 #endif
 
@@ -460,17 +465,21 @@ int limits_measure(struct limits *l, enum cpu_isa isa, int cpus, char *err, size
     int ok = 1;
     measure_read(l, buf, bytes, &ok);
     free(buf);
-    peak_fn i8, bf;
-    const char *i8n, *bfn;
-    pick(isa, &i8, &bf, &i8n, &bfn);
+    peak_fn i8, bf, f32;
+    const char *i8n, *bfn, *f32n;
+    pick(isa, &i8, &bf, &i8n, &bfn, &f32, &f32n);
     snprintf(l->int8_unit, sizeof l->int8_unit, "%s", i8n);
     snprintf(l->bf16_unit, sizeof l->bf16_unit, "%s", bfn);
+    snprintf(l->f32_unit, sizeof l->f32_unit, "%s", f32n);
     const int counts[2] = {1, l->cpus};
     for (int k = 0; k < 2 && ok; k++) {
         struct peak_job job = {.fn = i8};
         l->int8_tops[k] = run_on(counts[k], peak_worker, &job, job.ops, &ok) / 1e12;
         job.fn = bf;
         l->bf16_tflops[k] = run_on(counts[k], peak_worker, &job, job.ops, &ok) / 1e12;
+        job.fn = f32;
+        l->f32_tflops[k] = f32 == bf ? l->bf16_tflops[k]
+                                     : run_on(counts[k], peak_worker, &job, job.ops, &ok) / 1e12;
     }
     if (!ok) {
         snprintf(err, errlen, "could not start the measuring threads");
@@ -509,6 +518,8 @@ static bool parse_line(struct limits *l, const char *line, char *isa, size_t isa
         return l->int8_tops[k] = v, true;
     if (sscanf(line, "bf16 %d %lf", &k, &v) == 2 && (k == 0 || k == 1) && sane(v, 1e-6, 1e4))
         return l->bf16_tflops[k] = v, true;
+    if (sscanf(line, "f32 %d %lf", &k, &v) == 2 && (k == 0 || k == 1) && sane(v, 1e-6, 1e4))
+        return l->f32_tflops[k] = v, true;
     if (sscanf(line, "cpus %d", &t) == 1) return l->cpus = t, t >= 1;
     size_t m = strcspn(line, "\n");
     if (!strncmp(line, "cpu ", 4))
@@ -518,6 +529,8 @@ static bool parse_line(struct limits *l, const char *line, char *isa, size_t isa
         return snprintf(l->int8_unit, sizeof l->int8_unit, "%.*s", (int)(m - 10), line + 10), true;
     if (!strncmp(line, "bf16_unit ", 10))
         return snprintf(l->bf16_unit, sizeof l->bf16_unit, "%.*s", (int)(m - 10), line + 10), true;
+    if (!strncmp(line, "f32_unit ", 9))
+        return snprintf(l->f32_unit, sizeof l->f32_unit, "%.*s", (int)(m - 9), line + 9), true;
     return line[0] == '#' || line[0] == '\n';
 }
 
@@ -539,7 +552,8 @@ enum limits_cache limits_load(struct limits *l, const char *path, enum cpu_isa i
     }
     fclose(f);
     ok = ok && l->n_read > 0 && l->int8_tops[0] > 0 && l->int8_tops[1] > 0 &&
-         l->bf16_tflops[0] > 0 && l->bf16_tflops[1] > 0 && l->int8_unit[0] && l->bf16_unit[0];
+         l->bf16_tflops[0] > 0 && l->bf16_tflops[1] > 0 && l->f32_tflops[0] > 0 &&
+         l->f32_tflops[1] > 0 && l->int8_unit[0] && l->bf16_unit[0] && l->f32_unit[0];
     if (!ok) {
         snprintf(err, errlen, "%s: not a limits file (line %d)", path, lineno + 1);
         return LIMITS_CACHE_CORRUPT;
@@ -587,8 +601,9 @@ int limits_save(const struct limits *l, const char *path, char *err, size_t errl
     for (int i = 0; i < l->n_read; i++)
         fprintf(f, "read %d %.3f\n", l->read_threads[i], l->read_gbs[i]);
     for (int k = 0; k < 2; k++)
-        fprintf(f, "int8 %d %.6f\nbf16 %d %.6f\n", k, l->int8_tops[k], k, l->bf16_tflops[k]);
-    fprintf(f, "int8_unit %s\nbf16_unit %s\n", l->int8_unit, l->bf16_unit);
+        fprintf(f, "int8 %d %.6f\nbf16 %d %.6f\nf32 %d %.6f\n", k, l->int8_tops[k], k,
+                l->bf16_tflops[k], k, l->f32_tflops[k]);
+    fprintf(f, "int8_unit %s\nbf16_unit %s\nf32_unit %s\n", l->int8_unit, l->bf16_unit, l->f32_unit);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         remove(tmp);
@@ -623,6 +638,14 @@ double limits_read_gbs(const struct limits *l, int threads)
 double limits_peak_ops(const struct limits *l, int threads, bool float_weights)
 {
     const double *p = float_weights ? l->bf16_tflops : l->int8_tops;
+    if (threads <= 1 || l->cpus <= 1) return p[0] * 1e12;
+    const double f = threads >= l->cpus ? 1.0 : (double)(threads - 1) / (double)(l->cpus - 1);
+    return (p[0] + f * (p[1] - p[0])) * 1e12;
+}
+
+double limits_peak_f32(const struct limits *l, int threads)
+{
+    const double *p = l->f32_tflops;
     if (threads <= 1 || l->cpus <= 1) return p[0] * 1e12;
     const double f = threads >= l->cpus ? 1.0 : (double)(threads - 1) / (double)(l->cpus - 1);
     return (p[0] + f * (p[1] - p[0])) * 1e12;

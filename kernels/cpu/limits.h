@@ -3,7 +3,8 @@
  * the streaming read bandwidth at the thread count used; prefill is bound by
  * the multiply-add peak of the ISA in force (AMX tdpbssd / tdpbf16ps, else
  * AVX-512 vpdpbusd / vdpbf16ps, else AVX-VNNI, else AVX2 vpmaddubsw and f32
- * FMA). Measured once, about a second, and cached per CPU model, ISA and
+ * FMA); prefill's attention by the f32 FMA peak (its QKᵀ and PV products
+ * run in f32 unless AMX tiles take them). Measured once, about a second, and cached per CPU model, ISA and
  * CPU count in a small text file (limits_default_path). */
 #ifndef TERN_LIMITS_H
 #define TERN_LIMITS_H
@@ -25,8 +26,10 @@ struct limits {
     double read_gbs[LIMITS_MAX_POINTS]; /* streaming read, GB/s, all threads together */
     double int8_tops[2];   /* int8 multiply-add peak, TOP/s: [0] 1 thread, [1] cpus threads */
     double bf16_tflops[2]; /* bf16 (or f32 FMA) peak, TFLOP/s, likewise */
+    double f32_tflops[2];  /* f32 FMA peak, TFLOP/s, likewise */
     char int8_unit[24];    /* the instruction measured: "amx tdpbssd", "avx512 vpdpbusd", ... */
     char bf16_unit[24];
+    char f32_unit[24];
     bool cached; /* read from the cache file, not measured in this process */
 };
 
@@ -71,6 +74,8 @@ double limits_stream_read(const uint64_t *buf, size_t bytes, double secs, bool p
 double limits_read_gbs(const struct limits *l, int threads);
 /* Peak ops/s with threads threads: int8 products, or bf16 for float weights. */
 double limits_peak_ops(const struct limits *l, int threads, bool float_weights);
+/* Peak f32 FMA flops/s with threads threads. */
+double limits_peak_f32(const struct limits *l, int threads);
 /* Predicted (roofline) tokens/s: decode reads bytes_per_token each token;
  * prefill does ops_per_token operations (2 x the weights each token multiplies). */
 double limits_decode_tok_s(const struct limits *l, int threads, double bytes_per_token);

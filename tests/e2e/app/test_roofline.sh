@@ -17,8 +17,9 @@ ln -s "$MODEL" "$XDG_DATA_HOME/tern/models/$(basename "$MODEL")"
 ok $? "tern info --limits exits 0 (no model needed)"
 grep -q 'measuring this machine' "$TMP/err"; ok $? "it says it measures"
 grep -Eq '^  streaming read [0-9.]+ GB/s with 1 thread' "$TMP/lim"; ok $? "streaming read shown"
-grep -Eq '^  int8 peak [0-9.]+ TOP/s' "$TMP/lim" && grep -Eq '^  bf16 peak [0-9.]+ TFLOP/s' "$TMP/lim"
-ok $? "int8 and bf16 peaks shown"
+grep -Eq '^  int8 peak [0-9.]+ TOP/s' "$TMP/lim" && grep -Eq '^  bf16 peak [0-9.]+ TFLOP/s' "$TMP/lim" &&
+    grep -Eq '^  f32 peak [0-9.]+ TFLOP/s, [0-9]+ threads [0-9.]+ \((avx512|avx2|scalar) f32( fma)?: prompt attention\)' "$TMP/lim"
+ok $? "int8, bf16 and f32 peaks shown"
 ls "$TMP"/state/tern/limits-*.txt >/dev/null 2>&1; ok $? "cached in \$XDG_STATE_HOME/tern"
 
 "$TERN_BIN" info -m "$MODEL" >"$TMP/info" 2>"$TMP/err"
@@ -153,6 +154,21 @@ else
     tap_n=$((tap_n + 1)); echo "ok $tap_n - # SKIP gemma-3-270m-q4_k_m.gguf not fetched"
     tap_n=$((tap_n + 1)); echo "ok $tap_n - # SKIP gemma-3-270m-q4_k_m.gguf not fetched"
 fi
+
+# prompt attention: SmolLM2's pp32 from position 0, 30 layers x 16.5 keys
+# on average x 9 heads x 64 dims x 4 flops (QK and PV); the prediction
+# adds its time at the f32 peak to the matrices' at theirs
+python3 - "$TMP/b.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+want = 30 * 16.5 * 9 * 64 * 4
+matrices = j["limits"]["peak_tops"] * 1e12 / j["ops_per_token"]
+print(j["pp_attn_flops_per_token"], want, j["pp_predicted_tok_s"], matrices, j["pp_pct_of_peak"])
+assert abs(j["pp_attn_flops_per_token"] - want) <= 1
+assert j["pp_predicted_tok_s"] < matrices
+assert abs(j["pp_pct_of_peak"] - 100 * j["pp_tok_s"] / j["pp_predicted_tok_s"]) < 0.02
+PY
+ok $? "bench: prefill's prediction and share count the prompt attention on the f32 peak"
 
 # the AVX2 path (the machine of other days): its own measurement and cache
 TERN_ISA=avx2 "$TERN_BIN" bench -m "$MODEL" --pp 32 --tg 8 -r 1 -t 1 --json >"$TMP/b2.json" 2>"$TMP/err"

@@ -3,6 +3,7 @@
  * several): sane ranges only, never a speed target. Then the cache file:
  * written, read back equal, and refused when the CPU model, ISA or CPU
  * count differ or the file is damaged; limits_get measures again then. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,8 @@ static void check_measured(const struct limits *l, enum cpu_isa isa)
                k, l->int8_tops[k]);
         tap_ok(l->bf16_tflops[k] >= 1e-3 && l->bf16_tflops[k] <= 1000,
                "bf16 peak[%d] %.3f TFLOP/s sane", k, l->bf16_tflops[k]);
+        tap_ok(l->f32_tflops[k] >= 1e-4 && l->f32_tflops[k] <= 1000,
+               "f32 peak[%d] %.3f TFLOP/s sane", k, l->f32_tflops[k]);
     }
     /* any SIMD unit multiplies more int8 values per second than one core
      * streams bytes from memory: otherwise prefill could never beat decode */
@@ -48,6 +51,12 @@ static void check_measured(const struct limits *l, enum cpu_isa isa)
     tap_ok(!strcmp(l->int8_unit, want), "int8 unit '%s' for %s (want '%s')", l->int8_unit,
            cpu_isa_name(isa), want);
     tap_ok(l->bf16_unit[0] != 0, "bf16 unit '%s'", l->bf16_unit);
+    const char *want_f = isa >= CPU_ISA_AVX512 ? "avx512 f32 fma"
+                         : isa >= CPU_ISA_AVX2 ? "avx2 f32 fma"
+                                               : "scalar f32";
+    tap_ok(!strcmp(l->f32_unit, want_f), "f32 unit '%s' for %s (want '%s')", l->f32_unit,
+           cpu_isa_name(isa), want_f);
+    tap_ok(limits_peak_f32(l, 1) == l->f32_tflops[0] * 1e12, "limits_peak_f32(1) is the 1-thread peak");
     tap_ok(limits_read_gbs(l, 1) == l->read_gbs[0], "limits_read_gbs(1) is the 1-thread point");
     tap_ok(limits_read_gbs(l, 100000) == l->read_gbs[l->n_read - 1],
            "more threads than CPUs: the last point");
@@ -89,7 +98,8 @@ static void check_cache(const struct limits *l, enum cpu_isa isa, const char *di
     tap_ok(limits_save(l, path, err, sizeof err) == 0, "saved, folders made (%s)", path);
     tap_ok(limits_load(&r, path, isa, 0, err, sizeof err) == LIMITS_CACHE_OK, "read back");
     tap_ok(r.cached && r.n_read == l->n_read && r.cpus == l->cpus && !strcmp(r.cpu, l->cpu) &&
-               !strcmp(r.int8_unit, l->int8_unit) && !strcmp(r.bf16_unit, l->bf16_unit),
+               !strcmp(r.int8_unit, l->int8_unit) && !strcmp(r.bf16_unit, l->bf16_unit) &&
+               !strcmp(r.f32_unit, l->f32_unit) && fabs(r.f32_tflops[0] / l->f32_tflops[0] - 1) < 1e-5,
            "read back equal: %d points, %d CPUs, '%s'", r.n_read, r.cpus, r.cpu);
     double worst = 0;
     for (int i = 0; i < l->n_read; i++) {
@@ -116,6 +126,11 @@ static void check_cache(const struct limits *l, enum cpu_isa isa, const char *di
     tap_ok(limits_get(&r, path, isa, false, err, sizeof err) == 0 && r.cached,
            "good cache: read, not measured");
     tap_diag("cached read took %.4f s", now_s() - t0);
+    replace_line(path, "f32 0 ", "\n");
+    tap_ok(limits_load(&r, path, isa, 0, err, sizeof err) == LIMITS_CACHE_CORRUPT,
+           "an older tern's cache, without the f32 peak: corrupt, so measured again (%s)", err);
+    tap_ok(limits_get(&r, path, isa, false, err, sizeof err) == 0 && !r.cached && r.f32_tflops[0] > 0,
+           "measured again with it");
     replace_line(path, "read 1 ", "read 1 banana\n");
     tap_ok(limits_load(&r, path, isa, 0, err, sizeof err) == LIMITS_CACHE_CORRUPT,
            "garbled figure: corrupt (%s)", err);
