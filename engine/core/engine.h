@@ -566,6 +566,10 @@ struct engine_info {
     int32_t n_vocab, n_ctx_train, n_ctx;
     int32_t kv_block_tokens, kv_blocks;
     uint64_t kv_bytes_per_token;     /* to size --kv-mem for a number of tokens */
+    /* What a decoded token reads of the cache: every layer's K and V of each
+     * key it attends, n_swa_layers of the n_layer at most sliding_window
+     * keys (0 layers: remote, unknown) */
+    int32_t n_layer, n_swa_layers, sliding_window;
     bool has_chat_template;
     const char *chat_template;       /* template family ("chatml", "gemma", ...) or NULL */
     bool chat_template_fallback;     /* the model's template was not recognised: ChatML used */

@@ -123,6 +123,9 @@ static void local_info(const struct engine *base, struct engine_info *out)
     out->kv_block_tokens = e->kv.block_tokens;
     out->kv_blocks = e->kv.n_blocks;
     out->kv_bytes_per_token = e->be->kv_bytes_per_token;
+    out->n_layer = hp->n_layer;
+    out->sliding_window = hp->sliding_window;
+    for (int32_t l = 0; l < hp->n_layer; l++) out->n_swa_layers += model_layer_is_swa(e->model, l);
     out->has_chat_template = e->has_tmpl;
     out->chat_template = e->has_tmpl ? tmpl_family_name(e->tmpl.family) : NULL;
     out->chat_template_fallback = e->has_tmpl && e->tmpl.fallback;

@@ -214,6 +214,10 @@ void ui_bridge_load_done(struct ui_bridge *b, struct ui_state *st)
     copy_str(st->device, sizeof st->device, info.backend.device);
     copy_str(st->backend_note, sizeof st->backend_note, info.backend.note);
     st->decode_bytes = (double)info.weight_bytes_active;
+    b->kv_key_bytes = (double)info.kv_bytes_per_token;
+    b->n_layer = info.n_layer;
+    b->n_swa_layers = info.n_swa_layers;
+    b->sliding_window = info.sliding_window;
     int threads = b->cfg.backend.threads > 0 ? b->cfg.backend.threads : tp_physical_cores();
     st->read_limit_gbs = b->have_limits ? limits_read_gbs(&b->limits, threads) : 0;
     /* a sequence holds the context or the whole KV pool, whichever is less */
@@ -386,6 +390,16 @@ static void phase_from_store(struct ui_phase *ph, const struct store_request_inf
     copy_str(ph->status, sizeof ph->status, r->status ? r->status : "");
 }
 
+/* K and V a decoded token reads at context ctx: every layer's for each key
+ * it attends, a sliding window's layers at most the window's keys. */
+static double decode_kv_bytes(const struct ui_bridge *b, int32_t ctx)
+{
+    if (b->n_layer <= 0 || ctx <= 0) return 0;
+    const double w = b->sliding_window > 0 && b->sliding_window < ctx ? b->sliding_window : ctx;
+    const double keys = (double)(b->n_layer - b->n_swa_layers) * ctx + b->n_swa_layers * w;
+    return keys * b->kv_key_bytes / b->n_layer;
+}
+
 void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
 {
     char err[256];
@@ -428,7 +442,10 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
             }
             if (mi->req->ttft_s >= 0) ui_state_add_latency(st, mi->req->ttft_s, mi->req->tpot_s);
             /* a reopened reply shows its stored rate */
-            if (mi->req->tpot_s > 0) st->tok_s = 1.0 / mi->req->tpot_s;
+            if (mi->req->tpot_s > 0) {
+                st->tok_s = 1.0 / mi->req->tpot_s;
+                st->decode_kv_bytes = decode_kv_bytes(b, m->ph.n_prompt + m->ph.n_generated / 2);
+            }
         }
         if (role == UI_ROLE_ASSISTANT) st->timeline_msg = st->n_msgs - 1;
     }
@@ -910,6 +927,7 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         if (ph->n_generated > 1 && ph->decode_s > 0) {
             ph->tpot_s = ph->decode_s / (ph->n_generated - 1);
             st->tok_s = (ph->n_generated - 1) / ph->decode_s;
+            st->decode_kv_bytes = decode_kv_bytes(b, ph->n_prompt + ph->n_generated / 2);
         }
         ph->e2e_s = ev->t - ph->t0;
         break;

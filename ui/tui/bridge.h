@@ -44,6 +44,10 @@ struct ui_bridge {
     int32_t max_tokens_cap; /* the server's cap of new tokens per request (--url); 0 = none */
     struct limits limits;   /* this machine's (set by the loader for a CPU engine) */
     bool have_limits;
+    /* a decoded token's K and V reads: one key's bytes (every layer), the
+     * layers with a sliding window of how many keys (engine_info) */
+    double kv_key_bytes;
+    int32_t n_layer, n_swa_layers, sliding_window;
 };
 
 /* Opens the store (db_path NULL: default location; a failure is shown in

@@ -232,13 +232,14 @@ static void draw_context(struct pane *p, const struct ui_state *s)
     p->y++;
 }
 
-/* "GB/s 18.8 · 97% read": the weights the last reply's decode read per
- * second, against the machine's streaming read at the engine's threads (the
- * decode roofline; a model small enough to sit in the cache can pass it). */
+/* "GB/s 18.8 · 97% read": the weights and the K and V the last reply's
+ * decode read per second, against the machine's streaming read at the
+ * engine's threads (the decode roofline; a model small enough to sit in the
+ * cache can pass it). */
 static void decode_roofline_row(struct pane *p, const struct ui_state *s)
 {
     if (s->decode_bytes <= 0 || s->tok_s <= 0) return;
-    const double gbs = s->decode_bytes * s->tok_s / 1e9;
+    const double gbs = (s->decode_bytes + s->decode_kv_bytes) * s->tok_s / 1e9;
     char f[3][64];
     if (s->read_limit_gbs > 0) {
         const double pct = 100.0 * gbs / s->read_limit_gbs;

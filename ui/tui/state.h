@@ -136,6 +136,7 @@ struct ui_state {
     double last_token_t;
     double tok_s; /* decode speed of the last/current reply */
     double decode_bytes;   /* weights read per decoded token (0 unknown: remote) */
+    double decode_kv_bytes; /* and K and V, at the last reply's mean context */
     double read_limit_gbs; /* this machine's streaming read at the engine's threads (0 unknown) */
 
     /* status */

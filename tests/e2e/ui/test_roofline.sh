@@ -34,6 +34,24 @@ awk -v g="${gbs:-0}" 'BEGIN { exit !(g > 0.05 && g < 500) }'; ok $? "GB/s $gbs i
 # a model that sits in the cache can pass the streaming read: a wide range
 awk -v p="${pct:-0}" 'BEGIN { exit !(p >= 1 && p <= 400) }'; ok $? "$pct % of the limit in a sane range"
 ls "$TMP"/state/tern/limits-*.txt >/dev/null 2>&1; ok $? "the limits were cached in the state directory"
+# at a longer context the decode also reads every earlier token's K and V
+# (SmolLM2: 23,040 bytes a token in f16 beside 96.6 MB of weights): a
+# prompt of some 700 tokens makes that about a sixth more than the weights
+long=$(for i in $(seq 1 60); do printf 'Line %d of a long note about the colours of birds. ' "$i"; done)
+text "Summarise this in one sentence: $long"; keys Enter
+for ((i = 0; i < 600; i++)); do   # the row changes once the new reply decodes
+    [ "$(cap | grep -E '│GB/s +[0-9]' | head -1)" != "$row" ] && break
+    sleep 0.2
+done
+sleep 2   # its last tokens (48 at most)
+wb=$("$TERN_BIN" models --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["models"][0]["bytes_per_token"])')
+row2=$(cap | grep -E '│GB/s +[0-9]+\.[0-9] · [0-9]+% of read *│' | head -1)
+ts=$(cap | sed -n 's/.*│tok\/s *\([0-9.]*\) *│.*/\1/p' | head -1)
+gbs2=$(sed -n 's/.*GB\/s *\([0-9.]*\) .*/\1/p' <<<"$row2")
+awk -v g="${gbs2:-0}" -v t="${ts:-0}" -v w="${wb:-0}" \
+    'BEGIN { r = t * w > 0 ? g * 1e9 / (t * w) : 0; print "# GB/s " g ", tok/s " t ", weights " w ": x" r;
+             exit !(r > 1.05 && r < 1.6) }'
+ok $? "at a long context the GB/s counts K and V beside the weights (${row2//│/}, tok/s $ts)"
 cap | "$CHECK" 100; ok $? "100x30 aligned"
 show "100x30 after a reply"
 keys C-c; wait_for 'TERN-EXITED rc=0' 20
