@@ -180,7 +180,8 @@ static struct roofline_model model_cost(const struct bench_opts *o, const struct
     const int32_t nl = m->hp.n_layer;
     int32_t *win = calloc((size_t)(nl > 0 ? nl : 1), sizeof *win);
     if (win && nl > 0) {
-        for (int32_t l = 0; l < nl; l++) win[l] = model_layer_is_swa(m, l) ? m->hp.sliding_window : 0;
+        for (int32_t l = 0; l < nl; l++)
+            win[l] = model_layer_is_swa(m, l) ? m->hp.sliding_window : 0;
         if (o->tg > 0)
             c.kv_bytes_per_token = roofline_kv_keys(win, nl, o->depth, o->tg) *
                                    (double)kv_token_bytes / (double)nl;
@@ -250,11 +251,13 @@ static void text_roofline(const struct bench_opts *o, const struct roofline_mode
     if (o->tg)
         printf("| tg%ld | %.2f | %.2f | %.2f GB/s | %.1f %% of read |\n", o->tg, tg_med,
                f.tg_pred_tok_s, gbs, 100.0 * gbs / f.read_gbs);
-    if (o->pp && c.attn_flops_per_token >= 0.01 * c.ops_per_token)
+    if (o->pp && c.attn_flops_per_token >= 0.01 * c.ops_per_token) {
+        const double peak = c.attn_bf16 ? limits_peak_ops(lim, f.threads, true)
+                                        : limits_peak_f32(lim, f.threads);
         printf("prompt attention: %.1f MFLOP a token beside the matrices' %.1f MOP, on the %s peak "
                "%.3f TFLOP/s\n", c.attn_flops_per_token / 1e6, c.ops_per_token / 1e6,
-               c.attn_bf16 ? lim->bf16_unit : lim->f32_unit,
-               (c.attn_bf16 ? limits_peak_ops(lim, f.threads, true) : limits_peak_f32(lim, f.threads)) / 1e12);
+               c.attn_bf16 ? lim->bf16_unit : lim->f32_unit, peak / 1e12);
+    }
     if (o->tg && o->depth)
         printf("decode at depth %ld reads %.1f MB of weights and %.1f MB of K and V a token\n",
                o->depth, c.bytes_per_token / 1e6, c.kv_bytes_per_token / 1e6);

@@ -603,7 +603,8 @@ int limits_save(const struct limits *l, const char *path, char *err, size_t errl
     for (int k = 0; k < 2; k++)
         fprintf(f, "int8 %d %.6f\nbf16 %d %.6f\nf32 %d %.6f\n", k, l->int8_tops[k], k,
                 l->bf16_tflops[k], k, l->f32_tflops[k]);
-    fprintf(f, "int8_unit %s\nbf16_unit %s\nf32_unit %s\n", l->int8_unit, l->bf16_unit, l->f32_unit);
+    fprintf(f, "int8_unit %s\nbf16_unit %s\nf32_unit %s\n", l->int8_unit, l->bf16_unit,
+            l->f32_unit);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         remove(tmp);

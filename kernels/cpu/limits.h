@@ -4,8 +4,9 @@
  * the multiply-add peak of the ISA in force (AMX tdpbssd / tdpbf16ps, else
  * AVX-512 vpdpbusd / vdpbf16ps, else AVX-VNNI, else AVX2 vpmaddubsw and f32
  * FMA); prefill's attention by the f32 FMA peak (its QKᵀ and PV products
- * run in f32 unless AMX tiles take them). Measured once, about a second, and cached per CPU model, ISA and
- * CPU count in a small text file (limits_default_path). */
+ * run in f32 unless AMX tiles take them). Measured once, about a second,
+ * and cached per CPU model, ISA and CPU count in a small text file
+ * (limits_default_path). */
 #ifndef TERN_LIMITS_H
 #define TERN_LIMITS_H
 

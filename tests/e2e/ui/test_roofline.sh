@@ -39,11 +39,16 @@ ls "$TMP"/state/tern/limits-*.txt >/dev/null 2>&1; ok $? "the limits were cached
 # prompt of some 700 tokens makes that about a sixth more than the weights
 long=$(for i in $(seq 1 60); do printf 'Line %d of a long note about the colours of birds. ' "$i"; done)
 text "Summarise this in one sentence: $long"; keys Enter
-for ((i = 0; i < 600; i++)); do   # the row changes once the new reply decodes
-    [ "$(cap | grep -E '│GB/s +[0-9]' | head -1)" != "$row" ] && break
-    sleep 0.2
+# the row goes when the request is sent and comes back as the reply decodes;
+# the reply is done when the row holds still for a second
+gbrow() { cap | grep -E '│GB/s +[0-9]' | head -1; }
+prev=
+for ((i = 0; i < 120 * TIME_SCALE; i++)); do
+    cur=$(gbrow)
+    [ -n "$cur" ] && [ "$cur" != "$row" ] && [ "$cur" = "$prev" ] && break
+    prev=$cur
+    sleep 1
 done
-sleep 2   # its last tokens (48 at most)
 wb=$("$TERN_BIN" models --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["models"][0]["bytes_per_token"])')
 row2=$(cap | grep -E '│GB/s +[0-9]+\.[0-9] · [0-9]+% of read *│' | head -1)
 ts=$(cap | sed -n 's/.*│tok\/s *\([0-9.]*\) *│.*/\1/p' | head -1)

@@ -56,7 +56,8 @@ static void check_measured(const struct limits *l, enum cpu_isa isa)
                                                : "scalar f32";
     tap_ok(!strcmp(l->f32_unit, want_f), "f32 unit '%s' for %s (want '%s')", l->f32_unit,
            cpu_isa_name(isa), want_f);
-    tap_ok(limits_peak_f32(l, 1) == l->f32_tflops[0] * 1e12, "limits_peak_f32(1) is the 1-thread peak");
+    tap_ok(limits_peak_f32(l, 1) == l->f32_tflops[0] * 1e12,
+           "limits_peak_f32(1) is the 1-thread peak");
     tap_ok(limits_read_gbs(l, 1) == l->read_gbs[0], "limits_read_gbs(1) is the 1-thread point");
     tap_ok(limits_read_gbs(l, 100000) == l->read_gbs[l->n_read - 1],
            "more threads than CPUs: the last point");
@@ -99,7 +100,8 @@ static void check_cache(const struct limits *l, enum cpu_isa isa, const char *di
     tap_ok(limits_load(&r, path, isa, 0, err, sizeof err) == LIMITS_CACHE_OK, "read back");
     tap_ok(r.cached && r.n_read == l->n_read && r.cpus == l->cpus && !strcmp(r.cpu, l->cpu) &&
                !strcmp(r.int8_unit, l->int8_unit) && !strcmp(r.bf16_unit, l->bf16_unit) &&
-               !strcmp(r.f32_unit, l->f32_unit) && fabs(r.f32_tflops[0] / l->f32_tflops[0] - 1) < 1e-5,
+               !strcmp(r.f32_unit, l->f32_unit) &&
+               fabs(r.f32_tflops[0] / l->f32_tflops[0] - 1) < 1e-5,
            "read back equal: %d points, %d CPUs, '%s'", r.n_read, r.cpus, r.cpu);
     double worst = 0;
     for (int i = 0; i < l->n_read; i++) {
@@ -129,7 +131,8 @@ static void check_cache(const struct limits *l, enum cpu_isa isa, const char *di
     replace_line(path, "f32 0 ", "\n");
     tap_ok(limits_load(&r, path, isa, 0, err, sizeof err) == LIMITS_CACHE_CORRUPT,
            "an older tern's cache, without the f32 peak: corrupt, so measured again (%s)", err);
-    tap_ok(limits_get(&r, path, isa, false, err, sizeof err) == 0 && !r.cached && r.f32_tflops[0] > 0,
+    tap_ok(limits_get(&r, path, isa, false, err, sizeof err) == 0 && !r.cached &&
+               r.f32_tflops[0] > 0,
            "measured again with it");
     replace_line(path, "read 1 ", "read 1 banana\n");
     tap_ok(limits_load(&r, path, isa, 0, err, sizeof err) == LIMITS_CACHE_CORRUPT,
