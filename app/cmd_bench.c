@@ -177,20 +177,16 @@ static struct roofline_model model_cost(const struct bench_opts *o, const struct
     const bool tied = m->output.data == m->tok_embd.data;
     struct roofline_model c =
         roofline_model_cost(m->weight_bytes_active, m->n_params_active, tied ? table : 2 * table);
-    const int32_t nl = m->hp.n_layer;
-    int32_t *win = calloc((size_t)(nl > 0 ? nl : 1), sizeof *win);
-    if (win && nl > 0) {
-        for (int32_t l = 0; l < nl; l++)
-            win[l] = model_layer_is_swa(m, l) ? m->hp.sliding_window : 0;
-        if (o->tg > 0)
-            c.kv_bytes_per_token = roofline_kv_keys(win, nl, o->depth, o->tg) *
-                                   (double)kv_token_bytes / (double)nl;
-        if (o->pp > 0)
-            c.attn_flops_per_token = roofline_kv_keys(win, nl, o->depth, o->pp) * 4.0 *
-                                     (double)m->hp.n_head * (double)m->hp.head_dim;
-        c.attn_bf16 = attn_bf16;
+    const int32_t nl = m->hp.n_layer, win = m->hp.sliding_window;
+    int32_t n_swa = 0;
+    for (int32_t l = 0; l < nl; l++) n_swa += model_layer_is_swa(m, l);
+    if (nl > 0) {
+        c.kv_bytes_per_token = engine_kv_keys(nl, n_swa, win, o->depth, o->tg) *
+                               (double)kv_token_bytes / (double)nl;
+        c.attn_flops_per_token = engine_kv_keys(nl, n_swa, win, o->depth, o->pp) * 4.0 *
+                                 (double)m->hp.n_head * (double)m->hp.head_dim;
     }
-    free(win);
+    c.attn_bf16 = attn_bf16;
     return c;
 }
 

@@ -19,6 +19,7 @@
 #include "textsafe.h"
 #include "engine.h"
 #include "gguf.h"
+#include "perplexity.h"
 #include "store.h"
 #include "tok.h"
 
@@ -290,12 +291,11 @@ static int do_perplexity(struct eval *ev)
         fprintf(stderr, "tern eval: perplexity failed\n");
         return CLI_EXIT_FAIL;
     }
-    /* the standard error as llama-perplexity gives it: the spread of the
-     * positions' losses over sqrt(n - 1), carried through exp (a reading
-     * over a few chunks is mostly this noise) */
-    const double ppl = exp(nll / (double)count), mean = nll / (double)count;
-    const double var = nll_sq / (double)count - mean * mean;
-    const double ppl_err = count > 1 && var > 0 ? ppl * sqrt(var / (double)(count - 1)) : 0.0;
+    /* with llama-perplexity's standard error (a reading over a few chunks is
+     * mostly this noise) */
+    struct ppl_result pr;
+    ppl_from_sums(nll, nll_sq, count, &pr);
+    const double ppl = pr.ppl, mean = pr.nll, ppl_err = pr.ppl_err;
     cJSON *summary = cJSON_CreateObject(), *config = cJSON_CreateObject();
     cJSON_AddNumberToObject(summary, "perplexity", ppl);
     cJSON_AddNumberToObject(summary, "perplexity_err", ppl_err);

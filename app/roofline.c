@@ -37,23 +37,6 @@ struct roofline_model roofline_model_cost(uint64_t active_weight_bytes, uint64_t
     return m;
 }
 
-double roofline_kv_keys(const int32_t *window, int32_t n_layer, long p0, long n)
-{
-    if (n <= 0 || n_layer <= 0) return 0;
-    /* position p attends min(p + 1, W) keys: values a..b of p + 1, capped */
-    const double a = (double)p0 + 1, b = (double)(p0 + n);
-    double sum = 0;
-    for (int32_t l = 0; l < n_layer; l++) {
-        const double w = window && window[l] > 0 ? (double)window[l] : b;
-        double s;
-        if (w <= a) s = (double)n * w;
-        else if (w >= b) s = (a + b) * (double)n / 2;
-        else s = (a + w) * (w - a + 1) / 2 + (b - w) * w;
-        sum += s / (double)n;
-    }
-    return sum;
-}
-
 struct roofline_fig roofline_predict(const struct limits *l, const struct roofline_model *m,
                                      int threads)
 {

@@ -38,11 +38,6 @@ struct roofline_fig {
  * from the cache, measured (about a second, said on stderr) when missing,
  * stale or remeasure. 0, or -1 with err. */
 int roofline_limits(struct limits *l, int isa, bool remeasure, char *err, size_t errlen);
-/* Keys a position attends, summed over the layers and averaged over the
- * positions [p0, p0 + n): p + 1, or window[l] where layer l has a sliding
- * window (window NULL or 0: none). What decode reads of the KV cache, in
- * layers' worth of one token's K and V. */
-double roofline_kv_keys(const int32_t *window, int32_t n_layer, long p0, long n);
 /* vocab_params: the parameters of the embedding table and, untied, of the
  * output matrix (0 unknown). */
 struct roofline_model roofline_model_cost(uint64_t active_weight_bytes, uint64_t active_params,

@@ -147,3 +147,16 @@ struct cJSON *engine_metrics_json(const struct engine_metrics *m)
         cJSON_AddItemToArray(itl, cJSON_CreateNumber(m->token_t[i] - m->token_t[i - 1]));
     return o;
 }
+
+double engine_kv_keys(int32_t n_layer, int32_t n_swa_layers, int32_t window, int64_t p0,
+                      int64_t n)
+{
+    if (n <= 0 || n_layer <= 0) return 0;
+    /* p attends p + 1 keys: the mean of a..b, each capped at the window */
+    const double a = (double)p0 + 1, b = (double)(p0 + n), w = window;
+    const double full = (a + b) / 2;
+    double swa = full;
+    if (window > 0 && w <= a) swa = w;
+    else if (window > 0 && w < b) swa = ((a + w) * (w - a + 1) / 2 + (b - w) * w) / (double)n;
+    return (double)(n_layer - n_swa_layers) * full + (double)n_swa_layers * swa;
+}

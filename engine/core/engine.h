@@ -595,6 +595,13 @@ struct engine_info {
 };
 void engine_info(const struct engine *e, struct engine_info *out);
 
+/* Keys the positions [p0, p0 + n) attend, on average, summed over the
+ * layers: n_swa_layers of the n_layer attend at most `window` keys (the
+ * others p + 1). Times one token's KV bytes over n_layer: what a decoded
+ * token reads of the cache. */
+double engine_kv_keys(int32_t n_layer, int32_t n_swa_layers, int32_t window, int64_t p0,
+                      int64_t n);
+
 /* The bytes token id stands for (a byte-level piece may be part of a UTF-8
  * character), written to out[0..cap) without a NUL; returns the length, or
  * -1 when the engine has no tokenizer or id is out of range. */

@@ -67,6 +67,16 @@ static int run_chunk(struct backend *be, const int32_t *chunk, const struct ppl_
     return 0;
 }
 
+void ppl_from_sums(double nll_sum, double nll_sq_sum, int64_t n, struct ppl_result *out)
+{
+    const double mean = n > 0 ? nll_sum / (double)n : 0.0;
+    const double var = n > 0 ? nll_sq_sum / (double)n - mean * mean : 0.0;
+    out->nll = mean;
+    out->ppl = exp(mean);
+    out->ppl_err = n > 1 && var > 0.0 ? sqrt(var / (double)(n - 1)) * out->ppl : 0.0;
+    out->n_scored = n;
+}
+
 int ppl_run(struct backend *be, const int32_t *tokens, int64_t n_tokens,
             const struct ppl_params *pin, struct ppl_result *out, char *err, size_t errlen)
 {
@@ -100,13 +110,8 @@ int ppl_run(struct backend *be, const int32_t *tokens, int64_t n_tokens,
         count += p.n_ctx - p.n_ctx / 2 - 1;
         if (p.progress) p.progress(p.ud, c + 1, n_chunks, exp(nll / (double)count));
     }
-    const double mean = nll / (double)count;
-    double var = nll2 / (double)count - mean * mean;
-    out->nll = mean;
-    out->ppl = exp(mean);
-    out->ppl_err = var > 0.0 ? sqrt(var / (double)(count - 1)) * out->ppl : 0.0;
+    ppl_from_sums(nll, nll2, count, out);
     out->n_chunks = n_chunks;
-    out->n_scored = count;
     rc = 0;
 fail:
     fwd_single_free(&b);

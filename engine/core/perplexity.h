@@ -36,6 +36,11 @@ struct ppl_result {
 int ppl_run(struct backend *be, const int32_t *tokens, int64_t n_tokens,
             const struct ppl_params *p, struct ppl_result *out, char *err, size_t errlen);
 
+/* out's ppl, ppl_err (the reference's: the spread of the positions' losses
+ * over sqrt(n - 1), carried through exp), nll and n_scored from the sum of
+ * n scored positions' losses and the sum of their squares. */
+void ppl_from_sums(double nll_sum, double nll_sq_sum, int64_t n, struct ppl_result *out);
+
 /* log p(target) under softmax(logits[n_vocab]), in double as the reference. */
 double ppl_log_softmax(const float *logits, int32_t n_vocab, int32_t target);
 /* The same, plus the n_top most likely tokens (descending log p) into

@@ -636,20 +636,22 @@ double limits_read_gbs(const struct limits *l, int threads)
     return l->read_gbs[l->n_read - 1]; /* more threads than CPUs: no more bandwidth */
 }
 
-double limits_peak_ops(const struct limits *l, int threads, bool float_weights)
+/* A peak measured at 1 thread (p[0]) and all (p[1]), per second, at threads. */
+static double peak_at(const struct limits *l, const double p[2], int threads)
 {
-    const double *p = float_weights ? l->bf16_tflops : l->int8_tops;
     if (threads <= 1 || l->cpus <= 1) return p[0] * 1e12;
     const double f = threads >= l->cpus ? 1.0 : (double)(threads - 1) / (double)(l->cpus - 1);
     return (p[0] + f * (p[1] - p[0])) * 1e12;
 }
 
+double limits_peak_ops(const struct limits *l, int threads, bool float_weights)
+{
+    return peak_at(l, float_weights ? l->bf16_tflops : l->int8_tops, threads);
+}
+
 double limits_peak_f32(const struct limits *l, int threads)
 {
-    const double *p = l->f32_tflops;
-    if (threads <= 1 || l->cpus <= 1) return p[0] * 1e12;
-    const double f = threads >= l->cpus ? 1.0 : (double)(threads - 1) / (double)(l->cpus - 1);
-    return (p[0] + f * (p[1] - p[0])) * 1e12;
+    return peak_at(l, l->f32_tflops, threads);
 }
 
 double limits_decode_tok_s(const struct limits *l, int threads, double bytes_per_token)

@@ -390,14 +390,13 @@ static void phase_from_store(struct ui_phase *ph, const struct store_request_inf
     copy_str(ph->status, sizeof ph->status, r->status ? r->status : "");
 }
 
-/* K and V a decoded token reads at context ctx: every layer's for each key
- * it attends, a sliding window's layers at most the window's keys. */
-static double decode_kv_bytes(const struct ui_bridge *b, int32_t ctx)
+/* K and V a token of a reply's decode read on average: positions n_prompt
+ * on, n_generated of them (0 where the layers are unknown: remote). */
+static double decode_kv_bytes(const struct ui_bridge *b, int32_t n_prompt, int32_t n_generated)
 {
-    if (b->n_layer <= 0 || ctx <= 0) return 0;
-    const double w = b->sliding_window > 0 && b->sliding_window < ctx ? b->sliding_window : ctx;
-    const double keys = (double)(b->n_layer - b->n_swa_layers) * ctx + b->n_swa_layers * w;
-    return keys * b->kv_key_bytes / b->n_layer;
+    if (b->n_layer <= 0) return 0;
+    return engine_kv_keys(b->n_layer, b->n_swa_layers, b->sliding_window, n_prompt,
+                          n_generated) * b->kv_key_bytes / b->n_layer;
 }
 
 void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
@@ -444,7 +443,7 @@ void ui_bridge_open_session(struct ui_bridge *b, struct ui_state *st, size_t i)
             /* a reopened reply shows its stored rate */
             if (mi->req->tpot_s > 0) {
                 st->tok_s = 1.0 / mi->req->tpot_s;
-                st->decode_kv_bytes = decode_kv_bytes(b, m->ph.n_prompt + m->ph.n_generated / 2);
+                st->decode_kv_bytes = decode_kv_bytes(b, m->ph.n_prompt, m->ph.n_generated);
             }
         }
         if (role == UI_ROLE_ASSISTANT) st->timeline_msg = st->n_msgs - 1;
@@ -927,7 +926,7 @@ static void apply(struct ui_bridge *b, struct ui_state *st, struct ui_msg *m,
         if (ph->n_generated > 1 && ph->decode_s > 0) {
             ph->tpot_s = ph->decode_s / (ph->n_generated - 1);
             st->tok_s = (ph->n_generated - 1) / ph->decode_s;
-            st->decode_kv_bytes = decode_kv_bytes(b, ph->n_prompt + ph->n_generated / 2);
+            st->decode_kv_bytes = decode_kv_bytes(b, ph->n_prompt, ph->n_generated);
         }
         ph->e2e_s = ev->t - ph->t0;
         break;
