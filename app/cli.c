@@ -399,8 +399,10 @@ int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out)
     else if (strcmp(arg, "f32") == 0) *out = KV_F32;
     else if (strcmp(arg, "q8_0") == 0) *out = KV_Q8_0;
     else if (strcmp(arg, "q4_0") == 0) *out = KV_Q4_0;
+    else if (strcmp(arg, "q4c") == 0) *out = KV_Q4C;
     else {
-        fprintf(stderr, "tern %s: --kv-type: '%s' is not f16, f32, q8_0 or q4_0\n", cli->cmd, arg);
+        fprintf(stderr, "tern %s: --kv-type: '%s' is not f16, f32, q8_0, q4_0 or q4c\n", cli->cmd,
+                arg);
         return -1;
     }
     return 0;
@@ -412,6 +414,7 @@ const char *cli_kv_type_name(enum kv_type t)
     case KV_F32: return "f32";
     case KV_Q8_0: return "q8_0";
     case KV_Q4_0: return "q4_0";
+    case KV_Q4C: return "q4c";
     case KV_F16: break;
     }
     return "f16";

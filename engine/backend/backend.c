@@ -71,3 +71,20 @@ int fwd_single_forward(struct backend *be, struct fwd_single *s, int32_t n, int3
     const struct fwd_batch b = { n, s->tok, s->pos, s->seq, s->want, 1, &q };
     return backend_forward(be, &b, s->logits, err, errlen);
 }
+
+uint64_t backend_kv_token_bytes(enum kv_type t, int32_t n_layer, int64_t kv_dim, int32_t bt)
+{
+    uint64_t k, v;
+    switch (t) {
+    case KV_F32: k = v = (uint64_t)kv_dim * 4; break;
+    case KV_Q8_0: k = v = (uint64_t)kv_dim / 32 * 34; break;
+    case KV_Q4_0: k = v = (uint64_t)kv_dim / 32 * 18; break;
+    case KV_Q4C:
+        /* per dimension and block: f16 min and step, bt 4-bit codes */
+        k = (uint64_t)kv_dim * (4 + (uint64_t)bt / 2) / (uint64_t)(bt > 0 ? bt : 16);
+        v = (uint64_t)kv_dim / 32 * 18;
+        break;
+    default: k = v = (uint64_t)kv_dim * 2; break;
+    }
+    return (uint64_t)n_layer * (k + v);
+}

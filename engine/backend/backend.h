@@ -18,7 +18,10 @@
 struct model;
 
 enum backend_kind { BACKEND_AUTO, BACKEND_CPU, BACKEND_CUDA };
-enum kv_type { KV_F16, KV_F32, KV_Q8_0, KV_Q4_0 };
+/* KV_Q4C: 4-bit codes, K per channel over each block (an f16 min and step
+ * per dimension and block, the block still filling kept in f16 until it is
+ * full), V per token as q4_0 (rotated): CPU only. */
+enum kv_type { KV_F16, KV_F32, KV_Q8_0, KV_Q4_0, KV_Q4C };
 
 struct backend_config {
     enum backend_kind kind;
@@ -114,6 +117,11 @@ static inline int backend_forward(struct backend *be, const struct fwd_batch *b,
     return be->ops->forward(be, b, logits, err, errlen);
 }
 void backend_close(struct backend *be);
+
+/* Bytes one token's K and V take in every layer's pool of type t: kv_dim
+ * (n_head_kv * head_dim) values each per layer, head_dim values per head,
+ * blocks of bt tokens (q4c's K is stored per block). */
+uint64_t backend_kv_token_bytes(enum kv_type t, int32_t n_layer, int64_t kv_dim, int32_t bt);
 
 /* One sequence driven straight through backend_forward, outside the
  * scheduler (perplexity, raw benchmarks): it owns KV blocks 0..n_blocks-1

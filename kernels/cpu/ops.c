@@ -229,7 +229,8 @@ size_t ops_kv_row_bytes(enum ops_kv_type t, int64_t n)
     case OPS_KV_F32: return (size_t)n * 4;
     case OPS_KV_F16: return (size_t)n * 2;
     case OPS_KV_Q8_0: return (size_t)(n / QK8_0) * sizeof(block_q8_0);
-    case OPS_KV_Q4_0: return (size_t)(n / QK4_0) * sizeof(block_q4_0);
+    case OPS_KV_Q4_0:
+    case OPS_KV_Q4C: return (size_t)(n / QK4_0) * sizeof(block_q4_0);
     }
     return 0;
 }
@@ -321,7 +322,8 @@ __attribute__((target("avx2"))) static void load_q4_0_avx2(const block_q4_0 *b, 
 void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if ((t == OPS_KV_Q8_0 || t == OPS_KV_Q4_0) && __builtin_cpu_supports("avx2")) {
+    if ((t == OPS_KV_Q8_0 || t == OPS_KV_Q4_0 || t == OPS_KV_Q4C) &&
+        __builtin_cpu_supports("avx2")) {
         if (t == OPS_KV_Q8_0) load_q8_0_avx2(src, dst, n / QK8_0);
         else load_q4_0_avx2(src, dst, n / QK4_0);
         return;

@@ -76,9 +76,10 @@ static inline float ops_expf(float x)
 /* x[i] = the f16 value nearest x[i] (round to nearest even). */
 void ops_round_f16(float *x, int64_t n);
 
-/* KV row storage formats. */
-enum ops_kv_type { OPS_KV_F32, OPS_KV_F16, OPS_KV_Q8_0, OPS_KV_Q4_0 };
-/* Bytes of n elements (n a multiple of 32 for q8_0 and q4_0). */
+/* KV row storage formats. OPS_KV_Q4C: V rows as q4_0; its K is not stored
+ * in rows but per channel over each block (attention.h, attn_kc_*). */
+enum ops_kv_type { OPS_KV_F32, OPS_KV_F16, OPS_KV_Q8_0, OPS_KV_Q4_0, OPS_KV_Q4C };
+/* Bytes of n elements (n a multiple of 32 for q8_0, q4_0 and q4c). */
 size_t ops_kv_row_bytes(enum ops_kv_type t, int64_t n);
 /* Stores n f32 values as type t at dst. */
 void ops_kv_store(enum ops_kv_type t, void *dst, const float *src, int64_t n);
