@@ -15,6 +15,7 @@
 #include "cpu/matmul.h"
 #include "cpu/ops.h"
 #include "cpu/threadpool.h"
+#include "cpu_kvstage.h"
 #include "cpu_moe.h"
 #include "gguf.h"
 #include "model.h"
@@ -57,7 +58,9 @@ struct cpu_be {
     void *kv_map;             /* the mapping kv lies in (kv_alloc) */
     size_t kv_map_bytes;
     size_t kv_row;            /* bytes of one token's K (or V) row */
+    size_t kv_kpart, kv_vpart;/* bytes of one layer's K and V in a block */
     size_t kv_block;          /* bytes of one block: every layer's K and V */
+    struct kvs kvs;           /* q4c: the filling blocks' K in f16 (cpu_kvstage.h) */
     size_t kv_total;          /* bytes of the pool */
     float *vecs;              /* storage of every f32 vector below */
     struct cpu_layer *lv;
@@ -307,9 +310,16 @@ static char *kv_alloc(size_t bytes, void **map, size_t *map_bytes)
 /* Layer l's view of the cache: its K and V parts of every block. */
 static struct attn_layer layer_kv(const struct cpu_be *c, int32_t l)
 {
-    const size_t part = (size_t)c->be.kv_block_tokens * c->kv_row;
-    char *k = c->kv + (size_t)l * 2 * part;
-    return (struct attn_layer){ k, k + part, c->okv, c->be.kv_block_tokens, c->kv_row, c->kv_block };
+    char *k = c->kv + (size_t)l * (c->kv_kpart + c->kv_vpart);
+    struct attn_layer L = { k, k + c->kv_kpart, c->okv, c->be.kv_block_tokens, c->kv_row,
+                            c->kv_block, NULL, NULL, NULL, 0 };
+    if (c->okv == OPS_KV_Q4C) kvs_attach(&c->kvs, &L, l);
+    return L;
+}
+
+static struct attn_layer layer_kv_fn(const void *ctx, int32_t l)
+{
+    return layer_kv(ctx, l);
 }
 
 static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backend_config *cfg,
@@ -318,15 +328,23 @@ static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backen
     const struct model_hparams *hp = &m->hp;
     const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     static const enum ops_kv_type map[] = { [KV_F16] = OPS_KV_F16, [KV_F32] = OPS_KV_F32,
-                                            [KV_Q8_0] = OPS_KV_Q8_0, [KV_Q4_0] = OPS_KV_Q4_0 };
+                                            [KV_Q8_0] = OPS_KV_Q8_0, [KV_Q4_0] = OPS_KV_Q4_0,
+                                            [KV_Q4C] = OPS_KV_Q4C };
     static const char *const names[] = { [KV_F16] = "f16", [KV_F32] = "f32", [KV_Q8_0] = "q8_0",
-                                         [KV_Q4_0] = "q4_0" };
-    if ((unsigned)cfg->kv_type > KV_Q4_0) {
+                                         [KV_Q4_0] = "q4_0", [KV_Q4C] = "q4c" };
+    if ((unsigned)cfg->kv_type > KV_Q4C) {
         snprintf(err, errlen, "cpu backend: unknown KV type %d", (int)cfg->kv_type);
         return -1;
     }
+    const int32_t bt = cfg->kv_block_tokens > 0 ? cfg->kv_block_tokens : 16;
+    if (cfg->kv_type == KV_Q4C && (bt % 2 || bt > 256)) {
+        snprintf(err, errlen, "cpu backend: KV type q4c needs blocks of an even number of "
+                 "tokens up to 256 (asked for %d)", bt);
+        return -1;
+    }
     /* a head's row starts on a quantization block (QK8_0 == QK4_0 == 32) */
-    if ((cfg->kv_type == KV_Q8_0 || cfg->kv_type == KV_Q4_0) && hp->head_dim % QK8_0) {
+    if ((cfg->kv_type == KV_Q8_0 || cfg->kv_type == KV_Q4_0 || cfg->kv_type == KV_Q4C) &&
+        hp->head_dim % QK8_0) {
         snprintf(err, errlen, "cpu backend: KV type %s needs a head dimension that is a "
                  "multiple of 32 (model has %d)", names[cfg->kv_type], hp->head_dim);
         return -1;
@@ -334,8 +352,11 @@ static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backen
     c->kv_type = cfg->kv_type;
     c->okv = map[cfg->kv_type];
     c->kv_row = ops_kv_row_bytes(c->okv, kv_dim);
-    const int32_t bt = cfg->kv_block_tokens > 0 ? cfg->kv_block_tokens : 16;
-    const uint64_t per_token = 2 * (uint64_t)hp->n_layer * c->kv_row;
+    c->kv_vpart = (size_t)bt * c->kv_row;
+    c->kv_kpart = cfg->kv_type == KV_Q4C
+                      ? (size_t)hp->n_head_kv * attn_kc_head_bytes(hp->head_dim, bt)
+                      : c->kv_vpart;
+    const uint64_t per_token = backend_kv_token_bytes(cfg->kv_type, hp->n_layer, kv_dim, bt);
     uint64_t budget = cfg->kv_bytes;
     if (!budget) {
         /* Default plan: one full training context, at most 16384 tokens. */
@@ -350,7 +371,7 @@ static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backen
                  names[cfg->kv_type]);
         return -1;
     }
-    c->kv_block = 2 * (size_t)hp->n_layer * (size_t)bt * c->kv_row;
+    c->kv_block = (size_t)hp->n_layer * (c->kv_kpart + c->kv_vpart);
     const size_t total = (size_t)n_blocks * c->kv_block;
     c->kv_total = total;
     c->kv = kv_alloc(total, &c->kv_map, &c->kv_map_bytes);
@@ -364,6 +385,9 @@ static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backen
     c->be.kv_block_tokens = bt;
     c->be.kv_n_blocks = (int32_t)n_blocks;
     c->be.kv_bytes_per_token = per_token;
+    if (cfg->kv_type == KV_Q4C)
+        return kvs_init(&c->kvs, hp->n_layer, hp->n_head_kv, hp->head_dim, bt, (int32_t)n_blocks,
+                        2 * (cfg->max_seqs > 0 ? cfg->max_seqs : 8) + 4, err, errlen);
     return 0;
 }
 
@@ -441,6 +465,7 @@ static void cpu_close(struct backend *be)
     free_acts(&c->a);
     mm_scratch_free(&c->mm);
     attn_scratch_free(&c->attn);
+    kvs_free(&c->kvs);
     moe_scratch_free(&c->moe);
     if (c->kv_map) munmap(c->kv_map, c->kv_map_bytes);
     free(c->vecs);
@@ -518,7 +543,8 @@ static void cpu_info(struct backend *be, struct backend_info *out)
     snprintf(out->device, sizeof out->device, "%s", c->device);
     out->weight_bytes = be->model->weight_bytes;
     out->kv_bytes = c->kv_total;
-    out->workspace_bytes = c->act_bytes + c->mm.cap + c->attn.cap * sizeof(float) + c->moe.bytes;
+    out->workspace_bytes = c->act_bytes + c->mm.cap + c->attn.cap * sizeof(float) + c->moe.bytes +
+                           kvs_bytes(&c->kvs);
     int k = snprintf(out->note, sizeof out->note, "%s", c->note);
     if (c->attn_note[0] && k >= 0 && (size_t)k + 2 < sizeof out->note)
         snprintf(out->note + k, sizeof out->note - (size_t)k, "%s%s", k ? "; " : "", c->attn_note);
@@ -785,6 +811,10 @@ static int layer(struct cpu_be *c, const struct fwd_batch *b, int32_t l, char *e
                                   { w->wv.type, w->wv.data, w->wv.rows, a->v } };
     cpu_matmul_multi(c->tp, c->isa, &c->mm, 3, qkv, d, a->xn, n);
     tok_phase(c, b, l, PH_QK);
+    if (c->okv == OPS_KV_Q4C) {   /* the blocks this forward fills, quantized */
+        const struct attn_layer L = layer_kv(c, l);
+        kvs_close_layer(&c->kvs, &L, l);
+    }
     if (attention(c, b, l, err, errlen)) return -1;
     matmul(c, &w->wo, a->att, n, a->tmp);
     tok_phase(c, b, l, PH_ATTN_OUT);   /* and the FFN's input norm */
@@ -856,6 +886,7 @@ static int cpu_forward(struct backend *be, const struct fwd_batch *b, float *log
     struct cpu_be *c = (struct cpu_be *)be;
     if (check_batch(c, b, err, errlen) || reserve_acts(c, b->n_tokens, err, errlen)) return -1;
     for (int32_t i = 0; i < b->n_tokens; i++) c->a.tables[i] = b->seqs[b->seq[i]].block_table;
+    if (c->okv == OPS_KV_Q4C && kvs_begin(&c->kvs, b, layer_kv_fn, c, err, errlen)) return -1;
     embed(c, b);
     rope_tables(c, b);
     for (int32_t l = 0; l < be->model->hp.n_layer; l++)
@@ -870,6 +901,7 @@ static int cpu_kv_block_io(struct backend *be, int32_t block, void *buf, bool wr
     if (block < 0 || block >= be->kv_n_blocks) return -1;
     /* a block holds every layer's K and V in the buffer's order */
     char *src = c->kv + (size_t)block * c->kv_block;
+    if (write && c->okv == OPS_KV_Q4C) kvs_forget(&c->kvs, block);   /* the pool's K now */
     if (write) memcpy(src, buf, c->kv_block);
     else memcpy(buf, src, c->kv_block);
     return 0;

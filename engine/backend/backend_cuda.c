@@ -149,11 +149,12 @@ int cuda_plan_compute(const struct model *m, const struct backend_config *cfg,
     }
     if (cuda_kv_head_bytes(cfg->kv_type, hp->head_dim) == 0) {
         static const char *const names[] = { [KV_F16] = "f16", [KV_F32] = "f32",
-                                             [KV_Q8_0] = "q8_0", [KV_Q4_0] = "q4_0" };
+                                             [KV_Q8_0] = "q8_0", [KV_Q4_0] = "q4_0",
+                                             [KV_Q4C] = "q4c" };
         const unsigned t = (unsigned)cfg->kv_type;
         snprintf(err, errlen, "CUDA backend stores the KV cache as f16, q8_0 or q4_0: it has no %s KV "
                  "store or attention kernel (use --backend cpu for --kv-type %s)",
-                 t <= KV_Q4_0 ? names[t] : "?", t <= KV_Q4_0 ? names[t] : "?");
+                 t <= KV_Q4C ? names[t] : "?", t <= KV_Q4C ? names[t] : "?");
         return -1;
     }
     p->kv_type = cfg->kv_type;

@@ -36,8 +36,10 @@ void attn_scratch_free(struct attn_scratch *s)
 int32_t attn_kv_rot(enum ops_kv_type t, int32_t head_dim, int v)
 {
     /* q8_0 keeps its unrotated figures (docs/PERFORMANCE.md §8) */
-    if (t != OPS_KV_Q4_0 || head_dim % 64 || head_dim > ATTN_ROT_MAX) return 0;
+    if ((t != OPS_KV_Q4_0 && t != OPS_KV_Q4C) || head_dim % 64 || head_dim > ATTN_ROT_MAX)
+        return 0;
     if (v) return 64;   /* the reference found small pieces better for V */
+    if (t == OPS_KV_Q4C) return 0;   /* per channel: a rotation would mix the channels */
     int32_t n = 64;
     while (head_dim % (2 * n) == 0) n *= 2;
     return n;
@@ -65,6 +67,89 @@ static void rotate_heads(float *x, int64_t n_heads, int32_t hd, int32_t r)
         for (int32_t i = 0; i < hd; i += r) attn_hadamard(x + h * hd + i, r);
 }
 
+static uint16_t to_f16(float x)
+{
+    uint16_t h;
+    ops_kv_store(OPS_KV_F16, &h, &x, 1);
+    return h;
+}
+
+static float from_f16(uint16_t h)
+{
+    float x;
+    ops_kv_load(OPS_KV_F16, &h, &x, 1);
+    return x;
+}
+
+/* The per-channel codes of n values x (one dimension's keys in a block):
+ * min and step rounded to f16 first, each code the nearest level of the
+ * rounded pair, so the reader's min + step · code is what was meant. */
+static void kc_quant_channel(const float *x, int32_t n, int32_t bt, uint16_t *mn_h,
+                             uint16_t *st_h, uint8_t *codes)
+{
+    float lo = x[0], hi = x[0];
+    for (int32_t j = 1; j < n; j++) {
+        lo = x[j] < lo ? x[j] : lo;
+        hi = x[j] > hi ? x[j] : hi;
+    }
+    *mn_h = to_f16(lo);
+    *st_h = to_f16((hi - lo) / 15.0f);
+    const float mn = from_f16(*mn_h), st = from_f16(*st_h), inv = st > 0.0f ? 1.0f / st : 0.0f;
+    memset(codes, 0, (size_t)bt / 2);
+    for (int32_t j = 0; j < n; j++) {
+        float c = nearbyintf((x[j] - mn) * inv);
+        c = c < 0.0f ? 0.0f : c > 15.0f ? 15.0f : c;
+        codes[j / 2] |= (uint8_t)((int)c << (4 * (j & 1)));
+    }
+}
+
+void attn_kc_close(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
+                   int32_t block, const uint16_t *st, int32_t n)
+{
+    const int32_t bt = L->block_tokens, hd = head_dim;
+    char *kb = attn_block(L, L->k, block);
+    float x[256];   /* block_tokens at most 256 (backend_cpu checks) */
+    for (int32_t g = 0; g < n_head_kv; g++) {
+        char *h = kb + (size_t)g * attn_kc_head_bytes(hd, bt);
+        uint16_t *pairs = (uint16_t *)(void *)h;
+        uint8_t *codes = (uint8_t *)h + (size_t)hd * 4;
+        for (int32_t d = 0; d < hd; d++) {
+            ops_kv_load(OPS_KV_F16, st + ((size_t)g * hd + d) * bt, x, n);
+            kc_quant_channel(x, n, bt, &pairs[2 * d], &pairs[2 * d + 1],
+                             codes + (size_t)d * (bt / 2));
+        }
+    }
+}
+
+/* Dimension d's keys [0, n): min + step · code, the product exact (an f16
+ * times a 4-bit integer), so a fused or a separate add gives these bits. */
+static void kc_load_dim(const void *head, int32_t hd, int32_t bt, int32_t d, int32_t n, float *o)
+{
+    const uint16_t *pairs = head;
+    const uint8_t *c = (const uint8_t *)head + (size_t)hd * 4 + (size_t)d * (bt / 2);
+    const float mn = from_f16(pairs[2 * d]), st = from_f16(pairs[2 * d + 1]);
+    for (int32_t j = 0; j < n; j++) o[j] = st * (float)((c[j / 2] >> (4 * (j & 1))) & 15) + mn;
+}
+
+void attn_kc_load(const void *head, int32_t head_dim, int32_t bt, float *buf)
+{
+    for (int32_t d = 0; d < head_dim; d++)
+        kc_load_dim(head, head_dim, bt, d, bt, buf + (size_t)d * bt);
+}
+
+void attn_kc_reopen(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
+                    int32_t block, uint16_t *st, int32_t n)
+{
+    const int32_t bt = L->block_tokens, hd = head_dim;
+    const char *kb = attn_block(L, L->k, block);
+    float buf[256];
+    for (int32_t g = 0; g < n_head_kv; g++)
+        for (int32_t d = 0; d < hd; d++) {
+            kc_load_dim(kb + (size_t)g * attn_kc_head_bytes(hd, bt), hd, bt, d, n, buf);
+            ops_kv_store(OPS_KV_F16, st + ((size_t)g * hd + d) * bt, buf, n);
+        }
+}
+
 void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
                    int32_t block, int32_t slot, const float *k, const float *v)
 {
@@ -72,6 +157,31 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
     char *kb = attn_block(L, L->k, block);
     char *vb = attn_block(L, L->v, block);
     const int32_t rk = attn_kv_rot(L->type, hd, 0), rv = attn_kv_rot(L->type, hd, 1);
+    if (L->type == OPS_KV_Q4C) {
+        /* K into the block's f16 staging (quantized when the block is full,
+         * attn_kc_close), V as q4_0 rows rotated as q4_0's */
+        uint16_t *st = L->kc_stage + (size_t)L->kc_entry[block] * L->kc_stride;
+        enum { RUN = 64 };
+        uint16_t conv[RUN];
+        const int64_t kd = (int64_t)n_head_kv * hd;
+        for (int64_t i0 = 0; i0 < kd; i0 += RUN) {
+            const int64_t n = kd - i0 < RUN ? kd - i0 : RUN;
+            ops_kv_store(OPS_KV_F16, conv, k + i0, n);
+            for (int64_t i = 0; i < n; i++) st[(size_t)(i0 + i) * bt + slot] = conv[i];
+        }
+        float tmp[ATTN_ROT_MAX];
+        const size_t hb = ops_kv_row_bytes(L->type, hd);
+        for (int32_t g = 0; g < n_head_kv; g++) {
+            const float *src = v + (size_t)g * hd;
+            if (rv) {
+                memcpy(tmp, src, (size_t)hd * sizeof(float));
+                rotate_heads(tmp, 1, hd, rv);
+                src = tmp;
+            }
+            ops_kv_store(L->type, vb + (size_t)slot * L->row_bytes + g * hb, src, hd);
+        }
+        return;
+    }
     if (rk) {
         /* a head at a time (its row starts on a quantization block), rotated
          * in a copy: the caller's rows stay as given */
@@ -219,18 +329,21 @@ int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_laye
                  const struct attn_batch *b, struct attn_scratch *s)
 {
     const int32_t rk = attn_kv_rot(L->type, b->head_dim, 0), rv = attn_kv_rot(L->type, b->head_dim, 1);
-    if (!rk) return attn_run(tp, isa, L, b, s);
+    if (!rk && !rv) return attn_run(tp, isa, L, b, s);
     /* a rotated cache (attn_kv_rot): the queries rotated as K was, the
      * output rotated back as V was; on this thread, O(n · log hd) per row */
     const int64_t rows = (int64_t)b->n_tokens * b->n_head;
-    if (grow((void **)&s->qrot, &s->qrot_cap, (size_t)rows * (size_t)b->head_dim, sizeof(float)))
-        return -1;
-    memcpy(s->qrot, b->q, (size_t)rows * (size_t)b->head_dim * sizeof(float));
-    rotate_heads(s->qrot, rows, b->head_dim, rk);
     struct attn_batch rb = *b;
-    rb.q = s->qrot;
+    if (rk) {
+        if (grow((void **)&s->qrot, &s->qrot_cap, (size_t)rows * (size_t)b->head_dim,
+                 sizeof(float)))
+            return -1;
+        memcpy(s->qrot, b->q, (size_t)rows * (size_t)b->head_dim * sizeof(float));
+        rotate_heads(s->qrot, rows, b->head_dim, rk);
+        rb.q = s->qrot;
+    }
     if (attn_run(tp, isa, L, &rb, s)) return -1;
-    rotate_heads(b->out, rows, b->head_dim, rv);
+    if (rv) rotate_heads(b->out, rows, b->head_dim, rv);
     return 0;
 }
 

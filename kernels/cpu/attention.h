@@ -39,6 +39,13 @@ struct attn_layer {
     size_t row_bytes;           /* bytes of one token's K (or V) row */
     size_t block_stride;        /* bytes from a block to the next in k and v;
                                  * 0: block_tokens · row_bytes (packed pools) */
+    /* q4c (OPS_KV_Q4C): the blocks still filling keep their K in f16
+     * staging entries, planar as f16's ([head][dim][slot]); the others
+     * hold it per channel (attn_kc_*) */
+    const int32_t *kc_entry;    /* per block id: the staging entry its stores go to */
+    const int32_t *kc_open;     /* per block id: the entry attention reads, or -1 */
+    uint16_t *kc_stage;         /* this layer's part of entry 0 */
+    size_t kc_stride;           /* halves from an entry's part to the next's */
 };
 
 /* Block `block` of pool k or v of L. */
@@ -110,8 +117,31 @@ int32_t attn_kv_rot(enum ops_kv_type t, int32_t head_dim, int v);
  * two, H·H = I): the rotation above. */
 void attn_hadamard(float *x, int32_t n);
 
+/* q4c's K, per block and KV head: head_dim (min, step) pairs of f16, then
+ * head_dim runs of block_tokens / 2 bytes, dimension d's codes of its
+ * keys (key j in byte j / 2, the low nibble for even j); key j's value is
+ * min + step · code (one fused multiply-add: the same bits on every ISA).
+ * Per channel, not per token: K's large values sit in a few dimensions that
+ * move slowly with the position, which a per-token scale spends its 16
+ * levels on (docs/PERFORMANCE.md, "Where 4 bits can reach the 1 %"). */
+static inline size_t attn_kc_head_bytes(int32_t head_dim, int32_t block_tokens)
+{
+    return (size_t)head_dim * (4 + (size_t)block_tokens / 2);
+}
+/* Quantizes keys [0, n) of block `block` of L from the f16 staging st
+ * ([n_head_kv][head_dim][block_tokens]); codes of keys n.. are 0. */
+void attn_kc_close(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
+                   int32_t block, const uint16_t *st, int32_t n);
+/* Dequantizes keys [0, n) of block `block` of L into f16 staging st (a
+ * block written again after its staging was reclaimed). */
+void attn_kc_reopen(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
+                    int32_t block, uint16_t *st, int32_t n);
+/* Keys [0, bt) of KV head g's part of a q4c block as f32, buf[d · bt + j]. */
+void attn_kc_load(const void *head, int32_t head_dim, int32_t bt, float *buf);
+
 /* Writes one token's K and V rows (n_head_kv · head_dim floats each) into
- * slot `slot` of block `block`. */
+ * slot `slot` of block `block` (q4c: K into the block's staging entry,
+ * which the caller has made). */
 void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_dim,
                    int32_t block, int32_t slot, const float *k, const float *v);
 
