@@ -117,7 +117,7 @@ static void describe(const char *dir, struct ui_model_entry *e)
     struct gguf_ctx *g = gguf_open(path, e->err, sizeof e->err);
     if (!g) return;
     struct model_info mi;
-    model_info_gather(g, QT_F16, 0, &mi);
+    model_info_gather(g, KV_F16, 0, &mi);
     e->ok = true;
     e->base = mi.tmpl_from_vocab; /* no template in the file: what the chat calls a base model */
     e->ctx = mi.ctx;
