@@ -95,7 +95,7 @@ int cli_double(const struct cli *cli, const char *opt, const char *arg, double l
 /* Sizes like 512M, 8G, 1.5GiB. */
 int cli_size(const struct cli *cli, const char *opt, const char *arg, unsigned long long *out);
 
-/* --kv-type f16|f32|q8_0|q4_0 and --backend auto|cpu|cuda, shared by run and bench. */
+/* --kv-type f16|f32|q8_0|q4_0|q4c and --backend auto|cpu|cuda, shared by run and bench. */
 int cli_kv_type(const struct cli *cli, const char *arg, enum kv_type *out);
 /* The --kv-type spelling of t ("f16", "q8_0", ...). */
 const char *cli_kv_type_name(enum kv_type t);

@@ -107,8 +107,9 @@ static void unescape(char *s)
     *o = 0;
 }
 
-/* The picker's view of one file: its header read as tern models reads it. */
-static void describe(const char *dir, struct ui_model_entry *e)
+/* The picker's view of one file: its header read as tern models reads it,
+ * the fit counted with KV cache type kv. */
+static void describe(const char *dir, enum kv_type kv, struct ui_model_entry *e)
 {
     char path[4096];
     struct stat sb;
@@ -117,7 +118,7 @@ static void describe(const char *dir, struct ui_model_entry *e)
     struct gguf_ctx *g = gguf_open(path, e->err, sizeof e->err);
     if (!g) return;
     struct model_info mi;
-    model_info_gather(g, QT_F16, 0, &mi);
+    model_info_gather(g, kv, 0, &mi);
     e->ok = true;
     e->base = mi.tmpl_from_vocab; /* no template in the file: what the chat calls a base model */
     e->ctx = mi.ctx;
@@ -139,7 +140,8 @@ static void describe(const char *dir, struct ui_model_entry *e)
 }
 
 /* The models directory for the picker (F6), each file described. */
-static int list_models(const char *dir, struct ui_model_entry **out, char *err, size_t errlen)
+static int list_models(const char *dir, enum kv_type kv, struct ui_model_entry **out, char *err,
+                       size_t errlen)
 {
     char **files;
     int n = model_name_list(dir, &files, err, errlen);
@@ -153,7 +155,7 @@ static int list_models(const char *dir, struct ui_model_entry **out, char *err, 
     }
     for (int i = 0; i < n; i++) {
         snprintf(v[i].file, sizeof v[i].file, "%s", files[i]);
-        describe(dir, &v[i]);
+        describe(dir, kv, &v[i]);
     }
     model_name_list_free(files);
     *out = v;

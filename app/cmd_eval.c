@@ -867,7 +867,8 @@ int cmd_eval(int argc, char **argv)
         "      --db PATH         history database; --no-save: do not store the run\n"
         "@threads physical cores\n"
         "@backend auto\n"
-        "@kv-type f16 (perplexity with q8_0: what the quantized cache costs in quality)\n"
+        "@kv-type f16 (perplexity with q8_0, q4_0 or q4c: what the quantized cache costs in "
+        "quality)\n"
         "@step-tokens the engine's (1: each token through the decode path, as a reply reads the cache)\n"
         "\n" CLI_REMOTE_USAGE;
     static const struct option longopts[] = {

@@ -31,7 +31,7 @@ struct info_opts {
     struct cli *cli;
     unsigned long long mem; /* budget in bytes; 0 = physical memory */
     bool json;
-    uint32_t kv_type;       /* QT_F16, QT_F32, QT_Q8_0 or QT_Q4_0 */
+    enum kv_type kv_type;   /* the KV cache type the plan counts with */
     int gpu;                /* --gpu[=N]: device index for the GPU plan; -1 = no plan */
     bool limits;            /* --limits: measure the machine's limits again, show only them */
 };
@@ -132,13 +132,19 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
            human(mi->active_weight_bytes, b, sizeof b), (unsigned long long)mi->active_weight_bytes,
            mi->active_params != mi->params ? " (its experts' rows; every expert stays resident)"
                                            : "");
-    printf("  KV cache %s: %llu bytes per token (%u layers x %u kv heads x (%u + %u) x %s)\n",
-           qtype_name(o->kv_type), (unsigned long long)mi->kv_per_token, mi->layers, mi->kv_heads,
-           mi->key_len, mi->val_len,
-           o->kv_type == QT_F32   ? "4 B"
-           : o->kv_type == QT_F16 ? "2 B"
-           : o->kv_type == QT_Q4_0 ? "18/32 B"
-                                   : "34/32 B");
+    if (o->kv_type == KV_Q4C) /* K: an f16 min and step and 16 4-bit codes per channel */
+        printf("  KV cache %s: %llu bytes per token (%u layers x %u kv heads x (%u x 12/16 + %u x "
+               "18/32) B)\n  (K per channel over %d-token blocks, V per token as q4_0; CPU only)\n",
+               model_info_kv_name(o->kv_type), (unsigned long long)mi->kv_per_token, mi->layers,
+               mi->kv_heads, mi->key_len, mi->val_len, MODEL_INFO_KV_BLOCK_TOKENS);
+    else
+        printf("  KV cache %s: %llu bytes per token (%u layers x %u kv heads x (%u + %u) x %s)\n",
+               model_info_kv_name(o->kv_type), (unsigned long long)mi->kv_per_token, mi->layers,
+               mi->kv_heads, mi->key_len, mi->val_len,
+               o->kv_type == KV_F32    ? "4 B"
+               : o->kv_type == KV_F16  ? "2 B"
+               : o->kv_type == KV_Q4_0 ? "18/32 B"
+                                       : "34/32 B");
     if (mi->swa)
         printf("  (layers with a %u-token sliding window need less: this is an upper bound)\n",
                mi->swa);
@@ -192,7 +198,7 @@ static cJSON *json_memory(const struct model_info *mi, const struct info_opts *o
     cJSON_AddNumberToObject(m, "active_weight_bytes", (double)mi->active_weight_bytes);
     cJSON_AddNumberToObject(m, "params", (double)mi->params);
     cJSON_AddNumberToObject(m, "active_params", (double)mi->active_params);
-    cJSON_AddStringToObject(m, "kv_type", qtype_name(o->kv_type));
+    cJSON_AddStringToObject(m, "kv_type", model_info_kv_name(o->kv_type));
     cJSON_AddNumberToObject(m, "kv_bytes_per_token", (double)mi->kv_per_token);
     cJSON_AddNumberToObject(m, "budget_bytes", (double)mi->budget);
     cJSON_AddNumberToObject(m, "kv_tokens", (double)mi->kv_tokens);
@@ -299,16 +305,7 @@ static int on_opt(int c, const char *arg, void *ud)
     case OPT_MEM: return cli_size(o->cli, "--mem", arg, &o->mem);
     case OPT_JSON: o->json = true; return 0;
     case OPT_LIMITS: o->limits = true; return 0;
-    case OPT_KV_TYPE:
-        if (!strcmp(arg, "f16")) o->kv_type = QT_F16;
-        else if (!strcmp(arg, "f32")) o->kv_type = QT_F32;
-        else if (!strcmp(arg, "q8_0")) o->kv_type = QT_Q8_0;
-        else if (!strcmp(arg, "q4_0")) o->kv_type = QT_Q4_0;
-        else {
-            fprintf(stderr, "tern info: --kv-type: '%s' is not f32, f16, q8_0 or q4_0\n", arg);
-            return -1;
-        }
-        return 0;
+    case OPT_KV_TYPE: return cli_kv_type(o->cli, arg, &o->kv_type);
     case OPT_GPU: {
         long v = 0;
         if (arg && cli_int(o->cli, "--gpu", arg, 0, 255, &v) != 0) return -1;
@@ -329,10 +326,9 @@ static int gpu_plan(const char *path, const struct info_opts *o, char *out, size
         snprintf(out, n, "%s", err);
         return -1;
     }
+    /* f32 is planned as f16; q4c is CPU only: the backend's plan says so */
     struct backend_config cfg = {.kind = BACKEND_CUDA, .gpu = o->gpu, .kv_block_tokens = 16,
-                                 .kv_type = o->kv_type == QT_Q8_0   ? KV_Q8_0
-                                            : o->kv_type == QT_Q4_0 ? KV_Q4_0
-                                                                    : KV_F16,
+                                 .kv_type = o->kv_type == KV_F32 ? KV_F16 : o->kv_type,
                                  .kv_bytes = o->mem};
     int rc = backend_cuda_plan(m, &cfg, out, n);
     model_close(m);
@@ -342,14 +338,15 @@ static int gpu_plan(const char *path, const struct info_opts *o, char *out, size
 int cmd_info(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern info [-m MODEL] [--mem SIZE] [--kv-type f16|f32|q8_0|q4_0] [--json]\n"
+        "usage: tern info [-m MODEL] [--mem SIZE] [--kv-type f16|f32|q8_0|q4_0|q4c] [--json]\n"
         "\n"
         "Describes a model file: architecture, parameters, tensor types, context,\n"
         "vocabulary, chat template family and the memory plan.\n"
         "\n"
         "  --mem SIZE       memory budget for weights + KV cache (e.g. 8G; default:\n"
         "                   physical memory)\n"
-        "  --kv-type TYPE   KV cache element type for the plan (default f16)\n"
+        "  --kv-type TYPE   KV cache type for the plan (default f16; q4c: K per channel\n"
+        "                   over 16-token blocks, V as q4_0, CPU only)\n"
         "  --gpu[=N]        also plan GPU N (default 0): weights + KV pool + workspace\n"
         "                   from the device's free memory\n"
         "  --limits         measure this machine's limits again (streaming read, int8\n"
@@ -364,7 +361,7 @@ int cmd_info(int argc, char **argv)
         {0, 0, 0, 0},
     };
     struct cli cli;
-    struct info_opts o = {&cli, 0, false, QT_F16, -1, false};
+    struct info_opts o = {&cli, 0, false, KV_F16, -1, false};
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     char path[4096], err[1024];

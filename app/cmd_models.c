@@ -57,13 +57,13 @@ static void copy(char *d, size_t n, const char *s)
     snprintf(d, n, "%s", s ? s : "");
 }
 
-static void describe(struct entry *e, uint64_t mem, uint32_t kv_qt)
+static void describe(struct entry *e, uint64_t mem, enum kv_type kv)
 {
     struct stat sb;
     if (stat(e->path, &sb) == 0) e->size = (uint64_t)sb.st_size;
     struct gguf_ctx *g = gguf_open(e->path, e->err, sizeof e->err);
     if (!g) return;
-    model_info_gather(g, kv_qt, mem, &e->mi);   /* the KV type's real bytes per token */
+    model_info_gather(g, kv, mem, &e->mi);   /* the KV type's real bytes per token */
     copy(e->arch_s, sizeof e->arch_s, e->mi.arch);
     copy(e->quant_s, sizeof e->quant_s, e->mi.quant);
     copy(e->name_s, sizeof e->name_s, e->mi.name);
@@ -83,11 +83,10 @@ static void describe(struct entry *e, uint64_t mem, uint32_t kv_qt)
         snprintf(e->gpu_note, sizeof e->gpu_note, "%s", err);
         return;
     }
-    /* the CUDA pool holds f16, q8_0 or q4_0 blocks (f32 is planned as f16) */
+    /* the CUDA pool holds f16, q8_0 or q4_0 blocks (f32 is planned as f16);
+     * q4c is CPU only: the backend's plan says so */
     struct backend_config cfg = {.kind = BACKEND_CUDA, .gpu = 0, .kv_block_tokens = 16,
-                                 .kv_type = kv_qt == QT_Q8_0   ? KV_Q8_0
-                                            : kv_qt == QT_Q4_0 ? KV_Q4_0
-                                                               : KV_F16,
+                                 .kv_type = kv == KV_F32 ? KV_F16 : kv,
                                  .kv_bytes = e->mi.kv_per_token * e->mi.ctx};
     int rc = backend_cuda_plan(m, &cfg, e->gpu_note, sizeof e->gpu_note);
     e->gpu = rc == 0 ? 1 : strncmp(e->gpu_note, "no usable GPU", 13) == 0 ? -1 : 0;
@@ -114,7 +113,7 @@ static void stem(const char *file, char *b, size_t n)
 }
 
 static void print_text(const struct entry *v, int n, const char *dir, uint64_t mem,
-                       uint32_t kv_qt)
+                       enum kv_type kv)
 {
     char a[32], b[32];
     printf("%-32s %-8s %7s %-7s %8s %6s %-11s %-3s %-14s %s\n", "NAME", "ARCH", "PARAMS", "QUANT",
@@ -147,7 +146,7 @@ static void print_text(const struct entry *v, int n, const char *dir, uint64_t m
     fmt_bytes(m, sizeof m, mem);
     printf("\n%d model%s in %s; fits: weights + %s KV cache of the full context in %s of "
            "memory\n",
-           n, n == 1 ? "" : "s", dir, qtype_name(kv_qt), m);
+           n, n == 1 ? "" : "s", dir, model_info_kv_name(kv), m);
     for (int i = 0; i < n; i++)
         if (v[i].ok && v[i].pred.threads) {
             printf("predicted: the CPU's bound at %d thread%s from this machine's limits "
@@ -165,12 +164,12 @@ static void print_text(const struct entry *v, int n, const char *dir, uint64_t m
 }
 
 static int print_json(const struct entry *v, int n, const char *dir, uint64_t mem,
-                      uint32_t kv_qt)
+                      enum kv_type kv)
 {
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "models");
     cJSON_AddStringToObject(root, "dir", dir);
     cJSON_AddNumberToObject(root, "memory_bytes", (double)mem);
-    cJSON_AddStringToObject(root, "kv_type", qtype_name(kv_qt));
+    cJSON_AddStringToObject(root, "kv_type", model_info_kv_name(kv));
     for (int i = 0; i < n && arr; i++) {
         const struct entry *e = &v[i];
         cJSON *o = cJSON_CreateObject();
@@ -220,8 +219,9 @@ static int print_json(const struct entry *v, int n, const char *dir, uint64_t me
 }
 
 struct models_opts {
+    struct cli *cli;
     bool json;
-    uint32_t kv_qt;   /* QT_F16, QT_F32, QT_Q8_0 or QT_Q4_0 */
+    enum kv_type kv;  /* the KV cache type the fit counts with */
 };
 
 static int on_opt(int c, const char *arg, void *ud)
@@ -232,21 +232,13 @@ static int on_opt(int c, const char *arg, void *ud)
         return 0;
     }
     if (c != OPT_KV_TYPE) return -1;
-    static const struct { const char *name; uint32_t qt; } kv[] = {
-        { "f16", QT_F16 }, { "f32", QT_F32 }, { "q8_0", QT_Q8_0 }, { "q4_0", QT_Q4_0 } };
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-        if (!strcmp(arg, kv[i].name)) {
-            o->kv_qt = kv[i].qt;
-            return 0;
-        }
-    fprintf(stderr, "tern models: --kv-type: '%s' is not f16, f32, q8_0 or q4_0\n", arg);
-    return -1;
+    return cli_kv_type(o->cli, arg, &o->kv);
 }
 
 int cmd_models(int argc, char **argv)
 {
     static const char use[] =
-        "usage: tern models [--kv-type f16|f32|q8_0|q4_0] [--json]\n"
+        "usage: tern models [--kv-type f16|f32|q8_0|q4_0|q4c] [--json]\n"
         "\n"
         "Lists the models in the models directory ($XDG_DATA_HOME/tern/models):\n"
         "architecture, parameters (total/active for mixtures of experts), quantization,\n"
@@ -256,14 +248,15 @@ int cmd_models(int argc, char **argv)
         "(tern info shows them). NAME, or any unique start of it (letters and digits,\n"
         "e.g. smollm2), is what -m takes.\n"
         "\n"
-        "  --kv-type T   KV cache type the fit counts with (default f16; q8_0 and q4_0\n"
-        "                hold about 2x and 3.5x the tokens in the same memory)\n"
+        "  --kv-type T   KV cache type the fit counts with (default f16; q8_0, q4c and\n"
+        "                q4_0 hold about 1.9x, 3x and 3.6x the tokens in the same memory;\n"
+        "                q4c: K per channel over 16-token blocks, V as q4_0, CPU only)\n"
         "  --json        the same as one JSON object\n";
     static const struct option longopts[] = {{"json", no_argument, 0, OPT_JSON},
                                               {"kv-type", required_argument, 0, OPT_KV_TYPE},
                                               {0, 0, 0, 0}};
     struct cli cli;
-    struct models_opts o = {.json = false, .kv_qt = QT_F16};
+    struct models_opts o = {.cli = &cli, .json = false, .kv = KV_F16};
     int rc = cli_parse(&cli, argc, argv, "", longopts, on_opt, &o, use);
     if (rc >= 0) goto done;
     rc = CLI_EXIT_USAGE;
@@ -285,16 +278,16 @@ int cmd_models(int argc, char **argv)
     for (int i = 0; v && i < n; i++) {
         copy(v[i].file, sizeof v[i].file, files[i]);
         snprintf(v[i].path, sizeof v[i].path, "%s/%s", dir, files[i]);
-        describe(&v[i], mem, o.kv_qt);
+        describe(&v[i], mem, o.kv);
     }
     struct limits lim;
     bool have_lim = n > 0 && roofline_limits(&lim, -1, false, err, sizeof err) == 0;
     if (n > 0 && !have_lim) fprintf(stderr, "tern models: limits: %s\n", err);
     if (v) predict_all(v, n, have_lim ? &lim : NULL);
     if (v) {
-        if (o.json) rc = print_json(v, n, dir, mem, o.kv_qt);
+        if (o.json) rc = print_json(v, n, dir, mem, o.kv);
         else {
-            print_text(v, n, dir, mem, o.kv_qt);
+            print_text(v, n, dir, mem, o.kv);
             rc = CLI_EXIT_OK;
         }
     }

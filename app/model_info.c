@@ -112,19 +112,46 @@ uint64_t model_info_physical_memory(void)
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
-/* KV bytes per token: K and V rows of kv_heads x head_dim per layer. */
-static void plan_memory(struct model_info *mi, uint32_t kv_type, uint64_t mem)
+const char *model_info_kv_name(enum kv_type kv)
 {
-    uint64_t krow = qtype_row_bytes(kv_type, (uint64_t)mi->kv_heads * mi->key_len);
-    uint64_t vrow = qtype_row_bytes(kv_type, (uint64_t)mi->kv_heads * mi->val_len);
-    mi->kv_per_token = (uint64_t)mi->layers * (krow + vrow);
+    switch (kv) {
+    case KV_F32: return "F32";
+    case KV_Q8_0: return "Q8_0";
+    case KV_Q4_0: return "Q4_0";
+    case KV_Q4C: return "Q4C";
+    case KV_F16: break;
+    }
+    return "F16";
+}
+
+/* KV bytes per token: K and V rows of kv_heads x head_dim per layer in the
+ * GGUF type of the same name; q4c (K per channel over each block, V as q4_0)
+ * as the pool counts it, which takes one width for K and V (the engine's
+ * head_dim) and whole q4_0 blocks of 32 for V: 0 (unknown) otherwise. */
+static void plan_memory(struct model_info *mi, enum kv_type kv, uint64_t mem)
+{
+    const uint64_t kd = (uint64_t)mi->kv_heads * mi->key_len;
+    const uint64_t vd = (uint64_t)mi->kv_heads * mi->val_len;
+    if (kv == KV_Q4C) {
+        mi->kv_per_token = kd == vd && kd % 32 == 0
+                               ? backend_kv_token_bytes(KV_Q4C, (int32_t)mi->layers, (int64_t)kd,
+                                                        MODEL_INFO_KV_BLOCK_TOKENS)
+                               : 0;
+    } else {
+        const uint32_t qt = kv == KV_F32    ? QT_F32
+                            : kv == KV_Q8_0 ? QT_Q8_0
+                            : kv == KV_Q4_0 ? QT_Q4_0
+                                            : QT_F16;
+        mi->kv_per_token =
+            (uint64_t)mi->layers * (qtype_row_bytes(qt, kd) + qtype_row_bytes(qt, vd));
+    }
     mi->budget = mem ? mem : model_info_physical_memory();
     mi->kv_tokens = mi->kv_per_token && mi->budget > mi->weight_bytes
                         ? (mi->budget - mi->weight_bytes) / mi->kv_per_token
                         : 0;
 }
 
-void model_info_gather(const struct gguf_ctx *g, uint32_t kv_type, uint64_t mem,
+void model_info_gather(const struct gguf_ctx *g, enum kv_type kv_type, uint64_t mem,
                        struct model_info *mi)
 {
     memset(mi, 0, sizeof *mi);

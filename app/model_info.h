@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "gguf.h"
 
 struct type_use {
@@ -39,10 +40,15 @@ struct model_info {
 };
 
 
-/* Fills mi from g; the plan uses KV element type kv_type (QT_F16, ...) and
- * a budget of mem bytes (0 = physical memory). */
-void model_info_gather(const struct gguf_ctx *g, uint32_t kv_type, uint64_t mem,
+/* Tokens per KV block the plan counts q4c's K with (the engine's default). */
+#define MODEL_INFO_KV_BLOCK_TOKENS 16
+
+/* Fills mi from g; the plan uses KV cache type kv (its real bytes per token)
+ * and a budget of mem bytes (0 = physical memory). */
+void model_info_gather(const struct gguf_ctx *g, enum kv_type kv, uint64_t mem,
                        struct model_info *mi);
+/* The KV type's name in the plan's output: "F16", "F32", "Q8_0", "Q4_0", "Q4C". */
+const char *model_info_kv_name(enum kv_type kv);
 uint64_t model_info_physical_memory(void);
 
 #endif

@@ -1,6 +1,7 @@
 /* Config file parsing and the shared option value parsers. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -49,6 +50,19 @@ int main(void)
     ok(cli_int(&cli, "-t", "3", 1, 64, &v) == 0 && v == 3, "integer parses");
     ok(cli_int(&cli, "-t", "0", 1, 64, &v) != 0, "integer out of range is rejected");
     ok(cli_int(&cli, "-t", "4x", 1, 64, &v) != 0, "trailing garbage is rejected");
+
+    /* --kv-type: every name parses and is named back the same; q4c is its own type */
+    static const char *const kv_names[] = {"f16", "f32", "q8_0", "q4_0", "q4c"};
+    for (size_t i = 0; i < sizeof kv_names / sizeof kv_names[0]; i++) {
+        enum kv_type t = KV_F16;
+        ok(cli_kv_type(&cli, kv_names[i], &t) == 0 && strcmp(cli_kv_type_name(t), kv_names[i]) == 0,
+           "--kv-type %s parses and is named back", kv_names[i]);
+    }
+    enum kv_type kt = KV_F16;
+    ok(cli_kv_type(&cli, "q4c", &kt) == 0 && kt == KV_Q4C, "--kv-type q4c is KV_Q4C");
+    ok(cli_kv_type(&cli, "Q4C", &kt) != 0 && cli_kv_type(&cli, "q4", &kt) != 0 &&
+           kt == KV_Q4C,
+       "--kv-type Q4C and q4 are refused, the type left as it was");
 
     /* the history list's model column: no ".gguf", the quant kept whole */
     char sh[29];

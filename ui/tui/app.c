@@ -161,7 +161,8 @@ static void open_picker(struct app *a)
                                                          : "a reply is streaming: Esc cancels it first");
         return;
     }
-    int n = a->o->list_models(a->o->models_dir, &v, err, sizeof err);
+    /* fits: the full context's KV cache in the chat's --kv-type */
+    int n = a->o->list_models(a->o->models_dir, a->o->engine.backend.kv_type, &v, err, sizeof err);
     if (n < 0 && access(a->o->models_dir, F_OK) != 0) {
         n = 0; /* no models directory yet (first run): an empty picker says how to fill it */
         v = NULL;

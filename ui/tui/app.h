@@ -30,10 +30,12 @@ struct ui_app_opts {
     bool resume; /* -c: continue the newest chat session (else a new one) */
     /* the model picker (F6): the models directory and how to list and
      * describe its files (the app reads their headers: kind, quant, size,
-     * context); the count, or -1 with err; *out freed with free().
-     * list NULL: no picker */
+     * context, whether it fits in memory with a KV cache of type kv);
+     * the count, or -1 with err; *out freed with free(). list NULL: no
+     * picker */
     const char *models_dir;
-    int (*list_models)(const char *dir, struct ui_model_entry **out, char *err, size_t errlen);
+    int (*list_models)(const char *dir, enum kv_type kv, struct ui_model_entry **out, char *err,
+                       size_t errlen);
     bool set_temp;
     bool set_ctx_policy;
     /* the other sampling flags of run (< 0: default) */
