@@ -312,7 +312,7 @@ static struct attn_layer layer_kv(const struct cpu_be *c, int32_t l)
 {
     char *k = c->kv + (size_t)l * (c->kv_kpart + c->kv_vpart);
     struct attn_layer L = { k, k + c->kv_kpart, c->okv, c->be.kv_block_tokens, c->kv_row,
-                            c->kv_block, NULL, NULL, NULL, 0 };
+                            c->kv_block, NULL, NULL, 0 };
     if (c->okv == OPS_KV_Q4C) kvs_attach(&c->kvs, &L, l);
     return L;
 }

@@ -18,14 +18,13 @@ int kvs_init(struct kvs *s, int32_t n_layer, int32_t n_head_kv, int32_t head_dim
     s->keep = keep > 0 ? keep : 16;
     s->layer_halves = (size_t)n_head_kv * (size_t)head_dim * (size_t)bt;
     s->entry = malloc((size_t)n_blocks * sizeof *s->entry);
-    s->open = malloc((size_t)n_blocks * sizeof *s->open);
-    if (!s->entry || !s->open) {
+    if (!s->entry) {
         kvs_free(s);
         snprintf(err, errlen, "cpu backend: out of memory for the q4c staging map (%d blocks)",
                  n_blocks);
         return -1;
     }
-    for (int32_t b = 0; b < n_blocks; b++) s->entry[b] = s->open[b] = -1;
+    for (int32_t b = 0; b < n_blocks; b++) s->entry[b] = -1;
     return 0;
 }
 
@@ -33,7 +32,6 @@ void kvs_free(struct kvs *s)
 {
     free(s->k);
     free(s->entry);
-    free(s->open);
     free(s->owner);
     free(s->fill);
     free(s->used);
@@ -84,12 +82,12 @@ static void release(struct kvs *s, int32_t e, kvs_layer_fn layer, const void *ct
 {
     const int32_t ob = s->owner[e];
     if (ob < 0) return;
-    if (s->open[ob] == e)
+    if (s->fill[e] < s->bt)   /* not yet quantized */
         for (int32_t l = 0; l < s->n_layer; l++) {
             const struct attn_layer L = layer(ctx, l);
             attn_kc_close(&L, s->n_head_kv, s->head_dim, ob, stage_of(s, e, l), s->fill[e]);
         }
-    s->entry[ob] = s->open[ob] = -1;
+    s->entry[ob] = -1;
     s->owner[e] = -1;
 }
 
@@ -153,12 +151,9 @@ int kvs_begin(struct kvs *s, const struct fwd_batch *b, kvs_layer_fn layer, cons
         s->used[e] = s->tick;
         if (slot + 1 > s->fill[e]) s->fill[e] = slot + 1;
     }
-    for (int32_t e = 0; e < s->cap; e++) {
-        if (s->owner[e] < 0 || s->used[e] != s->tick) continue;
-        const bool full = s->fill[e] >= s->bt;
-        s->open[s->owner[e]] = full ? -1 : e;
-        if (full) s->closing[s->n_closing++] = e;
-    }
+    for (int32_t e = 0; e < s->cap; e++)
+        if (s->owner[e] >= 0 && s->used[e] == s->tick && s->fill[e] >= s->bt)
+            s->closing[s->n_closing++] = e;
     return 0;
 }
 
@@ -173,7 +168,6 @@ void kvs_close_layer(const struct kvs *s, const struct attn_layer *L, int32_t l)
 void kvs_attach(const struct kvs *s, struct attn_layer *L, int32_t l)
 {
     L->kc_entry = s->entry;
-    L->kc_open = s->open;
     L->kc_stage = s->k ? stage_of(s, 0, l) : NULL;
     L->kc_stride = (size_t)s->n_layer * s->layer_halves;
 }
@@ -183,5 +177,5 @@ void kvs_forget(struct kvs *s, int32_t block)
     if (block < 0 || block >= s->n_blocks) return;
     const int32_t e = s->entry[block];
     if (e >= 0) s->owner[e] = -1;
-    s->entry[block] = s->open[block] = -1;
+    s->entry[block] = -1;
 }

@@ -3,8 +3,8 @@
  * q4c quantizes K per channel over a whole block, so a block's keys are
  * quantized only when its last slot is written; until then they sit here
  * in f16, in entries of every layer's K of one block ([layer][head][dim]
- * [slot], f16's planar layout), which attention reads instead of the pool
- * (attn_layer.kc_open). A full block's entry stays until it is needed for
+ * [slot], f16's planar layout), from which a query reads its own block
+ * (attn_layer.kc_entry). A full block's entry stays until it is needed for
  * another block, so a speculative verification that takes tokens back into
  * it reopens it exactly; one reclaimed before is reopened from the pool
  * (its keys rounded twice: correct, rarely slightly less exact).
@@ -30,7 +30,6 @@ struct kvs {
     uint16_t *k;                /* [cap][n_layer][layer_halves] */
     int32_t cap;
     int32_t *entry;             /* [n_blocks] the block's entry (stores go there), or -1 */
-    int32_t *open;              /* [n_blocks] the entry attention reads, or -1 (the pool) */
     int32_t *owner;             /* [cap] block, or -1 */
     int32_t *fill;              /* [cap] keys held (max slot written + 1) */
     uint64_t *used;             /* [cap] the forward that last wrote it */
@@ -48,10 +47,9 @@ int kvs_init(struct kvs *s, int32_t n_layer, int32_t n_head_kv, int32_t head_dim
 void kvs_free(struct kvs *s);
 
 /* Before a forward: every block b's tokens write gets an entry (fresh at
- * slot 0, else its own, else reopened from the pool), kc_open says which
- * blocks attention reads from staging after this forward's stores, and
- * the blocks this forward fills are listed for kvs_close_layer. Returns 0
- * or -1 with err (out of memory). */
+ * slot 0, else its own, else reopened from the pool; entries written by
+ * this forward are not reclaimed by it), and the blocks this forward fills
+ * are listed for kvs_close_layer. Returns 0 or -1 with err (out of memory). */
 int kvs_begin(struct kvs *s, const struct fwd_batch *b, kvs_layer_fn layer, const void *ctx,
               char *err, size_t errlen);
 

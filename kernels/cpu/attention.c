@@ -245,13 +245,17 @@ static void attn_kernels_for(enum cpu_isa isa, bool bf16, tp_fn *worker, tp_unit
     *unit = attn_scalar_unit;
 }
 
-static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles, int32_t tmax)
+/* Tiles of up to tmax queries of one sequence at consecutive positions;
+ * bt > 0: within one KV block (q4c: a tile's queries share their own
+ * block, read from staging, attn_layer). */
+static int32_t make_tiles(const struct attn_batch *b, int32_t *tiles, int32_t tmax, int32_t bt)
 {
     int32_t n = 0;
     for (int32_t i = 0; i < b->n_tokens;) {
         int32_t k = 1;
         while (k < tmax && i + k < b->n_tokens && b->table[i + k] == b->table[i] &&
-               b->pos[i + k] == b->pos[i + k - 1] + 1)
+               b->pos[i + k] == b->pos[i + k - 1] + 1 &&
+               !(bt > 0 && b->pos[i + k] % bt == 0))
             k++;
         tiles[2 * n] = i;
         tiles[2 * n + 1] = k;
@@ -370,7 +374,8 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
                        (bf16 ? attn_amx_floats((int32_t)G, b->head_dim) : 0);
     if (grow((void **)&s->buf, &s->cap, per * (size_t)nth, sizeof(float))) return -1;
     if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)b->n_tokens, 2 * sizeof(int32_t))) return -1;
-    const int32_t n_tiles = make_tiles(b, s->tiles, tmax);
+    const int32_t n_tiles = make_tiles(b, s->tiles, tmax,
+                                       L->type == OPS_KV_Q4C ? L->block_tokens : 0);
     /* Too few (tile, KV head) items for the threads (decode): the scores
      * of each part of the keys are one item, then each (tile, KV head) the
      * softmax and the products with V. The same operations as whole. */

@@ -39,11 +39,13 @@ struct attn_layer {
     size_t row_bytes;           /* bytes of one token's K (or V) row */
     size_t block_stride;        /* bytes from a block to the next in k and v;
                                  * 0: block_tokens · row_bytes (packed pools) */
-    /* q4c (OPS_KV_Q4C): the blocks still filling keep their K in f16
-     * staging entries, planar as f16's ([head][dim][slot]); the others
-     * hold it per channel (attn_kc_*) */
-    const int32_t *kc_entry;    /* per block id: the staging entry its stores go to */
-    const int32_t *kc_open;     /* per block id: the entry attention reads, or -1 */
+    /* q4c (OPS_KV_Q4C): the blocks a forward writes keep their K in f16
+     * staging entries, planar as f16's ([head][dim][slot]), quantized per
+     * channel into the pool (attn_kc_*) when full. A query reads its own
+     * block from staging and the blocks before it from the pool, so each
+     * key is read the same however the tokens are batched (decoding one by
+     * one, a prefill, a speculative verification). */
+    const int32_t *kc_entry;    /* per block id: its staging entry (blocks written now) */
     uint16_t *kc_stage;         /* this layer's part of entry 0 */
     size_t kc_stride;           /* halves from an entry's part to the next's */
 };

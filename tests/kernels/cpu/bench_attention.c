@@ -70,7 +70,7 @@ int main(int argc, char **argv)
     struct attn_layer *Ls = malloc(sizeof(*Ls) * (size_t)nl);
     for (int32_t l = 0; l < nl; l++) {
         const size_t off = (size_t)l * nblk * bt * row;
-        Ls[l] = (struct attn_layer){ kp + off, vp + off, kvt, bt, row, 0, NULL, NULL, NULL, 0 };
+        Ls[l] = (struct attn_layer){ kp + off, vp + off, kvt, bt, row, 0, NULL, NULL, 0 };
     }
     const struct attn_layer L = Ls[0];
     uint32_t r = 1;

@@ -92,7 +92,7 @@ static void fixture_open(struct fixture *f, const struct cfg *c)
     int32_t mul = 7;   /* a shuffled block table: i -> (i·mul + 3) mod nblk, mul coprime to nblk */
     while (gcd(nblk, mul) != 1) mul += 2;   /* (nblk % mul alone let 21 blocks take 9) */
     for (int32_t i = 0; i < nblk; i++) f->table[i] = (int32_t)(((int64_t)i * mul + 3) % nblk);
-    f->L = (struct attn_layer){ f->kp, f->vp, c->type, c->bt, row, stride, NULL, NULL, NULL, 0 };
+    f->L = (struct attn_layer){ f->kp, f->vp, c->type, c->bt, row, stride, NULL, NULL, 0 };
     char *stored = malloc(row);
     for (int32_t t = 0; t < c->ntok; t++) {
         float *k = f->K + (size_t)t * kd, *v = f->V + (size_t)t * kd;

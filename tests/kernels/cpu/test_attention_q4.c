@@ -101,7 +101,7 @@ int main(void)
     int32_t pos[NTOK], table[(NTOK + BT - 1) / BT];
     const int32_t *tabs[NTOK];
     for (int32_t i = 0; i < nblk; i++) table[i] = (i * 7 + 3) % nblk;   /* shuffled blocks */
-    const struct attn_layer L = { kp, vp, OPS_KV_Q4_0, BT, row, 0, NULL, NULL, NULL, 0 };
+    const struct attn_layer L = { kp, vp, OPS_KV_Q4_0, BT, row, 0, NULL, NULL, 0 };
 
     /* Store every token; read the stored rows back both ways. */
     char *stored = malloc(row);

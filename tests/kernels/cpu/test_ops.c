@@ -197,7 +197,7 @@ static void test_attention(enum ops_kv_type type, int32_t bt, double tol, const 
             K[t * NKV * HDA + i] = frand();
             V[t * NKV * HDA + i] = frand();
         }
-        const struct attn_layer L = { kp, vp, type, bt, row, 0, NULL, NULL, NULL, 0 };
+        const struct attn_layer L = { kp, vp, type, bt, row, 0, NULL, NULL, 0 };
         attn_kv_store(&L, NKV, HDA, table[t / bt], t % bt, K + t * NKV * HDA, V + t * NKV * HDA);
         /* the reference sees the stored (rounded) values */
         char stored[NKV * HDA * 4];
@@ -211,7 +211,7 @@ static void test_attention(enum ops_kv_type type, int32_t bt, double tol, const 
     }
     struct threadpool *tp = tp_open(2);
     struct attn_scratch s = { 0 };
-    const struct attn_layer L = { kp, vp, type, bt, row, 0, NULL, NULL, NULL, 0 };
+    const struct attn_layer L = { kp, vp, type, bt, row, 0, NULL, NULL, 0 };
     static float out0[NTOK * NHA * HDA];
     for (int32_t window = 0; window <= 6; window += 6) {
       for (int isa = CPU_ISA_SCALAR; isa <= (int)cpu_isa_best(); isa++) {

@@ -491,7 +491,7 @@ static void test_rope_store_quant(void)
             host_copy(gk, kc, pool);
             host_copy(gv, vc, pool);
             /* the CPU backend's store of the same rows (RoPE'd K) */
-            struct attn_layer L = { ck, cv, ot, bt, row, 0, NULL, NULL, NULL, 0 };
+            struct attn_layer L = { ck, cv, ot, bt, row, 0, NULL, NULL, 0 };
             double eq = 0, ek = 0;
             float cs[256];
             for (int t = 0; t < n; t++) {
@@ -593,7 +593,7 @@ static void test_attention(struct threadpool *tp, int kt)
          * (attn_kv_store); the CUDA pools keep token rows, as the CPU's
          * quantized pools do. */
         uint8_t *ckp = malloc(cpool), *cvp = malloc(cpool);
-        struct attn_layer L = { ckp, cvp, ot, bt, crow, 0, NULL, NULL, NULL, 0 };
+        struct attn_layer L = { ckp, cvp, ot, bt, crow, 0, NULL, NULL, 0 };
         float *krow = malloc(row * 4), *vrow = malloc(row * 4);
         for (int blk = 0; blk < n_blocks; blk++)
             for (int j = 0; j < bt; j++) {
