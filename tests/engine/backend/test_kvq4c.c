@@ -170,17 +170,18 @@ static void sizes(const struct model *m)
 
 /* ---- batch invariance ---------------------------------------------------------- */
 
-static void batching(const struct model *m, const int32_t *text)
+static void batching(const struct model *m, const int32_t *text, const char *name)
 {
     enum { N = 70 };
     char err[512];
     const int32_t nv = m->hp.n_vocab;
     struct backend *be = open_be(m, KV_Q4C, BT, 4, err, sizeof err);
-    if (!ok(be != NULL, "q4c backend opens: %s", be ? "" : err)) return;
+    if (!ok(be != NULL, "%s: q4c backend opens: %s", name, be ? "" : err)) return;
     float *one = malloc((size_t)N * nv * sizeof(float)), *got = malloc((size_t)N * nv * sizeof(float));
     int32_t table[8];
     table_from(table, 8, 0);
-    if (ok(fwd(be, table, 8, text, 0, N, N, one) == 0, "%d-token prompt in one batch runs", N)) {
+    if (ok(fwd(be, table, 8, text, 0, N, N, one) == 0, "%s: %d-token prompt in one batch runs",
+           name, N)) {
         static const int32_t chunks[] = { 1, 5 };
         for (int i = 0; i < 2; i++) {
             /* blocks 8.. the first time, then 0.. again (written over from slot 0) */
@@ -188,8 +189,9 @@ static void batching(const struct model *m, const int32_t *text)
                 table_from(table, 8, again ? 0 : 8);
                 const int rc = fwd(be, table, 8, text, 0, N, chunks[i], got);
                 const int32_t r = rc ? 0 : first_diff_row(one, got, N, nv);
-                ok(rc == 0 && r < 0, "%s (blocks %s): every position's logits equal the one "
-                   "batch's bit for bit%s", chunks[i] == 1 ? "token by token" : "chunks of 5",
+                ok(rc == 0 && r < 0, "%s: %s (blocks %s): every position's logits equal the "
+                   "one batch's bit for bit%s", name,
+                   chunks[i] == 1 ? "token by token" : "chunks of 5",
                    again ? "written over" : "fresh", r >= 0 ? " (a row differs)" : "");
                 if (r >= 0) tap_diag("first differing position %d", r);
             }
@@ -515,12 +517,29 @@ int main(void)
         return tap_done();
     }
     sizes(m);
-    batching(m, text);
+    batching(m, text, "smollm2");
     rollback(m, text);
     sequences(m, text);
     reclaim(m, text);
     block_io(m, text);
     real_text(m, text, (int32_t)n);
     model_close(m);
+    /* Gemma 3 (head_dim 256, one KV head for four query heads, sliding
+     * window layers) where it is present */
+    snprintf(path, sizeof path, "%s/.local/share/tern/models/gemma-3-270m-q4_k_m.gguf",
+             home ? home : ".");
+    if (access(path, R_OK) != 0) {
+        tap_skip("gemma-3-270m-q4_k_m.gguf not found");
+        return tap_done();
+    }
+    m = model_open(path, err, sizeof err);
+    tk = m ? tok_open(m->gguf, err, sizeof err) : NULL;
+    if (ok(m && tk, "gemma3 opens: %s", m && tk ? "" : err)) {
+        const int64_t ng = tok_encode(tk, TEXT, strlen(TEXT), TOK_ADD_BOS, text, 1024, err, sizeof err);
+        if (ok(ng >= 70 && ng <= 1024, "gemma3: the text is %lld tokens", (long long)ng))
+            batching(m, text, "gemma3");
+    }
+    if (tk) tok_close(tk);
+    if (m) model_close(m);
     return tap_done();
 }

@@ -27,7 +27,7 @@
  *   query the same bits with the other blocks' staging entries dropped and
  *   poisoned (earlier blocks come from the pool only);
  * - GQA 8/2, 4/1, 9/3, MHA 4/4; head_dim 64, 96 (V unrotated), 128; blocks
- *   of 16, 24 (the scalar K loader) and 32; a sliding window. */
+ *   of 8, 16, 24 (the scalar K loader), 32 and 64; sliding windows. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -544,6 +544,8 @@ int main(void)
         { 4, 4, 128, 32, 0, 150 },    /* MHA, head_dim 128, blocks of 32 */
         { 6, 3, 64, 32, 45, 300 },    /* sliding window */
         { 4, 1, 64, 24, 0, 280 },     /* blocks of 24: the scalar K loader on every ISA */
+        { 4, 2, 64, 8, 0, 120 },      /* blocks of 8: shorter than a tile */
+        { 8, 1, 64, 64, 20, 300 },    /* blocks of 64, a window shorter than a block */
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) run_cfg(&cfgs[i], tp1, tp2);
     tp_close(tp1);
