@@ -17,6 +17,8 @@
  *   sequences than the staging keeps (max_seqs 1: 6 entries), interleaved
  *   so that open blocks are closed and reopened from the pool: finite, and
  *   within a loose bound of each alone;
+ * - a full staging never reclaims an entry the forward itself writes, in
+ *   whichever order the batch lists its sequences;
  * - kv_block_io (the disk prompt cache): blocks read from one backend and
  *   written over another's (whose staging held other keys for them) give
  *   the same logits for a continuation, also after that staging would have
@@ -396,6 +398,59 @@ static void reclaim(const struct model *m, const int32_t *text)
     backend_close(be);
 }
 
+/* A batch whose first sequence needs a fresh entry when every entry is
+ * taken: the least recently written is reclaimed, but never one this
+ * forward writes (cpu_kvstage.h, kvs_begin), whichever order the batch
+ * lists its sequences in. Q's open block is the least recently written
+ * (16 entries: Q's and 15 full blocks of R since; max_seqs 2 keeps 8,
+ * this batch's limit is 14), and P's fresh block comes first or last. */
+static void batch_order(const struct model *m, const int32_t *text)
+{
+    char err[512];
+    const int32_t nv = m->hp.n_vocab;
+    const int32_t *qt = text + 20, *pt = text + 120, *rt = text;
+    float *alone = malloc((size_t)2 * nv * sizeof(float)), *got = malloc((size_t)6 * nv * sizeof(float));
+    struct backend *a = open_be(m, KV_Q4C, BT, 2, err, sizeof err);
+    int32_t tq[2] = { 0, 1 }, tp[1] = { 40 }, tr[16];
+    int rc = a ? fwd(a, tq, 2, qt, 0, 8, 8, NULL) : -1;
+    if (!rc) rc = fwd(a, tq, 2, qt, 8, 10, 2, alone);
+    backend_close(a);
+    for (int order = 0; order < 2 && !rc; order++) {
+        struct backend *be = open_be(m, KV_Q4C, BT, 2, err, sizeof err);
+        if (!be) {
+            rc = -1;
+            break;
+        }
+        rc = fwd(be, tq, 2, qt, 0, 8, 8, NULL);
+        for (int32_t k = 0; k < 15 && !rc; k++) {
+            table_from(tr, 1, 10 + k);
+            rc = fwd(be, tr, 1, rt, 0, BT, BT, NULL);
+        }
+        /* P's 4 tokens (a fresh block) and Q's next 2, P first or Q first */
+        const struct fwd_seq fs[2] = { { tp, 1 }, { tq, 2 } };
+        int32_t tok[6], pos[6], seq[6];
+        uint8_t want[6] = { 1, 1, 1, 1, 1, 1 };
+        for (int32_t j = 0; j < 6; j++) {
+            const int is_q = order == 0 ? j >= 4 : j < 2;
+            const int32_t i = order == 0 ? (is_q ? j - 4 : j) : (is_q ? j : j - 2);
+            tok[j] = is_q ? qt[8 + i] : pt[i];
+            pos[j] = is_q ? 8 + i : i;
+            seq[j] = is_q;
+        }
+        const struct fwd_batch b = { 6, tok, pos, seq, want, 2, fs };
+        if (!rc) rc = backend_forward(be, &b, got, err, sizeof err);
+        const float *qrows = got + (size_t)(order == 0 ? 4 : 0) * nv;
+        ok(rc == 0 && memcmp(qrows, alone, (size_t)2 * nv * sizeof(float)) == 0,
+           "staging full, a batch of a fresh block's P and an open block's Q (%s first): Q's "
+           "entry, written by this forward, is not the one reclaimed: Q's logits the bits of Q "
+           "alone%s", order == 0 ? "P" : "Q", rc ? err : "");
+        backend_close(be);
+    }
+    if (rc) ok(0, "batch order case runs: %s", err);
+    free(alone);
+    free(got);
+}
+
 /* ---- kv_block_io ------------------------------------------------------------------ */
 
 static void block_io(const struct model *m, const int32_t *text)
@@ -521,6 +576,7 @@ int main(void)
     rollback(m, text);
     sequences(m, text);
     reclaim(m, text);
+    batch_order(m, text);
     block_io(m, text);
     real_text(m, text, (int32_t)n);
     model_close(m);
