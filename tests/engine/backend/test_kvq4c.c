@@ -315,7 +315,7 @@ static void sequences(const struct model *m, const int32_t *text)
 }
 
 /* More sequences than the staging keeps (max_seqs 1: 2 · 1 + 4 entries
- * beyond a batch's blocks), two per forward, 3 tokens each, round robin:
+ * beyond a batch's blocks), 3 tokens of one a forward, round robin:
  * the entries of open blocks are reclaimed (closed into the pool with the
  * keys they hold) and reopened from the pool, their keys rounded twice. */
 static void reclaim(const struct model *m, const int32_t *text)
@@ -346,29 +346,12 @@ static void reclaim(const struct model *m, const int32_t *text)
     free(row16);
     backend_close(f16);
     for (int32_t s = 0; s < NS; s++) table_from(tabs[s], 3, 3 * s);
-    float *tmp = malloc((size_t)2 * STEP * nv * sizeof(float));
     for (int32_t p = 0; p < L && !rc; p += STEP) {
         const int32_t n = L - p < STEP ? L - p : STEP;
-        for (int32_t s = 0; s < NS && !rc; s += 2) {
-            const struct fwd_seq fs[2] = { { tabs[s], 3 }, { tabs[s + 1], 3 } };
-            int32_t tok[2 * STEP], pos[2 * STEP], seq[2 * STEP];
-            uint8_t want[2 * STEP];
-            for (int32_t j = 0; j < 2 * n; j++) {
-                const int32_t q = s + j / n;
-                tok[j] = text[7 * q + p + j % n];
-                pos[j] = p + j % n;
-                seq[j] = j / n;
-                want[j] = 1;
-            }
-            const struct fwd_batch b = { 2 * n, tok, pos, seq, want, 2, fs };
-            rc = backend_forward(be, &b, tmp, err, sizeof err);
-            for (int32_t j = 0; j < 2 * n && !rc; j++)
-                memcpy(inter + ((size_t)(s + j / n) * L + p + j % n) * nv, tmp + (size_t)j * nv,
-                       (size_t)nv * sizeof(float));
-        }
+        for (int32_t s = 0; s < NS && !rc; s++)   /* one sequence a forward (max_seqs 1) */
+            rc = fwd(be, tabs[s], 3, text + 7 * s, p, p + n, n, inter + ((size_t)s * L + p) * nv);
     }
-    free(tmp);
-    if (ok(rc == 0, "%d sequences alone, then interleaved two per forward, run %s", NS,
+    if (ok(rc == 0, "%d sequences alone, then interleaved %d tokens a forward, run %s", NS, STEP,
            rc ? err : "")) {
         int finite = 1, agree = 0, exact = 0;
         double worst = 0.0;
