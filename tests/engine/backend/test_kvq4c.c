@@ -179,7 +179,8 @@ static void batching(const struct model *m, const int32_t *text, const char *nam
     const int32_t nv = m->hp.n_vocab;
     struct backend *be = open_be(m, KV_Q4C, BT, 4, err, sizeof err);
     if (!ok(be != NULL, "%s: q4c backend opens: %s", name, be ? "" : err)) return;
-    float *one = malloc((size_t)N * nv * sizeof(float)), *got = malloc((size_t)N * nv * sizeof(float));
+    const size_t rows = (size_t)N * nv * sizeof(float);
+    float *one = malloc(rows), *got = malloc(rows);
     int32_t table[8];
     table_from(table, 8, 0);
     if (ok(fwd(be, table, 8, text, 0, N, N, one) == 0, "%s: %d-token prompt in one batch runs",
@@ -218,7 +219,8 @@ static void rollback_case(struct backend *be, const int32_t *a, const int32_t *b
     table_from(tx, 8, *next_block);
     table_from(ty, 8, *next_block + 8);
     *next_block += 16;
-    float *lx = malloc((size_t)n * nv * sizeof(float)), *ly = malloc((size_t)n * nv * sizeof(float));
+    const size_t rows = (size_t)n * nv * sizeof(float);
+    float *lx = malloc(rows), *ly = malloc(rows);
     int rc = fwd(be, tx, 8, a, 0, n_a, chunk_a, NULL);
     int32_t p = r;
     for (int i = 0; i <= n_cut && !rc; i++) {
@@ -359,7 +361,8 @@ static void reclaim(const struct model *m, const int32_t *text)
             exact += memcmp(alone + (size_t)s * L * nv, inter + (size_t)s * L * nv,
                             (size_t)L * nv * sizeof(float)) == 0;
             for (int32_t p = 0; p < L; p++) {
-                const float *x = alone + ((size_t)s * L + p) * nv, *y = inter + ((size_t)s * L + p) * nv;
+                const size_t o = ((size_t)s * L + p) * nv;
+                const float *x = alone + o, *y = inter + o;
                 for (int32_t i = 0; i < nv; i++) {
                     finite &= isfinite(y[i]);
                     worst = fmax(worst, fabs((double)x[i] - y[i]));
@@ -373,7 +376,8 @@ static void reclaim(const struct model *m, const int32_t *text)
         ok(finite, "interleaved past the staging's entries: every logit finite");
         ok(worst <= 2.0 * q4c_f16 && agree >= NS * L * 9 / 10, "interleaved past the staging's "
            "entries: within twice q4c's own distance from f16 of each alone (max |logit "
-           "difference| %.3g <= 2 x %.3g), argmax the same at %d of %d positions (>= 90 %%)", worst, q4c_f16,
+           "difference| %.3g <= 2 x %.3g), argmax the same at %d of %d positions (>= 90 %%)",
+           worst, q4c_f16,
            agree, NS * L);
     }
     free(alone);
@@ -392,7 +396,8 @@ static void batch_order(const struct model *m, const int32_t *text)
     char err[512];
     const int32_t nv = m->hp.n_vocab;
     const int32_t *qt = text + 20, *pt = text + 120, *rt = text;
-    float *alone = malloc((size_t)2 * nv * sizeof(float)), *got = malloc((size_t)6 * nv * sizeof(float));
+    float *alone = malloc((size_t)2 * nv * sizeof(float));
+    float *got = malloc((size_t)6 * nv * sizeof(float));
     struct backend *a = open_be(m, KV_Q4C, BT, 2, err, sizeof err);
     int32_t tq[2] = { 0, 1 }, tp[1] = { 40 }, tr[16];
     int rc = a ? fwd(a, tq, 2, qt, 0, 8, 8, NULL) : -1;
@@ -452,7 +457,8 @@ static void block_io(const struct model *m, const int32_t *text)
     const size_t bb = (size_t)x->kv_bytes_per_token * BT;
     char *blocks = malloc(NB * bb + 64);
     memset(blocks + NB * bb, 0xC3, 64);
-    float *lx = malloc((size_t)CONT * nv * sizeof(float)), *ly = malloc((size_t)CONT * nv * sizeof(float));
+    float *lx = malloc((size_t)CONT * nv * sizeof(float));
+    float *ly = malloc((size_t)CONT * nv * sizeof(float));
     int32_t table[6];
     table_from(table, 6, 0);
     /* x: the prompt's 3 full blocks, read out */
@@ -574,7 +580,8 @@ int main(void)
     m = model_open(path, err, sizeof err);
     tk = m ? tok_open(m->gguf, err, sizeof err) : NULL;
     if (ok(m && tk, "gemma3 opens: %s", m && tk ? "" : err)) {
-        const int64_t ng = tok_encode(tk, TEXT, strlen(TEXT), TOK_ADD_BOS, text, 1024, err, sizeof err);
+        const int64_t ng =
+            tok_encode(tk, TEXT, strlen(TEXT), TOK_ADD_BOS, text, 1024, err, sizeof err);
         if (ok(ng >= 70 && ng <= 1024, "gemma3: the text is %lld tokens", (long long)ng))
             batching(m, text, "gemma3");
     }

@@ -61,6 +61,11 @@ static float from_f16(uint16_t h)
     return x;
 }
 
+static float f16r(float x)   /* x rounded to f16 */
+{
+    return from_f16(to_f16(x));
+}
+
 /* f16's rounding error bound of x: half an ulp, 2^-11 relative in the
  * normal range, 2^-25 absolute below it */
 static double f16_err(double x)
@@ -94,8 +99,8 @@ static void round_trip(int32_t nkv, int32_t hd, int32_t bt, int32_t n)
     /* two blocks, block 1 tested (the offset of a block) */
     char *pool = malloc(2 * kpart);
     memset(pool, 0xA5, 2 * kpart);   /* garbage the close must overwrite */
-    const struct attn_layer L = { pool, NULL, OPS_KV_Q4C, bt, ops_kv_row_bytes(OPS_KV_Q4C, (int64_t)nkv * hd),
-                                  kpart, NULL, NULL, 0 };
+    const size_t row = ops_kv_row_bytes(OPS_KV_Q4C, (int64_t)nkv * hd);
+    const struct attn_layer L = { pool, NULL, OPS_KV_Q4C, bt, row, kpart, NULL, NULL, 0 };
     const size_t halves = (size_t)nkv * hd * bt;
     uint16_t *st = malloc(halves * sizeof *st), *re = malloc(halves * sizeof *re);
     for (int32_t g = 0; g < nkv; g++)
@@ -143,7 +148,8 @@ static void round_trip(int32_t nkv, int32_t hd, int32_t bt, int32_t n)
                     within = 0;
                 }
             }
-            if (step >= 0x1p-14 && (code_of(codes, bt, d, jlo) != 0 || code_of(codes, bt, d, jhi) != 15)) {
+            if (step >= 0x1p-14 &&
+                (code_of(codes, bt, d, jlo) != 0 || code_of(codes, bt, d, jhi) != 15)) {
                 if (ends) tap_diag("head %d dim %d: min key code %d, max key code %d", g, d,
                                    code_of(codes, bt, d, jlo), code_of(codes, bt, d, jhi));
                 ends = 0;
@@ -239,6 +245,12 @@ static uint16_t *stage_of(const struct cache *k, int32_t blk)
     return k->L.kc_stage + (size_t)k->entry[blk] * k->L.kc_stride;
 }
 
+/* KV head g's part of block blk's K */
+static const char *kc_head(const struct cache *k, int32_t blk, int32_t g)
+{
+    return attn_block(&k->L, k->L.k, blk) + (size_t)g * attn_kc_head_bytes(k->c->hd, k->c->bt);
+}
+
 /* Tokens [t0, t1) as the backend forwards them in batches of `chunk`: each
  * batch's stores, the blocks it fills closed, then its attention. */
 static int feed(struct cache *k, const float *q, const float *K, const float *V, int32_t t0,
@@ -324,12 +336,11 @@ static void run_cfg(const struct cfg *c, struct threadpool *tp1, struct threadpo
         int within = 1;
         for (int32_t b = 0; b < N / bt; b++)
             for (int32_t g = 0; g < c->nkv; g++) {
-                attn_kc_load(attn_block(&P.L, P.L.k, P.table[b]) + (size_t)g * attn_kc_head_bytes(c->hd, bt),
-                             c->hd, bt, buf);
+                attn_kc_load(kc_head(&P, P.table[b], g), c->hd, bt, buf);
                 for (int32_t d = 0; d < c->hd; d++) {
                     float lo = INFINITY, hi = -INFINITY;
                     for (int32_t j = 0; j < bt; j++) {
-                        const float x = from_f16(to_f16(K[(size_t)(b * bt + j) * kd + g * c->hd + d]));
+                        const float x = f16r(K[(size_t)(b * bt + j) * kd + g * c->hd + d]);
                         lo = fminf(lo, x);
                         hi = fmaxf(hi, x);
                     }
@@ -337,13 +348,14 @@ static void run_cfg(const struct cfg *c, struct threadpool *tp1, struct threadpo
                     const double lim = step / 2 + f16_err(lo) + 15.0 * f16_err((hi - lo) / 15.0) +
                                        step * 0x1p-20 + (fabs(lo) + fabs(hi)) * 0x1p-23;
                     for (int32_t j = 0; j < bt; j++) {
-                        const double x = from_f16(to_f16(K[(size_t)(b * bt + j) * kd + g * c->hd + d]));
+                        const double x = f16r(K[(size_t)(b * bt + j) * kd + g * c->hd + d]);
                         within &= fabs(buf[(size_t)d * bt + j] - x) <= lim;
                     }
                 }
             }
         free(buf);
-        ok(within, "%s: every closed block's keys within the quantization bound of their f16", name);
+        ok(within, "%s: every closed block's keys within the quantization bound of their f16",
+           name);
     }
     {
         /* reference: double precision over the values the kernel reads */
@@ -353,8 +365,7 @@ static void run_cfg(const struct cfg *c, struct threadpool *tp1, struct threadpo
         float *buf = malloc(sizeof(float) * (size_t)c->hd * bt);
         for (int32_t b = 0; b < P.nblk; b++)
             for (int32_t g = 0; g < c->nkv; g++) {
-                attn_kc_load(attn_block(&P.L, P.L.k, P.table[b]) + (size_t)g * attn_kc_head_bytes(c->hd, bt),
-                             c->hd, bt, buf);
+                attn_kc_load(kc_head(&P, P.table[b], g), c->hd, bt, buf);
                 for (int32_t j = 0; j < bt && b * bt + j < N; j++)
                     for (int32_t d = 0; d < c->hd; d++)
                         kq[(size_t)(b * bt + j) * kd + g * c->hd + d] = buf[(size_t)d * bt + j];
@@ -436,7 +447,8 @@ static void run_cfg(const struct cfg *c, struct threadpool *tp1, struct threadpo
             const int rc = feed(&C, q, K, V, 0, N, chunks[ci], nt == 1 ? tp1 : tp2, best, out, &sc);
             int32_t first = -1;
             for (int32_t t = 0; t < N && first < 0; t++)
-                if (memcmp(out + (size_t)t * qd, out0 + (size_t)t * qd, sizeof(float) * qd)) first = t;
+                if (memcmp(out + (size_t)t * qd, out0 + (size_t)t * qd, sizeof(float) * qd))
+                    first = t;
             if (first >= 0) tap_diag("first differing token %d", first);
             ok(rc == 0 && first < 0, "%s: %s, %s on %d thread%s equals the prefill bit for bit",
                name, bn, chunks[ci] == 1 ? "token by token" : "chunks of 7", nt, nt > 1 ? "s" : "");
@@ -465,7 +477,8 @@ static void run_cfg(const struct cfg *c, struct threadpool *tp1, struct threadpo
             for (int nt = 1; nt <= 2; nt++) {
                 const int32_t *tab = P.table;
                 const struct attn_batch b = { 1, c->nh, c->nkv, c->hd, c->window,
-                                              q + (size_t)t * qd, one, &t, &tab, scale, 0.0f, 1, 0 };
+                                              q + (size_t)t * qd, one, &t, &tab, scale,
+                                              0.0f, 1, 0 };
                 ran += attn_forward(nt == 1 ? tp1 : tp2, best, &P.L, &b, &sc) == 0;
                 if (memcmp(one, out0 + (size_t)t * qd, sizeof(float) * qd)) {
                     if (same) tap_diag("decode at %d on %d threads differs", t, nt);
