@@ -337,9 +337,11 @@ static int alloc_kv(struct cpu_be *c, const struct model *m, const struct backen
         return -1;
     }
     const int32_t bt = cfg->kv_block_tokens > 0 ? cfg->kv_block_tokens : 16;
-    if (cfg->kv_type == KV_Q4C && (bt % 2 || bt > 256)) {
+    /* q4c's K: 4 + bt / 2 bytes per dimension and block, a whole number of
+     * bytes per token (the disk cache's buffers are per token) */
+    if (cfg->kv_type == KV_Q4C && (bt % 2 || bt > 256 || (4 * kv_dim) % bt)) {
         snprintf(err, errlen, "cpu backend: KV type q4c needs blocks of an even number of "
-                 "tokens up to 256 (asked for %d)", bt);
+                 "tokens up to 256 dividing 4 x %lld (asked for %d)", (long long)kv_dim, bt);
         return -1;
     }
     /* a head's row starts on a quantization block (QK8_0 == QK4_0 == 32) */

@@ -133,6 +133,16 @@ int kvs_begin(struct kvs *s, const struct fwd_batch *b, kvs_layer_fn layer, cons
     s->n_closing = 0;
     /* entries one forward may need: its blocks, and those kept for others */
     const int32_t limit = s->keep + b->n_tokens / s->bt + 2 * b->n_seqs + 2;
+    /* the entries this forward writes first, so that none of them is
+     * reclaimed for another of its blocks; a write before an entry's fill
+     * is a fresh block (slot 0) or tokens taken back */
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        const int32_t p = b->pos[i], slot = p % s->bt;
+        const int32_t e = s->entry[b->seqs[b->seq[i]].block_table[p / s->bt]];
+        if (e < 0) continue;
+        if (s->used[e] != s->tick && slot < s->fill[e]) s->fill[e] = slot;
+        s->used[e] = s->tick;
+    }
     for (int32_t i = 0; i < b->n_tokens; i++) {
         const int32_t p = b->pos[i], slot = p % s->bt;
         const int32_t blk = b->seqs[b->seq[i]].block_table[p / s->bt];
@@ -145,8 +155,6 @@ int kvs_begin(struct kvs *s, const struct fwd_batch *b, kvs_layer_fn layer, cons
                          (size_t)s->n_layer * s->layer_halves * 2);
                 return -1;
             }
-        } else if (s->used[e] != s->tick && slot < s->fill[e]) {
-            s->fill[e] = slot;   /* a fresh block (slot 0) or tokens taken back */
         }
         s->used[e] = s->tick;
         if (slot + 1 > s->fill[e]) s->fill[e] = slot + 1;

@@ -94,11 +94,13 @@ static void kc_quant_channel(const float *x, int32_t n, int32_t bt, uint16_t *mn
     }
     *mn_h = to_f16(lo);
     *st_h = to_f16((hi - lo) / 15.0f);
-    const float mn = from_f16(*mn_h), st = from_f16(*st_h), inv = st > 0.0f ? 1.0f / st : 0.0f;
+    const float mn = from_f16(*mn_h), st = from_f16(*st_h);
+    /* an infinite step (keys past f16's range) codes everything 0 */
+    const float inv = st > 0.0f && st < INFINITY ? 1.0f / st : 0.0f;
     memset(codes, 0, (size_t)bt / 2);
     for (int32_t j = 0; j < n; j++) {
         float c = nearbyintf((x[j] - mn) * inv);
-        c = c < 0.0f ? 0.0f : c > 15.0f ? 15.0f : c;
+        c = !(c >= 0.0f) ? 0.0f : c > 15.0f ? 15.0f : c;   /* NaN: 0 */
         codes[j / 2] |= (uint8_t)((int)c << (4 * (j & 1)));
     }
 }
