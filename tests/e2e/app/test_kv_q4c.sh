@@ -23,7 +23,8 @@ d = sys.argv[1]
 j = {t: json.load(open(f"{d}/info-{t}.json")) for t in ("f16", "q8_0", "q4_0", "q4c")}
 m = {t: v["memory"] for t, v in j.items()}
 a = j["q4c"]
-L, kd, vd = a["block_count"], a["head_count_kv"] * a["key_length"], a["head_count_kv"] * a["value_length"]
+L, kv = a["block_count"], a["head_count_kv"]
+kd, vd = kv * a["key_length"], kv * a["value_length"]
 # K: 12 bytes per dimension per 16-token block; V: q4_0 rows
 want = L * (kd * 12 // 16 + vd // 32 * 18)
 q = m["q4c"]
@@ -39,14 +40,21 @@ PY
 ok $? "info --kv-type q4c: K 12/16 + V 18/32 bytes per value, q8_0 < q4c < q4_0 in tokens"
 
 # the default model (SmolLM2-135M: 30 layers, 3 KV heads of 64): the figure itself
-python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); sys.exit(0 if m["block_count"] != 30 or m["head_count_kv"] * m["key_length"] != 192 or m["memory"]["kv_bytes_per_token"] == 7560 else 1)' \
-    "$TMP/info-q4c.json"
+python3 - "$TMP/info-q4c.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+other = m["block_count"] != 30 or m["head_count_kv"] * m["key_length"] != 192
+sys.exit(0 if other or m["memory"]["kv_bytes_per_token"] == 7560 else 1)
+PY
 ok $? "info --kv-type q4c: 7560 bytes per token for 30 layers x 192 values"
 
 "$tern" info -m "$MODEL" --kv-type q4c --mem 2G > "$TMP/info-q4c.txt" 2>/dev/null
-b=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["memory"]["kv_bytes_per_token"])' "$TMP/info-q4c.json")
-grep -q "KV cache Q4C: $b bytes per token" "$TMP/info-q4c.txt" && grep -q "K per channel" "$TMP/info-q4c.txt"
-ok $? "info --kv-type q4c (text): the plan's line ($(grep -A1 'KV cache' "$TMP/info-q4c.txt" | tr '\n' ' '))"
+b=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["memory"]
+["kv_bytes_per_token"])' "$TMP/info-q4c.json")
+grep -q "KV cache Q4C: $b bytes per token" "$TMP/info-q4c.txt" &&
+    grep -q "K per channel" "$TMP/info-q4c.txt"
+ok $? "info --kv-type q4c (text): the plan's line \
+($(grep -A1 'KV cache' "$TMP/info-q4c.txt" | tr '\n' ' '))"
 
 # tern models --kv-type: the fit counts with the same bytes
 mkdir -p "$XDG_DATA_HOME/tern/models"

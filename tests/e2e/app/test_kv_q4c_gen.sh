@@ -22,7 +22,8 @@ text=$TERN_SRC/../shared/texts/gpl-3.0.txt
 for run in "f16 0" "q4_0 0" "q4c 0" "q4c 1" "q4c 5"; do
     set -- $run
     "$tern" eval -m "$MODEL" --perplexity "$text" --ctx 256 --chunks 4 -t 2 --no-save --json \
-        --kv-type $1 $([ $2 != 0 ] && echo --step-tokens $2) > "$TMP/ppl-$1-$2.json" 2> "$TMP/ppl.err"
+        --kv-type $1 $([ $2 != 0 ] && echo --step-tokens $2) \
+        > "$TMP/ppl-$1-$2.json" 2> "$TMP/ppl.err"
     ok $? "eval --kv-type $1 --step-tokens $2 ($(tail -c 150 "$TMP/ppl.err"))"
 done
 python3 - "$TMP" <<'PY'
@@ -45,7 +46,9 @@ grep -Eq "KV cache: +[0-9]+ tokens, [0-9.]+ MiB, 7560 bytes per token" "$TMP/run
 ok $? "run -v --kv-type q4c: 7560 bytes per token ($(grep 'KV cache' "$TMP/run.err"))"
 
 # greedy speculative decoding over q4c: the same reply as plain decoding
-prompt="Repeat this list exactly, then continue it: alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon phi chi psi omega alpha beta gamma delta"
+prompt="Repeat this list exactly, then continue it: alpha beta gamma delta epsilon zeta eta"
+prompt+=" theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon phi chi psi omega"
+prompt+=" alpha beta gamma delta"
 "$tern" run -m "$MODEL" --kv-type q4c --temp 0 -n 96 -t 1 --no-history "$prompt" \
     > "$TMP/plain.txt" 2> "$TMP/plain.err"
 ok $? "run --kv-type q4c (plain) replies"
@@ -53,7 +56,8 @@ ok $? "run --kv-type q4c (plain) replies"
     > "$TMP/look.txt" 2> "$TMP/look.err"
 ok $? "run --kv-type q4c --lookup replies"
 cmp -s "$TMP/plain.txt" "$TMP/look.txt"
-ok $? "q4c: --lookup's greedy reply is plain decoding's, token for token ($(wc -c < "$TMP/plain.txt") bytes)"
+ok $? "q4c: --lookup's greedy reply is plain decoding's, token for token \
+($(wc -c < "$TMP/plain.txt") bytes)"
 [ "$(wc -c < "$TMP/plain.txt")" -gt 100 ]
 ok $? "the reply is long enough to cross blocks"
 
