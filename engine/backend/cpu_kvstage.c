@@ -82,7 +82,7 @@ static void release(struct kvs *s, int32_t e, kvs_layer_fn layer, const void *ct
 {
     const int32_t ob = s->owner[e];
     if (ob < 0) return;
-    if (s->fill[e] < s->bt)   /* not yet quantized */
+    if (s->fill[e] > 0 && s->fill[e] < s->bt)   /* keys not yet quantized */
         for (int32_t l = 0; l < s->n_layer; l++) {
             const struct attn_layer L = layer(ctx, l);
             attn_kc_close(&L, s->n_head_kv, s->head_dim, ob, stage_of(s, e, l), s->fill[e]);
