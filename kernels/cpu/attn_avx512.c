@@ -63,10 +63,10 @@ static inline __attribute__((always_inline)) void deq16(float *dst, __m128i q, c
     _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), s));
 }
 
-/* 16 signed bytes times s (deq8v), and 16 bytes of q4_0 codes without
- * their bias times s plus o = -8 s (deq_off; deq8o: d · (u - 8) as one
- * exact fused multiply-add): the quantized K and V values read in place
- * (attn_tile.inc's qk_rows, pv_rows). */
+/* 16 signed bytes times s (deq8v), and 16 q4_0 nibbles, the low or
+ * (hi) the high ones of 16 bytes, times s plus o = -8 s (deq_off; deq4v; deq8o:
+ * bytes without the bias, d · (u - 8) as one exact fused multiply-add):
+ * the quantized K and V values read in place (attn_tile.inc's qk_rows, pv_rows). */
 static inline __attribute__((always_inline)) __m512 deq8v(const int8_t *p, __m512 s, __m512 o)
 {
     (void)o;
@@ -81,34 +81,13 @@ static inline __attribute__((always_inline)) __m512 deq8o(const int8_t *p, __m51
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), s, o);
 }
 
-/* q4_0's 16 values of a block, d · u - 8d for u = 0..15 (deq_off's o),
- * each the one exact fused multiply-add deq8o computes: deq4v looks its
- * nibbles up here (ldq builds it once per block and key). */
-#define ATTN_Q4_TABLE 1
-static inline __attribute__((always_inline)) __m512 q4_table(__m512 s, __m512 o)
-{
-    const __m512 u = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    return _mm512_fmadd_ps(u, s, o);
-}
-
-/* 16 q4_0 nibbles, the low or (hi) the high ones of 16 bytes, as values of
- * the block's table t (q4_table). The bytes are broadcast by the load and
- * spread to a dword each within the 128-bit lanes (vpshufb, not the
- * cross-lane vpmovzxbd: on Zen 4 those shuffles bounded the V pass);
- * vpermps reads an index's low 4 bits, so the low nibble needs no mask, and
- * one lookup stands for the mask, the conversion and the multiply-add. */
-static inline __attribute__((always_inline)) __m512 deq4v(const uint8_t *p, int hi, __m512 t,
+static inline __attribute__((always_inline)) __m512 deq4v(const uint8_t *p, int hi, __m512 s,
                                                         __m512 o)
 {
-    (void)o;
-    /* dword i: byte i of the 16, then three zeroed bytes */
-    const __m512i ctl = _mm512_or_si512(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32((int)0x80808000));
-    __m512i x = _mm512_shuffle_epi8(
-        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)), ctl);
+    __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
     if (hi) x = _mm512_srli_epi32(x, 4);
-    return _mm512_permutexvar_ps(x, t);
+    x = _mm512_and_si512(x, _mm512_set1_epi32(0x0F));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), s, o);
 }
 
 #include "attn_tile.inc"
