@@ -68,7 +68,8 @@ int main(int argc, char **argv)
     const int32_t nl = argc > 10 && atoi(argv[10]) > 1 ? atoi(argv[10]) : 1;
     /* q4c's K block: per KV head attn_kc_head_bytes (packed pools, attn_block) */
     const size_t kblk = kc ? (size_t)nkv * attn_kc_head_bytes(hd, bt) : (size_t)bt * row;
-    char *kp = pool_alloc((size_t)nblk * nl * kblk), *vp = pool_alloc((size_t)nblk * bt * nl * row);
+    char *kp = pool_alloc((size_t)nblk * nl * kblk);
+    char *vp = pool_alloc((size_t)nblk * bt * nl * row);
     int32_t *entry = malloc(sizeof(int32_t) * (size_t)nblk);   /* q4c: staging entry per block */
     uint16_t *stage = malloc(sizeof(uint16_t) * (size_t)nl * kd * bt);
     for (int32_t i = 0; i < nblk; i++) entry[i] = -1;
