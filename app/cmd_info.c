@@ -134,7 +134,7 @@ static void print_text(const struct gguf_ctx *g, const struct model_info *mi,
                                            : "");
     if (o->kv_type == KV_Q4C) /* K: an f16 min and step and 16 4-bit codes per channel */
         printf("  KV cache %s: %llu bytes per token (%u layers x %u kv heads x (%u x 12/16 + %u x "
-               "18/32) B)\n  (K per channel over %d-token blocks, V per token as q4_0; CPU only)\n",
+               "22/32) B)\n  (K per channel over %d-token blocks, V per token as q5_0; CPU only)\n",
                model_info_kv_name(o->kv_type), (unsigned long long)mi->kv_per_token, mi->layers,
                mi->kv_heads, mi->key_len, mi->val_len, MODEL_INFO_KV_BLOCK_TOKENS);
     else
@@ -346,7 +346,7 @@ int cmd_info(int argc, char **argv)
         "  --mem SIZE       memory budget for weights + KV cache (e.g. 8G; default:\n"
         "                   physical memory)\n"
         "  --kv-type TYPE   KV cache type for the plan (default f16; q4c: K per channel\n"
-        "                   over 16-token blocks, V as q4_0, CPU only)\n"
+        "                   over 16-token blocks, V as q5_0, CPU only)\n"
         "  --gpu[=N]        also plan GPU N (default 0): weights + KV pool + workspace\n"
         "                   from the device's free memory\n"
         "  --limits         measure this machine's limits again (streaming read, int8\n"

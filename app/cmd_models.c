@@ -250,7 +250,7 @@ int cmd_models(int argc, char **argv)
         "\n"
         "  --kv-type T   KV cache type the fit counts with (default f16; q8_0, q4c and\n"
         "                q4_0 hold about 1.9x, 3x and 3.6x the tokens in the same memory;\n"
-        "                q4c: K per channel over 16-token blocks, V as q4_0, CPU only)\n"
+        "                q4c: K per channel over 16-token blocks, V as q5_0, CPU only)\n"
         "  --json        the same as one JSON object\n";
     static const struct option longopts[] = {{"json", no_argument, 0, OPT_JSON},
                                               {"kv-type", required_argument, 0, OPT_KV_TYPE},

@@ -125,9 +125,9 @@ const char *model_info_kv_name(enum kv_type kv)
 }
 
 /* KV bytes per token: K and V rows of kv_heads x head_dim per layer in the
- * GGUF type of the same name; q4c (K per channel over each block, V as q4_0)
+ * GGUF type of the same name; q4c (K per channel over each block, V as q5_0)
  * as the pool counts it, which takes one width for K and V (the engine's
- * head_dim) and whole q4_0 blocks of 32 for V: 0 (unknown) otherwise. */
+ * head_dim) and whole q5_0 blocks of 32 for V: 0 (unknown) otherwise. */
 static void plan_memory(struct model_info *mi, enum kv_type kv, uint64_t mem)
 {
     const uint64_t kd = (uint64_t)mi->kv_heads * mi->key_len;

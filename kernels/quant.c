@@ -498,6 +498,35 @@ bool quant_row_q4_0(const float *src, block_q4_0 *dst, int64_t n)
     return true;
 }
 
+bool quant_row_q5_0(const float *src, block_q5_0 *dst, int64_t n)
+{
+    if (n < 0 || n % QK5_0) return false;
+    for (int64_t i = 0; i < n / QK5_0; i++, src += QK5_0) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK5_0; j++)
+            if (amax < fabsf(src[j])) {
+                amax = fabsf(src[j]);
+                max = src[j];
+            }
+        const float d = max / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        dst[i].d = f32_to_fp16(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            int x0 = (int)(int8_t)(src[j] * id + 16.5f);
+            int x1 = (int)(int8_t)(src[j + QK5_0 / 2] * id + 16.5f);
+            x0 = x0 < 31 ? x0 : 31;
+            x1 = x1 < 31 ? x1 : 31;
+            dst[i].qs[j] = (uint8_t)((x0 & 0x0F) | ((x1 & 0x0F) << 4));
+            /* the fifth bits: element j's in bit j of qh (deq_q5_0) */
+            qh |= (uint32_t)(x0 >> 4 & 1) << j;
+            qh |= (uint32_t)(x1 >> 4 & 1) << (j + QK5_0 / 2);
+        }
+        memcpy(dst[i].qh, &qh, sizeof qh);
+    }
+    return true;
+}
+
 bool quant_row_q4_1(const float *src, block_q4_1 *dst, int64_t n)
 {
     if (n < 0 || n % QK4_1) return false;

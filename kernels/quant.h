@@ -68,6 +68,8 @@ bool quant_row_q8_K(const float *src, block_q8_K *dst, int64_t n);
 /* Reference quantizers for the weight types the tests round-trip. */
 bool quant_row_q4_0(const float *src, block_q4_0 *dst, int64_t n);
 bool quant_row_q4_1(const float *src, block_q4_1 *dst, int64_t n);
+/* The reference's quantize_row_q5_0_ref (q4c's V rows, kernels/cpu/ops.c). */
+bool quant_row_q5_0(const float *src, block_q5_0 *dst, int64_t n);
 
 float fp16_to_f32(qt_f16 h);
 qt_f16 f32_to_fp16(float f);

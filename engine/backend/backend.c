@@ -82,7 +82,7 @@ uint64_t backend_kv_token_bytes(enum kv_type t, int32_t n_layer, int64_t kv_dim,
     case KV_Q4C:
         /* per dimension and block: f16 min and step, bt 4-bit codes */
         k = (uint64_t)kv_dim * (4 + (uint64_t)bt / 2) / (uint64_t)(bt > 0 ? bt : 16);
-        v = (uint64_t)kv_dim / 32 * 18;
+        v = (uint64_t)kv_dim / 32 * 22;   /* q5_0 rows */
         break;
     default: k = v = (uint64_t)kv_dim * 2; break;
     }

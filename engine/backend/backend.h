@@ -20,7 +20,7 @@ struct model;
 enum backend_kind { BACKEND_AUTO, BACKEND_CPU, BACKEND_CUDA };
 /* KV_Q4C: 4-bit codes, K per channel over each block (an f16 min and step
  * per dimension and block, the block still filling kept in f16 until it is
- * full), V per token as q4_0 (rotated): CPU only. */
+ * full), V per token as q5_0 (rotated as q4_0's V): CPU only. */
 enum kv_type { KV_F16, KV_F32, KV_Q8_0, KV_Q4_0, KV_Q4C };
 
 struct backend_config {

@@ -54,9 +54,9 @@ struct attn_layer {
 static inline char *attn_block(const struct attn_layer *L, const void *pool, int32_t block)
 {
     size_t s = L->block_stride;
-    if (!s)   /* packed: q4c's K block is kv_dim · (4 + bt / 2) bytes (row_bytes: q4_0's V row) */
+    if (!s)   /* packed: q4c's K block is kv_dim · (4 + bt / 2) bytes (row_bytes: q5_0's V row) */
         s = L->type == OPS_KV_Q4C && pool == L->k
-                ? L->row_bytes / 18 * 32 * (4 + (size_t)L->block_tokens / 2)
+                ? L->row_bytes / 22 * 32 * (4 + (size_t)L->block_tokens / 2)
                 : (size_t)L->block_tokens * L->row_bytes;
     return (char *)pool + (size_t)block * s;
 }

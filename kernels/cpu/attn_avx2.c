@@ -101,4 +101,21 @@ static inline __attribute__((always_inline)) __m256 deq4v(const uint8_t *p, int 
     return deq_magic(_mm256_and_si256(x, _mm256_set1_epi32(0x0F)), s, o, 8);
 }
 
+/* 8 values of a q5_0 block (q4c's V rows) at element d (0, 8, 16 or 24):
+ * the nibbles as deq4v's, the fifth bits of qh moved to bit 4 of each lane
+ * (one variable shift of qh >> d, pre-shifted by 4), biased by 16. */
+static inline __attribute__((always_inline)) __m256 deq5v(const char *blk, int d, __m256 s,
+                                                        __m256 o)
+{
+    uint32_t qh;
+    memcpy(&qh, blk + 2, sizeof qh);
+    __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 6 + d % 16)));
+    if (d >= 16) x = _mm256_srli_epi32(x, 4);
+    x = _mm256_and_si256(x, _mm256_set1_epi32(0x0F));
+    const __m256i h = _mm256_srlv_epi32(_mm256_set1_epi32((int)((qh >> d) << 4)),
+                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    x = _mm256_or_si256(x, _mm256_and_si256(h, _mm256_set1_epi32(16)));
+    return deq_magic(x, s, o, 16);
+}
+
 #include "attn_tile.inc"

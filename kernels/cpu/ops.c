@@ -229,8 +229,8 @@ size_t ops_kv_row_bytes(enum ops_kv_type t, int64_t n)
     case OPS_KV_F32: return (size_t)n * 4;
     case OPS_KV_F16: return (size_t)n * 2;
     case OPS_KV_Q8_0: return (size_t)(n / QK8_0) * sizeof(block_q8_0);
-    case OPS_KV_Q4_0:
-    case OPS_KV_Q4C: return (size_t)(n / QK4_0) * sizeof(block_q4_0);
+    case OPS_KV_Q4_0: return (size_t)(n / QK4_0) * sizeof(block_q4_0);
+    case OPS_KV_Q4C: return (size_t)(n / QK5_0) * sizeof(block_q5_0);   /* its V rows */
     }
     return 0;
 }
@@ -261,6 +261,8 @@ void ops_kv_store(enum ops_kv_type t, void *dst, const float *src, int64_t n)
         for (int64_t i = i0; i < n; i++) d[i] = f2h(src[i]);
     } else if (t == OPS_KV_Q8_0) {
         quant_row_q8_0(src, dst, n);
+    } else if (t == OPS_KV_Q4C) {
+        quant_row_q5_0(src, dst, n);   /* the reference's quantize_row_q5_0_ref */
     } else {
         quant_row_q4_0(src, dst, n);   /* the reference's quantize_row_q4_0_ref */
     }
@@ -317,6 +319,39 @@ __attribute__((target("avx2"))) static void load_q4_0_avx2(const block_q4_0 *b, 
         }
     }
 }
+
+/* q5_0 (q4c's V rows): q4_0's nibbles with the fifth bits of qh spread to
+ * bytes (bit k of qh to byte k: each byte of qh broadcast to 8 bytes, and
+ * the byte's own bit tested) and 16 subtracted. */
+__attribute__((target("avx2"))) static void load_q5_0_avx2(const block_q5_0 *b, float *dst,
+                                                            int64_t nb)
+{
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                            2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    const __m128i lo4 = _mm_set1_epi8(0x0F);
+    for (int64_t j = 0; j < nb; j++) {
+        const __m256 d = _mm256_set1_ps(h2f(b[j].d));
+        uint32_t qh;
+        memcpy(&qh, b[j].qh, sizeof qh);
+        const __m256i sel = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+        const __m256i h16 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(sel, bit), bit),
+                                             _mm256_set1_epi8(16));
+        const __m128i q = _mm_loadu_si128((const __m128i *)b[j].qs);
+        const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4),
+                                           _mm_and_si128(q, lo4));
+        const __m256i x = _mm256_sub_epi8(_mm256_or_si256(u, h16), _mm256_set1_epi8(16));
+        float *o = dst + j * QK5_0;
+        const __m128i x16[2] = { _mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1) };
+        for (int h = 0; h < 2; h++) {
+            _mm256_storeu_ps(o + 16 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(
+                                                              _mm256_cvtepi8_epi32(x16[h]))));
+            _mm256_storeu_ps(o + 16 * h + 8,
+                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                  _mm_srli_si128(x16[h], 8)))));
+        }
+    }
+}
 #endif
 
 void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n)
@@ -325,6 +360,7 @@ void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n)
     if ((t == OPS_KV_Q8_0 || t == OPS_KV_Q4_0 || t == OPS_KV_Q4C) &&
         __builtin_cpu_supports("avx2")) {
         if (t == OPS_KV_Q8_0) load_q8_0_avx2(src, dst, n / QK8_0);
+        else if (t == OPS_KV_Q4C) load_q5_0_avx2(src, dst, n / QK5_0);
         else load_q4_0_avx2(src, dst, n / QK4_0);
         return;
     }
@@ -345,6 +381,21 @@ void ops_kv_load(enum ops_kv_type t, const void *src, float *dst, int64_t n)
         for (int64_t j = 0; j < n / QK8_0; j++) {
             const float d = h2f(b[j].d);
             for (int k = 0; k < QK8_0; k++) dst[j * QK8_0 + k] = d * (float)b[j].qs[k];
+        }
+    } else if (t == OPS_KV_Q4C) {
+        /* q5_0: q4_0's nibbles, element k's fifth bit in bit k of qh, biased
+         * by 16; d · (q - 16) is exact in f32 as q4_0's is */
+        const block_q5_0 *b = src;
+        for (int64_t j = 0; j < n / QK5_0; j++) {
+            const float d = h2f(b[j].d);
+            uint32_t qh;
+            memcpy(&qh, b[j].qh, sizeof qh);
+            for (int k = 0; k < QK5_0 / 2; k++) {
+                const int lo = (b[j].qs[k] & 0x0F) | (int)(qh >> k & 1) << 4;
+                const int hi = (b[j].qs[k] >> 4) | (int)(qh >> (k + 16) & 1) << 4;
+                dst[j * QK5_0 + k] = d * (float)(lo - 16);
+                dst[j * QK5_0 + k + QK5_0 / 2] = d * (float)(hi - 16);
+            }
         }
     } else {
         /* ggml's layout: byte k holds element k (low nibble) and k + 16

@@ -76,7 +76,7 @@ static inline float ops_expf(float x)
 /* x[i] = the f16 value nearest x[i] (round to nearest even). */
 void ops_round_f16(float *x, int64_t n);
 
-/* KV row storage formats. OPS_KV_Q4C: V rows as q4_0; its K is not stored
+/* KV row storage formats. OPS_KV_Q4C: V rows as q5_0; its K is not stored
  * in rows but per channel over each block (attention.h, attn_kc_*). */
 enum ops_kv_type { OPS_KV_F32, OPS_KV_F16, OPS_KV_Q8_0, OPS_KV_Q4_0, OPS_KV_Q4C };
 /* Bytes of n elements (n a multiple of 32 for q8_0, q4_0 and q4c). */

@@ -1,10 +1,10 @@
 /* test_kvq4c: the q4c KV cache (kv_type KV_Q4C) on the CPU backend, the
  * real default model (SmolLM2-135M): K per channel over each block, the
  * blocks a forward writes staged in f16 (engine/backend/cpu_kvstage.h),
- * V as rotated q4_0 rows.
+ * V as rotated q5_0 rows.
  *
- * - its size: 7560 bytes per token for SmolLM2 (30 layers of kv_dim 192:
- *   K 192 · 12 / 16, V 192 / 32 · 18), the pool exactly its blocks; the
+ * - its size: 8280 bytes per token for SmolLM2 (30 layers of kv_dim 192:
+ *   K 192 · 12 / 16, V 192 / 32 · 22), the pool exactly its blocks; the
  *   other types' 2 · n_layer · row unchanged;
  * - a 70-token prompt in one batch, token by token and in chunks of 5: the
  *   same logits bit for bit at every position;
@@ -117,8 +117,8 @@ static int32_t first_diff_row(const float *a, const float *b, int32_t rows, int3
 static void sizes(const struct model *m)
 {
     /* no model needed: the formula */
-    ok(backend_kv_token_bytes(KV_Q4C, 30, 192, 16) == 7560,
-       "q4c: 7560 bytes per token at 30 layers of kv_dim 192 (K 144 + V 108 per layer): %llu",
+    ok(backend_kv_token_bytes(KV_Q4C, 30, 192, 16) == 8280,
+       "q4c: 8280 bytes per token at 30 layers of kv_dim 192 (K 144 + V 132 per layer): %llu",
        (unsigned long long)backend_kv_token_bytes(KV_Q4C, 30, 192, 16));
     static const struct { enum kv_type t; uint64_t row; const char *name; } o[] = {
         { KV_F16, 192 * 2, "f16" }, { KV_F32, 192 * 4, "f32" },
@@ -138,7 +138,7 @@ static void sizes(const struct model *m)
     if (!ok(be != NULL, "q4c backend opens: %s", be ? "" : err)) return;
     struct backend_info info;
     be->ops->get_info(be, &info);
-    ok(be->kv_bytes_per_token == 7560 &&
+    ok(be->kv_bytes_per_token == 8280 &&
        info.kv_bytes == (uint64_t)be->kv_n_blocks * BT * be->kv_bytes_per_token,
        "q4c backend: %llu bytes per token, pool of %d blocks of %llu bytes each",
        (unsigned long long)be->kv_bytes_per_token, be->kv_n_blocks,

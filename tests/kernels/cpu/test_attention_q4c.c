@@ -1,8 +1,12 @@
 /* test_attention_q4c: attention over a q4c KV cache (--kv-type q4c) on
  * every ISA path: K per channel over each block (attn_kc_*), the queries'
- * own block from its f16 staging entry, V as q4_0 rows rotated by the
+ * own block from its f16 staging entry, V as q5_0 rows rotated by the
  * 64-point Walsh-Hadamard.
  *
+ * - V's q5_0 rows: stored as the reference's quantize_row_q5_0_ref (the
+ *   scale the f16 of max / -16, codes round(x / d) + 16 clamped to 31), read
+ *   back as the reference dequantizer reads Q5_0, each value within d / 2
+ *   (|d| where code 31 clamps the side opposite the block's largest);
  * - attn_kc_close / attn_kc_load / attn_kc_reopen round trip: per channel
  *   min and step the f16 of the keys' min and (max - min) / 15, every key
  *   within step/2 of its f16 input plus the f16 rounding of the pair (the
@@ -15,7 +19,7 @@
  *   attention): prefill within a float bound of a double-precision
  *   attention over the very values the kernel must read (earlier blocks
  *   through attn_kc_load, the own block as the f16 of its keys, V as the
- *   stored q4_0 rows, rotated back); the bound: the scores' f32 sums move a
+ *   stored q5_0 rows, rotated back); the bound: the scores' f32 sums move a
  *   probability by a factor within exp(±2D), D = scale · (hd + 4) · 2^-24 ·
  *   max_j Σ|q_i k_ji| (+ exp's 1e-7), the f16 probabilities by 2^-11 (twice
  *   that with the f32 normalisation), the f32 sums of P·V by n · 2^-23, and
@@ -38,6 +42,7 @@
 #include "cpu/cpu_isa.h"
 #include "cpu/ops.h"
 #include "cpu/threadpool.h"
+#include "quant.h"
 #include "tap.h"
 
 static uint32_t rng = 4242u;
@@ -45,6 +50,54 @@ static float frand(void)   /* [-1, 1) */
 {
     rng = rng * 1664525u + 1013904223u;
     return (float)((rng >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+/* V's q5_0 rows: values from tiny to large per block (a block all zero,
+ * one with a single non-zero, the rest spread over 2^-6..2^6), stored and
+ * read back through ops_kv_*, against quant.h's dequantizer and the
+ * rounding bound: |x - d · (q - 16)| <= |d| / 2, |d| at the clamped code 31
+ * (+ the f16 rounding of d, times 16), d the stored scale. */
+static void v_rows(void)
+{
+    enum { N = 32 * 64 };
+    static float x[N], got[N], ref[N];
+    static unsigned char row[N / 32 * 22];
+    uint32_t r = 777u;   /* its own stream: the attention cases' inputs stay as they were */
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        const float u = (float)((r >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+        const int b = i / 32;
+        const float mag = ldexpf(1.0f, b % 13 - 6);
+        x[i] = b == 0 ? 0.0f : b == 1 ? (i == 40 ? -3.0f : 0.0f) : u * mag;
+    }
+    ops_kv_store(OPS_KV_Q4C, row, x, N);
+    ops_kv_load(OPS_KV_Q4C, row, got, N);
+    dequant_row(QT_Q5_0, row, ref, N);
+    ok(memcmp(got, ref, sizeof got) == 0, "q4c's V rows read back as quant.h's Q5_0 dequantizer");
+    block_q5_0 want[N / 32];
+    quant_row_q5_0(x, want, N);
+    ok(memcmp(row, want, sizeof want) == 0, "q4c's V rows stored as quant_row_q5_0");
+    int within = 1, used_hi = 0, used_lo = 0;
+    for (int b = 0; b < N / 32; b++) {
+        const float d = fabsf(fp16_to_f32(want[b].d));
+        for (int j = 0; j < 32; j++) {
+            const float e = fabsf(got[b * 32 + j] - x[b * 32 + j]);
+            /* code 31 (15 d) clamps the side opposite the largest value,
+             * which reaches 16 |d|: there within |d| */
+            const float ds = fp16_to_f32(want[b].d);
+            const float bound = (got[b * 32 + j] == 15.0f * ds ? d : d / 2) + 16.0f * d * 0x1p-11f;
+            if (e > bound) {
+                if (within) tap_diag("V value %d: %g read %g (d %g)", b * 32 + j, x[b * 32 + j],
+                                     got[b * 32 + j], d);
+                within = 0;
+            }
+            used_hi |= d > 0 && got[b * 32 + j] / d >= 15.0f;
+            used_lo |= d > 0 && got[b * 32 + j] / d <= -15.0f;
+        }
+    }
+    ok(within && used_hi && used_lo && got[40] == -3.0f && got[0] == 0.0f,
+       "q4c's V: each value within d / 2 of its input (d clamped), both ends of the codes used, "
+       "a block's largest value exact, zeros zero");
 }
 
 static uint16_t to_f16(float x)
@@ -540,8 +593,8 @@ int main(void)
        attn_kv_rot(OPS_KV_Q4C, 64, 1) == 64 && attn_kv_rot(OPS_KV_Q4C, 128, 1) == 64 &&
        attn_kv_rot(OPS_KV_Q4C, 96, 1) == 0,
        "q4c rotation: K never (per channel), V by 64 where head_dim is a multiple of 64");
-    ok(ops_kv_row_bytes(OPS_KV_Q4C, 192) == ops_kv_row_bytes(OPS_KV_Q4_0, 192) &&
-       ops_kv_row_bytes(OPS_KV_Q4C, 192) == 108, "q4c's V row is q4_0's: 192 values in 108 bytes");
+    ok(ops_kv_row_bytes(OPS_KV_Q4C, 192) == 132, "q4c's V row is q5_0: 192 values in 132 bytes");
+    v_rows();
     tap_diag("isa in force: %s", cpu_isa_name(cpu_isa_best()));
     round_trip(2, 64, 16, 16);
     round_trip(2, 64, 16, 15);
