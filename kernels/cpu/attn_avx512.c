@@ -91,20 +91,19 @@ static inline __attribute__((always_inline)) __m512 deq4v(const uint8_t *p, int 
 }
 
 /* 16 values of a q5_0 block (q4c's V rows) at element d (0 or 16): the
- * nibbles as deq4v's, the fifth bits of qh as a mask; 16 subtracted where a
- * value's fifth bit is clear, so the value is x · s with no offset (exact
- * as d · (q - 16) is). */
+ * nibbles as deq4v's, the fifth bits (16 bits of qh, a mask loaded as one)
+ * or-ed in, times s plus o = -16 s (ATTN_DEQ5_OFF; exact as deq4v's). */
+#define ATTN_DEQ5_OFF (-16.0f)
 static inline __attribute__((always_inline)) __m512 deq5v(const char *blk, int d, __m512 s,
                                                         __m512 o)
 {
-    (void)o;
-    uint32_t qh;
-    memcpy(&qh, blk + 2, sizeof qh);
+    uint16_t h;
+    memcpy(&h, blk + 2 + d / 8, sizeof h);
     __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 6)));
     if (d) x = _mm512_srli_epi32(x, 4);
     x = _mm512_and_si512(x, _mm512_set1_epi32(0x0F));
-    x = _mm512_mask_sub_epi32(x, (__mmask16) ~(qh >> d), x, _mm512_set1_epi32(16));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(x), s);
+    x = _mm512_mask_or_epi32(x, _cvtu32_mask16(h), x, _mm512_set1_epi32(16));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), s, o);
 }
 
 #include "attn_tile.inc"
