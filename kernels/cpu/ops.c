@@ -299,6 +299,18 @@ __attribute__((target("avx2"))) static void load_q8_0_avx2(const block_q8_0 *b, 
     }
 }
 
+/* 32 signed bytes (two halves of 16) times d into o[0..31]. */
+__attribute__((target("avx2"))) static inline void store_i8x32(float *o, const __m128i half[2],
+                                                                __m256 d)
+{
+    for (int h = 0; h < 2; h++) {
+        _mm256_storeu_ps(o + 16 * h,
+                         _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(half[h]))));
+        _mm256_storeu_ps(o + 16 * h + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                              _mm_srli_si128(half[h], 8)))));
+    }
+}
+
 __attribute__((target("avx2"))) static void load_q4_0_avx2(const block_q4_0 *b, float *dst,
                                                             int64_t nb)
 {
@@ -309,14 +321,7 @@ __attribute__((target("avx2"))) static void load_q4_0_avx2(const block_q4_0 *b, 
         /* low nibbles: values 0-15, high nibbles: 16-31 (ggml's layout) */
         const __m128i half[2] = { _mm_sub_epi8(_mm_and_si128(q, lo4), eight),
                                   _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), eight) };
-        float *o = dst + j * QK4_0;
-        for (int h = 0; h < 2; h++) {
-            _mm256_storeu_ps(o + 16 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(
-                                                              _mm256_cvtepi8_epi32(half[h]))));
-            _mm256_storeu_ps(o + 16 * h + 8,
-                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                                  _mm_srli_si128(half[h], 8)))));
-        }
+        store_i8x32(dst + j * QK4_0, half, d);
     }
 }
 
@@ -341,15 +346,8 @@ __attribute__((target("avx2"))) static void load_q5_0_avx2(const block_q5_0 *b, 
         const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4),
                                            _mm_and_si128(q, lo4));
         const __m256i x = _mm256_sub_epi8(_mm256_or_si256(u, h16), _mm256_set1_epi8(16));
-        float *o = dst + j * QK5_0;
-        const __m128i x16[2] = { _mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1) };
-        for (int h = 0; h < 2; h++) {
-            _mm256_storeu_ps(o + 16 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(
-                                                              _mm256_cvtepi8_epi32(x16[h]))));
-            _mm256_storeu_ps(o + 16 * h + 8,
-                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                                  _mm_srli_si128(x16[h], 8)))));
-        }
+        const __m128i half[2] = { _mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1) };
+        store_i8x32(dst + j * QK5_0, half, d);
     }
 }
 #endif
