@@ -106,4 +106,33 @@ static inline __attribute__((always_inline)) __m512 deq5v(const char *blk, int d
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), s, o);
 }
 
+/* 16 f16 scales to floats (pv_rows_q5's per-key block scales). */
+static inline __attribute__((always_inline)) void deq5_scales(float *dst, const uint16_t *h)
+{
+    _mm512_store_ps(dst, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h)));
+}
+
+/* The 32 values of a q5_0 block of scale s as s · (c - 16), c the 5-bit
+ * code (pv_rows_q5): c - 16 is the nibble where the fifth bit is set, else
+ * the nibble minus 16, i.e. the nibble with every higher bit set, so an or
+ * and a masked and give it; the product is exact (an 11-bit scale times a
+ * 5-bit integer), so the values are deq5v's. */
+static inline __attribute__((always_inline)) void deq5s(const char *blk, float s, void *lo,
+                                                        void *hi)
+{
+    const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 6)));
+    const __m512i nib = _mm512_set1_epi32(0x0F), up = _mm512_set1_epi32(~0x0F);
+    __m512i l = _mm512_or_si512(x, up), h = _mm512_or_si512(_mm512_srli_epi32(x, 4), up);
+    __mmask16 kl, kh;   /* kmovw from memory: GCC's movzwl and kmovw took a shuffle port */
+    __asm__("kmovw %1, %0" : "=k"(kl) : "m"(*(const uint16_t *)(blk + 2)));
+    __asm__("kmovw %1, %0" : "=k"(kh) : "m"(*(const uint16_t *)(blk + 4)));
+    l = _mm512_mask_and_epi32(l, kl, l, nib);
+    h = _mm512_mask_and_epi32(h, kh, h, nib);
+    const __m512 vs = _mm512_set1_ps(s);
+    const __m512 fl = _mm512_mul_ps(_mm512_cvtepi32_ps(l), vs);
+    const __m512 fh = _mm512_mul_ps(_mm512_cvtepi32_ps(h), vs);
+    memcpy(lo, &fl, sizeof fl);
+    memcpy(hi, &fh, sizeof fh);
+}
+
 #include "attn_tile.inc"
