@@ -101,10 +101,12 @@ static inline __attribute__((always_inline)) __m256 deq4v(const uint8_t *p, int 
     return deq_magic(_mm256_and_si256(x, _mm256_set1_epi32(0x0F)), s, o, 8);
 }
 
-/* A byte of q5_0's fifth bits as 8 dwords of 0 or 16 (deq5v): one load
- * and one or per 8 values, where moving the bits in registers took four
- * instructions on the ports the FMAs need. 8 KiB. */
-#define Q5H1(b, i) (((b) >> (i) & 1) * 16)
+/* A byte of q5_0's fifth bits as 8 dwords of 0 or 16, with deq_magic's
+ * constant and q5_0's bias of 16 folded in (deq5v): one add from memory per
+ * 8 values gives the nibble's float bits, where moving the bits in
+ * registers took four instructions on the ports the FMAs need and the or
+ * and the add one more. 8 KiB. */
+#define Q5H1(b, i) (0x4B400000 - 16 + ((b) >> (i) & 1) * 16)
 #define Q5H8(b) { Q5H1(b, 0), Q5H1(b, 1), Q5H1(b, 2), Q5H1(b, 3), \
                   Q5H1(b, 4), Q5H1(b, 5), Q5H1(b, 6), Q5H1(b, 7) }
 #define Q5H32(b) Q5H8(b), Q5H8(b + 1), Q5H8(b + 2), Q5H8(b + 3), Q5H8(b + 4), Q5H8(b + 5), \
@@ -116,17 +118,17 @@ static const int32_t q5_high[256][8] __attribute__((aligned(32))) = {
 };
 
 /* 8 values of a q5_0 block (q4c's V rows) at element d (0, 8, 16 or 24):
- * the nibbles as deq4v's, byte d / 8 of qh through q5_high, biased by 16. */
+ * the nibbles as deq4v's (the high ones need no mask), plus byte d / 8 of
+ * qh through q5_high: deq_magic's bits for c - 16, then its FMA. */
 #define ATTN_DEQ5_OFF ATTN_DEQ_OFF
 static inline __attribute__((always_inline)) __m256 deq5v(const char *blk, int d, __m256 s,
                                                         __m256 o)
 {
     const uint8_t hb = (uint8_t)blk[2 + d / 8];
     __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 6 + d % 16)));
-    if (d >= 16) x = _mm256_srli_epi32(x, 4);
-    x = _mm256_and_si256(x, _mm256_set1_epi32(0x0F));
-    x = _mm256_or_si256(x, _mm256_load_si256((const __m256i *)q5_high[hb]));
-    return deq_magic(x, s, o, 16);
+    x = d >= 16 ? _mm256_srli_epi32(x, 4) : _mm256_and_si256(x, _mm256_set1_epi32(0x0F));
+    x = _mm256_add_epi32(x, _mm256_load_si256((const __m256i *)q5_high[hb]));
+    return _mm256_fmadd_ps(_mm256_castsi256_ps(x), s, o);
 }
 
 #include "attn_tile.inc"
