@@ -220,24 +220,29 @@ void attn_kv_store(const struct attn_layer *L, int32_t n_head_kv, int32_t head_d
     }
 }
 
-/* The split phases' worker and phase 0's unit for isa (TERN_ISA caps it
- * like the matmuls); bf16: amx with attn_batch.bf16_tiles. */
-static void attn_kernels_for(enum cpu_isa isa, bool bf16, tp_fn *worker, tp_unit_fn *unit)
+/* The split phases' worker, phase 0's unit and the f32 conversion pass
+ * for isa (TERN_ISA caps it like the matmuls); bf16: amx with
+ * attn_batch.bf16_tiles (its own conversion, attn_amx_convert_unit). */
+static void attn_kernels_for(enum cpu_isa isa, bool bf16, tp_fn *worker, tp_unit_fn *unit,
+                             tp_unit_fn *convert)
 {
 #if defined(__x86_64__)
     if (bf16) {   /* prompt tiles on AMX-BF16, the split phases as AVX-512 */
         *worker = attn_avx512_worker;
         *unit = attn_amx_unit;
+        *convert = attn_amx_convert_unit;
         return;
     }
     if (isa >= CPU_ISA_AVX512) {
         *worker = attn_avx512_worker;
         *unit = attn_avx512_unit;
+        *convert = attn_avx512_convert;
         return;
     }
     if (isa >= CPU_ISA_AVX2) {
         *worker = attn_avx2_worker;
         *unit = attn_avx2_unit;
+        *convert = attn_avx2_convert;
         return;
     }
 #endif
@@ -245,6 +250,7 @@ static void attn_kernels_for(enum cpu_isa isa, bool bf16, tp_fn *worker, tp_unit
     (void)bf16;
     *worker = attn_scalar_worker;
     *unit = attn_scalar_unit;
+    *convert = attn_scalar_convert;
 }
 
 /* Tiles of up to tmax queries of one sequence at consecutive positions;
@@ -281,26 +287,39 @@ static int grow(void **p, size_t *cap, size_t n, size_t es)
 static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
                     const struct attn_batch *b, struct attn_scratch *s);
 
-#if defined(__x86_64__)
-/* Beyond this the AMX prompt tiles convert K and V per item instead of
- * once per call (e.g. 8 KV heads of 64 dims at 64k keys would need 200 MB). */
-#define ATTN_AMX_KVBF_MAX ((size_t)128 << 20)
+/* Beyond this the prompt tiles convert K and V per tile (per item on AMX)
+ * instead of once per call (e.g. 8 KV heads of 64 dims at 64k keys would
+ * need 200 MB of bf16 tiles, twice that in f32). */
+#define ATTN_KV_ONCE_MAX ((size_t)128 << 20)
 
-/* AMX prompt tiles: the tiles that fit, in runs of one sequence at
- * consecutive positions, each run's keys converted once per KV head
- * (attn_amx_run), so a chunk is not converted again for every tile that
- * reads it. Returns the slots to convert (0: none, J->kvbf NULL), or -1. */
-static int64_t amx_plan(struct attn_job *J, struct attn_scratch *s)
+/* Whether tile t's keys are converted once per call with its run's: AMX
+ * tiles that fit; otherwise tiles that convert (more than ATTN_INPLACE_T
+ * queries: the rest read the blocks in place where they can). */
+static bool tile_in_run(const struct attn_job *J, int32_t t, bool amx)
+{
+#if defined(__x86_64__)
+    if (amx) return attn_amx_fits(J, t);
+#endif
+    (void)amx;
+    return J->tiles[2 * t + 1] > ATTN_INPLACE_T;
+}
+
+/* Prompt tiles in runs of one sequence at consecutive positions, each
+ * run's keys converted once per KV head (attn_kv_run: bf16 tile chunks on
+ * AMX, f32 blocks otherwise), so a block is not converted again for every
+ * tile that reads it. Returns the slots to convert (0: none, J->kvbf and
+ * J->kvf NULL), or -1. */
+static int64_t plan_runs(struct attn_job *J, struct attn_scratch *s, bool amx)
 {
     const struct attn_batch *b = J->b;
     if (grow((void **)&s->tile_run, &s->tile_run_cap, (size_t)J->n_tiles, sizeof(int32_t)) ||
-        grow(&s->runs, &s->runs_cap, (size_t)J->n_tiles, sizeof(struct attn_amx_run)))
+        grow(&s->runs, &s->runs_cap, (size_t)J->n_tiles, sizeof(struct attn_kv_run)))
         return -1;
-    struct attn_amx_run *runs = s->runs;
+    struct attn_kv_run *runs = s->runs;
     int32_t n = 0;
     for (int32_t t = 0; t < J->n_tiles; t++) {
         const int32_t t0 = J->tiles[2 * t], T = J->tiles[2 * t + 1];
-        if (!attn_amx_fits(J, t)) {
+        if (!tile_in_run(J, t, amx)) {
             s->tile_run[t] = -1;
             continue;
         }
@@ -313,23 +332,33 @@ static int64_t amx_plan(struct attn_job *J, struct attn_scratch *s)
         runs[n - 1].hi = b->pos[t0 + T - 1];
         s->tile_run[t] = n - 1;
     }
+    const int32_t ck = amx ? ATTN_AMX_CK : J->L->block_tokens;
     size_t slots = 0;
     for (int32_t r = 0; r < n; r++) {
-        runs[r].c_lo = runs[r].lo / ATTN_AMX_CK;
-        runs[r].n_ch = runs[r].hi / ATTN_AMX_CK - runs[r].c_lo + 1;
+        runs[r].c_lo = runs[r].lo / ck;
+        runs[r].n_ch = runs[r].hi / ck - runs[r].c_lo + 1;
         runs[r].off = slots;
         slots += (size_t)b->n_head_kv * (size_t)runs[r].n_ch;
     }
     J->runs = runs;
     J->n_runs = n;
     J->tile_run = s->tile_run;
-    const size_t bytes = slots * attn_amx_slot_bytes(b->head_dim) + 64;
-    if (!n || bytes > ATTN_AMX_KVBF_MAX) return 0;
+#if defined(__x86_64__)
+    const size_t slot = amx ? attn_amx_slot_bytes(b->head_dim)
+                            : attn_kvf_slot_floats(J->L->block_tokens, b->head_dim) * sizeof(float);
+#else
+    const size_t slot = attn_kvf_slot_floats(J->L->block_tokens, b->head_dim) * sizeof(float);
+#endif
+    const size_t bytes = slots * slot + 64;
+    if (!n || bytes > ATTN_KV_ONCE_MAX) return 0;
     if (grow(&s->kvbf, &s->kvbf_cap, bytes, 1)) return -1;
-    J->kvbf = (uint16_t *)(((uintptr_t)s->kvbf + 63) & ~(uintptr_t)63);
+    void *at = (void *)(((uintptr_t)s->kvbf + 63) & ~(uintptr_t)63);
+    if (amx)
+        J->kvbf = at;
+    else
+        J->kvf = at;
     return (int64_t)slots;
 }
-#endif
 
 int attn_forward(struct threadpool *tp, enum cpu_isa isa, const struct attn_layer *L,
                  const struct attn_batch *b, struct attn_scratch *s)
@@ -428,22 +457,20 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
                   grow((void **)&s->stats, &s->stats_cap, n_stats, sizeof(double))))
         return -1;
     struct attn_job J = { L, b, s->tiles, n_tiles, s->items, (int32_t)n_items, P, 0,
-                          s->parts, s->stats, s->part_base, s->buf, per, NULL, 0, NULL, NULL };
+                          s->parts, s->stats, s->part_base, s->buf, per, NULL, 0, NULL, NULL,
+                          NULL };
     tp_fn worker;
-    tp_unit_fn unit;
-    attn_kernels_for(isa, bf16, &worker, &unit);
+    tp_unit_fn unit, convert;
+    attn_kernels_for(isa, bf16, &worker, &unit, &convert);
     if (split) {
         for (J.phase = 1; J.phase <= 3; J.phase++) tp_run(tp, worker, &J);
         J.phase = 4;
         worker(&J, 0, 1);
     } else {   /* one unit per (tile, KV head), claimed: thread 0 alone can finish them */
-#if defined(__x86_64__)
-        if (bf16) {   /* first each run's K and V as bf16 tiles, once */
-            const int64_t slots = amx_plan(&J, s);
-            if (slots < 0) return -1;
-            tp_run_claimed(tp, slots, TP_CLAIM_OWN_FIRST, attn_amx_convert_unit, &J);
-        }
-#endif
+        /* first each run's K and V, once: bf16 tiles (AMX) or f32 blocks */
+        const int64_t slots = plan_runs(&J, s, bf16);
+        if (slots < 0) return -1;
+        if (slots) tp_run_claimed(tp, slots, TP_CLAIM_OWN_FIRST, convert, &J);
         tp_run_claimed(tp, (int64_t)n_items * b->n_head_kv, TP_CLAIM_SHARED, unit, &J);
     }
     return 0;

@@ -473,7 +473,7 @@ void attn_amx_convert_unit(void *arg, int64_t u, int ith)
     const struct attn_job *J = arg;
     int32_t r = 0;
     while (r + 1 < J->n_runs && (int64_t)J->runs[r + 1].off <= u) r++;
-    const struct attn_amx_run *run = &J->runs[r];
+    const struct attn_kv_run *run = &J->runs[r];
     const int32_t i = (int32_t)(u - (int64_t)run->off), c = run->c_lo + i % run->n_ch;
     const struct amx_geo a = amx_geo_at(J, run->tok, 0, i / run->n_ch, run->lo, run->hi);
     struct amx_ws w = amx_ws_at(J->scratch + (size_t)ith * J->per_thread, amx_rp_max(J->b), a.hd);
@@ -492,7 +492,7 @@ static void amx_item(const struct attn_job *J, int32_t tile, int32_t g, float *w
     const int32_t hd = a.hd, qdim = b->n_head * hd;
     struct amx_ws w = amx_ws_at(ws, a.RP, hd);
     /* the run's converted chunks (attn_amx_convert_unit), or this item's own */
-    const struct attn_amx_run *run = J->kvbf ? &J->runs[J->tile_run[tile]] : NULL;
+    const struct attn_kv_run *run = J->kvbf ? &J->runs[J->tile_run[tile]] : NULL;
     uint16_t *kv0 = run ? J->kvbf + (run->off + (size_t)g * run->n_ch) * (attn_amx_slot_bytes(hd) / 2)
                               : NULL;
     for (int32_t r = 0; r < a.RP; r++) {

@@ -21,16 +21,32 @@ enum { ATTN_TILE = 16, ATTN_ROWS_MAX = 8, ATTN_PART = 256 };
 /* Floats per vector at most (AVX-512): the per-row max lanes' stride. */
 enum { ATTN_VW_MAX = 16 };
 
-/* A run of AMX prompt tiles: consecutive tiles of one sequence at
- * consecutive positions. Its keys [lo, hi] are converted to bf16 tiles once
- * per call, in chunks c_lo, c_lo + 1, ... of ATTN_AMX_CK keys per KV head:
- * head g's chunk c is slot off + g · n_ch + c - c_lo (attn_amx_slot_bytes). */
-struct attn_amx_run {
+/* A run of prompt tiles: consecutive tiles of one sequence at consecutive
+ * positions, whose keys [lo, hi] are converted once per call instead of
+ * once per tile, in chunks c_lo, c_lo + 1, ... per KV head: head g's chunk
+ * c is slot off + g · n_ch + c - c_lo. On AMX (bf16 tiles) a chunk is
+ * ATTN_AMX_CK keys as bf16 tiles (attn_amx_slot_bytes); otherwise one KV
+ * block as f32 (attn_kvf_slot_floats): K transposed as load_block_t gives
+ * it, then V as load_block does. */
+struct attn_kv_run {
     int32_t tok;                /* the run's first token (its table) */
     int32_t lo, hi;             /* keys */
     int32_t c_lo, n_ch;         /* chunks */
     size_t off;                 /* first slot */
 };
+
+/* Tiles of more queries than this read K and V converted to f32 (blocks
+ * of one run converted once per call, attn_kv_run); up to it, in place
+ * where the ISA and the layout allow (attn_tile.inc's tile_mode). */
+#ifndef ATTN_INPLACE_T
+#define ATTN_INPLACE_T 8
+#endif
+
+/* Floats of one f32 slot: a block's K (transposed) and its V. */
+static inline size_t attn_kvf_slot_floats(int32_t bt, int32_t hd)
+{
+    return (size_t)2 * (size_t)bt * (size_t)hd;
+}
 
 struct attn_job {
     const struct attn_layer *L;
@@ -47,11 +63,12 @@ struct attn_job {
                                  * its stats in stats */
     float *scratch;
     size_t per_thread;          /* floats */
-    /* AMX prompt tiles (attn_amx.c): K and V converted once per call */
-    const struct attn_amx_run *runs;
+    /* prompt tiles' K and V converted once per call (attn_kv_run) */
+    const struct attn_kv_run *runs;
     int32_t n_runs;
     const int32_t *tile_run;    /* per tile: its run, or -1 */
-    uint16_t *kvbf;             /* the runs' chunks (64-byte aligned); NULL: per item */
+    uint16_t *kvbf;             /* AMX: the runs' bf16 chunks (64-byte aligned); NULL: per item */
+    float *kvf;                 /* otherwise: the runs' f32 blocks; NULL: per tile */
 };
 
 static inline int32_t attn_part_keys(int32_t bt)
@@ -102,6 +119,11 @@ void attn_avx512_worker(void *job, int ith, int nth);
 void attn_scalar_unit(void *job, int64_t unit, int ith);
 void attn_avx2_unit(void *job, int64_t unit, int ith);
 void attn_avx512_unit(void *job, int64_t unit, int ith);
+/* The conversion pass before the units when J->kvf is set: unit u fills
+ * f32 slot u (a run's KV head's block) as the tiles would convert it. */
+void attn_scalar_convert(void *job, int64_t unit, int ith);
+void attn_avx2_convert(void *job, int64_t unit, int ith);
+void attn_avx512_convert(void *job, int64_t unit, int ith);
 
 /* TERN_ISA=amx (attn_amx.c): prompt tiles of at least ATTN_AMX_MIN_ROWS
  * query rows on AMX-BF16 tiles, keys in chunks of ATTN_AMX_CK at fixed
