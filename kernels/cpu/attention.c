@@ -1,7 +1,7 @@
 /* attention: paged, grouped-query attention on the CPU. Queries of one
- * sequence at consecutive positions form tiles of up to ATTN_TILE tokens,
- * so a KV block is converted to f32 once per tile and KV head, not once per
- * query; each (tile, KV head) is one work item, or, when those are too few
+ * sequence at consecutive positions form tiles of up to ATTN_TILE tokens;
+ * a prompt's K and V blocks are converted to f32 once per call and KV head
+ * (the runs of its tiles, attn_kv_run), decode tiles read them in place; each (tile, KV head) is one work item, or, when those are too few
  * for the threads (decode), each (tile, KV head, part of the keys). Scores
  * are kept for the whole span of the tile (two passes: QK, then
  * softmax-weighted V). Cost is bounded by reading the KV rows (decode) or

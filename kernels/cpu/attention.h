@@ -100,11 +100,12 @@ struct attn_scratch {
     size_t part_base_cap;       /* triples */
     float *qrot;                /* rotated queries (attn_kv_rot) */
     size_t qrot_cap;            /* floats */
-    void *kvbf;                 /* AMX prompt tiles: the call's K and V as bf16 tiles */
+    void *kvbf;                 /* prompt tiles: the call's K and V, converted once
+                                 * (bf16 tiles on AMX, f32 blocks otherwise) */
     size_t kvbf_cap;            /* bytes */
-    void *runs;                 /* AMX prompt tiles: runs of tiles (attn_impl.h) */
+    void *runs;                 /* prompt tiles: runs of tiles (attn_impl.h) */
     size_t runs_cap;            /* runs */
-    int32_t *tile_run;          /* AMX prompt tiles: each tile's run, or -1 */
+    int32_t *tile_run;          /* prompt tiles: each tile's run, or -1 */
     size_t tile_run_cap;        /* tiles */
 };
 void attn_scratch_free(struct attn_scratch *s);
