@@ -1,7 +1,8 @@
 /* attention: paged, grouped-query attention on the CPU. Queries of one
  * sequence at consecutive positions form tiles of up to ATTN_TILE tokens;
  * a prompt's K and V blocks are converted to f32 once per call and KV head
- * (the runs of its tiles, attn_kv_run), decode tiles read them in place; each (tile, KV head) is one work item, or, when those are too few
+ * (the runs of its tiles, attn_kv_run), decode tiles read them in place.
+ * Each (tile, KV head) is one work item, or, when those are too few
  * for the threads (decode), each (tile, KV head, part of the keys). Scores
  * are kept for the whole span of the tile (two passes: QK, then
  * softmax-weighted V). Cost is bounded by reading the KV rows (decode) or
@@ -289,7 +290,7 @@ static int attn_run(struct threadpool *tp, enum cpu_isa isa, const struct attn_l
 
 /* Beyond this the prompt tiles convert K and V per tile (per item on AMX)
  * instead of once per call (e.g. 8 KV heads of 64 dims at 64k keys would
- * need 200 MB of bf16 tiles, twice that in f32). */
+ * need 200 MB as bf16 tiles, 270 MB as f32). */
 #define ATTN_KV_ONCE_MAX ((size_t)128 << 20)
 
 /* Whether tile t's keys are converted once per call with its run's: AMX

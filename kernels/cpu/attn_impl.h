@@ -11,8 +11,8 @@
 #include "attention.h"
 
 /* Queries of one sequence per tile (a prompt's K and V blocks converted
- * once per call and KV head, attn_kv_run); query rows per QK pass at most (QKN); keys per
- * part (rounded up to whole blocks): a query's keys fall into parts at
+ * once per call and KV head, attn_kv_run); query rows per QK pass at most
+ * (QKN); keys per part (rounded up to whole blocks): a query's keys fall into parts at
  * fixed positions [k·P, (k+1)·P), its products with V are summed per part
  * and the parts added in order, so a decode query can be split over
  * threads along its keys with the same result as computed whole. */
