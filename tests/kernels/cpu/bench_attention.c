@@ -106,9 +106,11 @@ int main(int argc, char **argv)
     struct threadpool *tp = tp_open(nth);
     struct attn_scratch s = { 0 };
     double t0 = cpu_s();
-    /* q4c: decode only (a prefill's queries read their own blocks from
-     * staging entries the engine keeps per forward; this one keeps one) */
-    for (int32_t b0 = 0; b0 < (kc ? 0 : N); b0 += 512) {
+    /* q4c: the engine keeps a staging entry per block a forward writes and
+     * a prompt tile reads its own block from it; this one keeps one (the
+     * last block's), so the other tiles read their own blocks closed, from
+     * the pool: the same work, K quantized instead of f16 */
+    for (int32_t b0 = 0; b0 < N; b0 += 512) {
         const int32_t n = N - b0 < 512 ? N - b0 : 512;
         const struct attn_batch b = { n, nh, nkv, hd, 0, q + (size_t)b0 * qd, out + (size_t)b0 * qd,
                                       pos + b0, tabs + b0, 0.125f, 0.0f, 0,
