@@ -471,9 +471,7 @@ static int32_t amx_rp_max(const struct attn_batch *b)
 void attn_amx_convert_unit(void *arg, int64_t u, int ith)
 {
     const struct attn_job *J = arg;
-    int32_t r = 0;
-    while (r + 1 < J->n_runs && (int64_t)J->runs[r + 1].off <= u) r++;
-    const struct attn_kv_run *run = &J->runs[r];
+    const struct attn_kv_run *run = attn_run_of_slot(J, u);
     const int32_t i = (int32_t)(u - (int64_t)run->off), c = run->c_lo + i % run->n_ch;
     const struct amx_geo a = amx_geo_at(J, run->tok, 0, i / run->n_ch, run->lo, run->hi);
     struct amx_ws w = amx_ws_at(J->scratch + (size_t)ith * J->per_thread, amx_rp_max(J->b), a.hd);

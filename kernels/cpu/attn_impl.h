@@ -71,6 +71,24 @@ struct attn_job {
     float *kvf;                 /* otherwise: the runs' f32 blocks; NULL: per tile */
 };
 
+/* The run holding conversion slot u (a conversion pass's unit). */
+static inline const struct attn_kv_run *attn_run_of_slot(const struct attn_job *J, int64_t u)
+{
+    int32_t r = 0;
+    while (r + 1 < J->n_runs && (int64_t)J->runs[r + 1].off <= u) r++;
+    return &J->runs[r];
+}
+
+/* Where the run's f32 K (v = 0) or V (v = 1) of block blk sits for KV head
+ * g: the head's n_ch K blocks, then its n_ch V blocks. */
+static inline float *attn_kvf_at(const struct attn_job *J, const struct attn_kv_run *run,
+                                 int32_t g, int32_t blk, int v)
+{
+    const int32_t bt = J->L->block_tokens, hd = J->b->head_dim;
+    return J->kvf + (run->off + (size_t)g * run->n_ch) * attn_kvf_slot_floats(bt, hd) +
+           ((size_t)(blk - run->c_lo) + (size_t)v * run->n_ch) * (size_t)bt * (size_t)hd;
+}
+
 static inline int32_t attn_part_keys(int32_t bt)
 {
     return (ATTN_PART + bt - 1) / bt * bt;
